@@ -1,0 +1,149 @@
+//! JSON Schema property -> Rust type, for the typed argument structs handlers receive.
+//! Covers the schemas catalogues use; anything else falls back to `serde_json::Value`
+//! (and the checks warn, so the author knows).
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RustType {
+    Str,
+    Int,
+    Float,
+    Bool,
+    List(Box<RustType>),
+    /// An object with declared properties: a nested struct.
+    Object(serde_json::Map<String, Value>),
+    /// An object without declared properties: a free-form map.
+    FreeMap,
+    /// Why no simple type fits.
+    Untyped(String),
+}
+
+pub fn rust_type(schema: &Value) -> RustType {
+    let Some(obj) = schema.as_object() else {
+        return RustType::Untyped("a boolean schema".into());
+    };
+    for keyword in ["anyOf", "oneOf", "allOf", "$ref"] {
+        if obj.contains_key(keyword) {
+            return RustType::Untyped(format!("uses `{keyword}`"));
+        }
+    }
+    match obj.get("type") {
+        Some(Value::String(t)) => match t.as_str() {
+            "string" => RustType::Str,
+            "integer" => RustType::Int,
+            "number" => RustType::Float,
+            "boolean" => RustType::Bool,
+            "array" => match obj.get("items") {
+                Some(items) => match rust_type(items) {
+                    RustType::Untyped(why) => RustType::Untyped(format!("its items: {why}")),
+                    inner => RustType::List(Box::new(inner)),
+                },
+                None => RustType::List(Box::new(RustType::Untyped("no items schema".into()))),
+            },
+            "object" => match obj.get("properties").and_then(Value::as_object) {
+                Some(props) if !props.is_empty() => RustType::Object(obj.clone()),
+                _ => RustType::FreeMap,
+            },
+            other => RustType::Untyped(format!("type `{other}`")),
+        },
+        Some(Value::Array(_)) => RustType::Untyped("a list of types".into()),
+        _ => RustType::Untyped("no `type`".into()),
+    }
+}
+
+/// `get_plugin_config` -> `GetPluginConfig`; other characters split words too.
+pub fn pascal_case(name: &str) -> String {
+    let mut out = String::new();
+    for word in name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'T');
+    }
+    out
+}
+
+/// A property name as a Rust field name: snake_case, never a keyword, never empty.
+pub fn field_name(name: &str) -> String {
+    let mut out = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            if prev_lower {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+            prev_lower = false;
+        } else if c.is_ascii_alphanumeric() {
+            out.push(c);
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        } else {
+            if !out.ends_with('_') {
+                out.push('_');
+            }
+            prev_lower = false;
+        }
+    }
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'f');
+    }
+    if syn::parse_str::<syn::Ident>(&out).is_err() {
+        out.push('_');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        assert_eq!(pascal_case("get_plugin_config"), "GetPluginConfig");
+        assert_eq!(pascal_case("a.b-c"), "ABC");
+        assert_eq!(pascal_case("2fa"), "T2fa");
+        assert_eq!(field_name("mimeType"), "mime_type");
+        assert_eq!(field_name("type"), "type_");
+        assert_eq!(field_name("x-y"), "x_y");
+    }
+
+    #[test]
+    fn types() {
+        assert_eq!(
+            rust_type(&json!({"type": "array", "items": {"type": "integer"}})),
+            RustType::List(Box::new(RustType::Int))
+        );
+        assert!(matches!(
+            rust_type(&json!({"type": ["string", "null"]})),
+            RustType::Untyped(_)
+        ));
+        assert_eq!(rust_type(&json!({"type": "object"})), RustType::FreeMap);
+    }
+}
+
+/// One struct name per tool, unique even when two tool names fold to the same PascalCase.
+pub fn struct_names(tools: &[crate::model::Tool]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    tools
+        .iter()
+        .map(|t| {
+            let base = pascal_case(&t.name);
+            let mut name = base.clone();
+            let mut n = 2;
+            while !taken.insert(name.clone()) {
+                name = format!("{base}{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}

@@ -1,0 +1,86 @@
+//! One typed argument struct per tool, from its inputSchema.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use serde_json::{Map, Value};
+
+use super::registry::ident;
+use crate::args::{RustType, field_name, pascal_case, rust_type};
+use crate::check::Checked;
+
+pub fn emit(checked: &Checked) -> TokenStream {
+    let mut items = Vec::new();
+    for (tool, plan) in checked.tools.model.tools.iter().zip(&checked.plans) {
+        let doc = format!("Arguments of `{}`.", tool.name);
+        structure(&plan.struct_name, &doc, &tool.input_schema, &mut items);
+    }
+    quote! {
+        use serde::Deserialize;
+        #(#items)*
+    }
+}
+
+fn structure(name: &str, doc: &str, schema: &Map<String, Value>, items: &mut Vec<TokenStream>) {
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut taken = std::collections::HashSet::new();
+    let fields: Vec<TokenStream> = props
+        .iter()
+        .map(|(prop, prop_schema)| {
+            let mut field = field_name(prop);
+            while !taken.insert(field.clone()) {
+                field.push('_');
+            }
+            let ty = type_tokens(&format!("{name}{}", pascal_case(prop)), prop_schema, items);
+            let field_ident = ident(&field);
+            let rename = (field != *prop).then(|| quote!(#[serde(rename = #prop)]));
+            let doc = prop_schema
+                .get("description")
+                .and_then(Value::as_str)
+                .map(|d| quote!(#[doc = #d]));
+            if required.contains(&prop.as_str()) {
+                quote!(#doc #rename pub #field_ident: #ty,)
+            } else {
+                quote!(#doc #rename #[serde(default)] pub #field_ident: Option<#ty>,)
+            }
+        })
+        .collect();
+    let name = ident(name);
+    items.push(quote! {
+        #[doc = #doc]
+        #[derive(Debug, Clone, Deserialize)]
+        pub struct #name { #(#fields)* }
+    });
+}
+
+fn type_tokens(nested_name: &str, schema: &Value, items: &mut Vec<TokenStream>) -> TokenStream {
+    match rust_type(schema) {
+        RustType::Str => quote!(String),
+        RustType::Int => quote!(i64),
+        RustType::Float => quote!(f64),
+        RustType::Bool => quote!(bool),
+        RustType::FreeMap => quote!(serde_json::Map<String, serde_json::Value>),
+        RustType::Untyped(_) => quote!(serde_json::Value),
+        RustType::List(_) => {
+            let inner = type_tokens(
+                &format!("{nested_name}Item"),
+                schema.get("items").unwrap_or(&Value::Null),
+                items,
+            );
+            quote!(Vec<#inner>)
+        }
+        RustType::Object(obj) => {
+            structure(nested_name, "A nested argument object.", &obj, items);
+            let id = ident(nested_name);
+            quote!(#id)
+        }
+    }
+}

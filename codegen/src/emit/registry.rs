@@ -1,0 +1,227 @@
+//! `ToolId`, the metadata table, name lookup, tiers, the decision matrix and the policy tables
+//! the runtime evaluates (RBAC, and the tier rules the cross-checks compare with the matrix).
+
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote;
+
+use super::SourcePaths;
+use crate::check::Checked;
+use crate::model::{OperationClass, Rule};
+use crate::policy::{self, Pattern};
+
+pub fn ident(name: &str) -> Ident {
+    Ident::new(name, Span::call_site())
+}
+
+fn class_tokens(class: OperationClass) -> TokenStream {
+    let v = ident(match class {
+        OperationClass::Read => "Read",
+        OperationClass::Write => "Write",
+        OperationClass::Delete => "Delete",
+        OperationClass::Execute => "Execute",
+    });
+    quote!(OperationClass::#v)
+}
+
+fn opt_str(value: Option<String>) -> TokenStream {
+    match value {
+        Some(s) => quote!(Some(#s)),
+        None => quote!(None),
+    }
+}
+
+fn patterns<'a>(rules: impl IntoIterator<Item = &'a str>) -> TokenStream {
+    let items = rules
+        .into_iter()
+        .filter_map(|r| Pattern::parse(r).ok())
+        .map(|p| {
+            let s = opt_str(p.securable);
+            let o = opt_str(p.operation);
+            quote!(Pattern { securable: #s, operation: #o })
+        });
+    quote!(&[#(#items),*])
+}
+
+pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
+    let tools = &checked.tools.model.tools;
+    let policy = &checked.policy.model;
+    let ids: Vec<Ident> = checked
+        .plans
+        .iter()
+        .map(|p| ident(&p.struct_name))
+        .collect();
+    let tool_count = tools.len();
+    let tier_count = policy.tiers.len();
+
+    let metas = tools.iter().zip(&checked.plans).map(|(tool, plan)| {
+        let (name, title, description, securable, operation, handler) =
+            (&tool.name, &tool.title, &tool.description, &tool.securable, &tool.operation, &tool.handler);
+        let class = class_tokens(plan.class);
+        let a = tool.annotations;
+        let (ro, de, id, ow) = (a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint);
+        let input_schema = serde_json::to_string(&plan.published_input_schema).expect("serializes");
+        let output_schema = opt_str(tool.output_schema.as_ref().map(|s| serde_json::to_string(s).expect("serializes")));
+        let capabilities = opt_str(tool.required_client_capabilities.as_ref().map(|c| serde_json::to_string(c).expect("serializes")));
+        let example = opt_str(plan.example.as_ref().map(|e| serde_json::to_string(e).expect("serializes")));
+        let static_result = opt_str(tool.result.as_ref().map(|r| serde_json::to_string(r).expect("serializes")));
+        let hint_override = match &tool.hint_override {
+            Some(o) => {
+                let (hint, reason) = (o.hint.key(), &o.reason);
+                quote!(Some(HintOverride { hint: #hint, reason: #reason }))
+            }
+            None => quote!(None),
+        };
+        let gated = plan.approval_gated;
+        quote! {
+            ToolMeta {
+                name: #name,
+                title: #title,
+                description: #description,
+                securable: #securable,
+                operation: #operation,
+                class: #class,
+                annotations: Annotations { read_only: #ro, destructive: #de, idempotent: #id, open_world: #ow },
+                hint_override: #hint_override,
+                handler: #handler,
+                input_schema: #input_schema,
+                output_schema: #output_schema,
+                required_client_capabilities: #capabilities,
+                example_arguments: #example,
+                static_result: #static_result,
+                approval_gated: #gated,
+            }
+        }
+    });
+
+    let mut by_name: Vec<(&str, &Ident)> = tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .zip(ids.iter())
+        .collect();
+    by_name.sort_by(|a, b| a.0.cmp(b.0));
+    let by_name = by_name
+        .iter()
+        .map(|(name, id)| quote!((#name, ToolId::#id)));
+
+    let tier_names: Vec<&str> = policy.tiers.iter().map(|t| t.name.as_str()).collect();
+    let tier_variants: Vec<Ident> = tier_names
+        .iter()
+        .map(|n| ident(&crate::args::pascal_case(n)))
+        .collect();
+    let tier_rules = policy.tiers.iter().map(|t| {
+        let name = &t.name;
+        let allow = patterns(t.allow.iter().map(Rule::pattern));
+        let approval = patterns(t.approval.iter().map(Rule::pattern));
+        quote!(TierRules { name: #name, allow: #allow, approval: #approval })
+    });
+    let roles = policy.roles.iter().map(|r| {
+        let name = &r.name;
+        let grants = patterns(policy::role_grants(policy, r));
+        quote!(RoleGrants { name: #name, grants: #grants })
+    });
+    let role_count = policy.roles.len();
+    let operations = policy.operations.iter().map(|(name, class)| {
+        let class = class_tokens(*class);
+        quote!((#name, #class))
+    });
+    let operation_count = policy.operations.len();
+    let securables = &policy.securables;
+    let securable_count = securables.len();
+
+    let matrix_rows = checked.plans.iter().map(|plan| {
+        let cells = plan.decisions.iter().map(|d| {
+            let v = ident(d.variant());
+            quote!(Decision::#v)
+        });
+        quote!([#(#cells),*])
+    });
+    let tools_list_files = tier_names.iter().map(|t| {
+        let file = format!("/tools_list.{t}.json");
+        quote!(include_str!(concat!(env!("OUT_DIR"), #file)))
+    });
+    let (tools_path, policy_path) = (&paths.tools, &paths.policy);
+
+    quote! {
+        #[allow(unused_imports)]
+        use crate::catalogue::{Annotations, Decision, HintOverride, OperationClass, Pattern, RoleGrants, TierRules, ToolMeta};
+
+        /// Every tool in tools.yaml, in its order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        pub enum ToolId { #(#ids),* }
+
+        pub const TOOL_COUNT: usize = #tool_count;
+
+        impl ToolId {
+            pub const ALL: [ToolId; TOOL_COUNT] = [#(ToolId::#ids),*];
+
+            pub fn meta(self) -> &'static ToolMeta {
+                &TOOLS[self as usize]
+            }
+
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
+            /// Exact, case-sensitive lookup by tool name.
+            pub fn from_name(name: &str) -> Option<ToolId> {
+                TOOLS_BY_NAME.binary_search_by(|(n, _)| (*n).cmp(name)).ok().map(|i| TOOLS_BY_NAME[i].1)
+            }
+        }
+
+        pub static TOOLS: [ToolMeta; TOOL_COUNT] = [#(#metas),*];
+
+        static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [#(#by_name),*];
+
+        /// The tiers policy.yaml declares, in its order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Tier { #(#tier_variants),* }
+
+        pub const TIER_COUNT: usize = #tier_count;
+
+        impl Tier {
+            pub const ALL: [Tier; TIER_COUNT] = [#(Tier::#tier_variants),*];
+
+            pub fn name(self) -> &'static str {
+                TIER_RULES[self as usize].name
+            }
+
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
+            /// A tier name that policy.yaml does not declare is `None`, which allows nothing.
+            pub fn from_name(name: &str) -> Option<Tier> {
+                Tier::ALL.into_iter().find(|t| t.name() == name)
+            }
+        }
+
+        /// The build-time decision for every tool (row) at every tier (column).
+        pub static MATRIX: [[Decision; TIER_COUNT]; TOOL_COUNT] = [#(#matrix_rows),*];
+
+        /// The tier rules as written, for deciding pairs that are not tools (`check_permission`).
+        pub static TIER_RULES: [TierRules; TIER_COUNT] = [#(#tier_rules),*];
+
+        /// RBAC roles with their `includes` already followed.
+        pub static ROLES: [RoleGrants; #role_count] = [#(#roles),*];
+
+        pub static OPERATIONS: [(&str, OperationClass); #operation_count] = [#(#operations),*];
+
+        pub static SECURABLES: [&str; #securable_count] = [#(#securables),*];
+
+        /// The `tools` array each tier sees (Deny tools hidden), as served.
+        pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = [#(#tools_list_files),*];
+
+        /// The whole catalogue's `tools` array.
+        pub static TOOLS_LIST_ALL: &str = include_str!(concat!(env!("OUT_DIR"), "/tools_list.all.json"));
+
+        /// The policy matrix as Markdown (docs/policy-matrix.md is checked against it).
+        pub static POLICY_MATRIX_MD: &str = include_str!(concat!(env!("OUT_DIR"), "/policy-matrix.md"));
+
+        /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
+        pub static TOOLS_YAML: &str = include_str!(#tools_path);
+        pub static POLICY_YAML: &str = include_str!(#policy_path);
+        pub static TOOLS_YAML_PATH: &str = #tools_path;
+        pub static POLICY_YAML_PATH: &str = #policy_path;
+    }
+}

@@ -1,0 +1,146 @@
+//! toolgate's generator: `tools.yaml` + `policy.yaml` -> checked model -> generated registry.
+//!
+//! load (YAML with positions, shape) -> check (every cross-file rule, all diagnostics at once)
+//! -> emit (registry, typed arguments, dispatch, matrix, `tools/list` bytes, cross-check tests).
+//! `build.rs` and `toolgate check` both call [`check`], so the two can never disagree.
+
+pub mod args;
+pub mod check;
+pub mod diag;
+pub mod emit;
+pub mod load;
+pub mod model;
+pub mod policy;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+
+pub use check::Checked;
+pub use diag::{Diagnostic, Severity};
+pub use emit::{OutputFile, SourcePaths};
+pub use source::SourceFile;
+
+/// The two files, and where the Rust handlers live (None skips the handler rule).
+pub struct Inputs {
+    pub tools: SourceFile,
+    pub policy: SourceFile,
+    pub handlers_dir: Option<PathBuf>,
+}
+
+/// Loads and checks both files. `Err` carries every error and warning; `Ok` the warnings.
+pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
+    let tools = load::parse_catalogue(&inputs.tools);
+    let policy = load::parse_policy(&inputs.policy);
+    match (tools, policy) {
+        (Ok(tools), Ok(policy)) => check::run(tools, policy, inputs.handlers_dir.as_deref()),
+        (tools, policy) => {
+            let mut all: Vec<Diagnostic> = tools
+                .err()
+                .into_iter()
+                .chain(policy.err())
+                .flatten()
+                .collect();
+            diag::sort(&mut all);
+            Err(all)
+        }
+    }
+}
+
+/// The JSON Schemas of the two formats, for editors (`schemas/*.json`).
+pub fn editor_schemas() -> Vec<(&'static str, String)> {
+    let pretty =
+        |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
+    vec![
+        (
+            "tools.schema.json",
+            pretty(load::schema_of::<model::Catalogue>()),
+        ),
+        (
+            "policy.schema.json",
+            pretty(load::schema_of::<model::Policy>()),
+        ),
+    ]
+}
+
+/// Writes the files whose contents changed, so cargo does not rebuild what did not.
+pub fn write_if_changed(dir: &Path, files: &[OutputFile]) -> std::io::Result<()> {
+    for file in files {
+        let path = dir.join(&file.name);
+        if std::fs::read(&path).ok().as_deref() != Some(file.contents.as_bytes()) {
+            std::fs::write(&path, &file.contents)?;
+        }
+    }
+    Ok(())
+}
+
+/// Everything `build.rs` does, so that it stays a few lines: read the inputs (or the
+/// `TOOLGATE_TOOLS` / `TOOLGATE_POLICY` overrides), check, emit, and speak cargo's protocol.
+/// Returns false when the build must fail.
+pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
+    println!("cargo::rerun-if-env-changed=TOOLGATE_TOOLS");
+    println!("cargo::rerun-if-env-changed=TOOLGATE_POLICY");
+    let pick = |var: &str, default: &str| -> (PathBuf, String) {
+        match std::env::var(var) {
+            Ok(p) if !p.is_empty() => (manifest_dir.join(&p), p),
+            _ => (manifest_dir.join(default), default.to_string()),
+        }
+    };
+    let (tools_path, tools_name) = pick("TOOLGATE_TOOLS", "tools.yaml");
+    let (policy_path, policy_name) = pick("TOOLGATE_POLICY", "policy.yaml");
+    let handlers_dir = manifest_dir.join("src/handlers");
+    for path in [&tools_path, &policy_path] {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+    let read = |path: &Path, name: String| {
+        SourceFile::read(path, name.clone())
+            .map_err(|e| format!("{name}: cannot read {}: {e}", path.display()))
+    };
+    let (tools, policy) = match (
+        read(&tools_path, tools_name),
+        read(&policy_path, policy_name),
+    ) {
+        (Ok(t), Ok(p)) => (t, p),
+        (t, p) => {
+            for e in [t.err(), p.err()].into_iter().flatten() {
+                println!("cargo::error={e}");
+            }
+            return false;
+        }
+    };
+    let inputs = Inputs {
+        tools,
+        policy,
+        handlers_dir: Some(handlers_dir.clone()),
+    };
+    let checked = match check(&inputs) {
+        Ok(checked) => checked,
+        Err(diagnostics) => {
+            for d in &diagnostics {
+                let kind = if d.is_error() { "error" } else { "warning" };
+                println!("cargo::{kind}={}", d.one_line());
+            }
+            // The handler files were read: a fix there must re-run us too.
+            println!("cargo::rerun-if-changed={}", handlers_dir.display());
+            return false;
+        }
+    };
+    for d in &checked.warnings {
+        println!("cargo::warning={}", d.one_line());
+    }
+    for file in &checked.handler_files {
+        println!("cargo::rerun-if-changed={}", file.display());
+    }
+    let paths = SourcePaths {
+        tools: tools_path.display().to_string(),
+        policy: policy_path.display().to_string(),
+    };
+    let files = emit::all(&checked, &paths);
+    if let Err(e) = write_if_changed(out_dir, &files) {
+        println!(
+            "cargo::error=cannot write generated files to {}: {e}",
+            out_dir.display()
+        );
+        return false;
+    }
+    true
+}

@@ -1,0 +1,221 @@
+//! The types that *are* the two YAML formats. The editor schemas in `schemas/` and the
+//! structural checks (unknown keys, missing keys, wrong types) are both derived from these.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `tools.yaml`: every tool the server offers.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "toolgate tools.yaml")]
+pub struct Catalogue {
+    /// The tools, in the order `tools/list` serves them.
+    pub tools: Vec<Tool>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Tool {
+    /// 1-128 characters of `[A-Za-z0-9_.-]`, unique in the catalogue.
+    pub name: String,
+    /// The display name clients show.
+    pub title: String,
+    /// What the tool does, for the model choosing it. Must not contradict the hints.
+    pub description: String,
+    /// The RBAC securable (declared in policy.yaml `securables`).
+    pub securable: String,
+    /// The RBAC operation (declared in policy.yaml `operations`); its class fixes the hints.
+    pub operation: String,
+    /// All four MCP hints, always explicit: a missing hint means the unsafe default.
+    pub annotations: Annotations,
+    /// Waives one class-derived hint rule, with the reason a reviewer reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint_override: Option<HintOverride>,
+    /// JSON Schema 2020-12 for the arguments, served verbatim; root `type: object`.
+    pub input_schema: Map<String, Value>,
+    /// JSON Schema 2020-12 for `structuredContent`; optional only for `builtin::static`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Map<String, Value>>,
+    /// `area::function` under `src/handlers/`, or `builtin::echo` / `builtin::static`.
+    pub handler: String,
+    /// Client capabilities a call needs (2026-07-28 `clientCapabilities` shape), e.g. `{sampling: {}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_client_capabilities: Option<Map<String, Value>>,
+    /// The fixed result of a `builtin::static` tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<StaticResult>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(non_snake_case)]
+pub struct Annotations {
+    pub readOnlyHint: bool,
+    pub destructiveHint: bool,
+    pub idempotentHint: bool,
+    pub openWorldHint: bool,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub enum OverridableHint {
+    #[serde(rename = "destructiveHint")]
+    Destructive,
+    #[serde(rename = "idempotentHint")]
+    Idempotent,
+}
+
+impl OverridableHint {
+    pub fn key(self) -> &'static str {
+        match self {
+            OverridableHint::Destructive => "destructiveHint",
+            OverridableHint::Idempotent => "idempotentHint",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HintOverride {
+    /// The hint whose class-derived rule is waived for this tool.
+    pub hint: OverridableHint,
+    /// Why the usual rule does not fit this tool.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticResult {
+    pub content: Vec<ContentBlock>,
+    #[serde(default)]
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+}
+
+/// An MCP content block, written as it goes on the wire.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    Image {
+        /// base64
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Audio {
+        /// base64
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Resource {
+        resource: EmbeddedResource,
+    },
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedResource {
+    pub uri: String,
+    #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// base64
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+/// `policy.yaml`: securables, operations, tiers and roles.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "toolgate policy.yaml")]
+pub struct Policy {
+    /// The closed list of securables tools may name.
+    pub securables: Vec<String>,
+    /// The closed list of operations, each with its class.
+    pub operations: std::collections::BTreeMap<String, OperationClass>,
+    /// MCP tiers in the order reports show them. A token's tier that is not listed allows nothing.
+    pub tiers: Vec<TierDef>,
+    /// RBAC roles: sets of `Securable:Operation` permissions.
+    pub roles: Vec<RoleDef>,
+}
+
+#[derive(
+    Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OperationClass {
+    Read,
+    Write,
+    Delete,
+    Execute,
+}
+
+impl OperationClass {
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationClass::Read => "read",
+            OperationClass::Write => "write",
+            OperationClass::Delete => "delete",
+            OperationClass::Execute => "execute",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TierDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `Securable:Operation` patterns this tier may call (`*` stands for a whole side).
+    #[serde(default)]
+    pub allow: Vec<Rule>,
+    /// Patterns among the allowed ones that need a human's approval first.
+    #[serde(default)]
+    pub approval: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoleDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `Securable:Operation` patterns this role grants.
+    #[serde(default)]
+    pub permissions: Vec<Rule>,
+    /// Roles whose permissions this role also grants.
+    #[serde(default)]
+    pub includes: Vec<String>,
+}
+
+/// A `Securable:Operation` pattern, optionally marked as knowingly unused today.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Rule {
+    Plain(String),
+    Expected {
+        pair: String,
+        /// Why the rule stays although no tool matches it yet; silences that warning.
+        expect_unused: String,
+    },
+}
+
+impl Rule {
+    pub fn pattern(&self) -> &str {
+        match self {
+            Rule::Plain(p) => p,
+            Rule::Expected { pair, .. } => pair,
+        }
+    }
+
+    pub fn expects_unused(&self) -> bool {
+        matches!(self, Rule::Expected { .. })
+    }
+}

@@ -1,0 +1,10 @@
+//! toolgate: an MCP server whose tool surface is compiled from tools.yaml and policy.yaml.
+
+pub mod catalogue;
+pub mod cli;
+pub mod clock;
+pub mod gate;
+pub mod handlers;
+pub mod registry;
+pub mod store;
+pub mod tool;

@@ -1,0 +1,11 @@
+//! The generated registry (see codegen/ and `OUT_DIR`); nothing else lives here.
+
+include!(concat!(env!("OUT_DIR"), "/registry.rs"));
+
+/// One typed argument struct per tool, from its inputSchema.
+#[allow(dead_code, clippy::all)]
+pub mod args {
+    include!(concat!(env!("OUT_DIR"), "/args.rs"));
+}
+
+include!(concat!(env!("OUT_DIR"), "/dispatch.rs"));

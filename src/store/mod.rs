@@ -1,0 +1,79 @@
+//! The embedded store: one SQLite file (WAL, durable commits), migrations at open, one module
+//! per table family.
+
+mod plugin_config;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+pub use plugin_config::{ConfigEntry, KillSwitch};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store's lock was poisoned by a panic in another request")]
+    Poisoned,
+}
+
+/// A cheap, cloneable handle to the database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+const MIGRATIONS: &[&str] = &[
+    // 1: plugin configuration and kill switches.
+    "CREATE TABLE plugin_config (
+        plugin TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL,
+        PRIMARY KEY (plugin, key)
+    );
+    CREATE TABLE plugin_kill_switch (
+        plugin TEXT NOT NULL,
+        action TEXT NOT NULL DEFAULT '',
+        engaged INTEGER NOT NULL,
+        reason TEXT,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL,
+        PRIMARY KEY (plugin, action)
+    );",
+];
+
+impl Store {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Self::migrate(conn)
+    }
+
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::migrate(Connection::open_in_memory()?)
+    }
+
+    fn migrate(mut conn: Connection) -> Result<Self, StoreError> {
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// The connection, for one short piece of work (SQLite on a local file: microseconds).
+    fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.conn.lock().map_err(|_| StoreError::Poisoned)
+    }
+}

@@ -1,0 +1,65 @@
+//! What handlers receive and return. Handlers never see HTTP or JSON-RPC.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::clock::Clock;
+use crate::registry::Tier;
+use crate::store::{Store, StoreError};
+
+/// The caller of a tool, after authentication and the gate.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub name: String,
+    pub roles: Vec<String>,
+}
+
+/// Everything a handler may use.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub principal: Principal,
+    /// `None` when the token's tier is not one policy.yaml declares (it may then do nothing).
+    pub tier: Option<Tier>,
+    pub correlation_id: String,
+    pub store: Store,
+    pub clock: Clock,
+}
+
+/// A successful call.
+#[derive(Debug)]
+pub enum ToolOutput {
+    /// Becomes `structuredContent` and a text block holding the same JSON.
+    Structured(Value),
+    /// A complete CallToolResult written in tools.yaml (`builtin::static`).
+    Static(&'static str),
+}
+
+/// A call that did not succeed. Every variant says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments passed the schema but not the handler's own rules.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// What the call names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed; retrying may help.
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl ToolError {
+    /// Store faults are the server's problem (JSON-RPC -32603); the rest are tool results with
+    /// `isError: true`, so the model can read them and correct itself.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, ToolError::Store(_))
+    }
+}
+
+pub type ToolResult = Result<ToolOutput, ToolError>;
+
+/// Arguments (already valid against the inputSchema) into the tool's typed struct.
+pub fn typed_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+    serde_json::from_value(arguments)
+        .map_err(|e| ToolError::InvalidArguments(format!("arguments do not fit the tool: {e}")))
+}
