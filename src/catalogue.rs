@@ -86,16 +86,11 @@ pub struct Pattern {
 
 impl Pattern {
     pub fn matches(&self, securable: &str, operation: &str) -> bool {
-        self.securable.is_none_or(|s| s == securable)
-            && self.operation.is_none_or(|o| o == operation)
+        self.securable.is_none_or(|s| s == securable) && self.operation.is_none_or(|o| o == operation)
     }
 
     pub fn text(&self) -> String {
-        format!(
-            "{}:{}",
-            self.securable.unwrap_or("*"),
-            self.operation.unwrap_or("*")
-        )
+        format!("{}:{}", self.securable.unwrap_or("*"), self.operation.unwrap_or("*"))
     }
 }
 

@@ -24,8 +24,7 @@ pub struct CatalogueFiles {
 }
 
 fn read(path: &Path) -> Result<SourceFile> {
-    SourceFile::read(path, path.display().to_string())
-        .with_context(|| format!("cannot read {}", path.display()))
+    SourceFile::read(path, path.display().to_string()).with_context(|| format!("cannot read {}", path.display()))
 }
 
 impl CatalogueFiles {
@@ -44,9 +43,7 @@ impl CatalogueFiles {
 }
 
 fn file_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map_or(path.to_string(), |n| n.to_string_lossy().into_owned())
+    Path::new(path).file_name().map_or(path.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 fn print_diagnostics(diagnostics: &[Diagnostic], tools: &SourceFile, policy: &SourceFile) {
@@ -64,11 +61,7 @@ fn print_diagnostics(diagnostics: &[Diagnostic], tools: &SourceFile, policy: &So
 
 /// Loads and checks, printing every diagnostic; fails when there are errors.
 fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) -> Result<Checked> {
-    let inputs = Inputs {
-        tools,
-        policy,
-        handlers_dir,
-    };
+    let inputs = Inputs { tools, policy, handlers_dir };
     match toolgate_codegen::check(&inputs) {
         Ok(checked) => {
             print_diagnostics(&checked.warnings, &inputs.tools, &inputs.policy);
@@ -77,11 +70,7 @@ fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) ->
         Err(diagnostics) => {
             print_diagnostics(&diagnostics, &inputs.tools, &inputs.policy);
             let errors = diagnostics.iter().filter(|d| d.is_error()).count();
-            bail!(
-                "{errors} error(s) in {} / {}",
-                inputs.tools.name,
-                inputs.policy.name
-            )
+            bail!("{errors} error(s) in {} / {}", inputs.tools.name, inputs.policy.name)
         }
     }
 }
@@ -90,18 +79,11 @@ fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) ->
 pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<bool> {
     let started = Instant::now();
     let handlers = handlers.or_else(|| {
-        let dir = tools
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("src/handlers");
+        let dir = tools.parent().unwrap_or(Path::new(".")).join("src/handlers");
         dir.is_dir().then_some(dir)
     });
     let (tools_file, policy_file) = (read(tools)?, read(policy)?);
-    let inputs = Inputs {
-        tools: tools_file,
-        policy: policy_file,
-        handlers_dir: handlers.clone(),
-    };
+    let inputs = Inputs { tools: tools_file, policy: policy_file, handlers_dir: handlers.clone() };
     let result = toolgate_codegen::check(&inputs);
     let diagnostics = match &result {
         Ok(checked) => checked.warnings.clone(),
@@ -145,10 +127,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let catalogue = &checked.tools.model.tools;
     let Some(index) = catalogue.iter().position(|t| t.name == name) else {
         let names = catalogue.iter().map(|t| t.name.as_str());
-        bail!(
-            "no tool named `{name}`; {}",
-            toolgate_codegen::diag::did_you_mean(name, names)
-        );
+        bail!("no tool named `{name}`; {}", toolgate_codegen::diag::did_you_mean(name, names));
     };
     let tool = &catalogue[index];
     let plan = &checked.plans[index];
@@ -158,11 +137,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let mut out = String::new();
     let _ = writeln!(out, "{} — {}", tool.name, tool.title);
     let _ = writeln!(out, "  {}", tool.description);
-    let _ = writeln!(
-        out,
-        "  permission  {pair} ({}-class operation)",
-        plan.class.label()
-    );
+    let _ = writeln!(out, "  permission  {pair} ({}-class operation)", plan.class.label());
     let _ = writeln!(
         out,
         "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",
@@ -173,12 +148,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     }
     let _ = writeln!(out, "  handler     {}", tool.handler);
     let _ = writeln!(out, "  tiers");
-    let width = policy_model
-        .tiers
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = policy_model.tiers.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for tier in &policy_model.tiers {
         let v = policy::decide(policy_model, &tier.name, &tool.securable, &tool.operation);
         let why = match (&v.decision, &v.allowed_by, &v.approval_by) {
@@ -191,36 +161,23 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
             (_, Some(allow), None) => format!("allowed by `{allow}`; no approval rule matches"),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "    {:width$}  {:8}  {why}",
-            tier.name,
-            v.decision.label()
-        );
+        let _ = writeln!(out, "    {:width$}  {:8}  {why}", tier.name, v.decision.label());
     }
-    let _ = writeln!(
-        out,
-        "    {:width$}  {:8}  a tier policy.yaml does not declare allows nothing",
-        "(other)", "deny"
-    );
+    let _ = writeln!(out, "    {:width$}  {:8}  a tier policy.yaml does not declare allows nothing", "(other)", "deny");
     let roles: Vec<&str> = policy_model
         .roles
         .iter()
         .filter(|r| {
-            policy::role_grants(policy_model, r).iter().any(|p| {
-                policy::Pattern::parse(p).is_ok_and(|p| p.matches(&tool.securable, &tool.operation))
-            })
+            policy::role_grants(policy_model, r)
+                .iter()
+                .any(|p| policy::Pattern::parse(p).is_ok_and(|p| p.matches(&tool.securable, &tool.operation)))
         })
         .map(|r| r.name.as_str())
         .collect();
     let _ = writeln!(
         out,
         "  roles       {} (RBAC: the caller's principal needs one of these)",
-        if roles.is_empty() {
-            "none".to_string()
-        } else {
-            roles.join(", ")
-        }
+        if roles.is_empty() { "none".to_string() } else { roles.join(", ") }
     );
     let schema = Value::Object(plan.published_input_schema.clone());
     let required: Vec<&str> = schema
@@ -228,11 +185,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     let describe = |names: Vec<&String>| -> String {
         if names.is_empty() {
             return "none".into();
@@ -242,40 +195,20 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
             .map(|n| {
                 let ty = props[n.as_str()]
                     .get("type")
-                    .map_or("any".to_string(), |t| {
-                        t.as_str().map_or(t.to_string(), str::to_string)
-                    });
+                    .map_or("any".to_string(), |t| t.as_str().map_or(t.to_string(), str::to_string));
                 format!("{n} ({ty})")
             })
             .collect::<Vec<_>>()
             .join(", ")
     };
     let _ = writeln!(out, "  arguments");
-    let _ = writeln!(
-        out,
-        "    required  {}",
-        describe(
-            props
-                .keys()
-                .filter(|k| required.contains(&k.as_str()))
-                .collect()
-        )
-    );
-    let _ = writeln!(
-        out,
-        "    optional  {}",
-        describe(
-            props
-                .keys()
-                .filter(|k| !required.contains(&k.as_str()))
-                .collect()
-        )
-    );
+    let _ =
+        writeln!(out, "    required  {}", describe(props.keys().filter(|k| required.contains(&k.as_str())).collect()));
+    let _ =
+        writeln!(out, "    optional  {}", describe(props.keys().filter(|k| !required.contains(&k.as_str())).collect()));
     if plan.approval_gated {
-        let _ = writeln!(
-            out,
-            "    approval_id is added by toolgate: call once, have a human approve, call again with it"
-        );
+        let _ =
+            writeln!(out, "    approval_id is added by toolgate: call once, have a human approve, call again with it");
     }
     match &plan.example {
         Some(example) => {
@@ -283,10 +216,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
             let _ = writeln!(out, "  example     tools/call {call}");
         }
         None => {
-            let _ = writeln!(
-                out,
-                "  example     (none generated: the schema is beyond simple examples)"
-            );
+            let _ = writeln!(out, "  example     (none generated: the schema is beyond simple examples)");
         }
     }
     Ok(out)
@@ -300,10 +230,7 @@ pub fn tools_list(tier: Option<&str>, files: &CatalogueFiles) -> Result<String> 
             None => registry::TOOLS_LIST_ALL.to_string(),
             Some(t) => match registry::Tier::from_name(t) {
                 Some(tier) => registry::TOOLS_LIST_BY_TIER[tier.index()].to_string(),
-                None => bail!(
-                    "{}",
-                    unknown_tier(t, registry::Tier::ALL.iter().map(|t| t.name()))
-                ),
+                None => bail!("{}", unknown_tier(t, registry::Tier::ALL.iter().map(|t| t.name()))),
             },
         }
     } else {
@@ -315,26 +242,16 @@ pub fn tools_list(tier: Option<&str>, files: &CatalogueFiles) -> Result<String> 
                 let per_tier = toolgate_codegen::emit::tools_list::per_tier(&checked);
                 match per_tier.into_iter().find(|(name, _)| name == t) {
                     Some((_, bytes)) => bytes,
-                    None => bail!(
-                        "{}",
-                        unknown_tier(
-                            t,
-                            checked.policy.model.tiers.iter().map(|t| t.name.as_str())
-                        )
-                    ),
+                    None => bail!("{}", unknown_tier(t, checked.policy.model.tiers.iter().map(|t| t.name.as_str()))),
                 }
             }
         }
     };
-    let tools: Value =
-        serde_json::from_str(&tools_json).context("the generated tools/list is JSON")?;
+    let tools: Value = serde_json::from_str(&tools_json).context("the generated tools/list is JSON")?;
     let pretty = serde_json::to_string_pretty(&serde_json::json!({ "tools": tools }))?;
     Ok(pretty)
 }
 
 fn unknown_tier<'a>(wanted: &str, known: impl Iterator<Item = &'a str> + Clone) -> String {
-    format!(
-        "no tier named `{wanted}`; {}",
-        toolgate_codegen::diag::did_you_mean(wanted, known)
-    )
+    format!("no tier named `{wanted}`; {}", toolgate_codegen::diag::did_you_mean(wanted, known))
 }

@@ -14,9 +14,7 @@ pub struct Clock {
 impl Clock {
     /// Milliseconds since the Unix epoch.
     pub fn now_ms(&self) -> i64 {
-        let system = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let system = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         system + self.offset_ms.load(Ordering::Relaxed)
     }
 

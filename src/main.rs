@@ -58,23 +58,13 @@ fn print_out(text: &str) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Check {
-            tools,
-            policy,
-            handlers,
-        } => cli::check(&tools, &policy, handlers).map(|ok| {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }),
-        Command::Explain { tool, files } => {
-            cli::explain(&tool, &files).map(|text| print_out(&text))
+        Command::Check { tools, policy, handlers } => {
+            cli::check(&tools, &policy, handlers).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Tools {
-            command: ToolsCommand::List { tier, files },
-        } => cli::tools_list(tier.as_deref(), &files).map(|text| print_out(&format!("{text}\n"))),
+        Command::Explain { tool, files } => cli::explain(&tool, &files).map(|text| print_out(&text)),
+        Command::Tools { command: ToolsCommand::List { tier, files } } => {
+            cli::tools_list(tier.as_deref(), &files).map(|text| print_out(&format!("{text}\n")))
+        }
     };
     match outcome {
         Ok(code) => code,

@@ -55,10 +55,7 @@ pub fn rust_type(schema: &Value) -> RustType {
 /// `get_plugin_config` -> `GetPluginConfig`; other characters split words too.
 pub fn pascal_case(name: &str) -> String {
     let mut out = String::new();
-    for word in name
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
+    for word in name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
         let mut chars = word.chars();
         if let Some(first) = chars.next() {
             out.push(first.to_ascii_uppercase());
@@ -122,10 +119,7 @@ mod tests {
             rust_type(&json!({"type": "array", "items": {"type": "integer"}})),
             RustType::List(Box::new(RustType::Int))
         );
-        assert!(matches!(
-            rust_type(&json!({"type": ["string", "null"]})),
-            RustType::Untyped(_)
-        ));
+        assert!(matches!(rust_type(&json!({"type": ["string", "null"]})), RustType::Untyped(_)));
         assert_eq!(rust_type(&json!({"type": "object"})), RustType::FreeMap);
     }
 }

@@ -32,21 +32,11 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(file: &str, pos: Pos, message: impl Into<String>) -> Self {
-        Self {
-            severity: Severity::Error,
-            file: file.to_string(),
-            pos,
-            tool: None,
-            message: message.into(),
-            help: None,
-        }
+        Self { severity: Severity::Error, file: file.to_string(), pos, tool: None, message: message.into(), help: None }
     }
 
     pub fn warning(file: &str, pos: Pos, message: impl Into<String>) -> Self {
-        Self {
-            severity: Severity::Warning,
-            ..Self::error(file, pos, message)
-        }
+        Self { severity: Severity::Warning, ..Self::error(file, pos, message) }
     }
 
     pub fn tool(mut self, name: &str) -> Self {
@@ -73,16 +63,11 @@ impl Diagnostic {
     /// One line: `tools.yaml:12:7: error: tool `x`: message (help: ...)`. Used by the build
     /// script (`cargo::error=` takes one line) and pinned by the fixture tests.
     pub fn one_line(&self) -> String {
-        let mut out = format!(
-            "{}:{}:{}: {}: {}",
-            self.file,
-            self.pos.line,
-            self.pos.col,
-            self.severity.label(),
-            self.headline()
-        );
+        let mut out =
+            format!("{}:{}:{}: {}: {}", self.file, self.pos.line, self.pos.col, self.severity.label(), self.headline());
         if let Some(help) = &self.help {
-            let _ = write!(out, " (help: {})", help.replace('\n', " "));
+            let help: Vec<&str> = help.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            let _ = write!(out, " (help: {})", help.join(" "));
         }
         out
     }
@@ -90,21 +75,12 @@ impl Diagnostic {
     /// The rustc-like form for people at a terminal: the source line and a caret under the spot.
     pub fn render(&self, source_text: Option<&str>) -> String {
         let mut out = format!("{}: {}\n", self.severity.label(), self.headline());
-        let _ = writeln!(
-            out,
-            "  --> {}:{}:{}",
-            self.file, self.pos.line, self.pos.col
-        );
-        if let Some(line) =
-            source_text.and_then(|text| text.lines().nth(self.pos.line.saturating_sub(1) as usize))
-        {
+        let _ = writeln!(out, "  --> {}:{}:{}", self.file, self.pos.line, self.pos.col);
+        if let Some(line) = source_text.and_then(|text| text.lines().nth(self.pos.line.saturating_sub(1) as usize)) {
             let number = self.pos.line.to_string();
             let pad = " ".repeat(number.len());
-            let caret_at: usize = line
-                .chars()
-                .take(self.pos.col.saturating_sub(1) as usize)
-                .map(|c| if c == '\t' { 4 } else { 1 })
-                .sum();
+            let caret_at: usize =
+                line.chars().take(self.pos.col.saturating_sub(1) as usize).map(|c| if c == '\t' { 4 } else { 1 }).sum();
             let _ = writeln!(out, "{pad} |");
             let _ = writeln!(out, "{number} | {}", line.replace('\t', "    "));
             let _ = writeln!(out, "{pad} | {}^", " ".repeat(caret_at));
@@ -124,9 +100,7 @@ impl Diagnostic {
 
 /// Orders diagnostics the way a reader wants them: by file, then position, errors first.
 pub fn sort(diagnostics: &mut [Diagnostic]) {
-    diagnostics.sort_by(|a, b| {
-        (&a.file, a.pos, a.severity, &a.message).cmp(&(&b.file, b.pos, b.severity, &b.message))
-    });
+    diagnostics.sort_by(|a, b| (&a.file, a.pos, a.severity, &a.message).cmp(&(&b.file, b.pos, b.severity, &b.message)));
 }
 
 /// Up to three known names close to `wanted`, best first.
@@ -135,11 +109,7 @@ pub fn closest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Ve
     let mut scored: Vec<(f64, &str)> = known
         .into_iter()
         .filter_map(|k| {
-            let score = if k.to_lowercase() == lower {
-                2.0
-            } else {
-                strsim::jaro_winkler(&lower, &k.to_lowercase())
-            };
+            let score = if k.to_lowercase() == lower { 2.0 } else { strsim::jaro_winkler(&lower, &k.to_lowercase()) };
             (score >= 0.8).then_some((score, k))
         })
         .collect();
@@ -170,32 +140,19 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        let keys = [
-            "readOnlyHint",
-            "destructiveHint",
-            "idempotentHint",
-            "openWorldHint",
-        ];
-        assert_eq!(
-            did_you_mean("readonlyHint", keys),
-            "did you mean `readOnlyHint`?"
-        );
+        let keys = ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
+        assert_eq!(did_you_mean("readonlyHint", keys), "did you mean `readOnlyHint`?");
         assert_eq!(did_you_mean("zzz", ["a", "b"]), "expected one of `a`, `b`");
     }
 
     #[test]
     fn render_points_at_column() {
-        let d = Diagnostic::error("tools.yaml", Pos { line: 2, col: 5 }, "bad")
-            .tool("x")
-            .help("fix it");
+        let d = Diagnostic::error("tools.yaml", Pos { line: 2, col: 5 }, "bad").tool("x").help("fix it");
         let text = "tools:\n  - nmae: x\n";
         assert_eq!(
             d.render(Some(text)),
             "error: tool `x`: bad\n  --> tools.yaml:2:5\n  |\n2 |   - nmae: x\n  |     ^\n  = help: fix it\n"
         );
-        assert_eq!(
-            d.one_line(),
-            "tools.yaml:2:5: error: tool `x`: bad (help: fix it)"
-        );
+        assert_eq!(d.one_line(), "tools.yaml:2:5: error: tool `x`: bad (help: fix it)");
     }
 }

@@ -34,12 +34,7 @@ pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
     match (tools, policy) {
         (Ok(tools), Ok(policy)) => check::run(tools, policy, inputs.handlers_dir.as_deref()),
         (tools, policy) => {
-            let mut all: Vec<Diagnostic> = tools
-                .err()
-                .into_iter()
-                .chain(policy.err())
-                .flatten()
-                .collect();
+            let mut all: Vec<Diagnostic> = tools.err().into_iter().chain(policy.err()).flatten().collect();
             diag::sort(&mut all);
             Err(all)
         }
@@ -48,17 +43,10 @@ pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
 
 /// The JSON Schemas of the two formats, for editors (`schemas/*.json`).
 pub fn editor_schemas() -> Vec<(&'static str, String)> {
-    let pretty =
-        |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
     vec![
-        (
-            "tools.schema.json",
-            pretty(load::schema_of::<model::Catalogue>()),
-        ),
-        (
-            "policy.schema.json",
-            pretty(load::schema_of::<model::Policy>()),
-        ),
+        ("tools.schema.json", pretty(load::schema_of::<model::Catalogue>())),
+        ("policy.schema.json", pretty(load::schema_of::<model::Policy>())),
     ]
 }
 
@@ -92,13 +80,9 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
         println!("cargo::rerun-if-changed={}", path.display());
     }
     let read = |path: &Path, name: String| {
-        SourceFile::read(path, name.clone())
-            .map_err(|e| format!("{name}: cannot read {}: {e}", path.display()))
+        SourceFile::read(path, name.clone()).map_err(|e| format!("{name}: cannot read {}: {e}", path.display()))
     };
-    let (tools, policy) = match (
-        read(&tools_path, tools_name),
-        read(&policy_path, policy_name),
-    ) {
+    let (tools, policy) = match (read(&tools_path, tools_name), read(&policy_path, policy_name)) {
         (Ok(t), Ok(p)) => (t, p),
         (t, p) => {
             for e in [t.err(), p.err()].into_iter().flatten() {
@@ -107,11 +91,7 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
             return false;
         }
     };
-    let inputs = Inputs {
-        tools,
-        policy,
-        handlers_dir: Some(handlers_dir.clone()),
-    };
+    let inputs = Inputs { tools, policy, handlers_dir: Some(handlers_dir.clone()) };
     let checked = match check(&inputs) {
         Ok(checked) => checked,
         Err(diagnostics) => {
@@ -130,16 +110,10 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
     for file in &checked.handler_files {
         println!("cargo::rerun-if-changed={}", file.display());
     }
-    let paths = SourcePaths {
-        tools: tools_path.display().to_string(),
-        policy: policy_path.display().to_string(),
-    };
+    let paths = SourcePaths { tools: tools_path.display().to_string(), policy: policy_path.display().to_string() };
     let files = emit::all(&checked, &paths);
     if let Err(e) = write_if_changed(out_dir, &files) {
-        println!(
-            "cargo::error=cannot write generated files to {}: {e}",
-            out_dir.display()
-        );
+        println!("cargo::error=cannot write generated files to {}: {e}", out_dir.display());
         return false;
     }
     true

@@ -22,9 +22,7 @@ pub struct Parsed<T> {
 }
 
 /// Parses and shape-checks one file.
-pub fn parse<T: JsonSchema + DeserializeOwned>(
-    file: &SourceFile,
-) -> Result<Parsed<T>, Vec<Diagnostic>> {
+pub fn parse<T: JsonSchema + DeserializeOwned>(file: &SourceFile) -> Result<Parsed<T>, Vec<Diagnostic>> {
     let (json, map) = source::parse(file).map_err(|d| vec![d])?;
     let schema = schema_of::<T>();
     let validator = jsonschema::validator_for(&schema).expect("the model's own schema compiles");
@@ -35,19 +33,9 @@ pub fn parse<T: JsonSchema + DeserializeOwned>(
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
-    let model = serde_json::from_value(json.clone()).map_err(|e| {
-        vec![Diagnostic::error(
-            &file.name,
-            map.value(""),
-            format!("cannot read the file: {e}"),
-        )]
-    })?;
-    Ok(Parsed {
-        model,
-        json,
-        map,
-        file: file.clone(),
-    })
+    let model = serde_json::from_value(json.clone())
+        .map_err(|e| vec![Diagnostic::error(&file.name, map.value(""), format!("cannot read the file: {e}"))])?;
+    Ok(Parsed { model, json, map, file: file.clone() })
 }
 
 pub fn parse_catalogue(file: &SourceFile) -> Result<Parsed<Catalogue>, Vec<Diagnostic>> {
@@ -66,9 +54,7 @@ pub fn schema_of<T: JsonSchema>() -> Value {
 fn tool_at(json: &Value, pointer: &str) -> Option<String> {
     let rest = pointer.strip_prefix("/tools/")?;
     let index = rest.split('/').next()?;
-    json.pointer(&format!("/tools/{index}/name"))?
-        .as_str()
-        .map(str::to_string)
+    json.pointer(&format!("/tools/{index}/name"))?.as_str().map(str::to_string)
 }
 
 fn shape_diagnostics(
@@ -93,11 +79,7 @@ fn shape_diagnostics(
             let known = allowed_keys(schema, json, &pointer);
             for key in unexpected {
                 let at = format!("{pointer}/{}", source::escape_token(key));
-                let mut d = Diagnostic::error(
-                    &file.name,
-                    map.key(&at),
-                    format!("unknown key `{key}` in {here}"),
-                );
+                let mut d = Diagnostic::error(&file.name, map.key(&at), format!("unknown key `{key}` in {here}"));
                 if !known.is_empty() {
                     d = d.help(did_you_mean(key, known.iter().map(String::as_str)));
                 }
@@ -106,17 +88,10 @@ fn shape_diagnostics(
         }
         ValidationErrorKind::Required { property } => {
             let key = property.as_str().unwrap_or_default();
-            push(Diagnostic::error(
-                &file.name,
-                map.key(&pointer),
-                format!("missing required key `{key}` in {here}"),
-            ));
+            push(Diagnostic::error(&file.name, map.key(&pointer), format!("missing required key `{key}` in {here}")));
         }
         ValidationErrorKind::Type { kind } => {
-            let expected = format!("{kind:?}")
-                .to_lowercase()
-                .replace("single(", "")
-                .replace(')', "");
+            let expected = format!("{kind:?}").to_lowercase().replace("single(", "").replace(')', "");
             let found = json.pointer(&pointer).map(json_type).unwrap_or("nothing");
             push(Diagnostic::error(
                 &file.name,
@@ -126,15 +101,9 @@ fn shape_diagnostics(
         }
         ValidationErrorKind::Enum { options } => {
             let found = json.pointer(&pointer).cloned().unwrap_or(Value::Null);
-            let names: Vec<&str> = options
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let mut d = Diagnostic::error(
-                &file.name,
-                map.value(&pointer),
-                format!("{here} cannot be {found}"),
-            );
+            let names: Vec<&str> =
+                options.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let mut d = Diagnostic::error(&file.name, map.value(&pointer), format!("{here} cannot be {found}"));
             if let Some(s) = found.as_str() {
                 d = d.help(did_you_mean(s, names.iter().copied()));
             }
@@ -148,18 +117,10 @@ fn shape_diagnostics(
                         shape_diagnostics(e, schema, json, file, map, out);
                     }
                 }
-                _ => push(Diagnostic::error(
-                    &file.name,
-                    map.value(&pointer),
-                    format!("{here} is not valid: {error}"),
-                )),
+                _ => push(Diagnostic::error(&file.name, map.value(&pointer), format!("{here} is not valid: {error}"))),
             }
         }
-        _ => push(Diagnostic::error(
-            &file.name,
-            map.value(&pointer),
-            format!("{here} is not valid: {error}"),
-        )),
+        _ => push(Diagnostic::error(&file.name, map.value(&pointer), format!("{here} is not valid: {error}"))),
     }
 }
 
@@ -187,13 +148,11 @@ fn describe(pointer: &str) -> String {
     let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
     match tokens.as_slice() {
         [] => "the top level".to_string(),
-        [.., last] if last.parse::<usize>().is_ok() => {
-            match tokens.get(tokens.len().wrapping_sub(2)) {
-                Some(&"tools") => "the tool entry".to_string(),
-                Some(parent) => format!("an entry of `{parent}`"),
-                None => "the entry".to_string(),
-            }
-        }
+        [.., last] if last.parse::<usize>().is_ok() => match tokens.get(tokens.len().wrapping_sub(2)) {
+            Some(&"tools") => "the tool entry".to_string(),
+            Some(parent) => format!("an entry of `{parent}`"),
+            None => "the entry".to_string(),
+        },
         [.., last] => format!("`{}`", last.replace("~1", "/").replace("~0", "~")),
     }
 }
@@ -228,11 +187,8 @@ fn allowed_keys(schema: &Value, json: &Value, pointer: &str) -> Vec<String> {
         }
     }
     let node = resolve(schema, node, instance);
-    let mut keys: Vec<String> = node
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default();
+    let mut keys: Vec<String> =
+        node.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
     keys.sort();
     keys
 }
@@ -249,10 +205,7 @@ fn resolve<'a>(root: &'a Value, mut node: &'a Value, instance: &Value) -> &'a Va
                 None => return node,
             }
         }
-        let branches = node
-            .get("oneOf")
-            .or_else(|| node.get("anyOf"))
-            .and_then(Value::as_array);
+        let branches = node.get("oneOf").or_else(|| node.get("anyOf")).and_then(Value::as_array);
         if let Some(branches) = branches {
             let tag = instance.get("type").and_then(Value::as_str);
             let chosen = branches.iter().find(|b| {
@@ -261,10 +214,7 @@ fn resolve<'a>(root: &'a Value, mut node: &'a Value, instance: &Value) -> &'a Va
                     .and_then(Value::as_str)
                     .and_then(|r| root.pointer(r.trim_start_matches('#')))
                     .unwrap_or(b);
-                match (
-                    tag,
-                    b.pointer("/properties/type/const").and_then(Value::as_str),
-                ) {
+                match (tag, b.pointer("/properties/type/const").and_then(Value::as_str)) {
                     (Some(t), Some(c)) => t == c,
                     _ => b.get("properties").is_some() && instance.is_object(),
                 }
@@ -288,24 +238,22 @@ mod tests {
 
     #[test]
     fn every_unknown_key_is_reported() {
-        let file = SourceFile::new(
-            "tools.yaml",
-            "tools:\n  - name: a\n    titel: A\n    annotations: {readonlyHint: true}\n",
-        );
+        let file =
+            SourceFile::new("tools.yaml", "tools:\n  - name: a\n    titel: A\n    annotations: {readonlyHint: true}\n");
         let errors = parse_catalogue(&file).unwrap_err();
         let lines: Vec<String> = errors.iter().map(Diagnostic::one_line).collect();
-        assert!(lines.iter().any(|l| l.contains("tools.yaml:3:5: error: tool `a`: unknown key `titel` in the tool entry (help: did you mean `title`?)")), "{lines:#?}");
+        assert!(
+            lines.iter().any(|l| l.contains(
+                "tools.yaml:3:5: error: tool `a`: unknown key `titel` in the tool entry (help: did you mean `title`?)"
+            )),
+            "{lines:#?}"
+        );
         assert!(
             lines.iter().any(|l| l.contains(
                 "unknown key `readonlyHint` in `annotations` (help: did you mean `readOnlyHint`?)"
             )),
             "{lines:#?}"
         );
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("missing required key `handler`")),
-            "{lines:#?}"
-        );
+        assert!(lines.iter().any(|l| l.contains("missing required key `handler`")), "{lines:#?}");
     }
 }

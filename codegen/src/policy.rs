@@ -23,19 +23,14 @@ impl Pattern {
             } else if part.is_empty() {
                 Err(format!("`{text}` has an empty {what}"))
             } else if part.contains('*') {
-                Err(format!(
-                    "`{text}`: `*` stands for a whole {what}, not part of one"
-                ))
+                Err(format!("`{text}`: `*` stands for a whole {what}, not part of one"))
             } else if part.contains(':') {
                 Err(format!("`{text}` has more than one `:`"))
             } else {
                 Ok(Some(part.to_string()))
             }
         };
-        Ok(Self {
-            securable: side(s, "securable")?,
-            operation: side(o, "operation")?,
-        })
+        Ok(Self { securable: side(s, "securable")?, operation: side(o, "operation")? })
     }
 
     pub fn matches(&self, securable: &str, operation: &str) -> bool {
@@ -80,19 +75,12 @@ pub struct Verdict {
 }
 
 fn first_match<'a>(rules: &'a [Rule], securable: &str, operation: &str) -> Option<&'a str> {
-    rules
-        .iter()
-        .map(Rule::pattern)
-        .find(|p| Pattern::parse(p).is_ok_and(|p| p.matches(securable, operation)))
+    rules.iter().map(Rule::pattern).find(|p| Pattern::parse(p).is_ok_and(|p| p.matches(securable, operation)))
 }
 
 /// The decision for `securable:operation` at the tier named `tier`; an unknown tier denies.
 pub fn decide(policy: &Policy, tier: &str, securable: &str, operation: &str) -> Verdict {
-    let deny = Verdict {
-        decision: Decision::Deny,
-        allowed_by: None,
-        approval_by: None,
-    };
+    let deny = Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None };
     let Some(tier) = policy.tiers.iter().find(|t| t.name == tier) else {
         return deny;
     };
@@ -101,11 +89,7 @@ pub fn decide(policy: &Policy, tier: &str, securable: &str, operation: &str) -> 
     };
     let approval_by = first_match(&tier.approval, securable, operation);
     Verdict {
-        decision: if approval_by.is_some() {
-            Decision::ApprovalRequired
-        } else {
-            Decision::Allow
-        },
+        decision: if approval_by.is_some() { Decision::ApprovalRequired } else { Decision::Allow },
         allowed_by: Some(allowed_by.to_string()),
         approval_by: approval_by.map(str::to_string),
     }

@@ -22,10 +22,7 @@ pub struct SourceFile {
 
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            text: text.into(),
-        }
+        Self { name: name.into(), text: text.into() }
     }
 
     pub fn read(path: &std::path::Path, name: impl Into<String>) -> std::io::Result<Self> {
@@ -74,10 +71,7 @@ impl SourceMap {
             match p.rfind('/') {
                 Some(i) => p = &p[..i],
                 None => {
-                    return Spot {
-                        key: None,
-                        value: Pos { line: 1, col: 1 },
-                    };
+                    return Spot { key: None, value: Pos { line: 1, col: 1 } };
                 }
             }
         }
@@ -92,25 +86,16 @@ pub fn escape_token(token: &str) -> String {
 /// Parses YAML (1.2 booleans only: `yes` stays a string) into a JSON value and its source map.
 pub fn parse(file: &SourceFile) -> Result<(Value, SourceMap), Diagnostic> {
     let options = serde_saphyr::options! { strict_booleans: true };
-    let root: Spanned<Node> =
-        serde_saphyr::from_str_with_options(&file.text, options).map_err(|e| {
-            let pos = e
-                .location()
-                .map(|l| Pos {
-                    line: l.line() as u32,
-                    col: l.column() as u32,
-                })
-                .unwrap_or(Pos { line: 1, col: 1 });
-            let first_line = e.to_string();
-            let message = first_line
-                .lines()
-                .next()
-                .unwrap_or("invalid YAML")
-                .trim_start_matches("error: ")
-                .to_string();
-            let message = strip_location_prefix(&message);
-            Diagnostic::error(&file.name, pos, format!("invalid YAML: {message}"))
-        })?;
+    let root: Spanned<Node> = serde_saphyr::from_str_with_options(&file.text, options).map_err(|e| {
+        let pos = e
+            .location()
+            .map(|l| Pos { line: l.line() as u32, col: l.column() as u32 })
+            .unwrap_or(Pos { line: 1, col: 1 });
+        let first_line = e.to_string();
+        let message = first_line.lines().next().unwrap_or("invalid YAML").trim_start_matches("error: ").to_string();
+        let message = strip_location_prefix(&message);
+        Diagnostic::error(&file.name, pos, format!("invalid YAML: {message}"))
+    })?;
     let mut map = SourceMap::default();
     let value = convert(root, String::new(), None, &mut map);
     Ok((value, map))
@@ -130,20 +115,11 @@ fn strip_location_prefix(message: &str) -> String {
 }
 
 fn pos_of<T>(s: &Spanned<T>) -> Pos {
-    Pos {
-        line: s.referenced.line() as u32,
-        col: s.referenced.column() as u32,
-    }
+    Pos { line: s.referenced.line() as u32, col: s.referenced.column() as u32 }
 }
 
 fn convert(node: Spanned<Node>, pointer: String, key: Option<Pos>, map: &mut SourceMap) -> Value {
-    map.spots.insert(
-        pointer.clone(),
-        Spot {
-            key,
-            value: pos_of(&node),
-        },
-    );
+    map.spots.insert(pointer.clone(), Spot { key, value: pos_of(&node) });
     match node.value {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(b),
@@ -152,11 +128,7 @@ fn convert(node: Spanned<Node>, pointer: String, key: Option<Pos>, map: &mut Sou
         Node::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
         Node::Str(s) => Value::String(s),
         Node::Seq(items) => Value::Array(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| convert(item, format!("{pointer}/{i}"), None, map))
-                .collect(),
+            items.into_iter().enumerate().map(|(i, item)| convert(item, format!("{pointer}/{i}"), None, map)).collect(),
         ),
         Node::Map(entries) => {
             let mut object = Map::new();

@@ -21,11 +21,7 @@ pub fn decide(tier: Option<Tier>, securable: &str, operation: &str) -> Decision 
     if !rules.allow.iter().any(|p| p.matches(securable, operation)) {
         return Decision::Deny;
     }
-    if rules
-        .approval
-        .iter()
-        .any(|p| p.matches(securable, operation))
-    {
+    if rules.approval.iter().any(|p| p.matches(securable, operation)) {
         Decision::ApprovalRequired
     } else {
         Decision::Allow

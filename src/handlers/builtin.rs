@@ -12,8 +12,6 @@ pub async fn echo(_ctx: &ToolContext, arguments: Value) -> ToolResult {
 
 /// `builtin::static`: the result written in the tool's YAML entry.
 pub fn static_result(meta: &'static ToolMeta) -> ToolResult {
-    let raw = meta
-        .static_result
-        .expect("the generator gives every builtin::static tool a result");
+    let raw = meta.static_result.expect("the generator gives every builtin::static tool a result");
     Ok(ToolOutput::Static(raw))
 }

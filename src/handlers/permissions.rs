@@ -6,10 +6,7 @@ use crate::gate::{rbac, tier};
 use crate::registry::{ROLES, ToolId, args};
 use crate::tool::{ToolContext, ToolOutput, ToolResult};
 
-pub async fn discover_permissions(
-    ctx: &ToolContext,
-    _args: args::DiscoverPermissions,
-) -> ToolResult {
+pub async fn discover_permissions(ctx: &ToolContext, _args: args::DiscoverPermissions) -> ToolResult {
     let tools: Vec<_> = ToolId::ALL
         .iter()
         .map(|&id| {

@@ -6,12 +6,8 @@ use crate::registry::args;
 use crate::tool::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 pub async fn list_plugin_config(ctx: &ToolContext, args: args::ListPluginConfig) -> ToolResult {
-    let entries = ctx
-        .store
-        .list_plugin_config(args.plugin.as_deref().filter(|p| !p.is_empty()))?;
-    Ok(ToolOutput::Structured(
-        json!({ "count": entries.len(), "entries": entries }),
-    ))
+    let entries = ctx.store.list_plugin_config(args.plugin.as_deref().filter(|p| !p.is_empty()))?;
+    Ok(ToolOutput::Structured(json!({ "count": entries.len(), "entries": entries })))
 }
 
 pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -> ToolResult {
@@ -25,13 +21,8 @@ pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -
 }
 
 pub async fn set_plugin_config(ctx: &ToolContext, args: args::SetPluginConfig) -> ToolResult {
-    let previous = ctx.store.set_plugin_config(
-        &args.plugin,
-        &args.key,
-        &args.value,
-        ctx.clock.now_secs(),
-        &ctx.principal.name,
-    )?;
+    let previous =
+        ctx.store.set_plugin_config(&args.plugin, &args.key, &args.value, ctx.clock.now_secs(), &ctx.principal.name)?;
     Ok(ToolOutput::Structured(json!({
         "plugin": args.plugin,
         "key": args.key,
@@ -55,21 +46,12 @@ pub async fn delete_plugin_config(ctx: &ToolContext, args: args::DeletePluginCon
     }
 }
 
-pub async fn get_plugin_kill_switch(
-    ctx: &ToolContext,
-    args: args::GetPluginKillSwitch,
-) -> ToolResult {
-    let switch = ctx.store.get_kill_switch(
-        &args.plugin,
-        args.action.as_deref().filter(|a| !a.is_empty()),
-    )?;
+pub async fn get_plugin_kill_switch(ctx: &ToolContext, args: args::GetPluginKillSwitch) -> ToolResult {
+    let switch = ctx.store.get_kill_switch(&args.plugin, args.action.as_deref().filter(|a| !a.is_empty()))?;
     Ok(ToolOutput::Structured(json!(switch)))
 }
 
-pub async fn set_plugin_kill_switch(
-    ctx: &ToolContext,
-    args: args::SetPluginKillSwitch,
-) -> ToolResult {
+pub async fn set_plugin_kill_switch(ctx: &ToolContext, args: args::SetPluginKillSwitch) -> ToolResult {
     let action = args.action.as_deref().filter(|a| !a.is_empty());
     let before = ctx.store.get_kill_switch(&args.plugin, action)?;
     let after = ctx.store.set_kill_switch(

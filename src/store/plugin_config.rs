@@ -47,11 +47,7 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub fn get_plugin_config(
-        &self,
-        plugin: &str,
-        key: &str,
-    ) -> Result<Option<ConfigEntry>, StoreError> {
+    pub fn get_plugin_config(&self, plugin: &str, key: &str) -> Result<Option<ConfigEntry>, StoreError> {
         let conn = self.conn()?;
         Ok(conn
             .query_row(
@@ -74,11 +70,9 @@ impl Store {
         let mut conn = self.conn()?;
         let tx = conn.transaction()?;
         let previous: Option<String> = tx
-            .query_row(
-                "SELECT value FROM plugin_config WHERE plugin = ?1 AND key = ?2",
-                params![plugin, key],
-                |r| r.get(0),
-            )
+            .query_row("SELECT value FROM plugin_config WHERE plugin = ?1 AND key = ?2", params![plugin, key], |r| {
+                r.get(0)
+            })
             .optional()?;
         tx.execute(
             "INSERT INTO plugin_config (plugin, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -90,11 +84,7 @@ impl Store {
     }
 
     /// Deletes a value; returns it if it existed.
-    pub fn delete_plugin_config(
-        &self,
-        plugin: &str,
-        key: &str,
-    ) -> Result<Option<String>, StoreError> {
+    pub fn delete_plugin_config(&self, plugin: &str, key: &str) -> Result<Option<String>, StoreError> {
         let conn = self.conn()?;
         Ok(conn
             .query_row(
@@ -105,11 +95,7 @@ impl Store {
             .optional()?)
     }
 
-    pub fn get_kill_switch(
-        &self,
-        plugin: &str,
-        action: Option<&str>,
-    ) -> Result<KillSwitch, StoreError> {
+    pub fn get_kill_switch(&self, plugin: &str, action: Option<&str>) -> Result<KillSwitch, StoreError> {
         let conn = self.conn()?;
         let row = conn
             .query_row(
@@ -161,24 +147,12 @@ mod tests {
     #[test]
     fn config_round_trip() {
         let store = Store::open_in_memory().unwrap();
-        assert_eq!(
-            store.set_plugin_config("p", "k", "v1", 1, "admin").unwrap(),
-            None
-        );
-        assert_eq!(
-            store.set_plugin_config("p", "k", "v2", 2, "admin").unwrap(),
-            Some("v1".into())
-        );
-        assert_eq!(
-            store.get_plugin_config("p", "k").unwrap().unwrap().value,
-            "v2"
-        );
+        assert_eq!(store.set_plugin_config("p", "k", "v1", 1, "admin").unwrap(), None);
+        assert_eq!(store.set_plugin_config("p", "k", "v2", 2, "admin").unwrap(), Some("v1".into()));
+        assert_eq!(store.get_plugin_config("p", "k").unwrap().unwrap().value, "v2");
         assert_eq!(store.list_plugin_config(Some("p")).unwrap().len(), 1);
         assert_eq!(store.list_plugin_config(Some("q")).unwrap().len(), 0);
-        assert_eq!(
-            store.delete_plugin_config("p", "k").unwrap(),
-            Some("v2".into())
-        );
+        assert_eq!(store.delete_plugin_config("p", "k").unwrap(), Some("v2".into()));
         assert_eq!(store.delete_plugin_config("p", "k").unwrap(), None);
     }
 
@@ -186,9 +160,7 @@ mod tests {
     fn kill_switch_defaults_off() {
         let store = Store::open_in_memory().unwrap();
         assert!(!store.get_kill_switch("p", None).unwrap().enabled);
-        let s = store
-            .set_kill_switch("p", Some("sync"), true, Some("incident"), 5, "admin")
-            .unwrap();
+        let s = store.set_kill_switch("p", Some("sync"), true, Some("incident"), 5, "admin").unwrap();
         assert!(s.enabled);
         assert!(!store.get_kill_switch("p", None).unwrap().enabled);
         assert!(store.get_kill_switch("p", Some("sync")).unwrap().enabled);

@@ -10,15 +10,11 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let policy = &inputs.policy.model;
     let tools = &inputs.tools.model.tools;
-    let pairs: Vec<(&str, &str)> = tools
-        .iter()
-        .map(|t| (t.securable.as_str(), t.operation.as_str()))
-        .collect();
+    let pairs: Vec<(&str, &str)> = tools.iter().map(|t| (t.securable.as_str(), t.operation.as_str())).collect();
 
     for (i, tool) in tools.iter().enumerate() {
         let callable = policy.tiers.iter().any(|tier| {
-            policy::decide(policy, &tier.name, &tool.securable, &tool.operation).decision
-                != Decision::Deny
+            policy::decide(policy, &tier.name, &tool.securable, &tool.operation).decision != Decision::Deny
         });
         if !callable && !policy.tiers.is_empty() {
             out.push(
@@ -51,9 +47,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                 continue;
             };
             let allowed_somewhere = pairs.iter().any(|(s, o)| {
-                p.matches(s, o)
-                    && policy::decide(policy, &tier.name, s, o).decision
-                        == Decision::ApprovalRequired
+                p.matches(s, o) && policy::decide(policy, &tier.name, s, o).decision == Decision::ApprovalRequired
             });
             let matches_tool = pairs.iter().any(|(s, o)| p.matches(s, o));
             if matches_tool && !allowed_somewhere {
@@ -90,16 +84,32 @@ fn unused(
         let Ok(p) = Pattern::parse(rule.pattern()) else {
             continue;
         };
+        // A rule naming something undeclared is already an error; "matches no tool" adds nothing.
+        let policy = &inputs.policy.model;
+        let declared = p.securable.as_ref().is_none_or(|s| policy.securables.contains(s))
+            && p.operation.as_ref().is_none_or(|o| policy.operations.contains_key(o));
+        if !declared {
+            continue;
+        }
         let used = pairs.iter().any(|(s, o)| p.matches(s, o));
         match (used, rule.expects_unused()) {
             (false, false) => out.push(
                 inputs
-                    .policy_warning(&format!("{pointer}/{k}"), format!("{owner} rule `{}` matches no tool", rule.pattern()))
-                    .help(format!("remove it, or keep it on purpose as `{{pair: \"{}\", expect_unused: \"why\"}}`", rule.pattern())),
+                    .policy_warning(
+                        &format!("{pointer}/{k}"),
+                        format!("{owner} rule `{}` matches no tool", rule.pattern()),
+                    )
+                    .help(format!(
+                        "remove it, or keep it on purpose as `{{pair: \"{}\", expect_unused: \"why\"}}`",
+                        rule.pattern()
+                    )),
             ),
             (true, true) => out.push(
                 inputs
-                    .policy_warning(&format!("{pointer}/{k}/expect_unused"), format!("{owner} rule `{}` says expect_unused, but a tool matches it now", rule.pattern()))
+                    .policy_warning(
+                        &format!("{pointer}/{k}/expect_unused"),
+                        format!("{owner} rule `{}` says expect_unused, but a tool matches it now", rule.pattern()),
+                    )
                     .help(format!("write it as the plain string \"{}\"", rule.pattern())),
             ),
             _ => {}

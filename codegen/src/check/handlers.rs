@@ -17,10 +17,7 @@ pub enum Handler {
     /// `builtin::static`: the `result` written in the YAML entry.
     Static,
     /// `area::function` in `src/handlers/area.rs`.
-    Rust {
-        module: Vec<String>,
-        function: String,
-    },
+    Rust { module: Vec<String>, function: String },
 }
 
 impl Handler {
@@ -37,23 +34,13 @@ impl Handler {
             };
         }
         if segments.len() < 2 {
-            return Err(format!(
-                "handler `{text}` must be `area::function` (a function in src/handlers/area.rs)"
-            ));
+            return Err(format!("handler `{text}` must be `area::function` (a function in src/handlers/area.rs)"));
         }
-        if let Some(bad) = segments
-            .iter()
-            .find(|s| syn::parse_str::<syn::Ident>(s).is_err() || s.starts_with("r#"))
-        {
-            return Err(format!(
-                "handler `{text}`: `{bad}` is not a Rust identifier"
-            ));
+        if let Some(bad) = segments.iter().find(|s| syn::parse_str::<syn::Ident>(s).is_err() || s.starts_with("r#")) {
+            return Err(format!("handler `{text}`: `{bad}` is not a Rust identifier"));
         }
         let (function, module) = segments.split_last().expect("two or more segments");
-        Ok(Handler::Rust {
-            module: module.iter().map(|s| s.to_string()).collect(),
-            function: function.to_string(),
-        })
+        Ok(Handler::Rust { module: module.iter().map(|s| s.to_string()).collect(), function: function.to_string() })
     }
 }
 
@@ -80,18 +67,10 @@ fn module_file(dir: &Path, module: &[String]) -> ModuleFile {
     for candidate in &candidates {
         let path = dir.join(candidate);
         if let Ok(text) = std::fs::read_to_string(&path) {
-            return ModuleFile {
-                path,
-                display: format!("src/handlers/{candidate}"),
-                ast: syn::parse_file(&text).ok(),
-            };
+            return ModuleFile { path, display: format!("src/handlers/{candidate}"), ast: syn::parse_file(&text).ok() };
         }
     }
-    ModuleFile {
-        path: dir.join(&candidates[0]),
-        display: format!("src/handlers/{}", candidates[0]),
-        ast: None,
-    }
+    ModuleFile { path: dir.join(&candidates[0]), display: format!("src/handlers/{}", candidates[0]), ast: None }
 }
 
 pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
@@ -106,12 +85,8 @@ pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
             Ok(h) => h,
             Err(why) => {
                 diagnostics.push(
-                    Diagnostic::error(
-                        &inputs.tools.file.name,
-                        inputs.tool_value_pos(i, "/handler"),
-                        why,
-                    )
-                    .tool(&tool.name),
+                    Diagnostic::error(&inputs.tools.file.name, inputs.tool_value_pos(i, "/handler"), why)
+                        .tool(&tool.name),
                 );
                 handlers.push(Handler::Echo);
                 continue;
@@ -120,35 +95,26 @@ pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
         match (&handler, &tool.result) {
             (Handler::Static, None) => diagnostics.push(
                 inputs
-                    .tool_error(
-                        i,
-                        "/handler",
-                        "a `builtin::static` tool needs a `result` (its content blocks)",
-                    )
+                    .tool_error(i, "/handler", "a `builtin::static` tool needs a `result` (its content blocks)")
                     .help("add `result: {content: [{type: text, text: ...}]}`"),
             ),
             (Handler::Echo | Handler::Rust { .. }, Some(_)) => diagnostics.push(
                 inputs
-                    .tool_error(
-                        i,
-                        "/result",
-                        "`result` is only read for `builtin::static` tools",
-                    )
+                    .tool_error(i, "/result", "`result` is only read for `builtin::static` tools")
                     .help("remove `result`, or set `handler: builtin::static`"),
             ),
             _ => {}
         }
         if handler != Handler::Static && tool.output_schema.is_none() {
             diagnostics.push(
-                inputs.tool_error(i, "", "missing `outputSchema`: results are checked against it")
+                inputs
+                    .tool_error(i, "", "missing `outputSchema`: results are checked against it")
                     .help("add `outputSchema: {type: object, properties: ...}` describing structuredContent"),
             );
         }
         if let (Handler::Rust { module, function }, Some(dir)) = (&handler, dir) {
             used.insert((module.clone(), function.clone()));
-            let file = modules
-                .entry(module.clone())
-                .or_insert_with(|| module_file(dir, module));
+            let file = modules.entry(module.clone()).or_insert_with(|| module_file(dir, module));
             let signature = expected_signature(function, &struct_names[i]);
             match &file.ast {
                 None if !file.path.exists() => diagnostics.push(
@@ -189,11 +155,7 @@ pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
         files.extend(unused_handlers(dir, &used, &mut diagnostics));
         files.push(dir.to_path_buf());
     }
-    Report {
-        diagnostics,
-        handlers,
-        files,
-    }
+    Report { diagnostics, handlers, files }
 }
 
 fn last_segment(ty: &syn::Type) -> Option<String> {
@@ -232,7 +194,8 @@ fn signature_problem(f: &syn::ItemFn, struct_name: &str) -> Option<String> {
     if last_segment(params[1]).as_deref() != Some(struct_name) {
         return Some(format!("must take `args::{struct_name}` second"));
     }
-    let returns_ok = matches!(&f.sig.output, syn::ReturnType::Type(_, ty) if last_segment(ty).as_deref() == Some("ToolResult"));
+    let returns_ok =
+        matches!(&f.sig.output, syn::ReturnType::Type(_, ty) if last_segment(ty).as_deref() == Some("ToolResult"));
     if !returns_ok {
         return Some("must return `ToolResult`".into());
     }
@@ -240,11 +203,7 @@ fn signature_problem(f: &syn::ItemFn, struct_name: &str) -> Option<String> {
 }
 
 /// Handler-shaped functions (`pub async fn` taking `&ToolContext`) that no tool names.
-fn unused_handlers(
-    dir: &Path,
-    used: &BTreeSet<(Vec<String>, String)>,
-    out: &mut Vec<Diagnostic>,
-) -> Vec<PathBuf> {
+fn unused_handlers(dir: &Path, used: &BTreeSet<(Vec<String>, String)>, out: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), Vec::<String>::new())];
     while let Some((folder, prefix)) = stack.pop() {
@@ -254,11 +213,7 @@ fn unused_handlers(
         let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
         entries.sort();
         for path in entries {
-            let Some(stem) = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .map(str::to_string)
-            else {
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
                 continue;
             };
             if path.is_dir() {
@@ -290,31 +245,18 @@ fn unused_handlers(
             for item in &ast.items {
                 let syn::Item::Fn(f) = item else { continue };
                 let takes_ctx = matches!(f.sig.inputs.first(), Some(syn::FnArg::Typed(t)) if matches!(&*t.ty, syn::Type::Reference(r) if last_segment(&r.elem).as_deref() == Some("ToolContext")));
-                if !(matches!(f.vis, syn::Visibility::Public(_))
-                    && f.sig.asyncness.is_some()
-                    && takes_ctx)
-                {
+                if !(matches!(f.vis, syn::Visibility::Public(_)) && f.sig.asyncness.is_some() && takes_ctx) {
                     continue;
                 }
                 let name = f.sig.ident.to_string();
                 if !used.contains(&(module.clone(), name.clone())) {
                     let start = f.sig.ident.span().start();
-                    let rel = path
-                        .strip_prefix(dir)
-                        .unwrap_or(&path)
-                        .to_string_lossy()
-                        .replace('\\', "/");
+                    let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().replace('\\', "/");
                     out.push(
                         Diagnostic::warning(
                             &format!("src/handlers/{rel}"),
-                            Pos {
-                                line: start.line as u32,
-                                col: start.column as u32 + 1,
-                            },
-                            format!(
-                                "handler `{}::{name}` is not used by any tool",
-                                module.join("::")
-                            ),
+                            Pos { line: start.line as u32, col: start.column as u32 + 1 },
+                            format!("handler `{}::{name}` is not used by any tool", module.join("::")),
                         )
                         .help("add a tool with this handler to tools.yaml, or remove the function"),
                     );

@@ -29,14 +29,8 @@ const DESTRUCTIVE_WORDS: &[&str] = &[
     "drops",
 ];
 /// Phrases that promise no change; on a tool that is not read-only they contradict it.
-const READ_ONLY_PHRASES: &[&str] = &[
-    "read-only",
-    "read only",
-    "never changes",
-    "does not change",
-    "without changing",
-    "no side effects",
-];
+const READ_ONLY_PHRASES: &[&str] =
+    &["read-only", "read only", "never changes", "does not change", "without changing", "no side effects"];
 
 pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -51,7 +45,12 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         let is_read = class == OperationClass::Read;
         if a.readOnlyHint != is_read {
             let d = if is_read {
-                inputs.tool_error(i, "/annotations/readOnlyHint", format!("readOnlyHint is false but {op} is a read-class operation"))
+                inputs
+                    .tool_error(
+                        i,
+                        "/annotations/readOnlyHint",
+                        format!("readOnlyHint is false but {op} is a read-class operation"),
+                    )
                     .help("set `readOnlyHint: true`, or map the tool to a write-, delete- or execute-class operation")
             } else {
                 inputs.tool_error(i, "/annotations/readOnlyHint", format!("readOnlyHint is true but {op} is a {}-class operation", class.label()))
@@ -62,11 +61,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         if is_read && a.destructiveHint {
             out.push(
                 inputs
-                    .tool_error(
-                        i,
-                        "/annotations/destructiveHint",
-                        format!("destructiveHint is true on read-only {op}"),
-                    )
+                    .tool_error(i, "/annotations/destructiveHint", format!("destructiveHint is true on read-only {op}"))
                     .help("a read-only tool changes nothing: set `destructiveHint: false`"),
             );
         }
@@ -93,20 +88,27 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         if let Some(o) = &tool.hint_override {
             if o.reason.trim().len() < 10 {
                 out.push(
-                    inputs.tool_error(i, "/hintOverride/reason", "hintOverride needs a written reason")
+                    inputs
+                        .tool_error(i, "/hintOverride/reason", "hintOverride needs a written reason")
                         .help("say in a sentence why the usual hint rule does not fit this tool; reviewers read it"),
                 );
             } else if !needed_override {
                 out.push(
-                    inputs.tool_warning(i, "/hintOverride", format!("hintOverride for {} waives nothing: the hints already follow the rule", o.hint.key()))
+                    inputs
+                        .tool_warning(
+                            i,
+                            "/hintOverride",
+                            format!(
+                                "hintOverride for {} waives nothing: the hints already follow the rule",
+                                o.hint.key()
+                            ),
+                        )
                         .help("remove the hintOverride"),
                 );
             }
         }
         let description = tool.description.to_lowercase();
-        let words: Vec<&str> = description
-            .split(|c: char| !c.is_alphanumeric() && c != '-')
-            .collect();
+        let words: Vec<&str> = description.split(|c: char| !c.is_alphanumeric() && c != '-').collect();
         if !a.destructiveHint && !a.readOnlyHint {
             if let Some(word) = DESTRUCTIVE_WORDS.iter().find(|w| words.contains(w)) {
                 out.push(
@@ -122,9 +124,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                         .tool_warning(
                             i,
                             "/description",
-                            format!(
-                                "the description says \"{phrase}\" but the tool is not read-only"
-                            ),
+                            format!("the description says \"{phrase}\" but the tool is not read-only"),
                         )
                         .help("reword the description, or map the tool to a read-class operation"),
                 );

@@ -43,29 +43,19 @@ impl Inputs<'_> {
     }
 
     pub fn tool_error(&self, index: usize, sub: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::error(&self.tools.file.name, self.tool_pos(index, sub), message)
-            .tool(&self.tool(index).name)
+        Diagnostic::error(&self.tools.file.name, self.tool_pos(index, sub), message).tool(&self.tool(index).name)
     }
 
     pub fn tool_warning(&self, index: usize, sub: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::warning(&self.tools.file.name, self.tool_pos(index, sub), message)
-            .tool(&self.tool(index).name)
+        Diagnostic::warning(&self.tools.file.name, self.tool_pos(index, sub), message).tool(&self.tool(index).name)
     }
 
     pub fn policy_error(&self, pointer: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::error(
-            &self.policy.file.name,
-            self.policy.map.value(pointer),
-            message,
-        )
+        Diagnostic::error(&self.policy.file.name, self.policy.map.value(pointer), message)
     }
 
     pub fn policy_warning(&self, pointer: &str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::warning(
-            &self.policy.file.name,
-            self.policy.map.value(pointer),
-            message,
-        )
+        Diagnostic::warning(&self.policy.file.name, self.policy.map.value(pointer), message)
     }
 
     pub fn class_of(&self, operation: &str) -> Option<OperationClass> {
@@ -105,10 +95,7 @@ pub fn run(
     policy: Parsed<Policy>,
     handlers_dir: Option<&Path>,
 ) -> Result<Checked, Vec<Diagnostic>> {
-    let inputs = Inputs {
-        tools: &tools,
-        policy: &policy,
-    };
+    let inputs = Inputs { tools: &tools, policy: &policy };
     let mut diagnostics = Vec::new();
     diagnostics.extend(names::check(&inputs));
     diagnostics.extend(refs::check(&inputs));
@@ -119,21 +106,14 @@ pub fn run(
     diagnostics.extend(handler_report.diagnostics);
 
     let struct_names = crate::args::struct_names(&tools.model.tools);
-    let plans: Vec<ToolPlan> = (0..tools.model.tools.len())
-        .map(|i| plan(&inputs, i, &handler_report.handlers[i], &struct_names[i]))
-        .collect();
+    let plans: Vec<ToolPlan> =
+        (0..tools.model.tools.len()).map(|i| plan(&inputs, i, &handler_report.handlers[i], &struct_names[i])).collect();
     diagnostics.extend(schemas::check_argument_types(&inputs, &plans));
     crate::diag::sort(&mut diagnostics);
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(diagnostics);
     }
-    Ok(Checked {
-        tools,
-        policy,
-        plans,
-        warnings: diagnostics,
-        handler_files: handler_report.files,
-    })
+    Ok(Checked { tools, policy, plans, warnings: diagnostics, handler_files: handler_report.files })
 }
 
 fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> ToolPlan {
@@ -147,9 +127,7 @@ fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> 
     let approval_gated = decisions.contains(&Decision::ApprovalRequired);
     let published_input_schema = schemas::published(&tool.input_schema, approval_gated);
     ToolPlan {
-        class: inputs
-            .class_of(&tool.operation)
-            .unwrap_or(OperationClass::Write),
+        class: inputs.class_of(&tool.operation).unwrap_or(OperationClass::Write),
         decisions,
         approval_gated,
         example: schemas::example(&tool.input_schema),

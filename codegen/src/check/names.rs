@@ -10,9 +10,7 @@ pub const MAX_NAME_LEN: usize = 128;
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
@@ -26,29 +24,19 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             } else if name.len() > MAX_NAME_LEN {
                 format!("is {} characters long (at most {MAX_NAME_LEN})", name.len())
             } else {
-                let bad: String = name
-                    .chars()
-                    .filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
-                    .collect();
+                let bad: String =
+                    name.chars().filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))).collect();
                 format!("contains {bad:?}")
             };
             let suggestion: String = name
                 .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
+                .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' })
                 .take(MAX_NAME_LEN)
                 .collect();
             let mut d = Diagnostic::error(
                 &inputs.tools.file.name,
                 inputs.tool_value_pos(i, "/name"),
-                format!(
-                    "tool name {name:?} {why}; names are 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"
-                ),
+                format!("tool name {name:?} {why}; names are 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"),
             );
             if !suggestion.is_empty() && suggestion != name {
                 d = d.help(format!("rename it, e.g. `{suggestion}`"));
@@ -59,14 +47,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             let first_pos = inputs.tool_value_pos(first, "/name");
             out.push(
                 inputs
-                    .tool_error(
-                        i,
-                        "/name",
-                        format!(
-                            "duplicate tool name (first defined at line {})",
-                            first_pos.line
-                        ),
-                    )
+                    .tool_error(i, "/name", format!("duplicate tool name (first defined at line {})", first_pos.line))
                     .help("tool names are unique per server: rename one of the two"),
             );
         } else {

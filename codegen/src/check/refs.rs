@@ -21,10 +21,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                     .tool_error(
                         i,
                         "/securable",
-                        format!(
-                            "securable `{}` is not declared in policy.yaml",
-                            tool.securable
-                        ),
+                        format!("securable `{}` is not declared in policy.yaml", tool.securable),
                     )
                     .help(did_you_mean(&tool.securable, securables.iter().copied())),
             );
@@ -35,40 +32,19 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                     .tool_error(
                         i,
                         "/operation",
-                        format!(
-                            "operation `{}` is not declared in policy.yaml",
-                            tool.operation
-                        ),
+                        format!("operation `{}` is not declared in policy.yaml", tool.operation),
                     )
                     .help(did_you_mean(&tool.operation, operations.iter().copied())),
             );
         }
     }
 
-    duplicates(
-        inputs,
-        "securables",
-        policy.securables.iter().map(String::as_str),
-        &mut out,
-    );
-    duplicates(
-        inputs,
-        "tiers",
-        policy.tiers.iter().map(|t| t.name.as_str()),
-        &mut out,
-    );
-    duplicates(
-        inputs,
-        "roles",
-        policy.roles.iter().map(|r| r.name.as_str()),
-        &mut out,
-    );
+    duplicates(inputs, "securables", policy.securables.iter().map(String::as_str), &mut out);
+    duplicates(inputs, "tiers", policy.tiers.iter().map(|t| t.name.as_str()), &mut out);
+    duplicates(inputs, "roles", policy.roles.iter().map(|r| r.name.as_str()), &mut out);
 
     for (t, tier) in policy.tiers.iter().enumerate() {
-        if !tier
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        if !tier.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
             || tier.name.is_empty()
         {
             out.push(inputs.policy_error(
@@ -76,33 +52,12 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                 format!("tier name `{}` must be lowercase letters, digits, `_` or `-` (tokens carry it)", tier.name),
             ));
         }
-        rules(
-            inputs,
-            &format!("/tiers/{t}/allow"),
-            &tier.allow,
-            &securables,
-            &operations,
-            &mut out,
-        );
-        rules(
-            inputs,
-            &format!("/tiers/{t}/approval"),
-            &tier.approval,
-            &securables,
-            &operations,
-            &mut out,
-        );
+        rules(inputs, &format!("/tiers/{t}/allow"), &tier.allow, &securables, &operations, &mut out);
+        rules(inputs, &format!("/tiers/{t}/approval"), &tier.approval, &securables, &operations, &mut out);
     }
     let role_names: Vec<&str> = policy.roles.iter().map(|r| r.name.as_str()).collect();
     for (r, role) in policy.roles.iter().enumerate() {
-        rules(
-            inputs,
-            &format!("/roles/{r}/permissions"),
-            &role.permissions,
-            &securables,
-            &operations,
-            &mut out,
-        );
+        rules(inputs, &format!("/roles/{r}/permissions"), &role.permissions, &securables, &operations, &mut out);
         for (k, included) in role.includes.iter().enumerate() {
             if !role_names.contains(&included.as_str()) {
                 out.push(
@@ -145,23 +100,12 @@ fn reaches(inputs: &Inputs, from: &str, target: &str) -> bool {
     false
 }
 
-fn duplicates<'a>(
-    inputs: &Inputs,
-    list: &str,
-    names: impl Iterator<Item = &'a str>,
-    out: &mut Vec<Diagnostic>,
-) {
+fn duplicates<'a>(inputs: &Inputs, list: &str, names: impl Iterator<Item = &'a str>, out: &mut Vec<Diagnostic>) {
     let mut seen = HashSet::new();
     for (i, name) in names.enumerate() {
         if !seen.insert(name) {
-            let pointer = if list == "securables" {
-                format!("/{list}/{i}")
-            } else {
-                format!("/{list}/{i}/name")
-            };
-            out.push(
-                inputs.policy_error(&pointer, format!("`{name}` is declared twice in `{list}`")),
-            );
+            let pointer = if list == "securables" { format!("/{list}/{i}") } else { format!("/{list}/{i}/name") };
+            out.push(inputs.policy_error(&pointer, format!("`{name}` is declared twice in `{list}`")));
         }
     }
 }
@@ -180,11 +124,8 @@ fn rules(
             Rule::Expected { .. } => format!("{pointer}/{k}/pair"),
         };
         match Pattern::parse(rule.pattern()) {
-            Err(why) => out.push(
-                inputs
-                    .policy_error(&at, why)
-                    .help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`"),
-            ),
+            Err(why) => out
+                .push(inputs.policy_error(&at, why).help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`")),
             Ok(p) => {
                 if let Some(s) = &p.securable {
                     if !securables.contains(&s.as_str()) {
@@ -192,10 +133,7 @@ fn rules(
                             inputs
                                 .policy_error(
                                     &at,
-                                    format!(
-                                        "rule `{}` names undeclared securable `{s}`",
-                                        rule.pattern()
-                                    ),
+                                    format!("rule `{}` names undeclared securable `{s}`", rule.pattern()),
                                 )
                                 .help(did_you_mean(s, securables.iter().copied())),
                         );
@@ -207,10 +145,7 @@ fn rules(
                             inputs
                                 .policy_error(
                                     &at,
-                                    format!(
-                                        "rule `{}` names undeclared operation `{o}`",
-                                        rule.pattern()
-                                    ),
+                                    format!("rule `{}` names undeclared operation `{o}`", rule.pattern()),
                                 )
                                 .help(did_you_mean(o, operations.iter().copied())),
                         );

@@ -9,6 +9,7 @@ use crate::diag::Diagnostic;
 
 /// The argument a caller passes back to redeem a human's approval.
 pub const APPROVAL_ID: &str = "approval_id";
+const JSON_TYPES: &[&str] = &["string", "integer", "number", "boolean", "object", "array", "null"];
 const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
@@ -18,14 +19,15 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         if let Some(output) = &tool.output_schema {
             schema_rules(inputs, i, "/outputSchema", output, &mut out);
         }
-        let props = tool
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object);
+        let props = tool.input_schema.get("properties").and_then(Value::as_object);
         if props.is_some_and(|p| p.contains_key(APPROVAL_ID)) {
             out.push(
                 inputs
-                    .tool_error(i, &format!("/inputSchema/properties/{APPROVAL_ID}"), format!("`{APPROVAL_ID}` is reserved: the generator adds it to every approval-gated tool"))
+                    .tool_error(
+                        i,
+                        &format!("/inputSchema/properties/{APPROVAL_ID}"),
+                        format!("`{APPROVAL_ID}` is reserved: the generator adds it to every approval-gated tool"),
+                    )
                     .help(format!("remove `{APPROVAL_ID}` from inputSchema.properties")),
             );
         }
@@ -34,58 +36,48 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
     out
 }
 
-fn schema_rules(
-    inputs: &Inputs,
-    i: usize,
-    at: &str,
-    schema: &Map<String, Value>,
-    out: &mut Vec<Diagnostic>,
-) {
+fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>, out: &mut Vec<Diagnostic>) {
     let value = Value::Object(schema.clone());
     let which = &at[1..];
     if let Some(dialect) = schema.get("$schema") {
         if dialect.as_str() != Some(DIALECT) {
             out.push(
                 inputs
-                    .tool_error(i, &format!("{at}/$schema"), format!("{which} declares dialect {dialect}; toolgate serves JSON Schema 2020-12"))
+                    .tool_error(
+                        i,
+                        &format!("{at}/$schema"),
+                        format!("{which} declares dialect {dialect}; toolgate serves JSON Schema 2020-12"),
+                    )
                     .help(format!("remove `$schema` or set it to {DIALECT}")),
             );
             return;
         }
     }
-    if let Err(e) = jsonschema::draft202012::meta::validate(&value) {
+    let meta_error = jsonschema::draft202012::meta::validate(&value).err();
+    if let Some(e) = &meta_error {
         let path = e.instance_path().as_str().to_string();
-        out.push(
-            inputs
-                .tool_error(
-                    i,
-                    &format!("{at}{path}"),
-                    format!("{which} is not valid JSON Schema 2020-12: {e}"),
-                )
-                .help("see https://json-schema.org/draft/2020-12/json-schema-validation"),
-        );
-        return;
-    }
-    if let Err(e) = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&value)
-    {
+        let d = match (path.ends_with("/type"), value.pointer(&path).and_then(Value::as_str)) {
+            (true, Some(t)) => inputs
+                .tool_error(i, &format!("{at}{path}"), format!("{which}: `{t}` is not a JSON Schema type"))
+                .help(crate::diag::did_you_mean(t, JSON_TYPES.iter().copied())),
+            _ => inputs
+                .tool_error(i, &format!("{at}{path}"), format!("{which} is not valid JSON Schema 2020-12: {e}"))
+                .help("see https://json-schema.org/draft/2020-12/json-schema-core"),
+        };
+        out.push(d);
+    } else if let Err(e) = jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&value) {
+        // Valid by the meta-schema but not usable, e.g. a regex that does not compile.
         out.push(
             inputs
                 .tool_error(i, at, format!("{which} does not compile: {e}"))
                 .help("fix the keyword the message names; remote `$ref`s are not fetched"),
         );
-        return;
     }
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         out.push(
             inputs
-                .tool_error(
-                    i,
-                    &format!("{at}/type"),
-                    format!("{which} must have `type: object` at its root"),
-                )
-                .help("wrap the arguments in an object: `type: object` with `properties`"),
+                .tool_error(i, &format!("{at}/type"), format!("{which} must have `type: object` at its root"))
+                .help(format!("set `type: object` at the root of {which} and describe the fields under `properties`")),
         );
     }
     for keyword in ["anyOf", "oneOf", "allOf"] {
@@ -102,7 +94,7 @@ fn schema_rules(
         }
     }
     let mut missing = Vec::new();
-    undeclared_required(&value, at.to_string(), &mut missing);
+    undeclared_required(&value, at.to_string(), None, &mut missing);
     for (pointer, name) in missing {
         out.push(
             inputs
@@ -111,71 +103,59 @@ fn schema_rules(
                     &format!("{pointer}/required"),
                     format!("`{name}` is required but not declared in properties"),
                 )
-                .help(format!(
-                    "declare `{name}` under properties, or drop it from required"
-                )),
+                .help(format!("declare `{name}` under properties, or drop it from required")),
         );
     }
 }
 
 /// Subschemas whose `required` names a property their `properties` does not declare.
-fn undeclared_required(schema: &Value, pointer: String, out: &mut Vec<(String, String)>) {
+/// `inherited`: the properties an `anyOf`/`oneOf`/`allOf` branch's parent declares.
+fn undeclared_required(
+    schema: &Value,
+    pointer: String,
+    inherited: Option<&Map<String, Value>>,
+    out: &mut Vec<(String, String)>,
+) {
     let Some(obj) = schema.as_object() else {
         return;
     };
     if let Some(required) = obj.get("required").and_then(Value::as_array) {
         let props = obj.get("properties").and_then(Value::as_object);
         for name in required.iter().filter_map(Value::as_str) {
-            if !props.is_some_and(|p| p.contains_key(name)) {
+            if !props.is_some_and(|p| p.contains_key(name)) && !inherited.is_some_and(|p| p.contains_key(name)) {
                 out.push((pointer.clone(), name.to_string()));
             }
         }
     }
-    for map_keyword in [
-        "properties",
-        "patternProperties",
-        "$defs",
-        "dependentSchemas",
-    ] {
+    for map_keyword in ["properties", "patternProperties", "$defs", "dependentSchemas"] {
         if let Some(children) = obj.get(map_keyword).and_then(Value::as_object) {
             for (k, child) in children {
                 undeclared_required(
                     child,
                     format!("{pointer}/{map_keyword}/{}", crate::source::escape_token(k)),
+                    None,
                     out,
                 );
             }
         }
     }
+    let own_props = obj.get("properties").and_then(Value::as_object).or(inherited);
     for list_keyword in ["anyOf", "oneOf", "allOf", "prefixItems"] {
         if let Some(children) = obj.get(list_keyword).and_then(Value::as_array) {
             for (k, child) in children.iter().enumerate() {
-                undeclared_required(child, format!("{pointer}/{list_keyword}/{k}"), out);
+                undeclared_required(child, format!("{pointer}/{list_keyword}/{k}"), own_props, out);
             }
         }
     }
-    for keyword in [
-        "items",
-        "additionalProperties",
-        "not",
-        "if",
-        "then",
-        "else",
-        "contains",
-    ] {
+    for keyword in ["items", "additionalProperties", "not", "if", "then", "else", "contains"] {
         if let Some(child) = obj.get(keyword) {
-            undeclared_required(child, format!("{pointer}/{keyword}"), out);
+            undeclared_required(child, format!("{pointer}/{keyword}"), None, out);
         }
     }
 }
 
 /// 2026-07-28 `x-mcp-header`: clients silently drop a tool whose annotation is malformed.
-fn x_mcp_headers(
-    inputs: &Inputs,
-    i: usize,
-    schema: &Map<String, Value>,
-    out: &mut Vec<Diagnostic>,
-) {
+fn x_mcp_headers(inputs: &Inputs, i: usize, schema: &Map<String, Value>, out: &mut Vec<Diagnostic>) {
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return;
     };
@@ -184,23 +164,14 @@ fn x_mcp_headers(
         let Some(header) = prop.get("x-mcp-header") else {
             continue;
         };
-        let at = format!(
-            "/inputSchema/properties/{}/x-mcp-header",
-            crate::source::escape_token(name)
-        );
+        let at = format!("/inputSchema/properties/{}/x-mcp-header", crate::source::escape_token(name));
         let token_ok = header.as_str().is_some_and(|h| {
-            !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
         });
         if !token_ok {
             out.push(
                 inputs
-                    .tool_error(
-                        i,
-                        &at,
-                        format!("x-mcp-header {header} is not an HTTP header-name token"),
-                    )
+                    .tool_error(i, &at, format!("x-mcp-header {header} is not an HTTP header-name token"))
                     .help("use letters, digits and `-`, e.g. `Project`"),
             );
             continue;
@@ -209,11 +180,7 @@ fn x_mcp_headers(
         if seen.contains(&lower) {
             out.push(
                 inputs
-                    .tool_error(
-                        i,
-                        &at,
-                        format!("x-mcp-header {header} is used twice (case-insensitively)"),
-                    )
+                    .tool_error(i, &at, format!("x-mcp-header {header} is used twice (case-insensitively)"))
                     .help("give each annotated property its own header name"),
             );
         }
@@ -230,9 +197,7 @@ fn x_mcp_headers(
                             ty.map_or("(none)".to_string(), |t| format!("`{t}`"))
                         ),
                     )
-                    .help(
-                        "only string, integer and boolean properties can be mirrored into a header",
-                    ),
+                    .help("only string, integer and boolean properties can be mirrored into a header"),
             );
         }
     }
@@ -242,9 +207,7 @@ fn x_mcp_headers(
 pub fn published(schema: &Map<String, Value>, approval_gated: bool) -> Map<String, Value> {
     let mut published = schema.clone();
     if approval_gated {
-        let props = published
-            .entry("properties")
-            .or_insert_with(|| Value::Object(Map::new()));
+        let props = published.entry("properties").or_insert_with(|| Value::Object(Map::new()));
         if let Some(props) = props.as_object_mut() {
             props.insert(
                 APPROVAL_ID.to_string(),
@@ -264,10 +227,7 @@ pub fn published(schema: &Map<String, Value>, approval_gated: bool) -> Map<Strin
 pub fn example(schema: &Map<String, Value>) -> Option<Value> {
     let value = Value::Object(schema.clone());
     let candidate = example_of(&value, 0)?;
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&value)
-        .ok()?;
+    let validator = jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&value).ok()?;
     validator.is_valid(&candidate).then_some(candidate)
 }
 
@@ -278,11 +238,7 @@ fn example_of(schema: &Value, depth: usize) -> Option<Value> {
     if let Some(c) = schema.get("const") {
         return Some(c.clone());
     }
-    if let Some(first) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
         return Some(first.clone());
     }
     if let Some(d) = schema.get("default") {
@@ -291,17 +247,11 @@ fn example_of(schema: &Value, depth: usize) -> Option<Value> {
     let number = |key: &str| schema.get(key).and_then(Value::as_f64);
     match schema.get("type").and_then(Value::as_str)? {
         "string" => {
-            let min = schema
-                .get("minLength")
-                .and_then(Value::as_u64)
-                .unwrap_or(1)
-                .max(1);
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(1).max(1);
             Some(Value::String("x".repeat(min as usize)))
         }
         "integer" => {
-            let low = number("minimum")
-                .or(number("exclusiveMinimum").map(|m| m.floor() + 1.0))
-                .unwrap_or(1.0);
+            let low = number("minimum").or(number("exclusiveMinimum").map(|m| m.floor() + 1.0)).unwrap_or(1.0);
             let high = number("maximum").unwrap_or(f64::MAX);
             Some(json!(low.min(high).ceil() as i64))
         }
@@ -310,22 +260,13 @@ fn example_of(schema: &Value, depth: usize) -> Option<Value> {
         "null" => Some(Value::Null),
         "array" => {
             let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let item = if n > 0 {
-                example_of(schema.get("items")?, depth + 1)?
-            } else {
-                Value::Null
-            };
+            let item = if n > 0 { example_of(schema.get("items")?, depth + 1)? } else { Value::Null };
             Some(Value::Array((0..n).map(|_| item.clone()).collect()))
         }
         "object" => {
             let props = schema.get("properties").and_then(Value::as_object);
             let mut out = Map::new();
-            for name in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
+            for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
             {
                 let prop = props.and_then(|p| p.get(name))?;
                 out.insert(name.to_string(), example_of(prop, depth + 1)?);
@@ -344,11 +285,7 @@ pub fn check_argument_types(inputs: &Inputs, plans: &[ToolPlan]) -> Vec<Diagnost
             continue;
         }
         let tool = inputs.tool(i);
-        let Some(props) = tool
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object)
-        else {
+        let Some(props) = tool.input_schema.get("properties").and_then(Value::as_object) else {
             continue;
         };
         for (name, prop) in props {

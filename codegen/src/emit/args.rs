@@ -21,11 +21,7 @@ pub fn emit(checked: &Checked) -> TokenStream {
 }
 
 fn structure(name: &str, doc: &str, schema: &Map<String, Value>, items: &mut Vec<TokenStream>) {
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -42,10 +38,7 @@ fn structure(name: &str, doc: &str, schema: &Map<String, Value>, items: &mut Vec
             let ty = type_tokens(&format!("{name}{}", pascal_case(prop)), prop_schema, items);
             let field_ident = ident(&field);
             let rename = (field != *prop).then(|| quote!(#[serde(rename = #prop)]));
-            let doc = prop_schema
-                .get("description")
-                .and_then(Value::as_str)
-                .map(|d| quote!(#[doc = #d]));
+            let doc = prop_schema.get("description").and_then(Value::as_str).map(|d| quote!(#[doc = #d]));
             if required.contains(&prop.as_str()) {
                 quote!(#doc #rename pub #field_ident: #ty,)
             } else {
@@ -70,11 +63,7 @@ fn type_tokens(nested_name: &str, schema: &Value, items: &mut Vec<TokenStream>) 
         RustType::FreeMap => quote!(serde_json::Map<String, serde_json::Value>),
         RustType::Untyped(_) => quote!(serde_json::Value),
         RustType::List(_) => {
-            let inner = type_tokens(
-                &format!("{nested_name}Item"),
-                schema.get("items").unwrap_or(&Value::Null),
-                items,
-            );
+            let inner = type_tokens(&format!("{nested_name}Item"), schema.get("items").unwrap_or(&Value::Null), items);
             quote!(Vec<#inner>)
         }
         RustType::Object(obj) => {

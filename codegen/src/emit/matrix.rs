@@ -5,24 +5,14 @@ use std::fmt::Write as _;
 use crate::check::Checked;
 
 pub fn markdown(checked: &Checked) -> String {
-    let tiers: Vec<&str> = checked
-        .policy
-        .model
-        .tiers
-        .iter()
-        .map(|t| t.name.as_str())
-        .collect();
+    let tiers: Vec<&str> = checked.policy.model.tiers.iter().map(|t| t.name.as_str()).collect();
     let mut out = String::from(
         "# Policy matrix\n\n\
          Generated from `tools.yaml` and `policy.yaml`; do not edit. For every tool and tier:\n\
          `allow` (runs), `approval` (runs after a human approves) or `deny` (hidden from that tier's\n\
          `tools/list` and refused). A token whose tier is not listed here is denied everything.\n\n",
     );
-    let _ = writeln!(
-        out,
-        "| tool | securable:operation | class | {} |",
-        tiers.join(" | ")
-    );
+    let _ = writeln!(out, "| tool | securable:operation | class | {} |", tiers.join(" | "));
     let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(tiers.len()));
     for (tool, plan) in checked.tools.model.tools.iter().zip(&checked.plans) {
         let cells: Vec<&str> = plan.decisions.iter().map(|d| d.label()).collect();

@@ -32,10 +32,7 @@ pub fn rust_file(name: &str, tokens: TokenStream) -> OutputFile {
         Ok(file) => file,
         Err(e) => panic!("toolgate-codegen emitted invalid Rust for {name}: {e}\n{tokens}"),
     };
-    OutputFile {
-        name: name.to_string(),
-        contents: format!("{HEADER}{}", prettyplease::unparse(&file)),
-    }
+    OutputFile { name: name.to_string(), contents: format!("{HEADER}{}", prettyplease::unparse(&file)) }
 }
 
 /// Every file the runtime and the tests include.
@@ -45,20 +42,11 @@ pub fn all(checked: &Checked, paths: &SourcePaths) -> Vec<OutputFile> {
         rust_file("args.rs", args::emit(checked)),
         rust_file("dispatch.rs", dispatch::emit(checked)),
         rust_file("crosscheck_tests.rs", crosscheck::emit(checked)),
-        OutputFile {
-            name: "policy-matrix.md".into(),
-            contents: matrix::markdown(checked),
-        },
+        OutputFile { name: "policy-matrix.md".into(), contents: matrix::markdown(checked) },
     ];
     for (tier, bytes) in tools_list::per_tier(checked) {
-        files.push(OutputFile {
-            name: format!("tools_list.{tier}.json"),
-            contents: bytes,
-        });
+        files.push(OutputFile { name: format!("tools_list.{tier}.json"), contents: bytes });
     }
-    files.push(OutputFile {
-        name: "tools_list.all.json".into(),
-        contents: tools_list::full(checked),
-    });
+    files.push(OutputFile { name: "tools_list.all.json".into(), contents: tools_list::full(checked) });
     files
 }

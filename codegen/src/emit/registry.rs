@@ -31,25 +31,18 @@ fn opt_str(value: Option<String>) -> TokenStream {
 }
 
 fn patterns<'a>(rules: impl IntoIterator<Item = &'a str>) -> TokenStream {
-    let items = rules
-        .into_iter()
-        .filter_map(|r| Pattern::parse(r).ok())
-        .map(|p| {
-            let s = opt_str(p.securable);
-            let o = opt_str(p.operation);
-            quote!(Pattern { securable: #s, operation: #o })
-        });
+    let items = rules.into_iter().filter_map(|r| Pattern::parse(r).ok()).map(|p| {
+        let s = opt_str(p.securable);
+        let o = opt_str(p.operation);
+        quote!(Pattern { securable: #s, operation: #o })
+    });
     quote!(&[#(#items),*])
 }
 
 pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
     let tools = &checked.tools.model.tools;
     let policy = &checked.policy.model;
-    let ids: Vec<Ident> = checked
-        .plans
-        .iter()
-        .map(|p| ident(&p.struct_name))
-        .collect();
+    let ids: Vec<Ident> = checked.plans.iter().map(|p| ident(&p.struct_name)).collect();
     let tool_count = tools.len();
     let tier_count = policy.tiers.len();
 
@@ -61,7 +54,8 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         let (ro, de, id, ow) = (a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint);
         let input_schema = serde_json::to_string(&plan.published_input_schema).expect("serializes");
         let output_schema = opt_str(tool.output_schema.as_ref().map(|s| serde_json::to_string(s).expect("serializes")));
-        let capabilities = opt_str(tool.required_client_capabilities.as_ref().map(|c| serde_json::to_string(c).expect("serializes")));
+        let capabilities =
+            opt_str(tool.required_client_capabilities.as_ref().map(|c| serde_json::to_string(c).expect("serializes")));
         let example = opt_str(plan.example.as_ref().map(|e| serde_json::to_string(e).expect("serializes")));
         let static_result = opt_str(tool.result.as_ref().map(|r| serde_json::to_string(r).expect("serializes")));
         let hint_override = match &tool.hint_override {
@@ -93,21 +87,12 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         }
     });
 
-    let mut by_name: Vec<(&str, &Ident)> = tools
-        .iter()
-        .map(|t| t.name.as_str())
-        .zip(ids.iter())
-        .collect();
+    let mut by_name: Vec<(&str, &Ident)> = tools.iter().map(|t| t.name.as_str()).zip(ids.iter()).collect();
     by_name.sort_by(|a, b| a.0.cmp(b.0));
-    let by_name = by_name
-        .iter()
-        .map(|(name, id)| quote!((#name, ToolId::#id)));
+    let by_name = by_name.iter().map(|(name, id)| quote!((#name, ToolId::#id)));
 
     let tier_names: Vec<&str> = policy.tiers.iter().map(|t| t.name.as_str()).collect();
-    let tier_variants: Vec<Ident> = tier_names
-        .iter()
-        .map(|n| ident(&crate::args::pascal_case(n)))
-        .collect();
+    let tier_variants: Vec<Ident> = tier_names.iter().map(|n| ident(&crate::args::pascal_case(n))).collect();
     let tier_rules = policy.tiers.iter().map(|t| {
         let name = &t.name;
         let allow = patterns(t.allow.iter().map(Rule::pattern));

@@ -14,10 +14,7 @@ pub fn tool_json(checked: &Checked, index: usize) -> Value {
     out.insert("name".into(), json!(tool.name));
     out.insert("title".into(), json!(tool.title));
     out.insert("description".into(), json!(tool.description));
-    out.insert(
-        "inputSchema".into(),
-        Value::Object(plan.published_input_schema.clone()),
-    );
+    out.insert("inputSchema".into(), Value::Object(plan.published_input_schema.clone()));
     if let Some(output) = &tool.output_schema {
         out.insert("outputSchema".into(), Value::Object(output.clone()));
     }
@@ -36,10 +33,7 @@ pub fn tool_json(checked: &Checked, index: usize) -> Value {
 }
 
 fn array(checked: &Checked, keep: impl Fn(usize) -> bool) -> String {
-    let tools: Vec<Value> = (0..checked.plans.len())
-        .filter(|&i| keep(i))
-        .map(|i| tool_json(checked, i))
-        .collect();
+    let tools: Vec<Value> = (0..checked.plans.len()).filter(|&i| keep(i)).map(|i| tool_json(checked, i)).collect();
     serde_json::to_string(&tools).expect("JSON values serialize")
 }
 
@@ -51,12 +45,7 @@ pub fn per_tier(checked: &Checked) -> Vec<(String, String)> {
         .tiers
         .iter()
         .enumerate()
-        .map(|(t, tier)| {
-            (
-                tier.name.clone(),
-                array(checked, |i| checked.plans[i].decisions[t] != Decision::Deny),
-            )
-        })
+        .map(|(t, tier)| (tier.name.clone(), array(checked, |i| checked.plans[i].decisions[t] != Decision::Deny)))
         .collect()
 }
 

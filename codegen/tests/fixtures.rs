@@ -1,0 +1,62 @@
+//! Every rule's exact messages, pinned. Each folder under fixtures/ holds a tools.yaml (and
+//! maybe a policy.yaml, else fixtures/policy.yaml, and a handlers/ folder) and expected.txt: the diagnostics, one a
+//! line, as the build prints them. `TOOLGATE_BLESS=1 cargo test -p toolgate-codegen` rewrites
+//! expected.txt after an intended change: review the diff.
+
+use std::path::{Path, PathBuf};
+
+use toolgate_codegen::{Inputs, SourceFile, check};
+
+fn run(case: &Path) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let read = |path: PathBuf, name: &str| SourceFile::new(name, std::fs::read_to_string(path).unwrap());
+    let policy_path =
+        if case.join("policy.yaml").exists() { case.join("policy.yaml") } else { root.join("policy.yaml") };
+    let inputs = Inputs {
+        tools: read(case.join("tools.yaml"), "tools.yaml"),
+        policy: read(policy_path, "policy.yaml"),
+        // Only the handler fixtures look at Rust files; the others use builtins.
+        handlers_dir: Some(case.join("handlers")).filter(|d| d.is_dir()),
+    };
+    let diagnostics = match check(&inputs) {
+        Ok(checked) => checked.warnings,
+        Err(all) => all,
+    };
+    diagnostics.iter().map(|d| d.one_line() + "\n").collect()
+}
+
+#[test]
+fn fixtures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("tools.yaml").exists())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "fixtures went missing: {cases:?}");
+    let bless = std::env::var_os("TOOLGATE_BLESS").is_some();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let actual = run(case);
+        let expected_path = case.join("expected.txt");
+        if bless {
+            std::fs::write(&expected_path, &actual).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+        if actual != expected {
+            failures.push(format!("--- {}\nexpected:\n{expected}\nactual:\n{actual}", case.display()));
+        }
+        let name = case.file_name().unwrap().to_string_lossy();
+        if name.starts_with("rule") {
+            assert!(actual.contains("tools.yaml:") || actual.contains("policy.yaml:"), "{name} pins no diagnostic");
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} fixture(s) differ (TOOLGATE_BLESS=1 to accept):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
