@@ -1,0 +1,57 @@
+//! What reviewers read in a pull request: tools/list per tier, the policy matrix and the
+//! editor schemas, as insta snapshots in snapshots/. Committed copies (docs/policy-matrix.md,
+//! schemas/*.json) must equal what the generator makes; `TOOLGATE_BLESS=1 cargo test`
+//! rewrites them after an intended change (then review the diff, as with `cargo insta review`).
+
+use std::path::Path;
+
+use serde_json::Value;
+use toolgate::registry::{Tier, POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER};
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots"));
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s
+}
+
+fn pretty(tools_array: &str) -> String {
+    let tools: Value = serde_json::from_str(tools_array).expect("served bytes are JSON");
+    serde_json::to_string_pretty(&serde_json::json!({ "tools": tools })).unwrap()
+}
+
+/// The committed file equals `generated`, or is rewritten under TOOLGATE_BLESS.
+fn committed_equals(relative: &str, generated: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    if std::env::var_os("TOOLGATE_BLESS").is_some() {
+        std::fs::write(&path, generated).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == generated, "{relative} is stale: run `TOOLGATE_BLESS=1 cargo test --test snapshots` and commit it");
+}
+
+#[test]
+fn tools_list_per_tier() {
+    settings().bind(|| {
+        for tier in Tier::ALL {
+            insta::assert_snapshot!(format!("tools_list__{}", tier.name()), pretty(TOOLS_LIST_BY_TIER[tier.index()]));
+        }
+        insta::assert_snapshot!("tools_list__all", pretty(TOOLS_LIST_ALL));
+    });
+}
+
+#[test]
+fn policy_matrix() {
+    settings().bind(|| insta::assert_snapshot!("policy_matrix", POLICY_MATRIX_MD));
+    committed_equals("docs/policy-matrix.md", POLICY_MATRIX_MD);
+}
+
+#[test]
+fn editor_schemas() {
+    for (name, schema) in toolgate_codegen::editor_schemas() {
+        settings().bind(|| insta::assert_snapshot!(name.trim_end_matches(".json").replace('.', "_"), &schema));
+        committed_equals(&format!("schemas/{name}"), &schema);
+    }
+}
