@@ -4,7 +4,7 @@
 use serde_json::Value;
 use toolgate::catalogue::{Decision, OperationClass};
 use toolgate::gate::tier;
-use toolgate::registry::{self, Tier, ToolId, MATRIX, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER};
+use toolgate::registry::{self, MATRIX, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
 
 mod crosscheck {
     use super::*;
@@ -25,7 +25,12 @@ mod crosscheck {
             assert!(a.idempotent || waived("idempotentHint"), "{}: read-only yet not idempotent", m.name);
         }
         if matches!(m.class, OperationClass::Delete | OperationClass::Execute) {
-            assert!(a.destructive || waived("destructiveHint"), "{}: {}-class yet not destructive", m.name, m.class.label());
+            assert!(
+                a.destructive || waived("destructiveHint"),
+                "{}: {}-class yet not destructive",
+                m.name,
+                m.class.label()
+            );
         }
         let hints = &served(m.name)["annotations"];
         assert_eq!(hints["readOnlyHint"], a.read_only, "{}", m.name);
@@ -43,7 +48,12 @@ mod crosscheck {
             assert_eq!(tier::decision_for_tool(Some(t), id), want, "{} at {}: lookup", m.name, t.name());
             assert_eq!(tier::decide(Some(t), m.securable, m.operation), want, "{} at {}: rules", m.name, t.name());
         }
-        assert_eq!(tier::decide(None, m.securable, m.operation), Decision::Deny, "{}: an unknown tier must deny", m.name);
+        assert_eq!(
+            tier::decide(None, m.securable, m.operation),
+            Decision::Deny,
+            "{}: an unknown tier must deny",
+            m.name
+        );
         assert_eq!(m.approval_gated, expected.contains(&Decision::ApprovalRequired), "{}: approval_gated", m.name);
     }
 }
@@ -72,7 +82,8 @@ fn served_tools_match_the_yaml() {
             assert_eq!(s["description"], tool.description);
             let mut expected_input = Value::Object(tool.input_schema.clone());
             let mut served_input = s["inputSchema"].clone();
-            let added = served_input.get_mut("properties").and_then(Value::as_object_mut).and_then(|p| p.remove("approval_id"));
+            let added =
+                served_input.get_mut("properties").and_then(Value::as_object_mut).and_then(|p| p.remove("approval_id"));
             assert_eq!(added.is_some(), id.meta().approval_gated, "{}: approval_id iff gated", tool.name);
             if added.is_some() && expected_input.get("properties").is_none() {
                 expected_input["properties"] = serde_json::json!({});

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use toolgate::registry::{Tier, POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER};
+use toolgate::registry::{POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier};
 
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
@@ -29,7 +29,10 @@ fn committed_equals(relative: &str, generated: &str) {
         return;
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(committed == generated, "{relative} is stale: run `TOOLGATE_BLESS=1 cargo test --test snapshots` and commit it");
+    assert!(
+        committed == generated,
+        "{relative} is stale: run `TOOLGATE_BLESS=1 cargo test --test snapshots` and commit it"
+    );
 }
 
 #[test]

@@ -1,0 +1,94 @@
+//! The starter handlers through the generated dispatch, over an in-memory store. Every
+//! successful result is checked against the tool's outputSchema.
+
+use serde_json::{Value, json};
+use toolgate::clock::Clock;
+use toolgate::registry::{Tier, ToolId, dispatch};
+use toolgate::store::Store;
+use toolgate::tool::{Principal, ToolContext, ToolError, ToolOutput};
+
+fn ctx(store: &Store, tier: &str, roles: &[&str]) -> ToolContext {
+    ToolContext {
+        principal: Principal { name: "alice".into(), roles: roles.iter().map(|r| r.to_string()).collect() },
+        tier: Tier::from_name(tier),
+        correlation_id: "req-test".into(),
+        store: store.clone(),
+        clock: Clock::default(),
+    }
+}
+
+async fn call(ctx: &ToolContext, tool: &str, args: Value) -> Result<Value, ToolError> {
+    let id = ToolId::from_name(tool).unwrap_or_else(|| panic!("{tool} is in the catalogue"));
+    let meta = id.meta();
+    let input: Value = serde_json::from_str(meta.input_schema).unwrap();
+    assert!(jsonschema::is_valid(&input, &args), "test arguments for {tool} must be schema-valid: {args}");
+    match dispatch(id, ctx, args).await? {
+        ToolOutput::Structured(value) => {
+            let output: Value =
+                serde_json::from_str(meta.output_schema.expect("Rust tools declare an outputSchema")).unwrap();
+            let errors: Vec<String> =
+                jsonschema::validator_for(&output).unwrap().iter_errors(&value).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{tool} returned {value} which breaks its outputSchema: {errors:?}");
+            Ok(value)
+        }
+        ToolOutput::Static(raw) => Ok(serde_json::from_str(raw).unwrap()),
+    }
+}
+
+#[tokio::test]
+async fn plugin_config_lifecycle() {
+    let store = Store::open_in_memory().unwrap();
+    let c = ctx(&store, "supervised", &["Administrator"]);
+    let set = call(&c, "set_plugin_config", json!({"plugin": "sync", "key": "interval", "value": "30"})).await.unwrap();
+    assert_eq!(set["created"], true);
+    assert_eq!(set["previous_value"], Value::Null);
+    let set = call(&c, "set_plugin_config", json!({"plugin": "sync", "key": "interval", "value": "60"})).await.unwrap();
+    assert_eq!(set["previous_value"], "30");
+    let got = call(&c, "get_plugin_config", json!({"plugin": "sync", "key": "interval"})).await.unwrap();
+    assert_eq!(got["value"], "60");
+    assert_eq!(got["updated_by"], "alice");
+    call(&c, "set_plugin_config", json!({"plugin": "other", "key": "a", "value": ""})).await.unwrap();
+    let all = call(&c, "list_plugin_config", json!({})).await.unwrap();
+    assert_eq!(all["count"], 2);
+    let one = call(&c, "list_plugin_config", json!({"plugin": "sync"})).await.unwrap();
+    assert_eq!(one["entries"][0]["key"], "interval");
+    let deleted = call(&c, "delete_plugin_config", json!({"plugin": "sync", "key": "interval"})).await.unwrap();
+    assert_eq!(deleted["deleted_value"], "60");
+    let again = call(&c, "delete_plugin_config", json!({"plugin": "sync", "key": "interval"})).await;
+    assert!(matches!(&again, Err(ToolError::NotFound(m)) if m.contains("nothing was deleted")), "{again:?}");
+    let missing = call(&c, "get_plugin_config", json!({"plugin": "sync", "key": "interval"})).await;
+    assert!(matches!(&missing, Err(ToolError::NotFound(m)) if m.contains("list_plugin_config")), "{missing:?}");
+}
+
+#[tokio::test]
+async fn kill_switch() {
+    let store = Store::open_in_memory().unwrap();
+    let c = ctx(&store, "supervised", &["Administrator"]);
+    let before = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
+    assert_eq!(before["enabled"], false);
+    let set = call(&c, "set_plugin_kill_switch", json!({"plugin": "sync", "enabled": true, "reason": "incident 42"}))
+        .await
+        .unwrap();
+    assert_eq!((set["enabled"].clone(), set["was_enabled"].clone()), (json!(true), json!(false)));
+    let after = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
+    assert_eq!(after["reason"], "incident 42");
+    let action = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync", "action": "upload"})).await.unwrap();
+    assert_eq!(action["enabled"], false, "an action's switch is its own");
+}
+
+#[tokio::test]
+async fn discover_permissions_reflects_tier_and_roles() {
+    let store = Store::open_in_memory().unwrap();
+    let viewer = call(&ctx(&store, "readonly", &["Viewer"]), "discover_permissions", json!({})).await.unwrap();
+    let tools: Vec<&str> = viewer["tools"].as_array().unwrap().iter().map(|t| t["tool"].as_str().unwrap()).collect();
+    assert!(tools.contains(&"get_plugin_config"));
+    assert!(!tools.contains(&"delete_plugin_config"), "deny tools are not listed: {tools:?}");
+    assert_eq!(viewer["tier"], "readonly");
+    let admin = call(&ctx(&store, "supervised", &["Administrator"]), "discover_permissions", json!({})).await.unwrap();
+    let delete = admin["tools"].as_array().unwrap().iter().find(|t| t["tool"] == "delete_plugin_config").unwrap();
+    assert_eq!(delete["tier_decision"], "approval");
+    assert_eq!(delete["rbac_granted"], true);
+    let nobody = call(&ctx(&store, "root", &[]), "discover_permissions", json!({})).await.unwrap();
+    assert_eq!(nobody["tools"], json!([]), "an unknown tier sees nothing");
+    assert_eq!(nobody["tier"], Value::Null);
+}
