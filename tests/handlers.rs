@@ -92,3 +92,23 @@ async fn discover_permissions_reflects_tier_and_roles() {
     assert_eq!(nobody["tools"], json!([]), "an unknown tier sees nothing");
     assert_eq!(nobody["tier"], Value::Null);
 }
+
+#[tokio::test]
+async fn tags() {
+    let store = Store::open_in_memory().unwrap();
+    let c = ctx(&store, "operator", &["Operator"]);
+    let set = call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "env", "value": "prod"})).await.unwrap();
+    assert_eq!(set["previous_value"], Value::Null);
+    call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "env", "value": "staging"})).await.unwrap();
+    call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "owner", "value": "ops"})).await.unwrap();
+    let got = call(&c, "get_tags", json!({"agent_id": "agent-7"})).await.unwrap();
+    let keys: Vec<&str> = got["tags"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["env", "owner"]);
+    assert_eq!(got["tags"][0]["value"], "staging");
+    let deleted = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await.unwrap();
+    assert_eq!(deleted["deleted_value"], "staging");
+    let again = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await;
+    assert!(matches!(&again, Err(ToolError::NotFound(m)) if m.contains("nothing was deleted")), "{again:?}");
+    let empty = call(&c, "get_tags", json!({"agent_id": "agent-8"})).await.unwrap();
+    assert_eq!(empty["tags"], json!([]));
+}

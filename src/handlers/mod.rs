@@ -4,3 +4,4 @@
 pub mod builtin;
 pub mod permissions;
 pub mod plugin_config;
+pub mod tags;

@@ -2,6 +2,7 @@
 //! per table family.
 
 mod plugin_config;
+mod tags;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::Connection;
 
 pub use plugin_config::{ConfigEntry, KillSwitch};
+pub use tags::Tag;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -42,6 +44,15 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL,
         updated_by TEXT NOT NULL,
         PRIMARY KEY (plugin, action)
+    );",
+    // 2: agent tags.
+    "CREATE TABLE agent_tag (
+        agent_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL,
+        PRIMARY KEY (agent_id, key)
     );",
 ];
 
