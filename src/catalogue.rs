@@ -1,42 +1,8 @@
 //! The types the generated registry is made of. The values live in `registry` (generated).
 
-/// The class of an operation, which fixes a tool's hints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OperationClass {
-    Read,
-    Write,
-    Delete,
-    Execute,
-}
-
-impl OperationClass {
-    pub fn label(self) -> &'static str {
-        match self {
-            OperationClass::Read => "read",
-            OperationClass::Write => "write",
-            OperationClass::Delete => "delete",
-            OperationClass::Execute => "execute",
-        }
-    }
-}
-
-/// What a tier may do with a tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Decision {
-    Allow,
-    ApprovalRequired,
-    Deny,
-}
-
-impl Decision {
-    pub fn label(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::ApprovalRequired => "approval",
-            Decision::Deny => "deny",
-        }
-    }
-}
+// The build-time types are the runtime's too: one definition each.
+pub use toolgate_codegen::model::OperationClass;
+pub use toolgate_codegen::policy::Decision;
 
 /// The four MCP hints, always explicit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ mod tags;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension, Params};
 
 pub use plugin_config::{ConfigEntry, KillSwitch};
 pub use tags::Tag;
@@ -84,5 +84,28 @@ impl Store {
     /// The connection, for one short piece of work (SQLite on a local file: microseconds).
     fn conn(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
         self.conn.lock().map_err(|_| StoreError::Poisoned)
+    }
+
+    /// Reads the current value with `select`, then runs `upsert`, in one transaction:
+    /// returns the value that was replaced.
+    fn replace_returning_previous(
+        &self,
+        select: &str,
+        key: impl Params,
+        upsert: &str,
+        row: impl Params,
+    ) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        let previous: Option<String> = tx.query_row(select, key, |r| r.get(0)).optional()?;
+        tx.execute(upsert, row)?;
+        tx.commit()?;
+        Ok(previous)
+    }
+
+    /// Runs a `DELETE ... RETURNING value`: the deleted value, if there was one.
+    fn delete_returning(&self, sql: &str, key: impl Params) -> Result<Option<String>, StoreError> {
+        let conn = self.conn()?;
+        Ok(conn.query_row(sql, key, |r| r.get(0)).optional()?)
     }
 }

@@ -67,32 +67,21 @@ impl Store {
         now: i64,
         by: &str,
     ) -> Result<Option<String>, StoreError> {
-        let mut conn = self.conn()?;
-        let tx = conn.transaction()?;
-        let previous: Option<String> = tx
-            .query_row("SELECT value FROM plugin_config WHERE plugin = ?1 AND key = ?2", params![plugin, key], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        tx.execute(
+        self.replace_returning_previous(
+            "SELECT value FROM plugin_config WHERE plugin = ?1 AND key = ?2",
+            params![plugin, key],
             "INSERT INTO plugin_config (plugin, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by",
             params![plugin, key, value, now, by],
-        )?;
-        tx.commit()?;
-        Ok(previous)
+        )
     }
 
     /// Deletes a value; returns it if it existed.
     pub fn delete_plugin_config(&self, plugin: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn()?;
-        Ok(conn
-            .query_row(
-                "DELETE FROM plugin_config WHERE plugin = ?1 AND key = ?2 RETURNING value",
-                params![plugin, key],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.delete_returning(
+            "DELETE FROM plugin_config WHERE plugin = ?1 AND key = ?2 RETURNING value",
+            params![plugin, key],
+        )
     }
 
     pub fn get_kill_switch(&self, plugin: &str, action: Option<&str>) -> Result<KillSwitch, StoreError> {

@@ -1,6 +1,6 @@
 //! Tags on agents: one value per (agent, key).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 use serde::Serialize;
 
 use super::{Store, StoreError};
@@ -34,32 +34,21 @@ impl Store {
         now: i64,
         by: &str,
     ) -> Result<Option<String>, StoreError> {
-        let mut conn = self.conn()?;
-        let tx = conn.transaction()?;
-        let previous: Option<String> = tx
-            .query_row("SELECT value FROM agent_tag WHERE agent_id = ?1 AND key = ?2", params![agent_id, key], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        tx.execute(
+        self.replace_returning_previous(
+            "SELECT value FROM agent_tag WHERE agent_id = ?1 AND key = ?2",
+            params![agent_id, key],
             "INSERT INTO agent_tag (agent_id, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
              updated_by = excluded.updated_by",
             params![agent_id, key, value, now, by],
-        )?;
-        tx.commit()?;
-        Ok(previous)
+        )
     }
 
     /// Deletes a tag; returns its value if it existed.
     pub fn delete_agent_tag(&self, agent_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn()?;
-        Ok(conn
-            .query_row(
-                "DELETE FROM agent_tag WHERE agent_id = ?1 AND key = ?2 RETURNING value",
-                params![agent_id, key],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.delete_returning(
+            "DELETE FROM agent_tag WHERE agent_id = ?1 AND key = ?2 RETURNING value",
+            params![agent_id, key],
+        )
     }
 }
