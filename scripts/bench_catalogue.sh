@@ -7,12 +7,13 @@
 #
 # Reports, for the shipped catalogue and for N tools: the build script's own run time
 # (median of RUNS direct runs of the compiled build script) and the time to rebuild the
-# toolgate crate after the catalogue changed (dependencies already built; median of RUNS).
+# toolgate crate after the catalogue changed (dev profile, as authors build; dependencies
+# already built; median of RUNS). It leaves target/ built from the shipped catalogue again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-1000}"
 RUNS="${2:-3}"
-TARGET="${CARGO_TARGET_DIR:-target}/bench-catalogue-target"
+TARGET="${CARGO_TARGET_DIR:-target}"
 DIR="$(python3 scripts/gen_catalogue.py "$N" "target/bench-catalogue-$N")"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -21,8 +22,8 @@ now() { date +%s.%N; }
 measure() { # label tools policy
   local label="$1" tools="$2" policy="$3"
   export TOOLGATE_TOOLS="$tools" TOOLGATE_POLICY="$policy"
-  cargo build -q --release --target-dir "$TARGET" --bin toolgate            # warm: deps and this catalogue
-  local script; script="$(ls -t "$TARGET"/release/build/toolgate-*/build-script-build | head -1)"
+  cargo build -q --target-dir "$TARGET" --bin toolgate            # warm: deps and this catalogue
+  local script; script="$(ls -t "$TARGET"/debug/build/toolgate-*/build-script-build | head -1)"
   local out; out="$(mktemp -d)"
   local script_times=() build_times=()
   for _ in $(seq "$RUNS"); do
@@ -31,7 +32,7 @@ measure() { # label tools policy
     script_times+=("$(python3 -c "print($(now) - $t0)")")
     touch "$tools"
     t0=$(now)
-    cargo build -q --release --target-dir "$TARGET" --bin toolgate
+    cargo build -q --target-dir "$TARGET" --bin toolgate
     build_times+=("$(python3 -c "print($(now) - $t0)")")
   done
   local s b
@@ -48,3 +49,5 @@ echo "toolgate catalogue build benchmark: $RUNS runs each, medians; $(nproc) cor
 measure shipped "$PWD/tools.yaml" "$PWD/policy.yaml"; read -r s1 b1 <<<"$RESULT"
 measure "n=$N" "$PWD/$DIR/tools.yaml" "$PWD/$DIR/policy.yaml"; read -r s2 b2 <<<"$RESULT"
 printf 'ratio n=%s / shipped: build script x%.1f, rebuild x%.1f\n' "$N" "$(python3 -c "print($s2 / $s1)")" "$(python3 -c "print($b2 / $b1)")"
+unset TOOLGATE_TOOLS TOOLGATE_POLICY
+cargo build -q --target-dir "$TARGET" --bin toolgate

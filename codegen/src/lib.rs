@@ -110,7 +110,11 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
     for file in &checked.handler_files {
         println!("cargo::rerun-if-changed={}", file.display());
     }
-    let paths = SourcePaths { tools: tools_path.display().to_string(), policy: policy_path.display().to_string() };
+    let paths = SourcePaths {
+        tools: tools_path.display().to_string(),
+        policy: policy_path.display().to_string(),
+        handlers_dir: handlers_dir.display().to_string(),
+    };
     let files = emit::all(&checked, &paths);
     if let Err(e) = write_if_changed(out_dir, &files) {
         println!("cargo::error=cannot write generated files to {}: {e}", out_dir.display());

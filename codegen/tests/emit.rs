@@ -9,7 +9,11 @@ fn inputs() -> Inputs {
 }
 
 fn paths() -> SourcePaths {
-    SourcePaths { tools: "/x/tools.yaml".into(), policy: "/x/policy.yaml".into() }
+    SourcePaths {
+        tools: "/x/tools.yaml".into(),
+        policy: "/x/policy.yaml".into(),
+        handlers_dir: "/x/src/handlers".into(),
+    }
 }
 
 #[test]

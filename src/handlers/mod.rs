@@ -1,7 +1,7 @@
 //! Tool handlers: `pub async fn name(ctx: &ToolContext, args: args::Name) -> ToolResult`.
-//! The generator checks each signature against tools.yaml and writes the dispatch.
+//! The generator checks each signature against tools.yaml, writes the dispatch, and declares
+//! the modules here that the catalogue uses (so another catalogue builds without them).
 
 pub mod builtin;
-pub mod permissions;
-pub mod plugin_config;
-pub mod tags;
+
+include!(concat!(env!("OUT_DIR"), "/handler_modules.rs"));

@@ -118,11 +118,21 @@ pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
             let signature = expected_signature(function, &struct_names[i]);
             match &file.ast {
                 None if !file.path.exists() => diagnostics.push(
-                    inputs.tool_error(i, "/handler", format!("handler `{}` not found: {} does not exist", tool.handler, file.display))
-                        .help(format!("create {} with\n    {signature} {{ ... }}\nand declare `pub mod {};` in src/handlers/mod.rs", file.display, module[0])),
+                    inputs
+                        .tool_error(
+                            i,
+                            "/handler",
+                            format!("handler `{}` not found: {} does not exist", tool.handler, file.display),
+                        )
+                        .help(format!("create {} with\n    {signature} {{ ... }}", file.display)),
                 ),
                 None => diagnostics.push(
-                    inputs.tool_error(i, "/handler", format!("handler `{}`: {} does not parse as Rust", tool.handler, file.display))
+                    inputs
+                        .tool_error(
+                            i,
+                            "/handler",
+                            format!("handler `{}`: {} does not parse as Rust", tool.handler, file.display),
+                        )
                         .help("fix the syntax error (cargo check shows it)"),
                 ),
                 Some(ast) => {
@@ -132,13 +142,23 @@ pub fn check(inputs: &Inputs, dir: Option<&Path>) -> Report {
                     });
                     match found {
                         None => diagnostics.push(
-                            inputs.tool_error(i, "/handler", format!("handler `{}` not found in {}", tool.handler, file.display))
+                            inputs
+                                .tool_error(
+                                    i,
+                                    "/handler",
+                                    format!("handler `{}` not found in {}", tool.handler, file.display),
+                                )
                                 .help(format!("add to {}:\n    {signature} {{ ... }}", file.display)),
                         ),
                         Some(f) => {
                             if let Some(problem) = signature_problem(f, &struct_names[i]) {
                                 diagnostics.push(
-                                    inputs.tool_error(i, "/handler", format!("handler `{}` in {} {problem}", tool.handler, file.display))
+                                    inputs
+                                        .tool_error(
+                                            i,
+                                            "/handler",
+                                            format!("handler `{}` in {} {problem}", tool.handler, file.display),
+                                        )
                                         .help(format!("write it as\n    {signature}")),
                                 );
                             }
@@ -233,7 +253,8 @@ fn unused_handlers(dir: &Path, used: &BTreeSet<(Vec<String>, String)>, out: &mut
                 m.push(stem);
                 m
             };
-            if module.is_empty() || module == ["builtin"] {
+            // A module no tool names is not compiled at all (see emit::dispatch::modules).
+            if module.is_empty() || module == ["builtin"] || !used.iter().any(|(m, _)| m[0] == module[0]) {
                 continue;
             }
             let Ok(text) = std::fs::read_to_string(&path) else {

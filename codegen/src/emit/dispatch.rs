@@ -40,3 +40,27 @@ pub fn emit(checked: &Checked) -> TokenStream {
         }
     }
 }
+
+/// `pub mod area;` for each handler module the catalogue uses, and no other: a catalogue
+/// built with TOOLGATE_TOOLS compiles without the shipped handlers it does not name.
+pub fn modules(checked: &Checked, handlers_dir: &str) -> TokenStream {
+    let mut used: Vec<&str> = checked
+        .plans
+        .iter()
+        .filter_map(|p| match &p.handler {
+            Handler::Rust { module, .. } => Some(module[0].as_str()),
+            _ => None,
+        })
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    let dir = std::path::Path::new(handlers_dir);
+    let decls = used.iter().map(|m| {
+        let file =
+            if dir.join(format!("{m}.rs")).exists() { dir.join(format!("{m}.rs")) } else { dir.join(m).join("mod.rs") };
+        let path = file.display().to_string();
+        let m = ident(m);
+        quote!(#[path = #path] pub mod #m;)
+    });
+    quote!(#(#decls)*)
+}

@@ -16,6 +16,8 @@ use crate::check::Checked;
 pub struct SourcePaths {
     pub tools: String,
     pub policy: String,
+    /// `src/handlers`, absolute: the handler modules the catalogue uses are declared from it.
+    pub handlers_dir: String,
 }
 
 /// One generated file: its name in `OUT_DIR` and its contents.
@@ -41,6 +43,7 @@ pub fn all(checked: &Checked, paths: &SourcePaths) -> Vec<OutputFile> {
         rust_file("registry.rs", registry::emit(checked, paths)),
         rust_file("args.rs", args::emit(checked)),
         rust_file("dispatch.rs", dispatch::emit(checked)),
+        rust_file("handler_modules.rs", dispatch::modules(checked, &paths.handlers_dir)),
         rust_file("crosscheck_tests.rs", crosscheck::emit(checked)),
         OutputFile { name: "policy-matrix.md".into(), contents: matrix::markdown(checked) },
     ];
