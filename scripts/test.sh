@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 cargo test --workspace --locked
 # The shipped files pass the author's check with no warnings.
-cargo run -q --locked -- check | tee /dev/stderr | grep -q ' 0 errors, 0 warnings'
+summary="$(cargo run -q --locked -- check)"
+echo "$summary"
+grep -q ' 0 errors, 0 warnings' <<<"$summary" || { echo "toolgate check: the shipped files must check clean" >&2; exit 1; }
