@@ -30,11 +30,51 @@ enum Command {
         #[command(flatten)]
         files: CatalogueFiles,
     },
+    /// Serve MCP over HTTP (creates the store, an admin and a demo token on first start).
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+        data_dir: PathBuf,
+        /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable.
+        #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
+        /// Serve the whole catalogue to every tier (calls are still refused by the gate).
+        #[arg(long)]
+        list_all_tools: bool,
+    },
+    /// Create, list and revoke API tokens.
+    Token {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
     /// Inspect the catalogue as clients see it.
     Tools {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token for a principal; the secret is printed once.
+    Create {
+        #[arg(long)]
+        principal: String,
+        #[arg(long)]
+        tier: String,
+        /// How long it lives (at most 90d): 30d, 12h, 90m.
+        #[arg(long, default_value = "30d")]
+        expires_in: String,
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+    /// List every token (never the secrets).
+    List,
+    /// Revoke a token by id.
+    Revoke { id: String },
 }
 
 #[derive(Subcommand)]
@@ -55,9 +95,30 @@ fn print_out(text: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Serve { listen, data_dir, allowed_origins, list_all_tools } => {
+            init_logging();
+            let config = toolgate::server::Config { listen, data_dir, allowed_origins, list_all_tools };
+            match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt.block_on(toolgate::server::serve(config)).map(|_| ExitCode::SUCCESS),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Token { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
+            let text = match command {
+                TokenCommand::Create { principal, tier, expires_in, name } => toolgate::admin::token_create(&store, &principal, &tier, &expires_in, &name),
+                TokenCommand::List => toolgate::admin::token_list(&store),
+                TokenCommand::Revoke { id } => toolgate::admin::token_revoke(&store, &id),
+            }?;
+            Ok(print_out(&text))
+        }),
         Command::Check { tools, policy, handlers } => {
             cli::check(&tools, &policy, handlers).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }

@@ -3,6 +3,7 @@
 
 mod plugin_config;
 mod tags;
+mod tokens;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +12,12 @@ use rusqlite::{Connection, OptionalExtension, Params};
 
 pub use plugin_config::{ConfigEntry, KillSwitch};
 pub use tags::Tag;
+pub use tokens::{hex, random_bytes, Authentication, PrincipalRecord, TokenRecord, TOKEN_PREFIX};
+
+/// `N` random bytes, hex-encoded.
+pub fn tokens_random_hex<const N: usize>() -> String {
+    hex(&random_bytes::<N>())
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -53,6 +60,22 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL,
         updated_by TEXT NOT NULL,
         PRIMARY KEY (agent_id, key)
+    );",
+    // 3: principals and their API tokens (stored hashed, never in clear).
+    "CREATE TABLE principal (
+        name TEXT PRIMARY KEY,
+        roles TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE api_token (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        principal TEXT NOT NULL REFERENCES principal (name),
+        tier TEXT,
+        secret_hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        revoked_at INTEGER
     );",
 ];
 

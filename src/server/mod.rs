@@ -1,0 +1,157 @@
+//! `toolgate serve`: MCP over Streamable HTTP (axum), both protocol eras on one endpoint.
+
+pub mod call;
+pub mod http;
+pub mod jsonrpc;
+pub mod protocol;
+pub mod sessions;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::clock::Clock;
+use crate::registry::{Tier, ToolId, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, TIER_COUNT};
+use crate::store::Store;
+
+/// The handshake-era revisions, oldest first; the last is answered when a client asks for
+/// one we do not speak.
+pub const HANDSHAKE_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+/// The stateless revisions. Also the `supported` list of every -32022.
+pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// A handshake request without `MCP-Protocol-Version` is this revision.
+pub const DEFAULT_VERSION: &str = "2025-03-26";
+/// From this revision on, invalid arguments are a tool result with `isError`, not -32602.
+pub const IS_ERROR_FOR_ARGUMENTS_FROM: &str = "2025-11-25";
+/// How long a client may cache tools/list and discover results (ms).
+pub const LIST_TTL_MS: u64 = 300_000;
+pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Origins allowed besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Serve the whole catalogue to every tier (the gate still refuses at call time).
+    pub list_all_tools: bool,
+}
+
+/// The tools/list results of one tier, for each era, computed once at start.
+pub struct ListResults {
+    pub handshake: String,
+    pub stateless: String,
+}
+
+pub struct AppState {
+    pub config: Config,
+    pub store: Store,
+    pub clock: Clock,
+    pub sessions: sessions::Sessions,
+    /// One compiled inputSchema validator per tool, in ToolId order, and the parsed schema.
+    pub validators: Vec<jsonschema::Validator>,
+    pub input_schemas: Vec<serde_json::Value>,
+    pub output_validators: Vec<Option<jsonschema::Validator>>,
+    /// Per tier (in Tier order), then one for a tier policy.yaml does not know (empty).
+    pub lists: Vec<ListResults>,
+    pub server_info: serde_json::Value,
+    sequence: AtomicU64,
+}
+
+impl AppState {
+    pub fn new(config: Config, store: Store, clock: Clock) -> Result<Self> {
+        let compile = |schema: &str, what: &str, name: &str| {
+            let value: serde_json::Value = serde_json::from_str(schema).with_context(|| format!("{what} of {name}"))?;
+            jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .should_validate_formats(true)
+                .build(&value)
+                .map_err(|e| anyhow::anyhow!("{what} of {name} does not compile: {e}"))
+        };
+        let mut validators = Vec::new();
+        let mut output_validators = Vec::new();
+        let mut input_schemas = Vec::new();
+        for id in ToolId::ALL {
+            let meta = id.meta();
+            input_schemas.push(serde_json::from_str(meta.input_schema)?);
+            validators.push(compile(meta.input_schema, "inputSchema", meta.name)?);
+            output_validators.push(meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?);
+        }
+        let server_info = serde_json::json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
+        let meta = serde_json::json!({"io.modelcontextprotocol/serverInfo": server_info});
+        let list = |tools: &str| ListResults {
+            handshake: format!(r#"{{"tools":{tools}}}"#),
+            stateless: format!(
+                r#"{{"_meta":{meta},"cacheScope":"private","resultType":"complete","tools":{tools},"ttlMs":{LIST_TTL_MS}}}"#
+            ),
+        };
+        let mut lists: Vec<ListResults> = (0..TIER_COUNT)
+            .map(|t| list(if config.list_all_tools { TOOLS_LIST_ALL } else { TOOLS_LIST_BY_TIER[t] }))
+            .collect();
+        lists.push(list(if config.list_all_tools { TOOLS_LIST_ALL } else { "[]" }));
+        Ok(Self { config, store, clock, sessions: sessions::Sessions::default(), validators, input_schemas, output_validators, lists, server_info, sequence: AtomicU64::new(0) })
+    }
+
+    pub fn list_for(&self, tier: Option<Tier>) -> &ListResults {
+        &self.lists[tier.map_or(TIER_COUNT, Tier::index)]
+    }
+
+    /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
+    pub fn correlation_id(&self) -> String {
+        let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
+        format!("req-{:x}-{:x}", self.clock.now_ms(), seq)
+    }
+}
+
+/// Opens the store; on an empty one, creates `admin` and prints a demo token once.
+pub fn bootstrap(config: &Config, clock: &Clock) -> Result<Store> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    let path = config.data_dir.join("toolgate.sqlite3");
+    let store = Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
+    if store.principal_count()? == 0 {
+        let now = clock.now_secs();
+        store.put_principal("admin", &["Administrator".to_string()], now)?;
+        let expires = now + 30 * 24 * 3600;
+        let (record, secret) = store.create_token("admin", Some("operator"), "demo", now, expires)?;
+        let url = format!("http://{}/mcp", config.listen);
+        let snippet = serde_json::json!({"mcpServers": {"toolgate": {
+            "command": "npx",
+            "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
+        }}});
+        println!("toolgate: first start: created {} and the principal `admin` (Administrator).", path.display());
+        println!("Demo token {} (operator tier, expires in 30 days), shown only this once:\n\n    {secret}\n", record.id);
+        println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
+        println!("More tokens: toolgate token create --principal admin --tier readonly --data-dir {}", config.data_dir.display());
+    }
+    Ok(store)
+}
+
+pub async fn serve(config: Config) -> Result<()> {
+    let clock = Clock::default();
+    let store = bootstrap(&config, &clock)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local = listener.local_addr()?;
+    let state = Arc::new(AppState::new(config, store, clock)?);
+    println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
+    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    println!("toolgate: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
