@@ -50,6 +50,13 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Add, list and remove principals (the owners of tokens) and their roles.
+    Principal {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: PrincipalCommand,
+    },
     /// Inspect the catalogue as clients see it.
     Tools {
         #[command(subcommand)]
@@ -75,6 +82,22 @@ enum TokenCommand {
     List,
     /// Revoke a token by id.
     Revoke { id: String },
+}
+
+#[derive(Subcommand)]
+enum PrincipalCommand {
+    /// Add a principal (or replace its roles).
+    Add {
+        name: String,
+        /// A role from policy.yaml; repeatable.
+        #[arg(long = "role", required = true)]
+        roles: Vec<String>,
+    },
+    List,
+    /// Remove a principal; its tokens are revoked.
+    Remove {
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -111,9 +134,19 @@ fn main() -> ExitCode {
                 Err(e) => Err(e.into()),
             }
         }
+        Command::Principal { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
+            let text = match command {
+                PrincipalCommand::Add { name, roles } => toolgate::admin::principal_add(&store, &name, &roles),
+                PrincipalCommand::List => toolgate::admin::principal_list(&store),
+                PrincipalCommand::Remove { name } => toolgate::admin::principal_remove(&store, &name),
+            }?;
+            Ok(print_out(&text))
+        }),
         Command::Token { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
             let text = match command {
-                TokenCommand::Create { principal, tier, expires_in, name } => toolgate::admin::token_create(&store, &principal, &tier, &expires_in, &name),
+                TokenCommand::Create { principal, tier, expires_in, name } => {
+                    toolgate::admin::token_create(&store, &principal, &tier, &expires_in, &name)
+                }
                 TokenCommand::List => toolgate::admin::token_list(&store),
                 TokenCommand::Revoke { id } => toolgate::admin::token_revoke(&store, &id),
             }?;

@@ -23,7 +23,11 @@ pub fn authorize(tier: Option<Tier>, roles: &[String], tool: ToolId) -> Result<D
     let pair = format!("{}:{}", meta.securable, meta.operation);
     let decision = tier::decision_for_tool(tier, tool);
     if decision == Decision::Deny {
-        let allowed_in: Vec<&str> = Tier::ALL.iter().filter(|t| tier::decision_for_tool(Some(**t), tool) != Decision::Deny).map(|t| t.name()).collect();
+        let allowed_in: Vec<&str> = Tier::ALL
+            .iter()
+            .filter(|t| tier::decision_for_tool(Some(**t), tool) != Decision::Deny)
+            .map(|t| t.name())
+            .collect();
         return Err(Refusal {
             code: TIER_DENIED,
             message: format!("tier `{}` may not call {} ({pair})", tier.map_or("(none)", |t| t.name()), meta.name),
@@ -35,7 +39,10 @@ pub fn authorize(tier: Option<Tier>, roles: &[String], tool: ToolId) -> Result<D
         return Err(Refusal {
             code: PERMISSION_DENIED,
             message: format!("the caller's roles do not grant {pair}"),
-            remediation: format!("ask an administrator for a role that grants {pair} (`toolgate explain {}` lists them)", meta.name),
+            remediation: format!(
+                "ask an administrator for a role that grants {pair} (`toolgate explain {}` lists them)",
+                meta.name
+            ),
             retry_after_ms: None,
         });
     }

@@ -6,8 +6,11 @@ use crate::registry::args;
 use crate::tool::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 pub async fn list_plugin_config(ctx: &ToolContext, args: args::ListPluginConfig) -> ToolResult {
-    let entries = ctx.store.list_plugin_config(args.plugin.as_deref().filter(|p| !p.is_empty()))?;
-    Ok(ToolOutput::Structured(json!({ "count": entries.len(), "entries": entries })))
+    let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let mut entries = ctx.store.list_plugin_config(args.plugin.as_deref().filter(|p| !p.is_empty()))?;
+    let truncated = entries.len() > limit;
+    entries.truncate(limit);
+    Ok(ToolOutput::Structured(json!({ "count": entries.len(), "truncated": truncated, "entries": entries })))
 }
 
 pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -> ToolResult {

@@ -2,14 +2,14 @@
 //! pass the gate, validate the arguments, run the handler, shape the result for the era.
 
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::jsonrpc::{self as rpc};
-use super::protocol::{header_value, Caller, Reply, META_SERVER_INFO};
+use super::protocol::{Caller, META_SERVER_INFO, Reply, header_value};
 use super::{AppState, IS_ERROR_FOR_ARGUMENTS_FROM};
 use crate::catalogue::Decision;
 use crate::gate::{self, Refusal};
-use crate::registry::{dispatch, ToolId};
+use crate::registry::{ToolId, dispatch};
 use crate::tool::{Principal, ToolContext, ToolOutput};
 
 /// Which era the call came in on, and what that changes.
@@ -28,7 +28,9 @@ impl Era {
 
     fn status(&self, code: i64) -> StatusCode {
         match (self.stateless, code) {
-            (true, rpc::INVALID_PARAMS | rpc::HEADER_MISMATCH | rpc::MISSING_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
+            (true, rpc::INVALID_PARAMS | rpc::HEADER_MISMATCH | rpc::MISSING_CLIENT_CAPABILITY) => {
+                StatusCode::BAD_REQUEST
+            }
             _ => StatusCode::OK,
         }
     }
@@ -53,16 +55,37 @@ fn refusal_reply(era: &Era, id: &Value, correlation_id: &str, refusal: Refusal) 
     Reply::error(era.status(refusal.code), id, refusal.code, &refusal.message, Some(data))
 }
 
-pub async fn tools_call(state: &AppState, caller: &Caller, headers: &HeaderMap, id: &Value, params: Option<Value>, era: &Era) -> Reply {
+pub async fn tools_call(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<Value>,
+    era: &Era,
+) -> Reply {
     let correlation_id = state.correlation_id();
     let params = params.unwrap_or(Value::Null);
     let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Reply::error(era.status(rpc::INVALID_PARAMS), id, rpc::INVALID_PARAMS, "tools/call needs params.name (a string)", None);
+        return Reply::error(
+            era.status(rpc::INVALID_PARAMS),
+            id,
+            rpc::INVALID_PARAMS,
+            "tools/call needs params.name (a string)",
+            None,
+        );
     };
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(a @ Value::Object(_)) => a.clone(),
-        Some(_) => return Reply::error(era.status(rpc::INVALID_PARAMS), id, rpc::INVALID_PARAMS, "params.arguments must be an object", None),
+        Some(_) => {
+            return Reply::error(
+                era.status(rpc::INVALID_PARAMS),
+                id,
+                rpc::INVALID_PARAMS,
+                "params.arguments must be an object",
+                None,
+            );
+        }
     };
     let Some(tool) = ToolId::from_name(name) else {
         return unknown_tool(state, caller, era, id, name);
@@ -76,7 +99,13 @@ pub async fn tools_call(state: &AppState, caller: &Caller, headers: &HeaderMap, 
     if let Some(required) = meta.required_client_capabilities {
         let required: Value = serde_json::from_str(required).expect("generated JSON");
         let declared = era.client_capabilities.as_ref();
-        let missing: Vec<&String> = required.as_object().into_iter().flatten().map(|(k, _)| k).filter(|k| declared.and_then(|d| d.get(k.as_str())).is_none()).collect();
+        let missing: Vec<&String> = required
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .filter(|k| declared.and_then(|d| d.get(k.as_str())).is_none())
+            .collect();
         if !missing.is_empty() {
             let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
             return Reply::error(
@@ -115,13 +144,26 @@ pub async fn tools_call(state: &AppState, caller: &Caller, headers: &HeaderMap, 
             if cfg!(debug_assertions) {
                 if let Some(validator) = &state.output_validators[tool.index()] {
                     if let Some(e) = validator.iter_errors(&value).next() {
-                        let message = format!("{name} returned a result that breaks its outputSchema at {}: {e}", e.instance_path());
-                        return Reply::error(StatusCode::OK, id, rpc::INTERNAL_ERROR, &message, Some(json!({"correlation_id": correlation_id})));
+                        let message = format!(
+                            "{name} returned a result that breaks its outputSchema at {}: {e}",
+                            e.instance_path()
+                        );
+                        return Reply::error(
+                            StatusCode::OK,
+                            id,
+                            rpc::INTERNAL_ERROR,
+                            &message,
+                            Some(json!({"correlation_id": correlation_id})),
+                        );
                     }
                 }
             }
             let text = serde_json::to_string(&value).expect("JSON values serialize");
-            era.success(id, state, json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false}))
+            era.success(
+                id,
+                state,
+                json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false}),
+            )
         }
         Ok(ToolOutput::Static(raw)) => era.success(id, state, serde_json::from_str(raw).expect("generated JSON")),
         Err(e) if e.is_internal() => {
@@ -129,7 +171,9 @@ pub async fn tools_call(state: &AppState, caller: &Caller, headers: &HeaderMap, 
             let data = json!({"correlation_id": correlation_id, "retry_after_ms": 5000, "remediation": "a transient store fault; retry in a few seconds"});
             Reply::error(StatusCode::OK, id, rpc::INTERNAL_ERROR, &format!("{name} failed: {e}"), Some(data))
         }
-        Err(e) => era.success(id, state, json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true})),
+        Err(e) => {
+            era.success(id, state, json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true}))
+        }
     }
 }
 
@@ -144,7 +188,13 @@ fn unknown_tool(state: &AppState, caller: &Caller, era: &Era, id: &Value, name: 
         Some(s) => format!("; did you mean `{s}`?"),
         None => "; tools/list shows the tools this token may call".into(),
     };
-    Reply::error(era.status(rpc::INVALID_PARAMS), id, rpc::INVALID_PARAMS, &format!("Unknown tool: {name}{hint}"), Some(json!({"suggestions": suggestions})))
+    Reply::error(
+        era.status(rpc::INVALID_PARAMS),
+        id,
+        rpc::INVALID_PARAMS,
+        &format!("Unknown tool: {name}{hint}"),
+        Some(json!({"suggestions": suggestions})),
+    )
 }
 
 /// One problem with the arguments: where (JSON pointer) and what.
@@ -165,7 +215,10 @@ fn argument_problems(state: &AppState, tool: ToolId, arguments: &Value) -> Vec<P
 /// JSON Schema counts 1.0 as an integer; toolgate does not (no silent truncation).
 fn non_integers(schema: &Value, value: &Value, pointer: String, out: &mut Vec<Problem>) {
     if schema.get("type").and_then(Value::as_str) == Some("integer") && value.as_number().is_some_and(|n| n.is_f64()) {
-        out.push(Problem { pointer: pointer.clone(), message: format!("{value} is not an integer (write it without a fraction or exponent)") });
+        out.push(Problem {
+            pointer: pointer.clone(),
+            message: format!("{value} is not an integer (write it without a fraction or exponent)"),
+        });
     }
     match value {
         Value::Object(obj) => {
@@ -186,11 +239,21 @@ fn non_integers(schema: &Value, value: &Value, pointer: String, out: &mut Vec<Pr
     }
 }
 
-fn invalid_arguments(state: &AppState, era: &Era, id: &Value, tool: ToolId, correlation_id: &str, problems: Vec<Problem>) -> Reply {
+fn invalid_arguments(
+    state: &AppState,
+    era: &Era,
+    id: &Value,
+    tool: ToolId,
+    correlation_id: &str,
+    problems: Vec<Problem>,
+) -> Reply {
     let meta = tool.meta();
     let required = state.input_schemas[tool.index()].get("required").cloned().unwrap_or(json!([]));
     let example = meta.example_arguments.map(|e| serde_json::from_str::<Value>(e).expect("generated JSON"));
-    let lines: Vec<String> = problems.iter().map(|p| format!("{}: {}", if p.pointer.is_empty() { "(arguments)" } else { &p.pointer }, p.message)).collect();
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", if p.pointer.is_empty() { "(arguments)" } else { &p.pointer }, p.message))
+        .collect();
     let remediation = match &example {
         Some(e) => format!("fix the arguments named above; required: {required}; a minimal valid call: {e}"),
         None => format!("fix the arguments named above; required: {required}"),
@@ -207,7 +270,11 @@ fn invalid_arguments(state: &AppState, era: &Era, id: &Value, tool: ToolId, corr
     let message = format!("invalid arguments for {}: {}", meta.name, lines.join("; "));
     if era.arguments_as_tool_result() {
         let text = format!("{message}. {remediation}");
-        era.success(id, state, json!({"content": [{"type": "text", "text": text}], "structuredContent": details, "isError": true}))
+        era.success(
+            id,
+            state,
+            json!({"content": [{"type": "text", "text": text}], "structuredContent": details, "isError": true}),
+        )
     } else {
         Reply::error(StatusCode::OK, id, rpc::INVALID_PARAMS, &message, Some(details))
     }
@@ -216,7 +283,9 @@ fn invalid_arguments(state: &AppState, era: &Era, id: &Value, tool: ToolId, corr
 /// 2026-07-28 `x-mcp-header`: each annotated argument that is present must be mirrored in
 /// its `Mcp-Param-<Name>` header, byte for byte after decoding.
 fn check_param_headers(state: &AppState, tool: ToolId, headers: &HeaderMap, arguments: &Value) -> Result<(), String> {
-    let Some(props) = state.input_schemas[tool.index()].get("properties").and_then(Value::as_object) else { return Ok(()) };
+    let Some(props) = state.input_schemas[tool.index()].get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
     for (prop, prop_schema) in props {
         let Some(name) = prop_schema.get("x-mcp-header").and_then(Value::as_str) else { continue };
         let value = match arguments.get(prop) {
@@ -230,8 +299,12 @@ fn check_param_headers(state: &AppState, tool: ToolId, headers: &HeaderMap, argu
             Some(other) => other.to_string(),
         };
         let header = format!("mcp-param-{}", name.to_ascii_lowercase());
-        let sent = headers.get(&header).ok_or_else(|| format!("the Mcp-Param-{name} header is required: argument `{prop}` is present"))?;
-        let sent = sent.to_str().map_err(|_| format!("Mcp-Param-{name} has characters a header value cannot carry; use the =?base64?…?= form"))?;
+        let sent = headers
+            .get(&header)
+            .ok_or_else(|| format!("the Mcp-Param-{name} header is required: argument `{prop}` is present"))?;
+        let sent = sent.to_str().map_err(|_| {
+            format!("Mcp-Param-{name} has characters a header value cannot carry; use the =?base64?…?= form")
+        })?;
         let decoded = header_value(sent.trim()).map_err(|_| format!("Mcp-Param-{name} is not valid base64"))?;
         if decoded != value {
             return Err(format!("Mcp-Param-{name} `{decoded}` does not match argument `{prop}`"));

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use axum::Router;
 use serde_json::json;
 
 use super::protocol::{self, Caller, Reply};
@@ -33,7 +33,10 @@ async fn healthz() -> Response {
 }
 
 async fn not_found() -> Response {
-    json_response(StatusCode::NOT_FOUND, json!({"error": "not_found", "message": "the MCP endpoint is POST /mcp (or /mcp/v1/)"}).to_string())
+    json_response(
+        StatusCode::NOT_FOUND,
+        json!({"error": "not_found", "message": "the MCP endpoint is POST /mcp (or /mcp/v1/)"}).to_string(),
+    )
 }
 
 fn json_response(status: StatusCode, body: String) -> Response {
@@ -49,7 +52,8 @@ fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
 
 fn unauthorized(message: &str, invalid_token: bool) -> Response {
     let mut response = refuse(StatusCode::UNAUTHORIZED, "unauthorized", message);
-    let challenge = if invalid_token { r#"Bearer realm="toolgate", error="invalid_token""# } else { r#"Bearer realm="toolgate""# };
+    let challenge =
+        if invalid_token { r#"Bearer realm="toolgate", error="invalid_token""# } else { r#"Bearer realm="toolgate""# };
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     response
 }
@@ -78,13 +82,21 @@ fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), Re
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| origin_allowed(state, o));
         if !ok {
-            return Err(refuse(StatusCode::FORBIDDEN, "forbidden_origin", "this Origin may not call the server (see --allowed-origin)"));
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "this Origin may not call the server (see --allowed-origin)",
+            ));
         }
     }
     if state.config.listen.ip().is_loopback() {
         if let Some(host) = headers.get(header::HOST) {
             if !host.to_str().is_ok_and(is_loopback_host) {
-                return Err(refuse(StatusCode::FORBIDDEN, "forbidden_host", "the server is bound to loopback; use localhost or 127.0.0.1 in the URL"));
+                return Err(refuse(
+                    StatusCode::FORBIDDEN,
+                    "forbidden_host",
+                    "the server is bound to loopback; use localhost or 127.0.0.1 in the URL",
+                ));
             }
         }
     }
@@ -101,12 +113,18 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
 
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
     let Some(secret) = presented_token(headers).filter(|t| !t.is_empty()) else {
-        return Err(unauthorized("send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one", false));
+        return Err(unauthorized(
+            "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
+            false,
+        ));
     };
     match state.store.authenticate(secret, state.clock.now_secs()) {
         Ok(Authentication::Valid { token, principal }) => {
             let Some(tier_name) = token.tier.clone() else {
-                return Err(unauthorized("this credential has no MCP tier: it is for the approval API, not for MCP", true));
+                return Err(unauthorized(
+                    "this credential has no MCP tier: it is for the approval API, not for MCP",
+                    true,
+                ));
             };
             Ok(Caller { tier: Tier::from_name(&tier_name), tier_name, principal, token })
         }
@@ -115,7 +133,11 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Respons
         }
         Err(e) => {
             tracing::error!("authentication failed on a store error: {e}");
-            let mut r = refuse(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the token store is unavailable; retry shortly");
+            let mut r = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the token store is unavailable; retry shortly",
+            );
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             Err(r)
         }
@@ -126,18 +148,28 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Respons
 fn check_body_headers(headers: &HeaderMap) -> Result<(), Response> {
     if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
         if !encoding.to_str().is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity")) {
-            return Err(refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_encoding", "send the body uncompressed (Content-Encoding: identity)"));
+            return Err(refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_encoding",
+                "send the body uncompressed (Content-Encoding: identity)",
+            ));
         }
     }
     if headers.get(header::TRANSFER_ENCODING).is_some() {
-        return Err(refuse(StatusCode::LENGTH_REQUIRED, "length_required", "send the body with a Content-Length, not chunked"));
+        return Err(refuse(
+            StatusCode::LENGTH_REQUIRED,
+            "length_required",
+            "send the body with a Content-Length, not chunked",
+        ));
     }
     let Some(length) = headers.get(header::CONTENT_LENGTH) else {
         return Err(refuse(StatusCode::LENGTH_REQUIRED, "length_required", "send a Content-Length header"));
     };
     match length.to_str().ok().and_then(|l| l.trim().parse::<u64>().ok()) {
         Some(n) if n <= MAX_BODY_BYTES => Ok(()),
-        Some(_) => Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "a request body may be at most 4 MiB")),
+        Some(_) => {
+            Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "a request body may be at most 4 MiB"))
+        }
         None => Err(refuse(StatusCode::BAD_REQUEST, "bad_content_length", "Content-Length is not a number")),
     }
 }
@@ -147,7 +179,11 @@ async fn mcp(State(state): State<Arc<AppState>>, method: Method, headers: Header
         return refusal;
     }
     if method != Method::POST && method != Method::DELETE {
-        let mut r = refuse(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a JSON-RPC message; this server opens no GET stream");
+        let mut r = refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "POST a JSON-RPC message; this server opens no GET stream",
+        );
         r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
         return r;
     }
@@ -163,7 +199,13 @@ async fn mcp(State(state): State<Arc<AppState>>, method: Method, headers: Header
     }
     let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await {
         Ok(b) => b,
-        Err(_) => return refuse(StatusCode::BAD_REQUEST, "bad_body", "the body could not be read in full (or exceeded its Content-Length)"),
+        Err(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                "the body could not be read in full (or exceeded its Content-Length)",
+            );
+        }
     };
     render(protocol::handle(&state, &caller, &headers, &bytes).await)
 }

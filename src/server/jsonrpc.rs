@@ -2,7 +2,7 @@
 //! writing results and errors. Bodies are parsed by hand, never by an extractor whose own
 //! rejections would bypass the JSON-RPC error mapping.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -23,8 +23,15 @@ pub const MAX_DEPTH: usize = 64;
 /// One incoming message.
 #[derive(Debug, Clone)]
 pub enum Message {
-    Request { id: Value, method: String, params: Option<Value> },
-    Notification { method: String, params: Option<Value> },
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
     /// A response sent by the client (to a request we never make): accepted and ignored.
     Response,
 }
@@ -102,7 +109,9 @@ fn message(value: Value) -> Result<Message, (Value, FramingError)> {
     }
     match (obj.remove("method"), id) {
         (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
-        (Some(Value::String(method)), Some(id @ (Value::String(_) | Value::Number(_)))) => Ok(Message::Request { id, method, params }),
+        (Some(Value::String(method)), Some(id @ (Value::String(_) | Value::Number(_)))) => {
+            Ok(Message::Request { id, method, params })
+        }
         (Some(Value::String(_)), Some(_)) => invalid(Value::Null, "`id` must be a string or an integer, never null"),
         (Some(_), _) => invalid(id_for_errors, "`method` must be a string"),
         (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Ok(Message::Response),
@@ -112,7 +121,10 @@ fn message(value: Value) -> Result<Message, (Value, FramingError)> {
 
 /// `{"jsonrpc":"2.0","id":..,"result":<raw>}` around a result that is already JSON text.
 pub fn result_raw(id: &Value, result: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, serde_json::to_string(id).unwrap_or_else(|_| "null".into()))
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        serde_json::to_string(id).unwrap_or_else(|_| "null".into())
+    )
 }
 
 pub fn result(id: &Value, result: &Value) -> String {
@@ -141,11 +153,16 @@ mod tests {
 
     #[test]
     fn messages() {
-        let Ok(Body::Single(Ok(Message::Request { id, method, .. }))) = parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#) else {
+        let Ok(Body::Single(Ok(Message::Request { id, method, .. }))) =
+            parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#)
+        else {
             panic!()
         };
         assert_eq!((id, method.as_str()), (json!(7), "ping"));
-        assert!(matches!(parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Ok(Body::Single(Ok(Message::Notification { .. })))));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Body::Single(Ok(Message::Notification { .. })))
+        ));
         assert!(matches!(parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), Ok(Body::Single(Err(_)))));
         assert!(matches!(parse(b"{"), Err(FramingError { code: PARSE_ERROR, .. })));
         let deep = "[".repeat(65) + &"]".repeat(65);

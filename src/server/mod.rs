@@ -8,13 +8,13 @@ pub mod sessions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
 
 use crate::clock::Clock;
-use crate::registry::{Tier, ToolId, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, TIER_COUNT};
+use crate::registry::{TIER_COUNT, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
 use crate::store::Store;
 
 /// The handshake-era revisions, oldest first; the last is answered when a client asks for
@@ -80,7 +80,8 @@ impl AppState {
             validators.push(compile(meta.input_schema, "inputSchema", meta.name)?);
             output_validators.push(meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?);
         }
-        let server_info = serde_json::json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
+        let server_info =
+            serde_json::json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let meta = serde_json::json!({"io.modelcontextprotocol/serverInfo": server_info});
         let list = |tools: &str| ListResults {
             handshake: format!(r#"{{"tools":{tools}}}"#),
@@ -92,7 +93,18 @@ impl AppState {
             .map(|t| list(if config.list_all_tools { TOOLS_LIST_ALL } else { TOOLS_LIST_BY_TIER[t] }))
             .collect();
         lists.push(list(if config.list_all_tools { TOOLS_LIST_ALL } else { "[]" }));
-        Ok(Self { config, store, clock, sessions: sessions::Sessions::default(), validators, input_schemas, output_validators, lists, server_info, sequence: AtomicU64::new(0) })
+        Ok(Self {
+            config,
+            store,
+            clock,
+            sessions: sessions::Sessions::default(),
+            validators,
+            input_schemas,
+            output_validators,
+            lists,
+            server_info,
+            sequence: AtomicU64::new(0),
+        })
     }
 
     pub fn list_for(&self, tier: Option<Tier>) -> &ListResults {
@@ -107,8 +119,9 @@ impl AppState {
 }
 
 /// Opens the store; on an empty one, creates `admin` and prints a demo token once.
-pub fn bootstrap(config: &Config, clock: &Clock) -> Result<Store> {
-    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+pub fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Result<Store> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let path = config.data_dir.join("toolgate.sqlite3");
     let store = Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
     if store.principal_count()? == 0 {
@@ -116,24 +129,32 @@ pub fn bootstrap(config: &Config, clock: &Clock) -> Result<Store> {
         store.put_principal("admin", &["Administrator".to_string()], now)?;
         let expires = now + 30 * 24 * 3600;
         let (record, secret) = store.create_token("admin", Some("operator"), "demo", now, expires)?;
-        let url = format!("http://{}/mcp", config.listen);
+        let url = format!("http://{local}/mcp");
         let snippet = serde_json::json!({"mcpServers": {"toolgate": {
             "command": "npx",
             "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
         }}});
         println!("toolgate: first start: created {} and the principal `admin` (Administrator).", path.display());
-        println!("Demo token {} (operator tier, expires in 30 days), shown only this once:\n\n    {secret}\n", record.id);
+        println!(
+            "Demo token {} (operator tier, expires in 30 days), shown only this once:\n\n    {secret}\n",
+            record.id
+        );
         println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
-        println!("More tokens: toolgate token create --principal admin --tier readonly --data-dir {}", config.data_dir.display());
+        println!(
+            "More tokens: toolgate token create --principal admin --tier readonly --data-dir {}",
+            config.data_dir.display()
+        );
     }
     Ok(store)
 }
 
 pub async fn serve(config: Config) -> Result<()> {
     let clock = Clock::default();
-    let store = bootstrap(&config, &clock)?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
+    let store = bootstrap(&config, local, &clock)?;
     let state = Arc::new(AppState::new(config, store, clock)?);
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
     axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;

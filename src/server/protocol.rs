@@ -5,10 +5,10 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::jsonrpc::{self as rpc, Body, Message};
-use super::{call, AppState, DEFAULT_VERSION, HANDSHAKE_VERSIONS, LIST_TTL_MS, STATELESS_VERSIONS};
+use super::{AppState, DEFAULT_VERSION, HANDSHAKE_VERSIONS, LIST_TTL_MS, STATELESS_VERSIONS, call};
 use crate::registry::Tier;
 use crate::store::{PrincipalRecord, TokenRecord};
 
@@ -70,7 +70,8 @@ pub async fn handle(state: &AppState, caller: &Caller, headers: &HeaderMap, byte
                 Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
                 Message::Response => None,
             };
-            let stateless_meta = params.and_then(|p| p.get("_meta")).is_some_and(|m| m.get(META_PROTOCOL_VERSION).is_some());
+            let stateless_meta =
+                params.and_then(|p| p.get("_meta")).is_some_and(|m| m.get(META_PROTOCOL_VERSION).is_some());
             let stateless_header = header_version.is_some_and(|h| !HANDSHAKE_VERSIONS.contains(&h));
             if stateless_meta || stateless_header {
                 stateless(state, caller, headers, header_version, message).await
@@ -84,16 +85,35 @@ pub async fn handle(state: &AppState, caller: &Caller, headers: &HeaderMap, byte
 // ---------------------------------------------------------------- handshake era
 
 /// The session named by `Mcp-Session-Id`, if any: `Err` is the 404 for an unknown one.
-fn session(state: &AppState, caller: &Caller, headers: &HeaderMap, id: &Value) -> Result<Option<super::sessions::Session>, Reply> {
+fn session(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+) -> Result<Option<super::sessions::Session>, Reply> {
     match header(headers, "mcp-session-id") {
         None => Ok(None),
-        Some(sid) => state.sessions.touch(sid, &caller.principal.name, state.clock.now_ms()).map(Some).ok_or_else(|| {
-            Reply::error(StatusCode::NOT_FOUND, id, SESSION_NOT_FOUND, "session not found: it expired or was ended; initialize again", None)
-        }),
+        Some(sid) => {
+            state.sessions.touch(sid, &caller.principal.name, state.clock.now_ms()).map(Some).ok_or_else(|| {
+                Reply::error(
+                    StatusCode::NOT_FOUND,
+                    id,
+                    SESSION_NOT_FOUND,
+                    "session not found: it expired or was ended; initialize again",
+                    None,
+                )
+            })
+        }
     }
 }
 
-async fn handshake(state: &AppState, caller: &Caller, headers: &HeaderMap, header_version: Option<&str>, message: Message) -> Reply {
+async fn handshake(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    message: Message,
+) -> Reply {
     let (id, method, params) = match message {
         Message::Response | Message::Notification { .. } => {
             if let Err(reply) = session(state, caller, headers, &Value::Null) {
@@ -110,7 +130,10 @@ async fn handshake(state: &AppState, caller: &Caller, headers: &HeaderMap, heade
         Ok(s) => s,
         Err(reply) => return reply,
     };
-    let version = header_version.map(str::to_string).or(session.as_ref().map(|s| s.version.clone())).unwrap_or_else(|| DEFAULT_VERSION.into());
+    let version = header_version
+        .map(str::to_string)
+        .or(session.as_ref().map(|s| s.version.clone()))
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
     match method.as_str() {
         "ping" => Reply::json(StatusCode::OK, rpc::result_raw(&id, "{}")),
         "tools/list" => list_tools(state, caller, &id, params.as_ref(), false),
@@ -141,14 +164,22 @@ fn initialize(state: &AppState, caller: &Caller, id: &Value, params: Option<&Val
     Reply { status: StatusCode::OK, body: Some(rpc::result(id, &result)), session_id: Some(session_id) }
 }
 
-async fn batch(state: &AppState, caller: &Caller, headers: &HeaderMap, header_version: Option<&str>, items: Vec<Result<Message, (Value, rpc::FramingError)>>) -> Reply {
+async fn batch(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    items: Vec<Result<Message, (Value, rpc::FramingError)>>,
+) -> Reply {
     let version = header_version.unwrap_or(DEFAULT_VERSION);
     if version != DEFAULT_VERSION {
         return Reply::error(
             StatusCode::BAD_REQUEST,
             &Value::Null,
             rpc::INVALID_REQUEST,
-            &format!("JSON-RPC batches are accepted only for protocol 2025-03-26 (this request is {version}); send one message per POST"),
+            &format!(
+                "JSON-RPC batches are accepted only for protocol 2025-03-26 (this request is {version}); send one message per POST"
+            ),
             None,
         );
     }
@@ -178,7 +209,13 @@ async fn batch(state: &AppState, caller: &Caller, headers: &HeaderMap, header_ve
 /// DELETE ends a handshake-era session (200), after which it is unknown (404).
 pub fn end_session(state: &AppState, caller: &Caller, headers: &HeaderMap) -> Reply {
     match header(headers, "mcp-session-id") {
-        None => Reply::error(StatusCode::METHOD_NOT_ALLOWED, &Value::Null, rpc::INVALID_REQUEST, "DELETE ends a session: send its Mcp-Session-Id", None),
+        None => Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &Value::Null,
+            rpc::INVALID_REQUEST,
+            "DELETE ends a session: send its Mcp-Session-Id",
+            None,
+        ),
         Some(sid) if state.sessions.remove(sid, &caller.principal.name) => Reply::json(StatusCode::OK, "{}".into()),
         Some(_) => Reply::error(StatusCode::NOT_FOUND, &Value::Null, SESSION_NOT_FOUND, "session not found", None),
     }
@@ -189,7 +226,13 @@ pub fn end_session(state: &AppState, caller: &Caller, headers: &HeaderMap) -> Re
 fn list_tools(state: &AppState, caller: &Caller, id: &Value, params: Option<&Value>, stateless: bool) -> Reply {
     if params.and_then(|p| p.get("cursor")).is_some_and(|c| !c.is_null()) {
         let status = if stateless { StatusCode::BAD_REQUEST } else { StatusCode::OK };
-        return Reply::error(status, id, rpc::INVALID_PARAMS, "invalid cursor: tools/list has a single page and hands out no cursors", None);
+        return Reply::error(
+            status,
+            id,
+            rpc::INVALID_PARAMS,
+            "invalid cursor: tools/list has a single page and hands out no cursors",
+            None,
+        );
     }
     let lists = state.list_for(caller.tier);
     Reply::json(StatusCode::OK, rpc::result_raw(id, if stateless { &lists.stateless } else { &lists.handshake }))
@@ -212,7 +255,13 @@ fn mismatch(id: &Value, message: String) -> Reply {
     Reply::error(StatusCode::BAD_REQUEST, id, rpc::HEADER_MISMATCH, &message, None)
 }
 
-async fn stateless(state: &AppState, caller: &Caller, headers: &HeaderMap, header_version: Option<&str>, message: Message) -> Reply {
+async fn stateless(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    message: Message,
+) -> Reply {
     let (id, method, params) = match message {
         Message::Response | Message::Notification { .. } => return Reply::accepted(),
         Message::Request { id, method, params } => (id, method, params),
@@ -225,14 +274,26 @@ async fn stateless(state: &AppState, caller: &Caller, headers: &HeaderMap, heade
             StatusCode::BAD_REQUEST,
             &id,
             rpc::INVALID_PARAMS,
-            &format!("params._meta needs `{META_PROTOCOL_VERSION}` (a string) and `{META_CLIENT_CAPABILITIES}` (an object)"),
+            &format!(
+                "params._meta needs `{META_PROTOCOL_VERSION}` (a string) and `{META_CLIENT_CAPABILITIES}` (an object)"
+            ),
             None,
         );
     };
     match header_version {
         Some(h) if h == version => {}
-        Some(h) => return mismatch(&id, format!("MCP-Protocol-Version `{h}` does not match _meta protocolVersion `{version}`")),
-        None => return mismatch(&id, "the MCP-Protocol-Version header is required and must equal _meta protocolVersion".into()),
+        Some(h) => {
+            return mismatch(
+                &id,
+                format!("MCP-Protocol-Version `{h}` does not match _meta protocolVersion `{version}`"),
+            );
+        }
+        None => {
+            return mismatch(
+                &id,
+                "the MCP-Protocol-Version header is required and must equal _meta protocolVersion".into(),
+            );
+        }
     }
     match header(headers, "mcp-method") {
         Some(m) if m == method => {}
@@ -276,10 +337,16 @@ async fn stateless(state: &AppState, caller: &Caller, headers: &HeaderMap, heade
         }
         "tools/list" => list_tools(state, caller, &id, params.as_ref(), true),
         "tools/call" => {
-            let era = call::Era { stateless: true, version: version.to_string(), client_capabilities: Some(capabilities.clone()) };
+            let era = call::Era {
+                stateless: true,
+                version: version.to_string(),
+                client_capabilities: Some(capabilities.clone()),
+            };
             call::tools_call(state, caller, headers, &id, params, &era).await
         }
-        other => Reply::error(StatusCode::NOT_FOUND, &id, rpc::METHOD_NOT_FOUND, &format!("Method not found: {other}"), None),
+        other => {
+            Reply::error(StatusCode::NOT_FOUND, &id, rpc::METHOD_NOT_FOUND, &format!("Method not found: {other}"), None)
+        }
     }
 }
 

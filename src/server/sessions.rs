@@ -35,7 +35,15 @@ impl Sessions {
                 map.remove(&oldest);
             }
         }
-        map.insert(id.clone(), Session { principal: principal.into(), version: version.into(), client_capabilities: capabilities, last_seen_ms: now_ms });
+        map.insert(
+            id.clone(),
+            Session {
+                principal: principal.into(),
+                version: version.into(),
+                client_capabilities: capabilities,
+                last_seen_ms: now_ms,
+            },
+        );
         id
     }
 

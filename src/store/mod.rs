@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Params};
 
 pub use plugin_config::{ConfigEntry, KillSwitch};
 pub use tags::Tag;
-pub use tokens::{hex, random_bytes, Authentication, PrincipalRecord, TokenRecord, TOKEN_PREFIX};
+pub use tokens::{Authentication, PrincipalRecord, TOKEN_PREFIX, TokenRecord, hex, random_bytes};
 
 /// `N` random bytes, hex-encoded.
 pub fn tokens_random_hex<const N: usize>() -> String {
@@ -70,7 +70,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE api_token (
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL,
-        principal TEXT NOT NULL REFERENCES principal (name),
+        principal TEXT NOT NULL,
         tier TEXT,
         secret_hash TEXT NOT NULL UNIQUE,
         created_at INTEGER NOT NULL,

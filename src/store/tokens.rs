@@ -1,7 +1,7 @@
 //! Principals and their API tokens. A token is shown once, at creation; the store keeps only
 //! its SHA-256 (tokens are 256 random bits, so a fast hash is the right one).
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -98,27 +98,62 @@ impl Store {
     pub fn principals(&self) -> Result<Vec<PrincipalRecord>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare("SELECT name, roles, created_at FROM principal ORDER BY name")?;
-        let rows = stmt.query_map([], |r| Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), created_at: r.get(2)? }))?;
+        let rows = stmt.query_map([], |r| {
+            Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), created_at: r.get(2)? })
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Removes a principal and revokes its tokens; false when there is none.
+    pub fn remove_principal(&self, name: &str, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction()?;
+        tx.execute(
+            "UPDATE api_token SET revoked_at = ?2 WHERE principal = ?1 AND revoked_at IS NULL",
+            params![name, now],
+        )?;
+        let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
+        tx.commit()?;
+        Ok(removed)
+    }
+
     /// Creates a token; returns its record and the secret, which is never stored.
-    pub fn create_token(&self, principal: &str, tier: Option<&str>, name: &str, now: i64, expires_at: i64) -> Result<(TokenRecord, String), StoreError> {
+    pub fn create_token(
+        &self,
+        principal: &str,
+        tier: Option<&str>,
+        name: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(TokenRecord, String), StoreError> {
         use base64::Engine as _;
-        let secret = format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>()));
+        let secret =
+            format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>()));
         let id = format!("tok_{}", hex(&random_bytes::<8>()));
         self.conn()?.execute(
             "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![id, name, principal, tier, hash_secret(&secret), now, expires_at],
         )?;
-        let record = TokenRecord { id, name: name.into(), principal: principal.into(), tier: tier.map(str::to_string), created_at: now, expires_at, revoked_at: None };
+        let record = TokenRecord {
+            id,
+            name: name.into(),
+            principal: principal.into(),
+            tier: tier.map(str::to_string),
+            created_at: now,
+            expires_at,
+            revoked_at: None,
+        };
         Ok((record, secret))
     }
 
     pub fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication, StoreError> {
         let conn = self.conn()?;
         let token = conn
-            .query_row(&format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE secret_hash = ?1"), params![hash_secret(secret)], token_row)
+            .query_row(
+                &format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE secret_hash = ?1"),
+                params![hash_secret(secret)],
+                token_row,
+            )
             .optional()?;
         let Some(token) = token else { return Ok(Authentication::Unknown) };
         if token.revoked_at.is_some() {
@@ -146,7 +181,9 @@ impl Store {
 
     /// Revokes a token; false when there is no such (unrevoked) token.
     pub fn revoke_token(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        let changed = self.conn()?.execute("UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", params![id, now])?;
+        let changed = self
+            .conn()?
+            .execute("UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", params![id, now])?;
         Ok(changed == 1)
     }
 }
@@ -167,7 +204,8 @@ mod tests {
         assert!(store.revoke_token(&record.id, 60).unwrap());
         assert!(!store.revoke_token(&record.id, 61).unwrap());
         assert_eq!(store.authenticate(&secret, 50).unwrap(), Authentication::Revoked);
-        let stored: String = store.conn().unwrap().query_row("SELECT secret_hash FROM api_token", [], |r| r.get(0)).unwrap();
+        let stored: String =
+            store.conn().unwrap().query_row("SELECT secret_hash FROM api_token", [], |r| r.get(0)).unwrap();
         assert!(!stored.contains(&secret[3..]), "the secret is never stored in clear");
     }
 }

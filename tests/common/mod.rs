@@ -1,0 +1,177 @@
+//! The real binary on a free loopback port with a fresh data dir, and a raw HTTP/1.1 client
+//! (raw so that tests can send what well-behaved clients never would).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    pub data_dir: tempfile::TempDir,
+    /// The operator-tier demo token printed on first start.
+    pub token: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_toolgate")
+}
+
+pub fn start(extra: &[&str]) -> Server {
+    let data_dir = tempfile::tempdir().unwrap();
+    start_in(data_dir, extra)
+}
+
+pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir.path())
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the toolgate binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut token = String::new();
+    let addr = loop {
+        let line = lines.next().expect("the server printed its address").unwrap();
+        if let Some(t) = line.split_whitespace().find(|w| w.starts_with("tg_")) {
+            if token.is_empty() {
+                token = t.to_string();
+            }
+        }
+        if let Some(rest) = line.strip_prefix("toolgate: serving MCP on http://") {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr, data_dir, token }
+}
+
+impl Server {
+    /// `toolgate token create` against this server's store (works while it runs).
+    pub fn token(&self, principal: &str, tier: &str, expires_in: &str) -> String {
+        let out = self.cli(&["token", "create", "--principal", principal, "--tier", tier, "--expires-in", expires_in]);
+        out.split_whitespace()
+            .find(|w| w.starts_with("tg_"))
+            .unwrap_or_else(|| panic!("no token in: {out}"))
+            .to_string()
+    }
+
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(bin()).args(args).arg("--data-dir").arg(self.data_dir.path()).output().unwrap();
+        assert!(out.status.success(), "toolgate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// POST a JSON body with the demo token and the given extra headers.
+    pub fn post(&self, headers: &[(&str, &str)], body: &str) -> Response {
+        let mut all = vec![("Authorization", format!("Bearer {}", self.token))];
+        all.extend(headers.iter().map(|(k, v)| (*k, v.to_string())));
+        let refs: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        request(self.addr, "POST", &refs, Some(body))
+    }
+
+    pub fn rpc(&self, headers: &[(&str, &str)], body: Value) -> Response {
+        self.post(headers, &body.to_string())
+    }
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+
+    pub fn error_code(&self) -> i64 {
+        self.json()["error"]["code"].as_i64().unwrap_or_else(|| panic!("no JSON-RPC error: {self:?}"))
+    }
+}
+
+/// Sends one request with `Connection: close` and reads the whole answer.
+pub fn request(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
+    let mut text = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        text.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if let Some(body) = body {
+        if !has("content-length") && !has("transfer-encoding") {
+            text.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        if !has("content-type") {
+            text.push_str("Content-Type: application/json\r\n");
+        }
+        if !has("accept") {
+            text.push_str("Accept: application/json, text/event-stream\r\n");
+        }
+    }
+    text.push_str("\r\n");
+    if let Some(body) = body {
+        text.push_str(body);
+    }
+    raw(addr, text.as_bytes())
+}
+
+pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The server may answer and close before reading a refused body: that is the point.
+    let _ = stream.write_all(bytes);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    let headers =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    Response { status, headers, body: body.to_string() }
+}
+
+pub const MODERN: &str = "2026-07-28";
+
+/// A stateless-era request body.
+pub fn modern(id: i64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-tests", "version": "1"}
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// The headers a stateless-era client sends for `method` (and `name` for tools/call).
+pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'static str, &'a str)> {
+    let mut h = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+    if let Some(n) = name {
+        h.push(("Mcp-Name", n));
+    }
+    h
+}
