@@ -122,7 +122,10 @@ fn undeclared_required(
     if let Some(required) = obj.get("required").and_then(Value::as_array) {
         let props = obj.get("properties").and_then(Value::as_object);
         for name in required.iter().filter_map(Value::as_str) {
-            if !props.is_some_and(|p| p.contains_key(name)) && !inherited.is_some_and(|p| p.contains_key(name)) {
+            // A subschema without `properties` of its own only adds constraints (e.g. in
+            // `then`): its names are declared elsewhere. The root always declares its own.
+            let constrains_only = props.is_none() && inherited.is_none() && !pointer.ends_with("Schema");
+            if !constrains_only && !props.is_some_and(|p| p.contains_key(name)) && !inherited.is_some_and(|p| p.contains_key(name)) {
                 out.push((pointer.clone(), name.to_string()));
             }
         }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Real MCP clients written by others against the real binary:
+#   - the official Python SDK (auto mode, which probes 2026-07-28 first, and legacy mode):
+#     connect with a token, list every tool, call one;
+#   - the MCP Inspector CLI: list with --strict (no schema errors) and call a tool;
+#   - the official conformance suite (0.1.16 active; alpha --requirements 2025-11-25 and
+#     2026-07-28) against a binary built from tests/conformance/tools.yaml, each run with its
+#     expected-failures file (tests/conformance/expected-failures-*.yml).
+# Installs the clients first (scripts/clients/install_clients.sh: npm registry and PyPI only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export MCP_CLIENTS_DIR="${MCP_CLIENTS_DIR:-/tmp/mcp-clients}"
+WORK="$(mktemp -d)"
+bash scripts/clients/install_clients.sh "$MCP_CLIENTS_DIR" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log"; exit 1; }
+PY="$MCP_CLIENTS_DIR/venv/bin/python"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+# The conformance fixture binary first, then the shipped one (the env vars select the catalogue).
+TOOLGATE_TOOLS=tests/conformance/tools.yaml TOOLGATE_POLICY=tests/conformance/policy.yaml cargo build -q --locked --bin toolgate
+cp target/debug/toolgate "$WORK/toolgate-conformance"
+cargo build -q --locked --bin toolgate
+cp target/debug/toolgate "$WORK/toolgate"
+
+start() { # name binary -> sets URL and TOKEN
+  local out="$WORK/$1.out"
+  "$2" serve --listen 127.0.0.1:0 --data-dir "$WORK/$1-data" >"$out" 2>"$WORK/$1.err" &
+  PIDS+=($!)
+  for _ in $(seq 100); do grep -q 'serving MCP on' "$out" && break; sleep 0.1; done
+  URL="$(grep -oE 'http://[0-9.:]+/mcp' "$out" | tail -1)"
+  TOKEN="$(grep -oE 'tg_[A-Za-z0-9_-]+' "$out" | head -1)"
+  [ -n "$URL" ] && [ -n "$TOKEN" ] || { echo "FAIL: $1 did not start"; cat "$out" "$WORK/$1.err"; exit 1; }
+}
+
+OK=0
+check() { # description command... ; the command's output is kept for the expectations
+  local what="$1"; shift
+  if "$@" >"$WORK/last" 2>&1; then OK=$((OK + 1)); echo "ok: $what"; else echo "FAIL: $what"; cat "$WORK/last"; exit 1; fi
+}
+expect() { # pattern description
+  if grep -qE "$1" "$WORK/last"; then OK=$((OK + 1)); echo "ok: $2"; else echo "FAIL: $2 (no /$1/)"; cat "$WORK/last"; exit 1; fi
+}
+
+start shipped "$WORK/toolgate"
+check "python SDK, auto mode: connect, list, call get_tags" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call get_tags --args '{"agent_id":"agent-1"}'
+expect '^protocolVersion: 2026-07-28' "python SDK auto mode settled on 2026-07-28"
+expect '^tools: [1-9]' "python SDK listed the tools"
+expect '^isError: False' "python SDK call succeeded"
+check "python SDK, legacy mode: connect, list, call list_plugin_config" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call list_plugin_config --args '{}'
+expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11-25"
+expect '^isError: False' "python SDK legacy call succeeded"
+check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN" --strict
+expect '^tools: [1-9]' "inspector listed the tools without schema errors"
+CALL=set_tag ARGS='{"agent_id":"agent-1","key":"env","value":"prod"}' check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
+expect '^isError: False' "inspector call succeeded"
+
+start conformance "$WORK/toolgate-conformance"
+conformance() { # label expected-failures [args]
+  local label="$1" expected="$2"; shift 2
+  # The suite's closing "N passed, N failed" counts the expected failures too: say so.
+  if bash scripts/clients/conformance.sh "$URL" "$TOKEN" -- --expected-failures "$expected" "$@" >"$WORK/last" 2>&1; then
+    OK=$((OK + 1))
+    echo "ok: conformance $label: $(grep -E '^conformance: scenarios' "$WORK/last" | sed -E 's/; failed: .*//') (the rest expected: $expected)"
+    sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/    checks: \1 ok, \2 in expected-failure scenarios/p' "$WORK/last"
+  else
+    echo "FAIL: conformance $label"; cat "$WORK/last"; exit 1
+  fi
+}
+conformance "0.1.16 active" tests/conformance/expected-failures-active.yml
+CONFORMANCE=alpha conformance "alpha --requirements 2025-11-25" tests/conformance/expected-failures-2025-11-25.yml --requirements 2025-11-25
+CONFORMANCE=alpha conformance "alpha --requirements 2026-07-28" tests/conformance/expected-failures-2026-07-28.yml --requirements 2026-07-28
+echo "client tests: all $OK checks ok"
