@@ -161,3 +161,13 @@ fn malformed_json_rpc() {
     let r = s.post(&[], &json!({"jsonrpc": "2.0", "id": "x", "method": "nope/nope"}).to_string());
     assert_eq!((r.status, r.error_code(), r.json()["id"].clone()), (200, -32601, json!("x")));
 }
+
+#[test]
+fn sigterm_stops_gracefully() {
+    let s = start(&[]);
+    let pid = s.pid().to_string();
+    let status = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let code = s.wait_for_exit(std::time::Duration::from_secs(10));
+    assert_eq!(code, Some(0), "exits 0 after SIGTERM");
+}

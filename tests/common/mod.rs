@@ -61,6 +61,22 @@ pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
 }
 
 impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to end; its exit code (None on timeout or a signal).
+    pub fn wait_for_exit(mut self, timeout: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// `toolgate token create` against this server's store (works while it runs).
     pub fn token(&self, principal: &str, tier: &str, expires_in: &str) -> String {
         let out = self.cli(&["token", "create", "--principal", principal, "--tier", tier, "--expires-in", expires_in]);

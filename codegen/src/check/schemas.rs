@@ -125,7 +125,10 @@ fn undeclared_required(
             // A subschema without `properties` of its own only adds constraints (e.g. in
             // `then`): its names are declared elsewhere. The root always declares its own.
             let constrains_only = props.is_none() && inherited.is_none() && !pointer.ends_with("Schema");
-            if !constrains_only && !props.is_some_and(|p| p.contains_key(name)) && !inherited.is_some_and(|p| p.contains_key(name)) {
+            if !constrains_only
+                && !props.is_some_and(|p| p.contains_key(name))
+                && !inherited.is_some_and(|p| p.contains_key(name))
+            {
                 out.push((pointer.clone(), name.to_string()));
             }
         }
