@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::clock::Clock;
 use crate::registry::Tier;
-use crate::store::Store;
+use crate::store::{Approval, AuditEntry, ReviewRefusal, Store, StoreError};
 
 /// The longest an MCP token may live.
 pub const MAX_TOKEN_DAYS: i64 = 90;
@@ -42,8 +42,15 @@ pub fn parse_duration(text: &str) -> Result<i64> {
     Ok(seconds)
 }
 
-pub fn token_create(store: &Store, principal: &str, tier: &str, expires_in: &str, name: &str) -> Result<String> {
-    if Tier::from_name(tier).is_none() {
+/// `tier: None` makes an API credential (approvals, audit), for principals who may approve.
+pub fn token_create(
+    store: &Store,
+    principal: &str,
+    tier: Option<&str>,
+    expires_in: &str,
+    name: &str,
+) -> Result<String> {
+    if let Some(tier) = tier.filter(|t| Tier::from_name(t).is_none()) {
         let known: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
         bail!("no tier `{tier}`; {}", toolgate_codegen::diag::did_you_mean(tier, known.iter().copied()));
     }
@@ -51,17 +58,21 @@ pub fn token_create(store: &Store, principal: &str, tier: &str, expires_in: &str
     if seconds > MAX_TOKEN_DAYS * 86_400 {
         bail!("an MCP token may live at most {MAX_TOKEN_DAYS} days (asked: {expires_in})");
     }
-    if store.principal(principal)?.is_none() {
+    let Some(p) = store.principal(principal)? else {
         let known: Vec<String> = store.principals()?.into_iter().map(|p| p.name).collect();
         bail!(
             "no principal `{principal}`; {}",
             toolgate_codegen::diag::did_you_mean(principal, known.iter().map(String::as_str))
         );
+    };
+    if tier.is_none() && !crate::gate::rbac::permits(&p.roles, "Approval", "Write") {
+        bail!("an API credential is for reviewers: `{principal}`'s roles do not grant Approval:Write");
     }
     let now = Clock::default().now_secs();
-    let (record, secret) = store.create_token(principal, Some(tier), name, now, now + seconds)?;
+    let (record, secret) = store.create_token(principal, tier, name, now, now + seconds)?;
+    let kind = tier.map_or("API credential, no MCP tier".to_string(), |t| format!("tier {t}"));
     Ok(format!(
-        "created {} for `{principal}` (tier {tier}, expires in {expires_in}); the secret is shown only now:\n\n    {secret}\n",
+        "created {} for `{principal}` ({kind}, expires in {expires_in}); the secret is shown only now:\n\n    {secret}\n",
         record.id
     ))
 }
@@ -133,5 +144,94 @@ pub fn principal_remove(store: &Store, name: &str) -> Result<String> {
         Ok(format!("removed principal `{name}` and revoked its tokens\n"))
     } else {
         bail!("no principal `{name}` (`toolgate principal list` shows them)")
+    }
+}
+
+/// A person's decision on an approval, audited; shared by the HTTP API and the console.
+pub fn review(
+    store: &Store,
+    record: &dyn Fn(AuditEntry),
+    clock: &Clock,
+    id: &str,
+    reviewer: &str,
+    approve: bool,
+    comment: Option<&str>,
+) -> Result<Result<Approval, ReviewRefusal>, StoreError> {
+    let outcome = store.review_approval(id, reviewer, approve, comment, clock.now_secs())?;
+    let (result, detail) = match &outcome {
+        Ok(a) => (
+            if approve { "approved" } else { "denied" },
+            format!("{} {} for {}", if approve { "approved" } else { "rejected" }, a.definition, a.submitter),
+        ),
+        Err(refusal) => ("failure", format!("review refused: {refusal}")),
+    };
+    record(AuditEntry {
+        at_ms: clock.now_ms(),
+        principal: Some(reviewer.to_string()),
+        token_id: None,
+        action: "approval.review".into(),
+        target: Some(id.to_string()),
+        result: result.into(),
+        detail: Some(detail),
+        correlation_id: None,
+    });
+    Ok(outcome)
+}
+
+fn describe(a: &Approval) -> String {
+    format!(
+        "{}  {:<9} {:<28} by {:<12} args {}{}\n",
+        a.id,
+        a.status.label(),
+        a.definition,
+        a.submitter,
+        a.canonical_args,
+        a.reviewer.as_ref().map(|r| format!("  (reviewed by {r})")).unwrap_or_default()
+    )
+}
+
+pub fn approvals_list(store: &Store, status: Option<&str>) -> Result<String> {
+    let all = store.approvals(status, None, 1000)?;
+    if all.is_empty() {
+        return Ok("no approvals\n".into());
+    }
+    Ok(all.iter().map(describe).collect())
+}
+
+pub fn approvals_show(store: &Store, id: &str) -> Result<String> {
+    match store.approval(id)? {
+        Some(a) => Ok(serde_json::to_string_pretty(&a)? + "\n"),
+        None => bail!("no approval `{id}` (`toolgate approvals list` shows them)"),
+    }
+}
+
+/// The console's decision, as `--as <principal>`, who must be allowed to approve.
+pub fn approvals_decide(
+    store: &Store,
+    id: &str,
+    reviewer: &str,
+    approve: bool,
+    comment: Option<&str>,
+) -> Result<String> {
+    let Some(p) = store.principal(reviewer)? else {
+        bail!("no principal `{reviewer}` (`toolgate principal list` shows them)");
+    };
+    if !crate::gate::rbac::permits(&p.roles, "Approval", "Write") {
+        bail!("`{reviewer}`'s roles do not grant Approval:Write, so they cannot review");
+    }
+    let record = |e: AuditEntry| {
+        if let Err(err) = store.append_audit(std::slice::from_ref(&e)) {
+            eprintln!("warning: the audit row could not be written ({err}): {e:?}");
+        }
+    };
+    match review(store, &record, &Clock::default(), id, reviewer, approve, comment)? {
+        Ok(a) => Ok(format!(
+            "{} {} ({} for {}); the submitter may now call it again with approval_id\n",
+            if approve { "approved" } else { "rejected" },
+            a.id,
+            a.definition,
+            a.submitter
+        )),
+        Err(refusal) => bail!("{refusal}"),
     }
 }

@@ -1,6 +1,7 @@
 //! toolgate: an MCP server whose tool surface is compiled from tools.yaml and policy.yaml.
 
 pub mod admin;
+pub mod audit;
 pub mod catalogue;
 pub mod cli;
 pub mod clock;

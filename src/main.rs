@@ -42,6 +42,12 @@ enum Command {
         /// Serve the whole catalogue to every tier (calls are still refused by the gate).
         #[arg(long)]
         list_all_tools: bool,
+        /// Refuse (and hide) every tool that is not read-class, for every tier.
+        #[arg(long)]
+        read_only: bool,
+        /// Answer every MCP request with -32005 (the approval API keeps working).
+        #[arg(long)]
+        mcp_disable: bool,
     },
     /// Create, list and revoke API tokens.
     Token {
@@ -57,6 +63,13 @@ enum Command {
         #[command(subcommand)]
         command: PrincipalCommand,
     },
+    /// Review human approvals from the server's console.
+    Approvals {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
     /// Inspect the catalogue as clients see it.
     Tools {
         #[command(subcommand)]
@@ -70,8 +83,12 @@ enum TokenCommand {
     Create {
         #[arg(long)]
         principal: String,
+        /// The MCP tier (readonly, operator, supervised).
+        #[arg(long, required_unless_present = "api", conflicts_with = "api")]
+        tier: Option<String>,
+        /// A credential without MCP tier, for the approval and audit API (administrators).
         #[arg(long)]
-        tier: String,
+        api: bool,
         /// How long it lives (at most 90d): 30d, 12h, 90m.
         #[arg(long, default_value = "30d")]
         expires_in: String,
@@ -101,6 +118,33 @@ enum PrincipalCommand {
 }
 
 #[derive(Subcommand)]
+enum ApprovalsCommand {
+    /// List approvals, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+    },
+    Show {
+        id: String,
+    },
+    /// Approve a pending request; the reviewer must not be its submitter.
+    Approve {
+        id: String,
+        #[arg(long = "as", value_name = "PRINCIPAL")]
+        reviewer: String,
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    Reject {
+        id: String,
+        #[arg(long = "as", value_name = "PRINCIPAL")]
+        reviewer: String,
+        #[arg(long)]
+        comment: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum ToolsCommand {
     /// Print the tools/list result a client of TIER gets (the full catalogue without --tier).
     List {
@@ -126,9 +170,10 @@ fn init_logging() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Serve { listen, data_dir, allowed_origins, list_all_tools } => {
+        Command::Serve { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable } => {
             init_logging();
-            let config = toolgate::server::Config { listen, data_dir, allowed_origins, list_all_tools };
+            let config =
+                toolgate::server::Config { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable };
             match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt.block_on(toolgate::server::serve(config)).map(|_| ExitCode::SUCCESS),
                 Err(e) => Err(e.into()),
@@ -142,10 +187,24 @@ fn main() -> ExitCode {
             }?;
             Ok(print_out(&text))
         }),
+        Command::Approvals { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
+            use toolgate::admin::{approvals_decide, approvals_list, approvals_show};
+            let text = match command {
+                ApprovalsCommand::List { status } => approvals_list(&store, status.as_deref()),
+                ApprovalsCommand::Show { id } => approvals_show(&store, &id),
+                ApprovalsCommand::Approve { id, reviewer, comment } => {
+                    approvals_decide(&store, &id, &reviewer, true, comment.as_deref())
+                }
+                ApprovalsCommand::Reject { id, reviewer, comment } => {
+                    approvals_decide(&store, &id, &reviewer, false, comment.as_deref())
+                }
+            }?;
+            Ok(print_out(&text))
+        }),
         Command::Token { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
             let text = match command {
-                TokenCommand::Create { principal, tier, expires_in, name } => {
-                    toolgate::admin::token_create(&store, &principal, &tier, &expires_in, &name)
+                TokenCommand::Create { principal, tier, api: _, expires_in, name } => {
+                    toolgate::admin::token_create(&store, &principal, tier.as_deref(), &expires_in, &name)
                 }
                 TokenCommand::List => toolgate::admin::token_list(&store),
                 TokenCommand::Revoke { id } => toolgate::admin::token_revoke(&store, &id),

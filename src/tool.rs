@@ -20,6 +20,8 @@ pub struct ToolContext {
     pub principal: Principal,
     /// `None` when the token's tier is not one policy.yaml declares (it may then do nothing).
     pub tier: Option<Tier>,
+    /// The token the call came with (for self-service token tools).
+    pub token_id: String,
     pub correlation_id: String,
     pub store: Store,
     pub clock: Clock,
@@ -43,6 +45,9 @@ pub enum ToolError {
     /// What the call names does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The caller may not do this (JSON-RPC -32003), with the next step.
+    #[error("{message}")]
+    Refused { message: String, remediation: String },
     /// The store failed; retrying may help.
     #[error("store error: {0}")]
     Store(#[from] StoreError),

@@ -11,6 +11,7 @@ fn ctx(store: &Store, tier: &str, roles: &[&str]) -> ToolContext {
     ToolContext {
         principal: Principal { name: "alice".into(), roles: roles.iter().map(|r| r.to_string()).collect() },
         tier: Tier::from_name(tier),
+        token_id: "tok_test".into(),
         correlation_id: "req-test".into(),
         store: store.clone(),
         clock: Clock::default(),

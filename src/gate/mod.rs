@@ -1,20 +1,34 @@
-//! The gate every tools/call passes before its handler runs: tier (the generated matrix),
-//! then RBAC (the principal's roles). Every refusal says what to do next.
+//! The gate every tools/call passes before its handler runs: kill switches, tier (the
+//! generated matrix), RBAC (the principal's roles), then human approval. Every refusal says
+//! what to do next.
 
+pub mod approval;
 pub mod rbac;
 pub mod tier;
 
+use serde_json::Value;
+
 use crate::catalogue::Decision;
 use crate::registry::{Tier, ToolId};
-use crate::server::jsonrpc::{APPROVAL_REQUIRED, PERMISSION_DENIED, TIER_DENIED};
+use crate::server::jsonrpc::{PERMISSION_DENIED, TIER_DENIED};
+
+pub use toolgate_codegen::check::APPROVAL_ID;
+
+/// Retrying an approval-required call helps once a human had time to decide.
+pub const RETRY_AFTER_APPROVAL_MS: u64 = 30_000;
+/// Retrying after a transient store fault.
+pub const RETRY_AFTER_STORE_FAULT_MS: u64 = 5_000;
 
 /// A refused call: its JSON-RPC code, message and the next step for the caller.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Refusal {
     pub code: i64,
     pub message: String,
     pub remediation: String,
+    /// `None` when retrying cannot help.
     pub retry_after_ms: Option<u64>,
+    /// Fields added to `error.data` (e.g. `approval_id`).
+    pub data: Option<Value>,
 }
 
 /// Tier first, always; then RBAC. `Ok` carries the tier decision (Allow or ApprovalRequired).
@@ -33,6 +47,7 @@ pub fn authorize(tier: Option<Tier>, roles: &[String], tool: ToolId) -> Result<D
             message: format!("tier `{}` may not call {} ({pair})", tier.map_or("(none)", |t| t.name()), meta.name),
             remediation: format!("use a token of a tier that allows {pair}: {}", allowed_in.join(", ")),
             retry_after_ms: None,
+            data: None,
         });
     }
     if !rbac::permits(roles, meta.securable, meta.operation) {
@@ -44,17 +59,19 @@ pub fn authorize(tier: Option<Tier>, roles: &[String], tool: ToolId) -> Result<D
                 meta.name
             ),
             retry_after_ms: None,
+            data: None,
         });
     }
     Ok(decision)
 }
 
-/// Approval-gated calls are refused until the approval flow (ticket, then recall) is in place.
-pub fn approval_unavailable(tool: ToolId) -> Refusal {
+/// `--read-only`: only read-class tools run, whatever the tier.
+pub fn read_only_mode(tool: &str) -> Refusal {
     Refusal {
-        code: APPROVAL_REQUIRED,
-        message: format!("{} needs a human's approval at this tier", tool.meta().name),
-        remediation: "this server cannot take approvals yet; use a tier that allows the call without approval".into(),
+        code: TIER_DENIED,
+        message: format!("the server is in read-only mode: {tool} changes state"),
+        remediation: "only read-class tools run while the server is read-only; ask its operator".into(),
         retry_after_ms: None,
+        data: None,
     }
 }

@@ -1,5 +1,6 @@
-//! tools/call: find the tool, check the request's headers and capabilities (stateless era),
-//! pass the gate, validate the arguments, run the handler, shape the result for the era.
+//! tools/call, in the gate's order: kill switch, known tool, (stateless: headers and client
+//! capabilities), tier, RBAC, arguments, human approval, handler. Every outcome is audited
+//! with the correlation id the client sees.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
@@ -7,10 +8,11 @@ use serde_json::{Map, Value, json};
 use super::jsonrpc::{self as rpc};
 use super::protocol::{Caller, META_SERVER_INFO, Reply, header_value};
 use super::{AppState, IS_ERROR_FOR_ARGUMENTS_FROM};
-use crate::catalogue::Decision;
-use crate::gate::{self, Refusal};
+use crate::catalogue::{Decision, OperationClass};
+use crate::gate::{self, Refusal, approval};
 use crate::registry::{ToolId, dispatch};
-use crate::tool::{Principal, ToolContext, ToolOutput};
+use crate::store::AuditEntry;
+use crate::tool::{Principal, ToolContext, ToolError, ToolOutput};
 
 /// Which era the call came in on, and what that changes.
 pub struct Era {
@@ -46,13 +48,32 @@ impl Era {
     }
 }
 
-fn refusal_reply(era: &Era, id: &Value, correlation_id: &str, refusal: Refusal) -> Reply {
-    let data = json!({
-        "correlation_id": correlation_id,
-        "retry_after_ms": refusal.retry_after_ms,
-        "remediation": refusal.remediation,
-    });
-    Reply::error(era.status(refusal.code), id, refusal.code, &refusal.message, Some(data))
+/// A finished call: what the client gets and what the audit row says.
+struct Outcome {
+    reply: Reply,
+    /// `success`, `denied`, `failure`, `pending`.
+    result: &'static str,
+    detail: String,
+}
+
+impl Outcome {
+    fn refused(era: &Era, id: &Value, correlation_id: &str, refusal: Refusal, audit_detail: Option<String>) -> Self {
+        let mut data = json!({
+            "correlation_id": correlation_id,
+            "retry_after_ms": refusal.retry_after_ms,
+            "remediation": refusal.remediation,
+        });
+        if let (Some(obj), Some(extra)) = (data.as_object_mut(), refusal.data.as_ref().and_then(Value::as_object)) {
+            obj.extend(extra.clone());
+        }
+        let result = if refusal.code == rpc::APPROVAL_REQUIRED { "pending" } else { "denied" };
+        let detail = audit_detail.unwrap_or_else(|| format!("{}: {}", refusal.code, refusal.message));
+        Outcome {
+            reply: Reply::error(era.status(refusal.code), id, refusal.code, &refusal.message, Some(data)),
+            result,
+            detail,
+        }
+    }
 }
 
 pub async fn tools_call(
@@ -65,80 +86,137 @@ pub async fn tools_call(
 ) -> Reply {
     let correlation_id = state.correlation_id();
     let params = params.unwrap_or(Value::Null);
-    let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Reply::error(
-            era.status(rpc::INVALID_PARAMS),
-            id,
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let arguments = params.get("arguments").cloned();
+    let outcome = call(state, caller, headers, id, &name, arguments.clone(), era, &correlation_id).await;
+    let target = arguments.map(|a| truncate(&approval::canonical_arguments(&a), 512));
+    state.audit.record(AuditEntry {
+        at_ms: state.clock.now_ms(),
+        principal: Some(caller.principal.name.clone()),
+        token_id: Some(caller.token.id.clone()),
+        action: format!("mcp.{}", truncate(&name, 128)),
+        target,
+        result: outcome.result.to_string(),
+        detail: Some(truncate(&outcome.detail, 1024)),
+        correlation_id: Some(correlation_id),
+    });
+    outcome.reply
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    name: &str,
+    arguments: Option<Value>,
+    era: &Era,
+    correlation_id: &str,
+) -> Outcome {
+    let protocol_error = |code: i64, message: String, data: Option<Value>| Outcome {
+        detail: format!("{code}: {message}"),
+        reply: Reply::error(era.status(code), id, code, &message, data),
+        result: "denied",
+    };
+    if name.is_empty() {
+        return protocol_error(rpc::INVALID_PARAMS, "tools/call needs params.name (a string)".into(), None);
+    }
+    let arguments = match arguments {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(a @ Value::Object(_)) => a,
+        Some(_) => return protocol_error(rpc::INVALID_PARAMS, "params.arguments must be an object".into(), None),
+    };
+    // 1. Kill switch: read-only mode refuses every tool that is not read-class, for every tier.
+    let tool = ToolId::from_name(name);
+    if state.config.read_only && tool.is_some_and(|t| t.meta().class != OperationClass::Read) {
+        return Outcome::refused(era, id, correlation_id, gate::read_only_mode(name), None);
+    }
+    // 2. The tool is known.
+    let Some(tool) = tool else {
+        let (message, suggestions) = unknown_tool(state, caller, name);
+        return protocol_error(
             rpc::INVALID_PARAMS,
-            "tools/call needs params.name (a string)",
-            None,
+            message,
+            Some(json!({"suggestions": suggestions, "correlation_id": correlation_id})),
         );
     };
-    let arguments = match params.get("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(a @ Value::Object(_)) => a.clone(),
-        Some(_) => {
-            return Reply::error(
-                era.status(rpc::INVALID_PARAMS),
-                id,
-                rpc::INVALID_PARAMS,
-                "params.arguments must be an object",
-                None,
-            );
-        }
-    };
-    let Some(tool) = ToolId::from_name(name) else {
-        return unknown_tool(state, caller, era, id, name);
-    };
-    let meta = tool.meta();
     if era.stateless {
         if let Err(message) = check_param_headers(state, tool, headers, &arguments) {
-            return Reply::error(StatusCode::BAD_REQUEST, id, rpc::HEADER_MISMATCH, &message, None);
+            return Outcome {
+                detail: message.clone(),
+                reply: Reply::error(StatusCode::BAD_REQUEST, id, rpc::HEADER_MISMATCH, &message, None),
+                result: "denied",
+            };
         }
     }
-    if let Some(required) = meta.required_client_capabilities {
-        let required: Value = serde_json::from_str(required).expect("generated JSON");
+    if let Some(required) = &state.required_capabilities[tool.index()] {
         let declared = era.client_capabilities.as_ref();
-        let missing: Vec<&String> = required
+        let missing: Vec<&str> = required
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(k, _)| k)
-            .filter(|k| declared.and_then(|d| d.get(k.as_str())).is_none())
+            .map(|(k, _)| k.as_str())
+            .filter(|k| declared.and_then(|d| d.get(*k)).is_none())
             .collect();
         if !missing.is_empty() {
-            let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-            return Reply::error(
-                era.status(rpc::MISSING_CLIENT_CAPABILITY),
-                id,
+            let message = format!("{name} needs the client capabilities: {}", missing.join(", "));
+            return protocol_error(
                 rpc::MISSING_CLIENT_CAPABILITY,
-                &format!("{name} needs the client capabilities: {}", names.join(", ")),
+                message,
                 Some(json!({"requiredCapabilities": required})),
             );
         }
     }
+    // 3-4. Tier, then RBAC.
     let decision = match gate::authorize(caller.tier, &caller.principal.roles, tool) {
         Ok(d) => d,
-        Err(refusal) => return refusal_reply(era, id, &correlation_id, refusal),
+        Err(refusal) => return Outcome::refused(era, id, correlation_id, refusal, None),
     };
+    // 5. Arguments, before any approval is looked up, minted or consumed.
     let problems = argument_problems(state, tool, &arguments);
     if !problems.is_empty() {
-        return invalid_arguments(state, era, id, tool, &correlation_id, problems);
+        return invalid_arguments(state, era, id, tool, correlation_id, problems);
     }
-    if decision == Decision::ApprovalRequired {
-        return refusal_reply(era, id, &correlation_id, gate::approval_unavailable(tool));
-    }
+    // 6. Human approval: the ticket, then the recall. `approval_id` is toolgate's argument
+    // only on gated tools (it is in their published schema); elsewhere it is the tool's own.
     let mut arguments = arguments;
-    if let Some(obj) = arguments.as_object_mut() {
-        obj.remove(toolgate_codegen::check::APPROVAL_ID);
+    let approval_id = match tool.meta().approval_gated {
+        true => arguments
+            .as_object_mut()
+            .and_then(|o| o.remove(gate::APPROVAL_ID))
+            .and_then(|v| v.as_str().map(str::to_string)),
+        false => None,
+    };
+    let mut approved_by = None;
+    if decision == Decision::ApprovalRequired {
+        match approval::check(state, &caller.principal.name, tool, &arguments, approval_id.as_deref()) {
+            Ok(a) => approved_by = Some(a),
+            Err(e) => return Outcome::refused(era, id, correlation_id, e.refusal, Some(e.audit_detail)),
+        }
     }
+    // 7. The handler.
     let ctx = ToolContext {
         principal: Principal { name: caller.principal.name.clone(), roles: caller.principal.roles.clone() },
         tier: caller.tier,
-        correlation_id: correlation_id.clone(),
+        token_id: caller.token.id.clone(),
+        correlation_id: correlation_id.to_string(),
         store: state.store.clone(),
         clock: state.clock.clone(),
     };
+    let approved =
+        approved_by.map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default())).unwrap_or_default();
     match dispatch(tool, &ctx, arguments).await {
         Ok(ToolOutput::Structured(value)) => {
             if cfg!(debug_assertions) {
@@ -148,53 +226,85 @@ pub async fn tools_call(
                             "{name} returned a result that breaks its outputSchema at {}: {e}",
                             e.instance_path()
                         );
-                        return Reply::error(
-                            StatusCode::OK,
-                            id,
-                            rpc::INTERNAL_ERROR,
-                            &message,
-                            Some(json!({"correlation_id": correlation_id})),
-                        );
+                        return Outcome {
+                            detail: message.clone(),
+                            reply: Reply::error(
+                                StatusCode::OK,
+                                id,
+                                rpc::INTERNAL_ERROR,
+                                &message,
+                                Some(json!({"correlation_id": correlation_id})),
+                            ),
+                            result: "failure",
+                        };
                     }
                 }
             }
             let text = serde_json::to_string(&value).expect("JSON values serialize");
-            era.success(
-                id,
-                state,
-                json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false}),
-            )
+            Outcome {
+                reply: era.success(
+                    id,
+                    state,
+                    json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false}),
+                ),
+                result: "success",
+                detail: format!("{approved}ran"),
+            }
         }
-        Ok(ToolOutput::Static(raw)) => era.success(id, state, serde_json::from_str(raw).expect("generated JSON")),
+        Ok(ToolOutput::Static(raw)) => {
+            let result: Value = serde_json::from_str(raw).expect("generated JSON");
+            let failed = result["isError"] == true;
+            Outcome {
+                reply: era.success(id, state, result),
+                result: if failed { "failure" } else { "success" },
+                detail: format!("{approved}static result"),
+            }
+        }
+        Err(ToolError::Refused { message, remediation }) => {
+            let refusal =
+                Refusal { code: rpc::PERMISSION_DENIED, message, remediation, retry_after_ms: None, data: None };
+            Outcome::refused(era, id, correlation_id, refusal, None)
+        }
         Err(e) if e.is_internal() => {
             tracing::error!(%correlation_id, tool = name, "tool failed: {e}");
-            let data = json!({"correlation_id": correlation_id, "retry_after_ms": 5000, "remediation": "a transient store fault; retry in a few seconds"});
-            Reply::error(StatusCode::OK, id, rpc::INTERNAL_ERROR, &format!("{name} failed: {e}"), Some(data))
+            let data = json!({"correlation_id": correlation_id, "retry_after_ms": gate::RETRY_AFTER_STORE_FAULT_MS, "remediation": "a transient store fault; retry in a few seconds"});
+            Outcome {
+                detail: e.to_string(),
+                reply: Reply::error(
+                    StatusCode::OK,
+                    id,
+                    rpc::INTERNAL_ERROR,
+                    &format!("{name} failed: {e}"),
+                    Some(data),
+                ),
+                result: "failure",
+            }
         }
-        Err(e) => {
-            era.success(id, state, json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true}))
-        }
+        Err(e) => Outcome {
+            detail: format!("{approved}{e}"),
+            reply: era.success(
+                id,
+                state,
+                json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true}),
+            ),
+            result: "failure",
+        },
     }
 }
 
-fn unknown_tool(state: &AppState, caller: &Caller, era: &Era, id: &Value, name: &str) -> Reply {
+fn unknown_tool(state: &AppState, caller: &Caller, name: &str) -> (String, Vec<String>) {
     let visible: Vec<&str> = ToolId::ALL
         .iter()
         .filter(|t| state.config.list_all_tools || gate::tier::decision_for_tool(caller.tier, **t) != Decision::Deny)
         .map(|t| t.meta().name)
         .collect();
-    let suggestions = toolgate_codegen::diag::closest(name, visible.iter().copied());
+    let suggestions: Vec<String> =
+        toolgate_codegen::diag::closest(name, visible.iter().copied()).into_iter().map(str::to_string).collect();
     let hint = match suggestions.first() {
         Some(s) => format!("; did you mean `{s}`?"),
         None => "; tools/list shows the tools this token may call".into(),
     };
-    Reply::error(
-        era.status(rpc::INVALID_PARAMS),
-        id,
-        rpc::INVALID_PARAMS,
-        &format!("Unknown tool: {name}{hint}"),
-        Some(json!({"suggestions": suggestions})),
-    )
+    (format!("Unknown tool: {name}{hint}"), suggestions)
 }
 
 /// One problem with the arguments: where (JSON pointer) and what.
@@ -246,7 +356,7 @@ fn invalid_arguments(
     tool: ToolId,
     correlation_id: &str,
     problems: Vec<Problem>,
-) -> Reply {
+) -> Outcome {
     let meta = tool.meta();
     let required = state.input_schemas[tool.index()].get("required").cloned().unwrap_or(json!([]));
     let example = meta.example_arguments.map(|e| serde_json::from_str::<Value>(e).expect("generated JSON"));
@@ -268,7 +378,7 @@ fn invalid_arguments(
         "remediation": remediation,
     });
     let message = format!("invalid arguments for {}: {}", meta.name, lines.join("; "));
-    if era.arguments_as_tool_result() {
+    let reply = if era.arguments_as_tool_result() {
         let text = format!("{message}. {remediation}");
         era.success(
             id,
@@ -277,7 +387,8 @@ fn invalid_arguments(
         )
     } else {
         Reply::error(StatusCode::OK, id, rpc::INVALID_PARAMS, &message, Some(details))
-    }
+    };
+    Outcome { reply, result: "denied", detail: message }
 }
 
 /// 2026-07-28 `x-mcp-header`: each annotated argument that is present must be mirrored in

@@ -24,6 +24,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/", any(mcp))
         .route("/mcp/v1", any(mcp))
         .route("/mcp/v1/", any(mcp))
+        .merge(super::api::routes())
         .fallback(not_found)
         .with_state(state)
 }
@@ -78,7 +79,7 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
 }
 
 /// DNS-rebinding protection: a foreign `Origin` always, a foreign `Host` on a loopback bind.
-fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
+pub(super) fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| origin_allowed(state, o));
         if !ok {
@@ -111,8 +112,22 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
     headers.get("x-toolgate-token").and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
+fn audit_auth_failure(state: &AppState, detail: &str) {
+    state.audit.record(crate::store::AuditEntry {
+        at_ms: state.clock.now_ms(),
+        principal: None,
+        token_id: None,
+        action: "auth.failure".into(),
+        target: None,
+        result: "denied".into(),
+        detail: Some(detail.into()),
+        correlation_id: Some(state.correlation_id()),
+    });
+}
+
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
     let Some(secret) = presented_token(headers).filter(|t| !t.is_empty()) else {
+        audit_auth_failure(state, "no token");
         return Err(unauthorized(
             "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
             false,
@@ -121,6 +136,7 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Respons
     match state.store.authenticate(secret, state.clock.now_secs()) {
         Ok(Authentication::Valid { token, principal }) => {
             let Some(tier_name) = token.tier.clone() else {
+                audit_auth_failure(state, &format!("token {} has no MCP tier", token.id));
                 return Err(unauthorized(
                     "this credential has no MCP tier: it is for the approval API, not for MCP",
                     true,
@@ -128,7 +144,8 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Respons
             };
             Ok(Caller { tier: Tier::from_name(&tier_name), tier_name, principal, token })
         }
-        Ok(Authentication::Unknown | Authentication::Revoked | Authentication::Expired) => {
+        Ok(failure @ (Authentication::Unknown | Authentication::Revoked | Authentication::Expired)) => {
+            audit_auth_failure(state, &format!("{failure:?} token").to_lowercase());
             Err(unauthorized("the token is unknown, revoked or expired; ask for a new one", true))
         }
         Err(e) => {
@@ -177,6 +194,20 @@ fn check_body_headers(headers: &HeaderMap) -> Result<(), Response> {
 async fn mcp(State(state): State<Arc<AppState>>, method: Method, headers: HeaderMap, body: Body) -> Response {
     if let Err(refusal) = check_host_and_origin(&state, &headers) {
         return refusal;
+    }
+    if state.config.mcp_disable {
+        let body = crate::server::jsonrpc::error(
+            &serde_json::Value::Null,
+            crate::server::jsonrpc::DISABLED,
+            "MCP is disabled on this server",
+            Some(json!({
+                "retry_after_ms": null,
+                "remediation": "the operator started toolgate with --mcp-disable; ask them to re-enable MCP",
+            })),
+        );
+        let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
     }
     if method != Method::POST && method != Method::DELETE {
         let mut r = refuse(

@@ -1,5 +1,6 @@
 //! `toolgate serve`: MCP over Streamable HTTP (axum), both protocol eras on one endpoint.
 
+pub mod api;
 pub mod call;
 pub mod http;
 pub mod jsonrpc;
@@ -38,6 +39,10 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// Serve the whole catalogue to every tier (the gate still refuses at call time).
     pub list_all_tools: bool,
+    /// Refuse every tool that is not read-class, for every tier.
+    pub read_only: bool,
+    /// Answer every MCP request with -32005.
+    pub mcp_disable: bool,
 }
 
 /// The tools/list results of one tier, for each era, computed once at start.
@@ -55,6 +60,9 @@ pub struct AppState {
     pub validators: Vec<jsonschema::Validator>,
     pub input_schemas: Vec<serde_json::Value>,
     pub output_validators: Vec<Option<jsonschema::Validator>>,
+    /// Per tool, the client capabilities a call needs.
+    pub required_capabilities: Vec<Option<serde_json::Value>>,
+    pub audit: crate::audit::Audit,
     /// Per tier (in Tier order), then one for a tier policy.yaml does not know (empty).
     pub lists: Vec<ListResults>,
     pub server_info: serde_json::Value,
@@ -62,7 +70,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(config: Config, store: Store, clock: Clock) -> Result<Self> {
+    pub fn new(config: Config, store: Store, clock: Clock, audit: crate::audit::Audit) -> Result<Self> {
         let compile = |schema: &str, what: &str, name: &str| {
             let value: serde_json::Value = serde_json::from_str(schema).with_context(|| format!("{what} of {name}"))?;
             jsonschema::options()
@@ -74,8 +82,10 @@ impl AppState {
         let mut validators = Vec::new();
         let mut output_validators = Vec::new();
         let mut input_schemas = Vec::new();
+        let mut required_capabilities = Vec::new();
         for id in ToolId::ALL {
             let meta = id.meta();
+            required_capabilities.push(meta.required_client_capabilities.map(serde_json::from_str).transpose()?);
             input_schemas.push(serde_json::from_str(meta.input_schema)?);
             validators.push(compile(meta.input_schema, "inputSchema", meta.name)?);
             output_validators.push(meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?);
@@ -83,16 +93,30 @@ impl AppState {
         let server_info =
             serde_json::json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let meta = serde_json::json!({"io.modelcontextprotocol/serverInfo": server_info});
-        let list = |tools: &str| ListResults {
+        // Read-only mode hides what it would refuse; the refusal at call time still stands.
+        let read_only_filter = |tools: &str| -> Result<String> {
+            if !config.read_only {
+                return Ok(tools.to_string());
+            }
+            let all: Vec<serde_json::Value> = serde_json::from_str(tools)?;
+            let kept: Vec<_> = all.into_iter().filter(|t| t["annotations"]["readOnlyHint"] == true).collect();
+            Ok(serde_json::to_string(&kept)?)
+        };
+        let list = |tools: String| ListResults {
             handshake: format!(r#"{{"tools":{tools}}}"#),
             stateless: format!(
                 r#"{{"_meta":{meta},"cacheScope":"private","resultType":"complete","tools":{tools},"ttlMs":{LIST_TTL_MS}}}"#
             ),
         };
-        let mut lists: Vec<ListResults> = (0..TIER_COUNT)
-            .map(|t| list(if config.list_all_tools { TOOLS_LIST_ALL } else { TOOLS_LIST_BY_TIER[t] }))
-            .collect();
-        lists.push(list(if config.list_all_tools { TOOLS_LIST_ALL } else { "[]" }));
+        let mut lists = Vec::new();
+        for t in 0..=TIER_COUNT {
+            let tools = match (config.list_all_tools, t < TIER_COUNT) {
+                (true, _) => TOOLS_LIST_ALL,
+                (false, true) => TOOLS_LIST_BY_TIER[t],
+                (false, false) => "[]",
+            };
+            lists.push(list(read_only_filter(tools)?));
+        }
         Ok(Self {
             config,
             store,
@@ -101,6 +125,8 @@ impl AppState {
             validators,
             input_schemas,
             output_validators,
+            required_capabilities,
+            audit,
             lists,
             server_info,
             sequence: AtomicU64::new(0),
@@ -150,14 +176,24 @@ pub fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Result<St
 
 pub async fn serve(config: Config) -> Result<()> {
     let clock = Clock::default();
+    // Tests move the server's clock (e.g. to expire approvals across a restart).
+    if let Some(offset) = std::env::var("TOOLGATE_TEST_CLOCK_OFFSET_MS").ok().and_then(|v| v.parse().ok()) {
+        clock.advance_ms(offset);
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
     let store = bootstrap(&config, local, &clock)?;
-    let state = Arc::new(AppState::new(config, store, clock)?);
+    let (audit, writer) = crate::audit::Audit::start(store.clone());
+    let state = Arc::new(AppState::new(config, store, clock, audit)?);
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
-    axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let served = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await;
+    // Every connection has finished and dropped its state: the writer drains and ends.
+    if tokio::time::timeout(std::time::Duration::from_secs(30), writer).await.is_err() {
+        tracing::error!("the audit writer did not drain within 30 s");
+    }
+    served?;
     println!("toolgate: stopped");
     Ok(())
 }

@@ -155,6 +155,7 @@ fn initialize(state: &AppState, caller: &Caller, id: &Value, params: Option<&Val
     };
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or(json!({}));
     let session_id = state.sessions.create(&caller.principal.name, version, capabilities, state.clock.now_ms());
+    audit_session(state, caller, "session.open", &session_id);
     let result = json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
@@ -216,9 +217,25 @@ pub fn end_session(state: &AppState, caller: &Caller, headers: &HeaderMap) -> Re
             "DELETE ends a session: send its Mcp-Session-Id",
             None,
         ),
-        Some(sid) if state.sessions.remove(sid, &caller.principal.name) => Reply::json(StatusCode::OK, "{}".into()),
+        Some(sid) if state.sessions.remove(sid, &caller.principal.name) => {
+            audit_session(state, caller, "session.close", sid);
+            Reply::json(StatusCode::OK, "{}".into())
+        }
         Some(_) => Reply::error(StatusCode::NOT_FOUND, &Value::Null, SESSION_NOT_FOUND, "session not found", None),
     }
+}
+
+fn audit_session(state: &AppState, caller: &Caller, action: &str, session_id: &str) {
+    state.audit.record(crate::store::AuditEntry {
+        at_ms: state.clock.now_ms(),
+        principal: Some(caller.principal.name.clone()),
+        token_id: Some(caller.token.id.clone()),
+        action: action.into(),
+        target: Some(session_id.into()),
+        result: "success".into(),
+        detail: None,
+        correlation_id: Some(state.correlation_id()),
+    });
 }
 
 // ---------------------------------------------------------------- both eras

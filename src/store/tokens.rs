@@ -170,6 +170,62 @@ impl Store {
         }
     }
 
+    pub fn token(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row(&format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE id = ?1"), params![id], token_row)
+            .optional()?)
+    }
+
+    /// Mints the successor of `predecessor` (same principal, tier and expiry) and shortens the
+    /// predecessor's life to the overlap. Returns the successor and its secret.
+    pub fn rotate_token(
+        &self,
+        predecessor: &TokenRecord,
+        overlap_secs: i64,
+        now: i64,
+    ) -> Result<(TokenRecord, String), StoreError> {
+        let (successor, secret) = self.create_token(
+            &predecessor.principal,
+            predecessor.tier.as_deref(),
+            &format!("{} (rotated)", predecessor.name),
+            now,
+            predecessor.expires_at,
+        )?;
+        let conn = self.conn()?;
+        conn.execute("UPDATE api_token SET rotated_from = ?2 WHERE id = ?1", params![successor.id, predecessor.id])?;
+        conn.execute(
+            "UPDATE api_token SET expires_at = min(expires_at, ?2) WHERE id = ?1",
+            params![predecessor.id, now + overlap_secs],
+        )?;
+        Ok((successor, secret))
+    }
+
+    /// Confirms a rotation with the successor's secret: the predecessor is revoked. Returns the
+    /// predecessor's id, or None when `secret` is not the successor's or there was no rotation.
+    pub fn confirm_rotation(
+        &self,
+        successor_id: &str,
+        secret: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let conn = self.conn()?;
+        let predecessor: Option<Option<String>> = conn
+            .query_row(
+                "SELECT rotated_from FROM api_token WHERE id = ?1 AND secret_hash = ?2 AND principal = ?3 AND revoked_at IS NULL AND expires_at > ?4",
+                params![successor_id, hash_secret(secret), principal, now],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(Some(predecessor)) = predecessor else { return Ok(None) };
+        conn.execute(
+            "UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![predecessor, now],
+        )?;
+        Ok(Some(predecessor))
+    }
+
     pub fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare(&format!(

@@ -20,7 +20,13 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             schema_rules(inputs, i, "/outputSchema", output, &mut out);
         }
         let props = tool.input_schema.get("properties").and_then(Value::as_object);
-        if props.is_some_and(|p| p.contains_key(APPROVAL_ID)) {
+        // Only where the generator adds it: a tool no tier gates may name its own argument so.
+        let policy = &inputs.policy.model;
+        let gated = policy.tiers.iter().any(|t| {
+            crate::policy::decide(policy, &t.name, &tool.securable, &tool.operation).decision
+                == crate::policy::Decision::ApprovalRequired
+        });
+        if gated && props.is_some_and(|p| p.contains_key(APPROVAL_ID)) {
             out.push(
                 inputs
                     .tool_error(
