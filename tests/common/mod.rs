@@ -35,7 +35,12 @@ pub fn start(extra: &[&str]) -> Server {
 }
 
 pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+    start_with_env(data_dir, extra, &[])
+}
+
+pub fn start_with_env(data_dir: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(bin())
+        .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir.path())
         .args(extra)
@@ -44,7 +49,7 @@ pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
         .spawn()
         .expect("the toolgate binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut token = String::new();
+    let mut token = std::fs::read_to_string(data_dir.path().join("demo-token")).unwrap_or_default();
     let addr = loop {
         let line = lines.next().expect("the server printed its address").unwrap();
         if let Some(t) = line.split_whitespace().find(|w| w.starts_with("tg_")) {
@@ -57,12 +62,32 @@ pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
         }
     };
     std::thread::spawn(move || for _ in lines {});
+    // The demo token is printed only on the first start: keep it for restarts.
+    std::fs::write(data_dir.path().join("demo-token"), &token).unwrap();
     Server { child, addr, data_dir, token }
 }
 
 impl Server {
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Stops the server (SIGTERM, as an operator would) and hands back its data dir.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.data_dir, dir)
+    }
+
+    /// Any HTTP request to any path, with an optional bearer token.
+    pub fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> Response {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers: Vec<(&str, &str)> = Vec::new();
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        request_to(self.addr, method, path, &headers, body)
     }
 
     /// Waits for the process to end; its exit code (None on timeout or a signal).
@@ -128,7 +153,17 @@ impl Response {
 
 /// Sends one request with `Connection: close` and reads the whole answer.
 pub fn request(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
-    let mut text = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\n");
+    request_to(addr, method, "/mcp", headers, body)
+}
+
+pub fn request_to(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Response {
+    let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         text.push_str(&format!("Host: {addr}\r\n"));
     }
