@@ -55,6 +55,8 @@ expect '^tools: [1-9]' "inspector listed the tools without schema errors"
 CALL=set_tag ARGS='{"agent_id":"agent-1","key":"env","value":"prod"}' check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
 expect '^isError: False' "inspector call succeeded"
 
+check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"
+
 start conformance "$WORK/toolgate-conformance"
 conformance() { # label expected-failures [args]
   local label="$1" expected="$2"; shift 2

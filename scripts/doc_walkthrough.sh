@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the bash block of docs/approvals.md against a built binary and checks what the doc
+# promises, so the walk-through stays true. Usage: scripts/doc_walkthrough.sh BINARY
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+BLOCK="$(mktemp)"
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+# The block, minus its build line (the binary is given).
+awk '/^```bash$/ {on=1; next} /^```$/ {on=0} on' docs/approvals.md | grep -v '^cargo build' >"$BLOCK"
+OUT="$(TG="$BIN" PORT="$PORT" bash "$BLOCK" 2>&1)" || { echo "$OUT"; echo "FAIL: the walk-through block failed"; exit 1; }
+for expect in '"code":-32006' 'approved ' '"deleted_value":"staging"' '"code":-32003' 'already consumed (replay)'; do
+  grep -qF "$expect" <<<"$OUT" || { echo "$OUT"; echo "FAIL: the walk-through did not show $expect"; exit 1; }
+done
+rm -f "$BLOCK"
