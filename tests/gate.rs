@@ -326,3 +326,16 @@ fn token_self_service() {
     let groups = call_as(&s, &secret, "list_management_groups", json!({})).json();
     assert_eq!(groups["result"]["structuredContent"]["groups"][0]["id"], "all");
 }
+
+#[test]
+fn audit_rows_survive_shutdown() {
+    let s = start(&[]);
+    let api = reviewer(&s);
+    for i in 0..40 {
+        call_as(&s, &s.token, "set_plugin_config", json!({"plugin": "p", "key": format!("k{i}"), "value": "v"}));
+    }
+    // SIGTERM right away: the writer drains before the process exits.
+    let s = common::start_in(s.stop(), &[]);
+    let rows = s.http("GET", "/api/v1/audit?action=mcp.set_plugin_config&limit=1000", Some(&api), None).json();
+    assert_eq!(rows["entries"].as_array().map(Vec::len), Some(40), "every row of the 40 denied calls is kept");
+}

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::store::tokens_random_hex;
+use crate::store::random_hex;
 
 /// Sessions idle longer than this are forgotten.
 pub const IDLE_MS: i64 = 24 * 3600 * 1000;
@@ -27,7 +27,7 @@ pub struct Sessions {
 
 impl Sessions {
     pub fn create(&self, principal: &str, version: &str, capabilities: Value, now_ms: i64) -> String {
-        let id = format!("tgs-{}", tokens_random_hex::<16>());
+        let id = format!("tgs-{}", random_hex::<16>());
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| now_ms - s.last_seen_ms < IDLE_MS);
         if map.len() >= MAX_SESSIONS {

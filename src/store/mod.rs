@@ -21,7 +21,7 @@ pub use tags::Tag;
 pub use tokens::{Authentication, PrincipalRecord, TOKEN_PREFIX, TokenRecord, hex, random_bytes};
 
 /// `N` random bytes, hex-encoded.
-pub fn tokens_random_hex<const N: usize>() -> String {
+pub fn random_hex<const N: usize>() -> String {
     hex(&random_bytes::<N>())
 }
 
