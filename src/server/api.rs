@@ -33,6 +33,12 @@ fn problem(status: StatusCode, error: &str, message: &str) -> Response {
     reply(status, json!({"error": error, "message": message}))
 }
 
+fn store_fault(e: crate::store::StoreError) -> Response {
+    let mut r = problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &format!("{e}; retry shortly"));
+    r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    r
+}
+
 /// The reviewer: an administrator's tierless credential.
 fn reviewer(state: &AppState, headers: &HeaderMap) -> Result<PrincipalRecord, Response> {
     super::http::check_host_and_origin(state, headers)?;
@@ -68,7 +74,7 @@ fn reviewer(state: &AppState, headers: &HeaderMap) -> Result<PrincipalRecord, Re
             Ok(principal)
         }
         Ok(_) => Err(problem(StatusCode::UNAUTHORIZED, "unauthorized", "the token is unknown, revoked or expired")),
-        Err(e) => Err(problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string())),
+        Err(e) => Err(store_fault(e)),
     }
 }
 
@@ -82,7 +88,7 @@ async fn list(
     }
     match state.store.approvals(q.get("status").map(String::as_str), q.get("submitter").map(String::as_str), 1000) {
         Ok(all) => reply(StatusCode::OK, json!({"approvals": all})),
-        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Err(e) => store_fault(e),
     }
 }
 
@@ -93,7 +99,7 @@ async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(id): 
     match state.store.approval(&id) {
         Ok(Some(a)) => reply(StatusCode::OK, json!(a)),
         Ok(None) => problem(StatusCode::NOT_FOUND, "not_found", &format!("no approval `{id}`")),
-        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Err(e) => store_fault(e),
     }
 }
 
@@ -130,7 +136,7 @@ async fn decide(
             };
             problem(status, "refused", &refusal.to_string())
         }
-        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Err(e) => store_fault(e),
     }
 }
 
@@ -172,6 +178,6 @@ async fn audit(
     };
     match state.store.audit(&filter) {
         Ok(rows) => reply(StatusCode::OK, json!({"entries": rows})),
-        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Err(e) => store_fault(e),
     }
 }
