@@ -26,7 +26,7 @@ fn every_authentication_failure_is_401_with_a_challenge() {
     let id = listing
         .lines()
         .filter(|l| l.contains("readonly"))
-        .last()
+        .next_back()
         .unwrap()
         .split_whitespace()
         .next()

@@ -98,6 +98,24 @@ pub fn field_name(name: &str) -> String {
     out
 }
 
+/// One struct name per tool, unique even when two tool names fold to the same PascalCase.
+pub fn struct_names(tools: &[crate::model::Tool]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    tools
+        .iter()
+        .map(|t| {
+            let base = pascal_case(&t.name);
+            let mut name = base.clone();
+            let mut n = 2;
+            while !taken.insert(name.clone()) {
+                name = format!("{base}{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,22 +140,4 @@ mod tests {
         assert!(matches!(rust_type(&json!({"type": ["string", "null"]})), RustType::Untyped(_)));
         assert_eq!(rust_type(&json!({"type": "object"})), RustType::FreeMap);
     }
-}
-
-/// One struct name per tool, unique even when two tool names fold to the same PascalCase.
-pub fn struct_names(tools: &[crate::model::Tool]) -> Vec<String> {
-    let mut taken = std::collections::HashSet::new();
-    tools
-        .iter()
-        .map(|t| {
-            let base = pascal_case(&t.name);
-            let mut name = base.clone();
-            let mut n = 2;
-            while !taken.insert(name.clone()) {
-                name = format!("{base}{n}");
-                n += 1;
-            }
-            name
-        })
-        .collect()
 }

@@ -103,12 +103,12 @@ pub fn parse(file: &SourceFile) -> Result<(Value, SourceMap), Diagnostic> {
 
 /// serde-saphyr prefixes its messages with "line L column C: "; we print our own position.
 fn strip_location_prefix(message: &str) -> String {
-    if let Some(rest) = message.strip_prefix("line ") {
-        if let Some(i) = rest.find(": ") {
-            let head = &rest[..i];
-            if head.contains(" column ") {
-                return rest[i + 2..].to_string();
-            }
+    if let Some(rest) = message.strip_prefix("line ")
+        && let Some(i) = rest.find(": ")
+    {
+        let head = &rest[..i];
+        if head.contains(" column ") {
+            return rest[i + 2..].to_string();
         }
     }
     message.to_string()

@@ -38,11 +38,11 @@ impl Era {
     }
 
     fn success(&self, id: &Value, state: &AppState, mut result: Value) -> Reply {
-        if self.stateless {
-            if let Some(obj) = result.as_object_mut() {
-                obj.insert("resultType".into(), json!("complete"));
-                obj.insert("_meta".into(), json!({META_SERVER_INFO: state.server_info}));
-            }
+        if self.stateless
+            && let Some(obj) = result.as_object_mut()
+        {
+            obj.insert("resultType".into(), json!("complete"));
+            obj.insert("_meta".into(), json!({META_SERVER_INFO: state.server_info}));
         }
         Reply::json(StatusCode::OK, rpc::result(id, &result))
     }
@@ -152,14 +152,14 @@ async fn call(
             Some(json!({"suggestions": suggestions, "correlation_id": correlation_id})),
         );
     };
-    if era.stateless {
-        if let Err(message) = check_param_headers(state, tool, headers, &arguments) {
-            return Outcome {
-                detail: message.clone(),
-                reply: Reply::error(StatusCode::BAD_REQUEST, id, rpc::HEADER_MISMATCH, &message, None),
-                result: "denied",
-            };
-        }
+    if era.stateless
+        && let Err(message) = check_param_headers(state, tool, headers, &arguments)
+    {
+        return Outcome {
+            detail: message.clone(),
+            reply: Reply::error(StatusCode::BAD_REQUEST, id, rpc::HEADER_MISMATCH, &message, None),
+            result: "denied",
+        };
     }
     if let Some(required) = &state.required_capabilities[tool.index()] {
         let declared = era.client_capabilities.as_ref();
@@ -219,26 +219,23 @@ async fn call(
         approved_by.map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default())).unwrap_or_default();
     match dispatch(tool, &ctx, arguments).await {
         Ok(ToolOutput::Structured(value)) => {
-            if cfg!(debug_assertions) {
-                if let Some(validator) = &state.output_validators[tool.index()] {
-                    if let Some(e) = validator.iter_errors(&value).next() {
-                        let message = format!(
-                            "{name} returned a result that breaks its outputSchema at {}: {e}",
-                            e.instance_path()
-                        );
-                        return Outcome {
-                            detail: message.clone(),
-                            reply: Reply::error(
-                                StatusCode::OK,
-                                id,
-                                rpc::INTERNAL_ERROR,
-                                &message,
-                                Some(json!({"correlation_id": correlation_id})),
-                            ),
-                            result: "failure",
-                        };
-                    }
-                }
+            if cfg!(debug_assertions)
+                && let Some(validator) = &state.output_validators[tool.index()]
+                && let Some(e) = validator.iter_errors(&value).next()
+            {
+                let message =
+                    format!("{name} returned a result that breaks its outputSchema at {}: {e}", e.instance_path());
+                return Outcome {
+                    detail: message.clone(),
+                    reply: Reply::error(
+                        StatusCode::OK,
+                        id,
+                        rpc::INTERNAL_ERROR,
+                        &message,
+                        Some(json!({"correlation_id": correlation_id})),
+                    ),
+                    result: "failure",
+                };
             }
             let text = serde_json::to_string(&value).expect("JSON values serialize");
             Outcome {

@@ -90,16 +90,15 @@ pub(super) fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Re
             ));
         }
     }
-    if state.config.listen.ip().is_loopback() {
-        if let Some(host) = headers.get(header::HOST) {
-            if !host.to_str().is_ok_and(is_loopback_host) {
-                return Err(refuse(
-                    StatusCode::FORBIDDEN,
-                    "forbidden_host",
-                    "the server is bound to loopback; use localhost or 127.0.0.1 in the URL",
-                ));
-            }
-        }
+    if state.config.listen.ip().is_loopback()
+        && let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(is_loopback_host)
+    {
+        return Err(refuse(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "the server is bound to loopback; use localhost or 127.0.0.1 in the URL",
+        ));
     }
     Ok(())
 }
@@ -163,14 +162,14 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, Respons
 
 /// Content-Length present and at most 4 MiB, no chunking, identity encoding.
 fn check_body_headers(headers: &HeaderMap) -> Result<(), Response> {
-    if let Some(encoding) = headers.get(header::CONTENT_ENCODING) {
-        if !encoding.to_str().is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity")) {
-            return Err(refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_encoding",
-                "send the body uncompressed (Content-Encoding: identity)",
-            ));
-        }
+    if let Some(encoding) = headers.get(header::CONTENT_ENCODING)
+        && !encoding.to_str().is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
+    {
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            "send the body uncompressed (Content-Encoding: identity)",
+        ));
     }
     if headers.get(header::TRANSFER_ENCODING).is_some() {
         return Err(refuse(

@@ -30,10 +30,10 @@ impl Sessions {
         let id = format!("tgs-{}", random_hex::<16>());
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, s| now_ms - s.last_seen_ms < IDLE_MS);
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen_ms).map(|(k, _)| k.clone()) {
-                map.remove(&oldest);
-            }
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen_ms).map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
         }
         map.insert(
             id.clone(),

@@ -52,10 +52,10 @@ pub fn start_with_env(data_dir: tempfile::TempDir, extra: &[&str], env: &[(&str,
     let mut token = std::fs::read_to_string(data_dir.path().join("demo-token")).unwrap_or_default();
     let addr = loop {
         let line = lines.next().expect("the server printed its address").unwrap();
-        if let Some(t) = line.split_whitespace().find(|w| w.starts_with("tg_")) {
-            if token.is_empty() {
-                token = t.to_string();
-            }
+        if let Some(t) = line.split_whitespace().find(|w| w.starts_with("tg_"))
+            && token.is_empty()
+        {
+            token = t.to_string();
         }
         if let Some(rest) = line.strip_prefix("toolgate: serving MCP on http://") {
             break rest.split('/').next().unwrap().parse().unwrap();

@@ -109,34 +109,35 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         }
         let description = tool.description.to_lowercase();
         let words: Vec<&str> = description.split(|c: char| !c.is_alphanumeric() && c != '-').collect();
-        if !a.destructiveHint && !a.readOnlyHint {
-            if let Some(word) = DESTRUCTIVE_WORDS.iter().find(|w| words.contains(w)) {
-                out.push(
+        if !a.destructiveHint
+            && !a.readOnlyHint
+            && let Some(word) = DESTRUCTIVE_WORDS.iter().find(|w| words.contains(w))
+        {
+            out.push(
                     inputs.tool_warning(i, "/description", format!("the description says \"{word}\" but destructiveHint is false"))
                         .help("if the tool can destroy or overwrite data, set `destructiveHint: true`; otherwise reword the description"),
                 );
-            }
         }
-        if !a.readOnlyHint {
-            if let Some(phrase) = READ_ONLY_PHRASES.iter().find(|p| description.contains(*p)) {
-                out.push(
-                    inputs
-                        .tool_warning(
-                            i,
-                            "/description",
-                            format!("the description says \"{phrase}\" but the tool is not read-only"),
-                        )
-                        .help("reword the description, or map the tool to a read-class operation"),
-                );
-            }
+        if !a.readOnlyHint
+            && let Some(phrase) = READ_ONLY_PHRASES.iter().find(|p| description.contains(*p))
+        {
+            out.push(
+                inputs
+                    .tool_warning(
+                        i,
+                        "/description",
+                        format!("the description says \"{phrase}\" but the tool is not read-only"),
+                    )
+                    .help("reword the description, or map the tool to a read-class operation"),
+            );
         }
-        if a.readOnlyHint {
-            if let Some(word) = DESTRUCTIVE_WORDS.iter().find(|w| words.contains(w)) {
-                out.push(
+        if a.readOnlyHint
+            && let Some(word) = DESTRUCTIVE_WORDS.iter().find(|w| words.contains(w))
+        {
+            out.push(
                     inputs.tool_warning(i, "/description", format!("the description says \"{word}\" but the tool is read-only"))
                         .help("reword the description (e.g. \"lists\", \"shows\"), or map the tool to a write- or delete-class operation"),
                 );
-            }
         }
     }
     out

@@ -127,29 +127,23 @@ fn rules(
             Err(why) => out
                 .push(inputs.policy_error(&at, why).help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`")),
             Ok(p) => {
-                if let Some(s) = &p.securable {
-                    if !securables.contains(&s.as_str()) {
-                        out.push(
-                            inputs
-                                .policy_error(
-                                    &at,
-                                    format!("rule `{}` names undeclared securable `{s}`", rule.pattern()),
-                                )
-                                .help(did_you_mean(s, securables.iter().copied())),
-                        );
-                    }
+                if let Some(s) = &p.securable
+                    && !securables.contains(&s.as_str())
+                {
+                    out.push(
+                        inputs
+                            .policy_error(&at, format!("rule `{}` names undeclared securable `{s}`", rule.pattern()))
+                            .help(did_you_mean(s, securables.iter().copied())),
+                    );
                 }
-                if let Some(o) = &p.operation {
-                    if !operations.contains(&o.as_str()) {
-                        out.push(
-                            inputs
-                                .policy_error(
-                                    &at,
-                                    format!("rule `{}` names undeclared operation `{o}`", rule.pattern()),
-                                )
-                                .help(did_you_mean(o, operations.iter().copied())),
-                        );
-                    }
+                if let Some(o) = &p.operation
+                    && !operations.contains(&o.as_str())
+                {
+                    out.push(
+                        inputs
+                            .policy_error(&at, format!("rule `{}` names undeclared operation `{o}`", rule.pattern()))
+                            .help(did_you_mean(o, operations.iter().copied())),
+                    );
                 }
             }
         }

@@ -45,19 +45,19 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
 fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>, out: &mut Vec<Diagnostic>) {
     let value = Value::Object(schema.clone());
     let which = &at[1..];
-    if let Some(dialect) = schema.get("$schema") {
-        if dialect.as_str() != Some(DIALECT) {
-            out.push(
-                inputs
-                    .tool_error(
-                        i,
-                        &format!("{at}/$schema"),
-                        format!("{which} declares dialect {dialect}; toolgate serves JSON Schema 2020-12"),
-                    )
-                    .help(format!("remove `$schema` or set it to {DIALECT}")),
-            );
-            return;
-        }
+    if let Some(dialect) = schema.get("$schema")
+        && dialect.as_str() != Some(DIALECT)
+    {
+        out.push(
+            inputs
+                .tool_error(
+                    i,
+                    &format!("{at}/$schema"),
+                    format!("{which} declares dialect {dialect}; toolgate serves JSON Schema 2020-12"),
+                )
+                .help(format!("remove `$schema` or set it to {DIALECT}")),
+        );
+        return;
     }
     let meta_error = jsonschema::draft202012::meta::validate(&value).err();
     if let Some(e) = &meta_error {
