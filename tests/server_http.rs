@@ -151,6 +151,8 @@ fn malformed_json_rpc() {
         (deep.as_str(), -32700),
         (r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, -32600),
         (r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}"#, -32600),
         (r#"{"jsonrpc":"2.0","id":1}"#, -32600),
         ("[]", -32600),
         ("42", -32600),

@@ -96,8 +96,10 @@ fn message(value: Value) -> Result<Message, (Value, FramingError)> {
         return invalid(Value::Null, "a JSON-RPC message is an object");
     };
     let id = obj.remove("id");
+    // MCP ids are strings or integers: never null, never fractional.
+    let valid_id = |v: &Value| v.is_string() || v.as_number().is_some_and(|n| n.is_i64() || n.is_u64());
     let id_for_errors = match &id {
-        Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+        Some(v) if valid_id(v) => v.clone(),
         _ => Value::Null,
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -109,9 +111,7 @@ fn message(value: Value) -> Result<Message, (Value, FramingError)> {
     }
     match (obj.remove("method"), id) {
         (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
-        (Some(Value::String(method)), Some(id @ (Value::String(_) | Value::Number(_)))) => {
-            Ok(Message::Request { id, method, params })
-        }
+        (Some(Value::String(method)), Some(id)) if valid_id(&id) => Ok(Message::Request { id, method, params }),
         (Some(Value::String(_)), Some(_)) => invalid(Value::Null, "`id` must be a string or an integer, never null"),
         (Some(_), _) => invalid(id_for_errors, "`method` must be a string"),
         (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Ok(Message::Response),
@@ -164,6 +164,10 @@ mod tests {
             Ok(Body::Single(Ok(Message::Notification { .. })))
         ));
         assert!(matches!(parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), Ok(Body::Single(Err(_)))));
+        assert!(
+            matches!(parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), Ok(Body::Single(Err(_)))),
+            "ids are integers or strings"
+        );
         assert!(matches!(parse(b"{"), Err(FramingError { code: PARSE_ERROR, .. })));
         let deep = "[".repeat(65) + &"]".repeat(65);
         assert!(matches!(parse(deep.as_bytes()), Err(FramingError { code: PARSE_ERROR, .. })));
