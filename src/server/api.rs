@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,7 +40,18 @@ fn store_fault(e: crate::store::StoreError) -> Response {
     r
 }
 
-/// The reviewer: an administrator's tierless credential.
+/// The caller of this API: a principal allowed to review, holding an administrator's
+/// tierless credential. Every handler here takes one, so none can forget the check.
+struct Reviewer(PrincipalRecord);
+
+impl FromRequestParts<Arc<AppState>> for Reviewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Response> {
+        reviewer(state, &parts.headers).map(Reviewer)
+    }
+}
+
 fn reviewer(state: &AppState, headers: &HeaderMap) -> Result<PrincipalRecord, Response> {
     super::http::check_host_and_origin(state, headers)?;
     let secret = headers
@@ -78,24 +90,14 @@ fn reviewer(state: &AppState, headers: &HeaderMap) -> Result<PrincipalRecord, Re
     }
 }
 
-async fn list(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    if let Err(r) = reviewer(&state, &headers) {
-        return r;
-    }
+async fn list(State(state): State<Arc<AppState>>, _: Reviewer, Query(q): Query<HashMap<String, String>>) -> Response {
     match state.store.approvals(q.get("status").map(String::as_str), q.get("submitter").map(String::as_str), 1000) {
         Ok(all) => reply(StatusCode::OK, json!({"approvals": all})),
         Err(e) => store_fault(e),
     }
 }
 
-async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(r) = reviewer(&state, &headers) {
-        return r;
-    }
+async fn show(State(state): State<Arc<AppState>>, _: Reviewer, Path(id): Path<String>) -> Response {
     match state.store.approval(&id) {
         Ok(Some(a)) => reply(StatusCode::OK, json!(a)),
         Ok(None) => problem(StatusCode::NOT_FOUND, "not_found", &format!("no approval `{id}`")),
@@ -103,25 +105,21 @@ async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(id): 
     }
 }
 
-async fn approve(state: State<Arc<AppState>>, headers: HeaderMap, id: Path<String>, body: Bytes) -> Response {
-    decide(state, headers, id, body, true).await
+async fn approve(state: State<Arc<AppState>>, who: Reviewer, id: Path<String>, body: Bytes) -> Response {
+    decide(state, who, id, body, true).await
 }
 
-async fn reject(state: State<Arc<AppState>>, headers: HeaderMap, id: Path<String>, body: Bytes) -> Response {
-    decide(state, headers, id, body, false).await
+async fn reject(state: State<Arc<AppState>>, who: Reviewer, id: Path<String>, body: Bytes) -> Response {
+    decide(state, who, id, body, false).await
 }
 
 async fn decide(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    Reviewer(who): Reviewer,
     Path(id): Path<String>,
     body: Bytes,
     approve: bool,
 ) -> Response {
-    let who = match reviewer(&state, &headers) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
     let comment = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|v| v.get("comment").and_then(Value::as_str).map(str::to_string));
@@ -140,14 +138,7 @@ async fn decide(
     }
 }
 
-async fn audit(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    if let Err(r) = reviewer(&state, &headers) {
-        return r;
-    }
+async fn audit(State(state): State<Arc<AppState>>, _: Reviewer, Query(q): Query<HashMap<String, String>>) -> Response {
     let int = |key: &str| -> Result<Option<i64>, Response> {
         match q.get(key) {
             None => Ok(None),
