@@ -339,3 +339,32 @@ fn audit_rows_survive_shutdown() {
     let rows = s.http("GET", "/api/v1/audit?action=mcp.set_plugin_config&limit=1000", Some(&api), None).json();
     assert_eq!(rows["entries"].as_array().map(Vec::len), Some(40), "every row of the 40 denied calls is kept");
 }
+
+#[test]
+fn the_approval_api_refuses_clearly() {
+    let s = start(&[]);
+    let api = reviewer(&s);
+    assert_eq!(s.http("GET", "/api/v1/approvals", None, None).status, 401);
+    assert_eq!(s.http("GET", "/api/v1/approvals", Some(&s.token), None).json()["error"], "mcp_token");
+    assert_eq!(s.http("GET", "/api/v1/approvals/0000", Some(&api), None).status, 404);
+    assert_eq!(s.http("POST", "/api/v1/approvals/0000/approve", Some(&api), Some("{}")).status, 404);
+    for query in ["limit=0", "limit=1001", "since=yesterday"] {
+        let r = s.http("GET", &format!("/api/v1/audit?{query}"), Some(&api), None);
+        assert_eq!((r.status, r.json()["error"].as_str()), (400, Some("bad_query")), "{query}");
+    }
+    s.cli(&["principal", "add", "carol", "--role", "Viewer"]);
+    let out = std::process::Command::new(common::bin())
+        .args(["token", "create", "--principal", "carol", "--api", "--data-dir"])
+        .arg(s.data_dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Approval:Write"), "only reviewers get API credentials");
+    let r = common::request_to(
+        s.addr,
+        "GET",
+        "/api/v1/approvals",
+        &[("Authorization", &format!("Bearer {api}")), ("Origin", "https://evil.example.com")],
+        None,
+    );
+    assert_eq!(r.status, 403, "DNS-rebinding protection covers the API too");
+}
