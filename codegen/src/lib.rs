@@ -29,14 +29,25 @@ pub struct Inputs {
 
 /// Loads and checks both files. `Err` carries every error and warning; `Ok` the warnings.
 pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
-    let tools = load::parse_catalogue(&inputs.tools);
+    let (tools, mut tool_shape) = load::parse_catalogue_recovering(&inputs.tools);
     let policy = load::parse_policy(&inputs.policy);
     match (tools, policy) {
-        (Ok(tools), Ok(policy)) => check::run(tools, policy, inputs.handlers_dir.as_deref()),
-        (tools, policy) => {
-            let mut all: Vec<Diagnostic> = tools.err().into_iter().chain(policy.err()).flatten().collect();
-            diag::sort(&mut all);
-            Err(all)
+        (Some(tools), Ok(policy)) if tool_shape.is_empty() => check::run(tools, policy, inputs.handlers_dir.as_deref()),
+        (Some(tools), Ok(policy)) => {
+            // Some entries were set aside: report the rest's errors too, but not warnings
+            // that the missing entries may have caused (e.g. "rule matches no tool").
+            let rest = match check::run(tools, policy, inputs.handlers_dir.as_deref()) {
+                Ok(checked) => checked.warnings,
+                Err(all) => all,
+            };
+            tool_shape.extend(rest.into_iter().filter(Diagnostic::is_error));
+            diag::sort(&mut tool_shape);
+            Err(tool_shape)
+        }
+        (_, policy) => {
+            tool_shape.extend(policy.err().into_iter().flatten());
+            diag::sort(&mut tool_shape);
+            Err(tool_shape)
         }
     }
 }

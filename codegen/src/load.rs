@@ -19,27 +19,80 @@ pub struct Parsed<T> {
     pub json: Value,
     pub map: SourceMap,
     pub file: SourceFile,
+    /// For a catalogue: the YAML index of each model tool (they differ only when broken
+    /// entries were set aside so that the other checks could still run).
+    pub tool_sources: Vec<usize>,
+}
+
+/// Syntax and shape: the JSON, its positions, and every shape problem with the pointer of
+/// the error that raised it.
+fn shape<T: JsonSchema>(
+    file: &SourceFile,
+) -> Result<(Value, SourceMap, Vec<(String, Vec<Diagnostic>)>), Vec<Diagnostic>> {
+    let (json, map) = source::parse(file).map_err(|d| vec![d])?;
+    let schema = schema_of::<T>();
+    let validator = jsonschema::validator_for(&schema).expect("the model's own schema compiles");
+    let problems = validator
+        .iter_errors(&json)
+        .map(|error| {
+            let mut diagnostics = Vec::new();
+            shape_diagnostics(&error, &schema, &json, file, &map, &mut diagnostics);
+            (error.instance_path().as_str().to_string(), diagnostics)
+        })
+        .collect();
+    Ok((json, map, problems))
+}
+
+fn typed<T: DeserializeOwned>(json: &Value, file: &SourceFile, map: &SourceMap) -> Result<T, Vec<Diagnostic>> {
+    serde_json::from_value(json.clone())
+        .map_err(|e| vec![Diagnostic::error(&file.name, map.value(""), format!("cannot read the file: {e}"))])
 }
 
 /// Parses and shape-checks one file.
 pub fn parse<T: JsonSchema + DeserializeOwned>(file: &SourceFile) -> Result<Parsed<T>, Vec<Diagnostic>> {
-    let (json, map) = source::parse(file).map_err(|d| vec![d])?;
-    let schema = schema_of::<T>();
-    let validator = jsonschema::validator_for(&schema).expect("the model's own schema compiles");
-    let mut diagnostics = Vec::new();
-    for error in validator.iter_errors(&json) {
-        shape_diagnostics(&error, &schema, &json, file, &map, &mut diagnostics);
+    let (json, map, problems) = shape::<T>(file)?;
+    if !problems.is_empty() {
+        return Err(problems.into_iter().flat_map(|(_, d)| d).collect());
     }
-    if !diagnostics.is_empty() {
-        return Err(diagnostics);
-    }
-    let model = serde_json::from_value(json.clone())
-        .map_err(|e| vec![Diagnostic::error(&file.name, map.value(""), format!("cannot read the file: {e}"))])?;
-    Ok(Parsed { model, json, map, file: file.clone() })
+    let model = typed(&json, file, &map)?;
+    Ok(Parsed { model, tool_sources: Vec::new(), json, map, file: file.clone() })
 }
 
 pub fn parse_catalogue(file: &SourceFile) -> Result<Parsed<Catalogue>, Vec<Diagnostic>> {
-    parse(file)
+    match parse_catalogue_recovering(file) {
+        (Some(parsed), shape) if shape.is_empty() => Ok(parsed),
+        (_, shape) => Err(shape),
+    }
+}
+
+/// Like [`parse_catalogue`], but when only some tool entries are malformed, returns the others
+/// too, so the cross-file rules can still report on them in the same run.
+pub fn parse_catalogue_recovering(file: &SourceFile) -> (Option<Parsed<Catalogue>>, Vec<Diagnostic>) {
+    let (json, map, problems) = match shape::<Catalogue>(file) {
+        Ok(x) => x,
+        Err(d) => return (None, d),
+    };
+    let broken: Option<std::collections::BTreeSet<usize>> = problems
+        .iter()
+        .map(|(pointer, _)| {
+            pointer.strip_prefix("/tools/").and_then(|r| r.split('/').next()).and_then(|i| i.parse().ok())
+        })
+        .collect();
+    let diagnostics: Vec<Diagnostic> = problems.into_iter().flat_map(|(_, d)| d).collect();
+    // A problem outside a tool entry (e.g. no `tools` list): nothing to recover.
+    let Some(broken) = broken else { return (None, diagnostics) };
+    let entries = json.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
+    let (kept, tool_sources): (Vec<Value>, Vec<usize>) =
+        entries.into_iter().enumerate().filter(|(i, _)| !broken.contains(i)).map(|(i, t)| (t, i)).unzip();
+    let mut recovered = json.clone();
+    recovered["tools"] = Value::Array(kept);
+    match typed(&recovered, file, &map) {
+        Ok(model) => (Some(Parsed { model, tool_sources, json, map, file: file.clone() }), diagnostics),
+        Err(mut d) => {
+            d.extend(diagnostics);
+            (None, d)
+        }
+    }
 }
 
 pub fn parse_policy(file: &SourceFile) -> Result<Parsed<Policy>, Vec<Diagnostic>> {

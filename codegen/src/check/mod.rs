@@ -34,12 +34,17 @@ impl Inputs<'_> {
     }
 
     /// The position of `/tools/<index><sub>`: its key when `sub` names one, else the entry.
+    /// Where tool `index` of the model sits in the YAML (entries set aside shift the rest).
+    fn source_index(&self, index: usize) -> usize {
+        self.tools.tool_sources.get(index).copied().unwrap_or(index)
+    }
+
     pub fn tool_pos(&self, index: usize, sub: &str) -> Pos {
-        self.tools.map.key(&format!("/tools/{index}{sub}"))
+        self.tools.map.key(&format!("/tools/{}{sub}", self.source_index(index)))
     }
 
     pub fn tool_value_pos(&self, index: usize, sub: &str) -> Pos {
-        self.tools.map.value(&format!("/tools/{index}{sub}"))
+        self.tools.map.value(&format!("/tools/{}{sub}", self.source_index(index)))
     }
 
     pub fn tool_error(&self, index: usize, sub: &str, message: impl Into<String>) -> Diagnostic {
