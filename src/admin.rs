@@ -52,7 +52,7 @@ pub fn token_create(
 ) -> Result<String> {
     if let Some(tier) = tier.filter(|t| Tier::from_name(t).is_none()) {
         let known: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
-        bail!("no tier `{tier}`; {}", toolgate_codegen::diag::did_you_mean(tier, known.iter().copied()));
+        bail!("no tier `{tier}`; {}", toolgate_policy::did_you_mean(tier, known.iter().copied()));
     }
     let seconds = parse_duration(expires_in)?;
     if seconds > MAX_TOKEN_DAYS * 86_400 {
@@ -62,7 +62,7 @@ pub fn token_create(
         let known: Vec<String> = store.principals()?.into_iter().map(|p| p.name).collect();
         bail!(
             "no principal `{principal}`; {}",
-            toolgate_codegen::diag::did_you_mean(principal, known.iter().map(String::as_str))
+            toolgate_policy::did_you_mean(principal, known.iter().map(String::as_str))
         );
     };
     if tier.is_none() && !crate::gate::rbac::permits(&p.roles, "Approval", "Write") {
@@ -120,10 +120,7 @@ pub fn principal_add(store: &Store, name: &str, roles: &[String]) -> Result<Stri
     let known: Vec<&str> = crate::registry::ROLES.iter().map(|r| r.name).collect();
     for role in roles {
         if !known.contains(&role.as_str()) {
-            bail!(
-                "no role `{role}` in policy.yaml; {}",
-                toolgate_codegen::diag::did_you_mean(role, known.iter().copied())
-            );
+            bail!("no role `{role}` in policy.yaml; {}", toolgate_policy::did_you_mean(role, known.iter().copied()));
         }
     }
     let existed = store.principal(name)?.is_some();

@@ -1,8 +1,7 @@
 //! The types the generated registry is made of. The values live in `registry` (generated).
 
-// The build-time types are the runtime's too: one definition each.
-pub use toolgate_codegen::model::OperationClass;
-pub use toolgate_codegen::policy::Decision;
+// Policy is evaluated by one crate at build time and at run time.
+pub use toolgate_policy::{Decision, OperationClass, Pattern, RoleGrants, TierRules};
 
 /// The four MCP hints, always explicit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,34 +40,4 @@ pub struct ToolMeta {
     /// The CallToolResult of a `builtin::static` tool.
     pub static_result: Option<&'static str>,
     pub approval_gated: bool,
-}
-
-/// `Securable:Operation` with `None` for `*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pattern {
-    pub securable: Option<&'static str>,
-    pub operation: Option<&'static str>,
-}
-
-impl Pattern {
-    pub fn matches(&self, securable: &str, operation: &str) -> bool {
-        self.securable.is_none_or(|s| s == securable) && self.operation.is_none_or(|o| o == operation)
-    }
-
-    pub fn text(&self) -> String {
-        format!("{}:{}", self.securable.unwrap_or("*"), self.operation.unwrap_or("*"))
-    }
-}
-
-#[derive(Debug)]
-pub struct TierRules {
-    pub name: &'static str,
-    pub allow: &'static [Pattern],
-    pub approval: &'static [Pattern],
-}
-
-#[derive(Debug)]
-pub struct RoleGrants {
-    pub name: &'static str,
-    pub grants: &'static [Pattern],
 }

@@ -145,25 +145,7 @@ pub struct Policy {
     pub roles: Vec<RoleDef>,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum OperationClass {
-    Read,
-    Write,
-    Delete,
-    Execute,
-}
-
-impl OperationClass {
-    pub fn label(self) -> &'static str {
-        match self {
-            OperationClass::Read => "read",
-            OperationClass::Write => "write",
-            OperationClass::Delete => "delete",
-            OperationClass::Execute => "execute",
-        }
-    }
-}
+pub use toolgate_policy::OperationClass;
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

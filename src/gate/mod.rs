@@ -12,7 +12,7 @@ use crate::catalogue::Decision;
 use crate::registry::{Tier, ToolId};
 use crate::server::jsonrpc::{PERMISSION_DENIED, TIER_DENIED};
 
-pub use toolgate_codegen::check::APPROVAL_ID;
+pub use toolgate_policy::APPROVAL_ID;
 
 /// Retrying an approval-required call helps once a human had time to decide.
 pub const RETRY_AFTER_APPROVAL_MS: u64 = 30_000;

@@ -3,8 +3,5 @@
 use crate::registry::ROLES;
 
 pub fn permits(roles: &[String], securable: &str, operation: &str) -> bool {
-    ROLES
-        .iter()
-        .filter(|r| roles.iter().any(|mine| mine == r.name))
-        .any(|r| r.grants.iter().any(|p| p.matches(securable, operation)))
+    toolgate_policy::permits(&ROLES, roles, securable, operation)
 }

@@ -14,16 +14,5 @@ pub fn decision_for_tool(tier: Option<Tier>, tool: ToolId) -> Decision {
 
 /// Evaluates the tier's rules for any `securable:operation` pair.
 pub fn decide(tier: Option<Tier>, securable: &str, operation: &str) -> Decision {
-    let Some(tier) = tier else {
-        return Decision::Deny;
-    };
-    let rules = &TIER_RULES[tier.index()];
-    if !rules.allow.iter().any(|p| p.matches(securable, operation)) {
-        return Decision::Deny;
-    }
-    if rules.approval.iter().any(|p| p.matches(securable, operation)) {
-        Decision::ApprovalRequired
-    } else {
-        Decision::Allow
-    }
+    tier.map_or(Decision::Deny, |t| TIER_RULES[t.index()].decide(securable, operation))
 }

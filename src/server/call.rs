@@ -296,7 +296,7 @@ fn unknown_tool(state: &AppState, caller: &Caller, name: &str) -> (String, Vec<S
         .map(|t| t.meta().name)
         .collect();
     let suggestions: Vec<String> =
-        toolgate_codegen::diag::closest(name, visible.iter().copied()).into_iter().map(str::to_string).collect();
+        toolgate_policy::closest(name, visible.iter().copied()).into_iter().map(str::to_string).collect();
     let hint = match suggestions.first() {
         Some(s) => format!("; did you mean `{s}`?"),
         None => "; tools/list shows the tools this token may call".into(),

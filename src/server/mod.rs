@@ -187,8 +187,11 @@ pub async fn serve(config: Config) -> Result<()> {
     let store = bootstrap(&config, local, &clock)?;
     let (audit, writer) = crate::audit::Audit::start(store.clone());
     let state = Arc::new(AppState::new(config, store, clock, audit)?);
+    // Installed before the address is announced: a SIGTERM right after it must still drain.
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
-    let served = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal()).await;
+    let served = axum::serve(listener, http::router(state)).with_graceful_shutdown(shutdown_signal(terminate)).await;
     // Every connection has finished and dropped its state: the writer drains and ends.
     if tokio::time::timeout(std::time::Duration::from_secs(30), writer).await.is_err() {
         tracing::error!("the audit writer did not drain within 30 s");
@@ -198,17 +201,6 @@ pub async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
+    tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = terminate.recv() => {} }
 }

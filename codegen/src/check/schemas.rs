@@ -8,7 +8,7 @@ use crate::args::{self, RustType};
 use crate::diag::Diagnostic;
 
 /// The argument a caller passes back to redeem a human's approval.
-pub const APPROVAL_ID: &str = "approval_id";
+pub use toolgate_policy::APPROVAL_ID;
 const JSON_TYPES: &[&str] = &["string", "integer", "number", "boolean", "object", "array", "null"];
 const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 

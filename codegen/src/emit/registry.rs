@@ -14,12 +14,7 @@ pub fn ident(name: &str) -> Ident {
 }
 
 fn class_tokens(class: OperationClass) -> TokenStream {
-    let v = ident(match class {
-        OperationClass::Read => "Read",
-        OperationClass::Write => "Write",
-        OperationClass::Delete => "Delete",
-        OperationClass::Execute => "Execute",
-    });
+    let v = ident(class.variant());
     quote!(OperationClass::#v)
 }
 
@@ -93,11 +88,11 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
 
     let tier_names: Vec<&str> = policy.tiers.iter().map(|t| t.name.as_str()).collect();
     let tier_variants: Vec<Ident> = tier_names.iter().map(|n| ident(&crate::args::pascal_case(n))).collect();
-    let tier_rules = policy.tiers.iter().map(|t| {
+    let tier_rules = policy.tiers.iter().enumerate().map(|(index, t)| {
         let name = &t.name;
         let allow = patterns(t.allow.iter().map(Rule::pattern));
         let approval = patterns(t.approval.iter().map(Rule::pattern));
-        quote!(TierRules { name: #name, allow: #allow, approval: #approval })
+        quote!(TierRules { name: #name, index: #index, allow: #allow, approval: #approval })
     });
     let roles = policy.roles.iter().map(|r| {
         let name = &r.name;

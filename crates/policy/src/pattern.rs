@@ -1,0 +1,199 @@
+//! `Securable:Operation` patterns and what a tier or a role makes of a pair.
+
+use serde::{Deserialize, Serialize};
+
+/// `Securable:Operation` where `None` stands for `*`. `S` is `String` when parsed from YAML
+/// (the generator) and `&'static str` in the tables the generator emits (the server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pattern<S = &'static str> {
+    pub securable: Option<S>,
+    pub operation: Option<S>,
+}
+
+impl Pattern<String> {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let Some((s, o)) = text.split_once(':') else {
+            return Err(format!("`{text}` is not a `Securable:Operation` pattern"));
+        };
+        let side = |part: &str, what: &str| -> Result<Option<String>, String> {
+            let part = part.trim();
+            if part == "*" {
+                Ok(None)
+            } else if part.is_empty() {
+                Err(format!("`{text}` has an empty {what}"))
+            } else if part.contains('*') {
+                Err(format!("`{text}`: `*` stands for a whole {what}, not part of one"))
+            } else if part.contains(':') {
+                Err(format!("`{text}` has more than one `:`"))
+            } else {
+                Ok(Some(part.to_string()))
+            }
+        };
+        Ok(Self { securable: side(s, "securable")?, operation: side(o, "operation")? })
+    }
+}
+
+impl<S: AsRef<str>> Pattern<S> {
+    pub fn matches(&self, securable: &str, operation: &str) -> bool {
+        self.securable.as_ref().is_none_or(|s| s.as_ref() == securable)
+            && self.operation.as_ref().is_none_or(|o| o.as_ref() == operation)
+    }
+
+    pub fn text(&self) -> String {
+        let side = |s: &Option<S>| s.as_ref().map_or("*".to_string(), |s| s.as_ref().to_string());
+        format!("{}:{}", side(&self.securable), side(&self.operation))
+    }
+}
+
+/// What a tier makes of a pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Decision {
+    Allow,
+    ApprovalRequired,
+    Deny,
+}
+
+impl Decision {
+    pub fn label(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::ApprovalRequired => "approval",
+            Decision::Deny => "deny",
+        }
+    }
+
+    /// The variant's name, as generated code spells it.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Decision::Allow => "Allow",
+            Decision::ApprovalRequired => "ApprovalRequired",
+            Decision::Deny => "Deny",
+        }
+    }
+}
+
+// Every operation has a class; the class fixes a tool's hints. (A plain comment: a doc
+// comment would become a description in the committed editor schema.)
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum OperationClass {
+    Read,
+    Write,
+    Delete,
+    Execute,
+}
+
+impl OperationClass {
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationClass::Read => "read",
+            OperationClass::Write => "write",
+            OperationClass::Delete => "delete",
+            OperationClass::Execute => "execute",
+        }
+    }
+
+    /// The variant's name, as generated code spells it.
+    pub fn variant(self) -> &'static str {
+        match self {
+            OperationClass::Read => "Read",
+            OperationClass::Write => "Write",
+            OperationClass::Delete => "Delete",
+            OperationClass::Execute => "Execute",
+        }
+    }
+}
+
+/// A decision and the rules that made it: indexes into the `allow` and `approval` lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// The first `allow` rule that matched.
+    pub allowed_by: Option<usize>,
+    /// The first `approval` rule that matched (only when allowed).
+    pub approval_by: Option<usize>,
+}
+
+/// A tier's decision for `securable:operation`: denied unless an `allow` rule matches; then
+/// approval-gated when an `approval` rule matches too.
+pub fn evaluate<S: AsRef<str>>(
+    allow: &[Pattern<S>],
+    approval: &[Pattern<S>],
+    securable: &str,
+    operation: &str,
+) -> Verdict {
+    let first = |rules: &[Pattern<S>]| rules.iter().position(|p| p.matches(securable, operation));
+    let Some(allowed_by) = first(allow) else {
+        return Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None };
+    };
+    let approval_by = first(approval);
+    Verdict {
+        decision: if approval_by.is_some() { Decision::ApprovalRequired } else { Decision::Allow },
+        allowed_by: Some(allowed_by),
+        approval_by,
+    }
+}
+
+/// One tier's rules, as the generator emits them.
+#[derive(Debug)]
+pub struct TierRules {
+    pub name: &'static str,
+    /// Its position in policy.yaml: the column of the decision matrix.
+    pub index: usize,
+    pub allow: &'static [Pattern],
+    pub approval: &'static [Pattern],
+}
+
+impl TierRules {
+    pub fn decide(&self, securable: &str, operation: &str) -> Decision {
+        evaluate(self.allow, self.approval, securable, operation).decision
+    }
+}
+
+/// One role's grants, its `includes` already followed.
+#[derive(Debug)]
+pub struct RoleGrants {
+    pub name: &'static str,
+    pub grants: &'static [Pattern],
+}
+
+/// RBAC: `mine` (a principal's role names) may use `securable:operation` when one of them
+/// grants it. Role names that `roles` does not declare grant nothing.
+pub fn permits(roles: &[RoleGrants], mine: &[String], securable: &str, operation: &str) -> bool {
+    roles
+        .iter()
+        .filter(|r| mine.iter().any(|m| m == r.name))
+        .any(|r| r.grants.iter().any(|p| p.matches(securable, operation)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        let p = Pattern::parse("*:Read").unwrap();
+        assert!(p.matches("Tag", "Read"));
+        assert!(!p.matches("Tag", "Write"));
+        assert_eq!(p.text(), "*:Read");
+        assert!(Pattern::parse("Tag*:Read").is_err());
+        assert!(Pattern::parse("TagRead").is_err());
+        assert!(Pattern::parse("Tag:").is_err());
+    }
+
+    #[test]
+    fn tier_and_role_evaluation() {
+        static ALL: [Pattern; 1] = [Pattern { securable: None, operation: None }];
+        static DELETE: [Pattern; 1] = [Pattern { securable: None, operation: Some("Delete") }];
+        let tier = TierRules { name: "supervised", index: 0, allow: &ALL, approval: &DELETE };
+        assert_eq!(tier.decide("Tag", "Delete"), Decision::ApprovalRequired);
+        assert_eq!(tier.decide("Tag", "Read"), Decision::Allow);
+        let verdict = evaluate(&DELETE, &[], "Tag", "Read");
+        assert_eq!(verdict, Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None });
+        let roles = [RoleGrants { name: "Deleter", grants: &DELETE }];
+        assert!(permits(&roles, &["Deleter".into()], "Tag", "Delete"));
+        assert!(!permits(&roles, &["Deleter".into()], "Tag", "Read"));
+        assert!(!permits(&roles, &["Nobody".into()], "Tag", "Delete"));
+    }
+}
