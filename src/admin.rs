@@ -65,8 +65,8 @@ pub fn token_create(
             toolgate_policy::did_you_mean(principal, known.iter().map(String::as_str))
         );
     };
-    if tier.is_none() && !crate::gate::rbac::permits(&p.roles, "Approval", "Write") {
-        bail!("an API credential is for reviewers: `{principal}`'s roles do not grant Approval:Write");
+    if tier.is_none() && !crate::gate::rbac::permits_pair(&p.roles, crate::registry::REVIEWER_PERMISSION) {
+        bail!("an API credential is for reviewers: `{principal}`'s roles do not grant {}", crate::registry::REVIEWER_PERMISSION);
     }
     let now = Clock::default().now_secs();
     let (record, secret) = store.create_token(principal, tier, name, now, now + seconds)?;
@@ -213,8 +213,8 @@ pub fn approvals_decide(
     let Some(p) = store.principal(reviewer)? else {
         bail!("no principal `{reviewer}` (`toolgate principal list` shows them)");
     };
-    if !crate::gate::rbac::permits(&p.roles, "Approval", "Write") {
-        bail!("`{reviewer}`'s roles do not grant Approval:Write, so they cannot review");
+    if !crate::gate::rbac::permits_pair(&p.roles, crate::registry::REVIEWER_PERMISSION) {
+        bail!("`{reviewer}`'s roles do not grant {}, so they cannot review", crate::registry::REVIEWER_PERMISSION);
     }
     let record = |e: AuditEntry| {
         if let Err(err) = store.append_audit(std::slice::from_ref(&e)) {

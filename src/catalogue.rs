@@ -1,7 +1,7 @@
 //! The types the generated registry is made of. The values live in `registry` (generated).
 
 // Policy is evaluated by one crate at build time and at run time.
-pub use toolgate_policy::{Decision, OperationClass, Pattern, RoleGrants, TierRules};
+pub use toolgate_policy::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 
 /// The four MCP hints, always explicit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -143,6 +143,23 @@ pub struct Policy {
     pub tiers: Vec<TierDef>,
     /// RBAC roles: sets of `Securable:Operation` permissions.
     pub roles: Vec<RoleDef>,
+    /// The names the server itself relies on; the build checks each one against the above.
+    pub server: ServerNames,
+}
+
+/// What the server's own code needs to know by name, declared here rather than in Rust.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerNames {
+    /// The role of the principal `admin` that the first start creates.
+    pub first_start_role: String,
+    /// The tier of the demo token the first start prints.
+    pub demo_token_tier: String,
+    /// The permission (`Securable:Operation`, no `*`) a person needs to decide approvals and
+    /// to hold an administrator API credential.
+    pub reviewer_permission: String,
+    /// The permission that lets a principal revoke other principals' API tokens.
+    pub principal_admin_permission: String,
 }
 
 pub use toolgate_policy::OperationClass;

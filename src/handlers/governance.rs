@@ -14,8 +14,9 @@ const NON_INTERACTIVE: &str = "approver_assurance_required:non_interactive_sessi
 /// The longest a token minted over MCP may live, as on the console.
 const MAX_TOKEN_SECS: i64 = crate::admin::MAX_TOKEN_DAYS * 86_400;
 
-fn is_administrator(ctx: &ToolContext) -> bool {
-    ctx.principal.roles.iter().any(|r| r == "Administrator")
+/// Whether the caller may act on other principals' tokens (policy.yaml `server`).
+fn is_principal_admin(ctx: &ToolContext) -> bool {
+    rbac::permits_pair(&ctx.principal.roles, crate::registry::PRINCIPAL_ADMIN_PERMISSION)
 }
 
 pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingApprovals) -> ToolResult {
@@ -87,10 +88,10 @@ pub async fn create_api_token(ctx: &ToolContext, args: args::CreateApiToken) -> 
         "note": "the secret is shown only now"})))
 }
 
-/// The caller's own token, or (for administrators) anyone's.
+/// The caller's own token, or (for a principal administrator) anyone's.
 fn owned_token(ctx: &ToolContext, id: &str, others_allowed: bool) -> Result<TokenRecord, ToolError> {
     match ctx.store.token(id)? {
-        Some(t) if t.principal == ctx.principal.name || (others_allowed && is_administrator(ctx)) => Ok(t),
+        Some(t) if t.principal == ctx.principal.name || (others_allowed && is_principal_admin(ctx)) => Ok(t),
         _ => Err(ToolError::NotFound(format!("you have no token `{id}` (list_api_tokens shows yours)"))),
     }
 }

@@ -76,11 +76,11 @@ fn reviewer(state: &AppState, headers: &HeaderMap) -> Result<PrincipalRecord, Re
                     "MCP tokens can never approve: use an administrator API token (toolgate token create --principal P --api)",
                 ));
             }
-            if !crate::gate::rbac::permits(&principal.roles, "Approval", "Write") {
+            if !crate::gate::rbac::permits_pair(&principal.roles, crate::registry::REVIEWER_PERMISSION) {
                 return Err(problem(
                     StatusCode::FORBIDDEN,
                     "not_a_reviewer",
-                    "this principal's roles do not grant Approval:Write",
+                    &format!("this principal's roles do not grant {}", crate::registry::REVIEWER_PERMISSION),
                 ));
             }
             Ok(principal)

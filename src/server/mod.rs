@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Context, Result};
 
 use crate::clock::Clock;
-use crate::registry::{TIER_COUNT, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
+use crate::registry::{DEMO_TOKEN_TIER, FIRST_START_ROLE, TIER_COUNT, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
 use crate::store::Store;
 
 /// The handshake-era revisions, oldest first; the last is answered when a client asks for
@@ -152,18 +152,19 @@ pub fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Result<St
     let store = Store::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
     if store.principal_count()? == 0 {
         let now = clock.now_secs();
-        store.put_principal("admin", &["Administrator".to_string()], now)?;
+        store.put_principal("admin", &[FIRST_START_ROLE.to_string()], now)?;
         let expires = now + 30 * 24 * 3600;
-        let (record, secret) = store.create_token("admin", Some("operator"), "demo", now, expires)?;
+        let (record, secret) = store.create_token("admin", Some(DEMO_TOKEN_TIER.name()), "demo", now, expires)?;
         let url = format!("http://{local}/mcp");
         let snippet = serde_json::json!({"mcpServers": {"toolgate": {
             "command": "npx",
             "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
         }}});
-        println!("toolgate: first start: created {} and the principal `admin` (Administrator).", path.display());
+        println!("toolgate: first start: created {} and the principal `admin` ({FIRST_START_ROLE}).", path.display());
         println!(
-            "Demo token {} (operator tier, expires in 30 days), shown only this once:\n\n    {secret}\n",
-            record.id
+            "Demo token {} ({} tier, expires in 30 days), shown only this once:\n\n    {secret}\n",
+            record.id,
+            DEMO_TOKEN_TIER.name()
         );
         println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
         println!(

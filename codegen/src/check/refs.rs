@@ -79,7 +79,65 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             }
         }
     }
+    server_names(inputs, &securables, &operations, &mut out);
     out
+}
+
+/// policy.yaml `server`: each name exists, each permission is one concrete pair, and the
+/// first-start principal can do what only it can do on a fresh install (review, manage).
+fn server_names(inputs: &Inputs, securables: &[&str], operations: &[&str], out: &mut Vec<Diagnostic>) {
+    let policy = &inputs.policy.model;
+    let names = &policy.server;
+    let roles: Vec<&str> = policy.roles.iter().map(|r| r.name.as_str()).collect();
+    let tiers: Vec<&str> = policy.tiers.iter().map(|t| t.name.as_str()).collect();
+    let known_role = roles.contains(&names.first_start_role.as_str());
+    if !known_role {
+        out.push(
+            inputs
+                .policy_error("/server/first_start_role", format!("role `{}` is not declared", names.first_start_role))
+                .help(did_you_mean(&names.first_start_role, roles.iter().copied())),
+        );
+    }
+    if !tiers.contains(&names.demo_token_tier.as_str()) {
+        out.push(
+            inputs
+                .policy_error("/server/demo_token_tier", format!("tier `{}` is not declared", names.demo_token_tier))
+                .help(did_you_mean(&names.demo_token_tier, tiers.iter().copied())),
+        );
+    }
+    for (key, text) in
+        [("reviewer_permission", &names.reviewer_permission), ("principal_admin_permission", &names.principal_admin_permission)]
+    {
+        let at = format!("/server/{key}");
+        let before = out.len();
+        match Pattern::parse(text) {
+            Ok(p) if p.securable.is_some() && p.operation.is_some() => {
+                pattern(inputs, &at, text, securables, operations, out)
+            }
+            _ => out.push(
+                inputs
+                    .policy_error(&at, format!("`{text}` must be one `Securable:Operation` pair, without `*`"))
+                    .help("e.g. `Approval:Write`"),
+            ),
+        }
+        if known_role && out.len() == before {
+            let role = policy.roles.iter().find(|r| r.name == names.first_start_role).expect("checked above");
+            let granted = crate::policy::role_grants(policy, role)
+                .iter()
+                .filter_map(|g| Pattern::parse(g).ok())
+                .any(|g| text.split_once(':').is_some_and(|(s, o)| g.matches(s, o)));
+            if !granted {
+                out.push(
+                    inputs
+                        .policy_error(
+                            &at,
+                            format!("the first-start role `{}` does not grant `{text}`", names.first_start_role),
+                        )
+                        .help("on a fresh install nobody else could; grant it to that role or pick another role"),
+                );
+            }
+        }
+    }
 }
 
 fn reaches(inputs: &Inputs, from: &str, target: &str) -> bool {
@@ -123,28 +181,34 @@ fn rules(
             Rule::Plain(_) => format!("{pointer}/{k}"),
             Rule::Expected { .. } => format!("{pointer}/{k}/pair"),
         };
-        match Pattern::parse(rule.pattern()) {
-            Err(why) => out
-                .push(inputs.policy_error(&at, why).help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`")),
-            Ok(p) => {
-                if let Some(s) = &p.securable
-                    && !securables.contains(&s.as_str())
-                {
-                    out.push(
-                        inputs
-                            .policy_error(&at, format!("rule `{}` names undeclared securable `{s}`", rule.pattern()))
-                            .help(did_you_mean(s, securables.iter().copied())),
-                    );
-                }
-                if let Some(o) = &p.operation
-                    && !operations.contains(&o.as_str())
-                {
-                    out.push(
-                        inputs
-                            .policy_error(&at, format!("rule `{}` names undeclared operation `{o}`", rule.pattern()))
-                            .help(did_you_mean(o, operations.iter().copied())),
-                    );
-                }
+        pattern(inputs, &at, rule.pattern(), securables, operations, out);
+    }
+}
+
+/// One `Securable:Operation` pattern at `at`: it parses and names declared sides.
+fn pattern(inputs: &Inputs, at: &str, text: &str, securables: &[&str], operations: &[&str], out: &mut Vec<Diagnostic>) {
+    match Pattern::parse(text) {
+        Err(why) => {
+            out.push(inputs.policy_error(at, why).help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`"))
+        }
+        Ok(p) => {
+            if let Some(s) = &p.securable
+                && !securables.contains(&s.as_str())
+            {
+                out.push(
+                    inputs
+                        .policy_error(at, format!("rule `{text}` names undeclared securable `{s}`"))
+                        .help(did_you_mean(s, securables.iter().copied())),
+                );
+            }
+            if let Some(o) = &p.operation
+                && !operations.contains(&o.as_str())
+            {
+                out.push(
+                    inputs
+                        .policy_error(at, format!("rule `{text}` names undeclared operation `{o}`"))
+                        .help(did_you_mean(o, operations.iter().copied())),
+                );
             }
         }
     }

@@ -120,10 +120,19 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         quote!(include_str!(concat!(env!("OUT_DIR"), #file)))
     });
     let (tools_path, policy_path) = (&paths.tools, &paths.policy);
+    let names = &policy.server;
+    let first_start_role = &names.first_start_role;
+    let demo_tier = ident(&crate::args::pascal_case(&names.demo_token_tier));
+    let permission = |text: &str| {
+        let (securable, operation) = text.split_once(':').expect("checked: one concrete pair");
+        quote!(Permission { securable: #securable, operation: #operation })
+    };
+    let reviewer = permission(&names.reviewer_permission);
+    let principal_admin = permission(&names.principal_admin_permission);
 
     quote! {
         #[allow(unused_imports)]
-        use crate::catalogue::{Annotations, Decision, HintOverride, OperationClass, Pattern, RoleGrants, TierRules, ToolMeta};
+        use crate::catalogue::{Annotations, Decision, HintOverride, OperationClass, Pattern, Permission, RoleGrants, TierRules, ToolMeta};
 
         /// Every tool in tools.yaml, in its order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -197,6 +206,15 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
 
         /// The policy matrix as Markdown (docs/policy-matrix.md is checked against it).
         pub static POLICY_MATRIX_MD: &str = include_str!(concat!(env!("OUT_DIR"), "/policy-matrix.md"));
+
+        /// policy.yaml `server`: the role of the principal created on first start.
+        pub const FIRST_START_ROLE: &str = #first_start_role;
+        /// policy.yaml `server`: the tier of the demo token printed on first start.
+        pub const DEMO_TOKEN_TIER: Tier = Tier::#demo_tier;
+        /// policy.yaml `server`: deciding approvals, holding an administrator API credential.
+        pub const REVIEWER_PERMISSION: Permission = #reviewer;
+        /// policy.yaml `server`: revoking other principals' API tokens.
+        pub const PRINCIPAL_ADMIN_PERMISSION: Permission = #principal_admin;
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
         pub static TOOLS_YAML: &str = include_str!(#tools_path);

@@ -6,7 +6,9 @@ mod names;
 mod pattern;
 
 pub use names::{closest, did_you_mean};
-pub use pattern::{Decision, OperationClass, Pattern, RoleGrants, TierRules, Verdict, evaluate, permits};
+pub use pattern::{
+    Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules, Verdict, evaluate, permits, permits_pair,
+};
 
 /// The argument the generator adds to every approval-gated tool's published inputSchema: the
 /// recall names its approved ticket with it. The gate takes it out before the handler runs.

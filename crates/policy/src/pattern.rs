@@ -45,6 +45,19 @@ impl<S: AsRef<str>> Pattern<S> {
     }
 }
 
+/// One concrete `Securable:Operation` pair the server's own code checks (policy.yaml `server`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permission {
+    pub securable: &'static str,
+    pub operation: &'static str,
+}
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.securable, self.operation)
+    }
+}
+
 /// What a tier makes of a pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Decision {
@@ -165,6 +178,11 @@ pub fn permits(roles: &[RoleGrants], mine: &[String], securable: &str, operation
         .iter()
         .filter(|r| mine.iter().any(|m| m == r.name))
         .any(|r| r.grants.iter().any(|p| p.matches(securable, operation)))
+}
+
+/// [`permits`] for one concrete pair.
+pub fn permits_pair(roles: &[RoleGrants], mine: &[String], permission: Permission) -> bool {
+    permits(roles, mine, permission.securable, permission.operation)
 }
 
 #[cfg(test)]
