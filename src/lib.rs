@@ -1,13 +1,14 @@
 //! toolgate: an MCP server whose tool surface is compiled from tools.yaml and policy.yaml.
+//!
+//! One request, from the wire to a handler and back: [`http`] (axum: Host/Origin, body
+//! limits, authentication) → [`mcp`] (JSON-RPC, the two protocol eras, the method router) →
+//! the gate (`toolgate-gate`: kill switch, tier, RBAC, arguments, approval) → [`registry`]'s
+//! generated dispatch → a handler in [`handlers`], which reaches the store through
+//! [`services`]. Every outcome is audited. [`cli`] holds the console commands.
 
-pub mod admin;
-pub mod audit;
-pub mod catalogue;
 pub mod cli;
-pub mod clock;
-pub mod gate;
 pub mod handlers;
+pub mod http;
+pub mod mcp;
 pub mod registry;
-pub mod server;
-pub mod store;
-pub mod tool;
+pub mod services;

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{self, CatalogueFiles};
+use toolgate::cli::{CatalogueFiles, author, console};
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
 #[derive(Parser)]
@@ -169,61 +169,68 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Serve { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable } => {
-            init_logging();
-            let config =
-                toolgate::server::Config { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable };
-            match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt.block_on(toolgate::server::serve(config)).map(|_| ExitCode::SUCCESS),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Command::Principal { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
-            let text = match command {
-                PrincipalCommand::Add { name, roles } => toolgate::admin::principal_add(&store, &name, &roles),
-                PrincipalCommand::List => toolgate::admin::principal_list(&store),
-                PrincipalCommand::Remove { name } => toolgate::admin::principal_remove(&store, &name),
-            }?;
-            Ok(print_out(&text))
-        }),
-        Command::Approvals { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
-            use toolgate::admin::{approvals_decide, approvals_list, approvals_show};
-            let text = match command {
-                ApprovalsCommand::List { status } => approvals_list(&store, status.as_deref()),
-                ApprovalsCommand::Show { id } => approvals_show(&store, &id),
-                ApprovalsCommand::Approve { id, reviewer, comment } => {
-                    approvals_decide(&store, &id, &reviewer, true, comment.as_deref())
-                }
-                ApprovalsCommand::Reject { id, reviewer, comment } => {
-                    approvals_decide(&store, &id, &reviewer, false, comment.as_deref())
-                }
-            }?;
-            Ok(print_out(&text))
-        }),
-        Command::Token { data_dir, command } => toolgate::admin::open(&data_dir).and_then(|store| {
-            let text = match command {
-                TokenCommand::Create { principal, tier, api: _, expires_in, name } => {
-                    toolgate::admin::token_create(&store, &principal, tier.as_deref(), &expires_in, &name)
-                }
-                TokenCommand::List => toolgate::admin::token_list(&store),
-                TokenCommand::Revoke { id } => toolgate::admin::token_revoke(&store, &id),
-            }?;
-            Ok(print_out(&text))
-        }),
-        Command::Check { tools, policy, handlers } => {
-            cli::check(&tools, &policy, handlers).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
-        Command::Explain { tool, files } => cli::explain(&tool, &files).map(|text| print_out(&text)),
-        Command::Tools { command: ToolsCommand::List { tier, files } } => {
-            cli::tools_list(tier.as_deref(), &files).map(|text| print_out(&format!("{text}\n")))
-        }
-    };
+    let outcome = run(cli.command);
     match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    // The store is async: the console commands run on a small runtime of their own.
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build();
+    match command {
+        Command::Serve { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable } => {
+            init_logging();
+            let config =
+                toolgate::http::Config { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable };
+            tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(config))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Principal { data_dir, command } => runtime()?.block_on(async {
+            let store = console::open(&data_dir)?;
+            let text = match command {
+                PrincipalCommand::Add { name, roles } => console::principal_add(&store, &name, &roles).await,
+                PrincipalCommand::List => console::principal_list(&store).await,
+                PrincipalCommand::Remove { name } => console::principal_remove(&store, &name).await,
+            }?;
+            Ok(print_out(&text))
+        }),
+        Command::Approvals { data_dir, command } => runtime()?.block_on(async {
+            let store = console::open(&data_dir)?;
+            let text = match command {
+                ApprovalsCommand::List { status } => console::approvals_list(&store, status.as_deref()).await,
+                ApprovalsCommand::Show { id } => console::approvals_show(&store, &id).await,
+                ApprovalsCommand::Approve { id, reviewer, comment } => {
+                    console::approvals_decide(&store, &id, &reviewer, true, comment.as_deref()).await
+                }
+                ApprovalsCommand::Reject { id, reviewer, comment } => {
+                    console::approvals_decide(&store, &id, &reviewer, false, comment.as_deref()).await
+                }
+            }?;
+            Ok(print_out(&text))
+        }),
+        Command::Token { data_dir, command } => runtime()?.block_on(async {
+            let store = console::open(&data_dir)?;
+            let text = match command {
+                TokenCommand::Create { principal, tier, api: _, expires_in, name } => {
+                    console::token_create(&store, &principal, tier.as_deref(), &expires_in, &name).await
+                }
+                TokenCommand::List => console::token_list(&store).await,
+                TokenCommand::Revoke { id } => console::token_revoke(&store, &id).await,
+            }?;
+            Ok(print_out(&text))
+        }),
+        Command::Check { tools, policy, handlers } => {
+            let ok = author::check(&tools, &policy, handlers)?;
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Explain { tool, files } => Ok(print_out(&author::explain(&tool, &files)?)),
+        Command::Tools { command: ToolsCommand::List { tier, files } } => {
+            Ok(print_out(&format!("{}\n", author::tools_list(tier.as_deref(), &files)?)))
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The generated registry (see codegen/ and `OUT_DIR`); nothing else lives here.
+//! The generated registry (see codegen/ and `OUT_DIR`): `ToolId`, `Tier`, the matrix, the
+//! policy tables, `CATALOGUE`, the `tools/list` bytes and the dispatch. Nothing else lives here.
 
 include!(concat!(env!("OUT_DIR"), "/registry.rs"));
 

@@ -2,9 +2,8 @@
 //! tests are generated (OUT_DIR/crosscheck_tests.rs); the helpers they call are here.
 
 use serde_json::Value;
-use toolgate::catalogue::{Decision, OperationClass};
-use toolgate::gate::tier;
-use toolgate::registry::{self, MATRIX, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
+use toolgate::registry::{self, CATALOGUE, MATRIX, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
+use toolgate_policy::{Decision, OperationClass};
 
 mod crosscheck {
     use super::*;
@@ -45,15 +44,10 @@ mod crosscheck {
         for t in Tier::ALL {
             let want = expected[t.index()];
             assert_eq!(MATRIX[id.index()][t.index()], want, "{} at {}: matrix", m.name, t.name());
-            assert_eq!(tier::decision_for_tool(Some(t), id), want, "{} at {}: lookup", m.name, t.name());
-            assert_eq!(tier::decide(Some(t), m.securable, m.operation), want, "{} at {}: rules", m.name, t.name());
+            assert_eq!(CATALOGUE.decision(m, Some(t.rules())), want, "{} at {}: lookup", m.name, t.name());
+            assert_eq!(t.rules().decide(m.securable, m.operation), want, "{} at {}: rules", m.name, t.name());
         }
-        assert_eq!(
-            tier::decide(None, m.securable, m.operation),
-            Decision::Deny,
-            "{}: an unknown tier must deny",
-            m.name
-        );
+        assert_eq!(CATALOGUE.decision(m, None), Decision::Deny, "{}: an unknown tier must deny", m.name);
         assert_eq!(m.approval_gated, expected.contains(&Decision::ApprovalRequired), "{}: approval_gated", m.name);
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::{Response, Server, modern, modern_headers, request, start, start_with_env};
 use serde_json::{Value, json};
-use toolgate::catalogue::Decision;
 use toolgate::registry::{MATRIX, Tier, ToolId};
+use toolgate_policy::Decision;
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})

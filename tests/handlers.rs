@@ -2,20 +2,25 @@
 //! successful result is checked against the tool's outputSchema.
 
 use serde_json::{Value, json};
-use toolgate::clock::Clock;
-use toolgate::registry::{Tier, ToolId, dispatch};
-use toolgate::store::Store;
-use toolgate::tool::{Principal, ToolContext, ToolError, ToolOutput};
+use std::sync::Arc;
 
-fn ctx(store: &Store, tier: &str, roles: &[&str]) -> ToolContext {
-    ToolContext {
-        principal: Principal { name: "alice".into(), roles: roles.iter().map(|r| r.to_string()).collect() },
-        tier: Tier::from_name(tier),
-        token_id: "tok_test".into(),
-        correlation_id: "req-test".into(),
-        store: store.clone(),
-        clock: Clock::default(),
-    }
+use toolgate::registry::{Tier, ToolId, dispatch};
+use toolgate::services::{Services, ToolContext};
+use toolgate_domain::{Clock, ToolError, ToolOutput};
+use toolgate_store::{AuditWriter, SqliteStore};
+
+/// An in-memory store behind the server's own services (the audit writer needs a runtime).
+fn services() -> Arc<Services> {
+    let repositories = SqliteStore::open_in_memory().unwrap().repositories();
+    let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
+    Arc::new(Services::new(repositories, Clock::default(), Arc::new(audit)))
+}
+
+fn ctx(services: &Arc<Services>, tier: &str, roles: &[&str]) -> ToolContext {
+    ToolContext::builder(services.clone())
+        .principal("alice", roles)
+        .tier(Tier::from_name(tier).map(Tier::rules))
+        .build()
 }
 
 async fn call(ctx: &ToolContext, tool: &str, args: Value) -> Result<Value, ToolError> {
@@ -38,7 +43,7 @@ async fn call(ctx: &ToolContext, tool: &str, args: Value) -> Result<Value, ToolE
 
 #[tokio::test]
 async fn plugin_config_lifecycle() {
-    let store = Store::open_in_memory().unwrap();
+    let store = services();
     let c = ctx(&store, "supervised", &["Administrator"]);
     let set = call(&c, "set_plugin_config", json!({"plugin": "sync", "key": "interval", "value": "30"})).await.unwrap();
     assert_eq!(set["created"], true);
@@ -63,7 +68,7 @@ async fn plugin_config_lifecycle() {
 
 #[tokio::test]
 async fn kill_switch() {
-    let store = Store::open_in_memory().unwrap();
+    let store = services();
     let c = ctx(&store, "supervised", &["Administrator"]);
     let before = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
     assert_eq!(before["enabled"], false);
@@ -79,7 +84,7 @@ async fn kill_switch() {
 
 #[tokio::test]
 async fn discover_permissions_reflects_tier_and_roles() {
-    let store = Store::open_in_memory().unwrap();
+    let store = services();
     let viewer = call(&ctx(&store, "readonly", &["Viewer"]), "discover_permissions", json!({})).await.unwrap();
     let tools: Vec<&str> = viewer["tools"].as_array().unwrap().iter().map(|t| t["tool"].as_str().unwrap()).collect();
     assert!(tools.contains(&"get_plugin_config"));
@@ -96,7 +101,7 @@ async fn discover_permissions_reflects_tier_and_roles() {
 
 #[tokio::test]
 async fn tags() {
-    let store = Store::open_in_memory().unwrap();
+    let store = services();
     let c = ctx(&store, "operator", &["Operator"]);
     let set = call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "env", "value": "prod"})).await.unwrap();
     assert_eq!(set["previous_value"], Value::Null);

@@ -23,15 +23,7 @@ fn every_authentication_failure_is_401_with_a_challenge() {
     let s = start(&[]);
     let revoked = s.token("admin", "readonly", "1d");
     let listing = s.cli(&["token", "list"]);
-    let id = listing
-        .lines()
-        .filter(|l| l.contains("readonly"))
-        .next_back()
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let id = listing.lines().rfind(|l| l.contains("readonly")).unwrap().split_whitespace().next().unwrap().to_string();
     s.cli(&["token", "revoke", &id]);
     let expired = s.token("admin", "readonly", "1s");
     std::thread::sleep(std::time::Duration::from_millis(2100));
@@ -84,7 +76,9 @@ fn bodies_are_refused_before_they_are_read() {
     let s = start(&[]);
     let auth = format!("Bearer {}", s.token);
     let big = format!("{}", 4 * 1024 * 1024 + 1);
-    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+    // (headers, status, error)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (vec![("Authorization", &auth), ("Content-Length", &big)], 413, "payload_too_large"),
         (vec![("Authorization", &auth), ("Transfer-Encoding", "chunked")], 411, "length_required"),
         (vec![("Authorization", &auth), ("Content-Encoding", "gzip")], 415, "unsupported_encoding"),

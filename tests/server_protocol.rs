@@ -254,7 +254,9 @@ fn stateless_era_validation_order() {
     let no_meta = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}});
     let mut future = modern(4, "server/discover", json!({}));
     future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
-    let cases: Vec<(Vec<(&str, &str)>, Value, u16, i64)> = vec![
+    // (headers, body, status, code)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Value, u16, i64);
+    let cases: Vec<Case> = vec![
         (modern_headers("server/discover", None), no_meta, 400, -32602),
         (modern_headers("server/discover", None), no_caps, 400, -32602),
         (modern_headers("server/discover", None), future.clone(), 400, -32020),

@@ -24,11 +24,12 @@ pub struct Parsed<T> {
     pub tool_sources: Vec<usize>,
 }
 
+/// The shape problems of one instance path: where (a JSON pointer) and what.
+type ShapeProblems = Vec<(String, Vec<Diagnostic>)>;
+
 /// Syntax and shape: the JSON, its positions, and every shape problem with the pointer of
 /// the error that raised it.
-fn shape<T: JsonSchema>(
-    file: &SourceFile,
-) -> Result<(Value, SourceMap, Vec<(String, Vec<Diagnostic>)>), Vec<Diagnostic>> {
+fn shape<T: JsonSchema>(file: &SourceFile) -> Result<(Value, SourceMap, ShapeProblems), Vec<Diagnostic>> {
     let (json, map) = source::parse(file).map_err(|d| vec![d])?;
     let schema = schema_of::<T>();
     let validator = jsonschema::validator_for(&schema).expect("the model's own schema compiles");

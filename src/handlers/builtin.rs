@@ -1,9 +1,10 @@
 //! Handlers that need no Rust per tool: fixture catalogues, examples and benchmarks use them.
 
 use serde_json::Value;
+use toolgate_domain::catalogue::ToolMeta;
+use toolgate_domain::{ToolOutput, ToolResult};
 
-use crate::catalogue::ToolMeta;
-use crate::tool::{ToolContext, ToolOutput, ToolResult};
+use crate::services::ToolContext;
 
 /// `builtin::echo`: the validated arguments come back as structuredContent.
 pub async fn echo(_ctx: &ToolContext, arguments: Value) -> ToolResult {

@@ -1,27 +1,21 @@
 //! Governance: approvals (read-only over MCP: only people approve), the audit log, the
 //! caller's own API tokens, permission checks and management groups.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
+use toolgate_domain::audit::AuditFilter;
+use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken, TokenRecord, TokenState};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_policy::Decision;
 
-use crate::catalogue::Decision;
-use crate::gate::{rbac, tier};
-use crate::registry::{args, Tier, ToolId};
-use crate::store::{AuditFilter, TokenRecord};
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolResult};
+use crate::registry::{ToolId, args};
+use crate::services::ToolContext;
 
 /// MCP sessions are not interactive: nobody can prove a human is at the keyboard.
 const NON_INTERACTIVE: &str = "approver_assurance_required:non_interactive_session";
-/// The longest a token minted over MCP may live, as on the console.
-const MAX_TOKEN_SECS: i64 = crate::admin::MAX_TOKEN_DAYS * 86_400;
-
-/// Whether the caller may act on other principals' tokens (policy.yaml `server`).
-fn is_principal_admin(ctx: &ToolContext) -> bool {
-    rbac::permits_pair(&ctx.principal.roles, crate::registry::PRINCIPAL_ADMIN_PERMISSION)
-}
 
 pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingApprovals) -> ToolResult {
     let status = args.status.unwrap_or_else(|| "pending".into());
-    let approvals = ctx.store.approvals(Some(&status), args.submitted_by.as_deref(), 1000)?;
+    let approvals = ctx.services().approvals().approvals(Some(&status), args.submitted_by.as_deref(), 1000).await?;
     let approvals: Vec<Value> = approvals
         .into_iter()
         .map(|a| {
@@ -57,62 +51,72 @@ pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> To
         correlation_id: args.correlation_id,
         limit: args.limit.unwrap_or(100),
     };
-    let entries = ctx.store.audit(&filter)?;
+    let entries = ctx.services().audit_log().query(&filter).await?;
     Ok(ToolOutput::Structured(json!({"count": entries.len(), "entries": entries})))
 }
 
 fn token_json(t: &TokenRecord, now: i64) -> Value {
-    let state = if t.revoked_at.is_some() { "revoked" } else if t.expires_at <= now { "expired" } else { "active" };
     json!({"token_id": t.id, "name": t.name, "principal": t.principal, "tier": t.tier, "created_at": t.created_at,
-           "expires_at": t.expires_at, "state": state})
+           "expires_at": t.expires_at, "state": t.state(now).label()})
 }
 
 pub async fn list_api_tokens(ctx: &ToolContext, _args: args::ListApiTokens) -> ToolResult {
-    let now = ctx.clock.now_secs();
-    let tokens = ctx.store.tokens(Some(&ctx.principal.name))?;
+    let now = ctx.services().clock().now_secs();
+    let tokens = ctx.services().credentials().tokens(Some(&ctx.principal().name)).await?;
     let tokens: Vec<Value> = tokens.iter().map(|t| token_json(t, now)).collect();
     Ok(ToolOutput::Structured(json!({"count": tokens.len(), "tokens": tokens})))
 }
 
 pub async fn create_api_token(ctx: &ToolContext, args: args::CreateApiToken) -> ToolResult {
-    let now = ctx.clock.now_secs();
+    let now = ctx.services().clock().now_secs();
     if args.expires_at <= now || args.expires_at > now + MAX_TOKEN_SECS {
         return Err(ToolError::InvalidArguments(format!(
-            "expires_at must be in the future and at most 90 days away: between {} and {} (Unix seconds)",
+            "expires_at must be in the future and at most {MAX_TOKEN_DAYS} days away: between {} and {} (Unix seconds)",
             now + 1,
             now + MAX_TOKEN_SECS
         )));
     }
-    let (record, secret) = ctx.store.create_token(&ctx.principal.name, Some(&args.mcp_tier), &args.name, now, args.expires_at)?;
+    let new = NewToken {
+        principal: &ctx.principal().name,
+        tier: Some(&args.mcp_tier),
+        name: &args.name,
+        now,
+        expires_at: args.expires_at,
+    };
+    let (record, secret) = ctx.services().credentials().create_token(new).await?;
     Ok(ToolOutput::Structured(json!({"token_id": record.id, "secret": secret, "tier": record.tier, "expires_at": record.expires_at,
         "note": "the secret is shown only now"})))
 }
 
-/// The caller's own token, or (for a principal administrator) anyone's.
-fn owned_token(ctx: &ToolContext, id: &str, others_allowed: bool) -> Result<TokenRecord, ToolError> {
-    match ctx.store.token(id)? {
-        Some(t) if t.principal == ctx.principal.name || (others_allowed && is_principal_admin(ctx)) => Ok(t),
+/// The caller's own token, or (for a principal administrator, policy.yaml `server`) anyone's.
+async fn owned_token(ctx: &ToolContext, id: &str, others_allowed: bool) -> Result<TokenRecord, ToolError> {
+    let mine = |t: &TokenRecord| t.principal == ctx.principal().name;
+    let admin = others_allowed && ctx.services().catalogue().may_manage_principals(&ctx.principal().roles);
+    match ctx.services().credentials().token(id).await? {
+        Some(t) if mine(&t) || admin => Ok(t),
         _ => Err(ToolError::NotFound(format!("you have no token `{id}` (list_api_tokens shows yours)"))),
     }
 }
 
 pub async fn revoke_api_token(ctx: &ToolContext, args: args::RevokeApiToken) -> ToolResult {
-    let token = owned_token(ctx, &args.token_id, true)?;
-    let revoked = ctx.store.revoke_token(&token.id, ctx.clock.now_secs())?;
+    let token = owned_token(ctx, &args.token_id, true).await?;
+    let revoked = ctx.services().credentials().revoke_token(&token.id, ctx.services().clock().now_secs()).await?;
     if !revoked {
         return Err(ToolError::NotFound(format!("token `{}` is already revoked", token.id)));
     }
-    Ok(ToolOutput::Structured(json!({"token_id": token.id, "revoked": true, "was_calling_token": token.id == ctx.token_id})))
+    Ok(ToolOutput::Structured(
+        json!({"token_id": token.id, "revoked": true, "was_calling_token": token.id == ctx.caller().token_id}),
+    ))
 }
 
 pub async fn rotate_api_token(ctx: &ToolContext, args: args::RotateApiToken) -> ToolResult {
-    let now = ctx.clock.now_secs();
-    let token = owned_token(ctx, &args.token_id, false)?;
-    if token.revoked_at.is_some() || token.expires_at <= now {
+    let now = ctx.services().clock().now_secs();
+    let token = owned_token(ctx, &args.token_id, false).await?;
+    if token.state(now) != TokenState::Active {
         return Err(ToolError::NotFound(format!("token `{}` is revoked or expired; it cannot be rotated", token.id)));
     }
     let overlap = args.overlap_days.unwrap_or(7) * 86_400;
-    let (successor, secret) = ctx.store.rotate_token(&token, overlap, now)?;
+    let (successor, secret) = ctx.services().credentials().rotate_token(&token, overlap, now).await?;
     Ok(ToolOutput::Structured(json!({
         "predecessor_id": token.id,
         "successor_id": successor.id,
@@ -125,8 +129,13 @@ pub async fn rotate_api_token(ctx: &ToolContext, args: args::RotateApiToken) -> 
 }
 
 pub async fn confirm_api_token_rotation(ctx: &ToolContext, args: args::ConfirmApiTokenRotation) -> ToolResult {
-    match ctx.store.confirm_rotation(&args.token_id, &args.secret, &ctx.principal.name, ctx.clock.now_secs())? {
-        Some(predecessor) => Ok(ToolOutput::Structured(json!({"successor_id": args.token_id, "revoked_predecessor_id": predecessor, "confirmed": true}))),
+    let now = ctx.services().clock().now_secs();
+    let confirmed =
+        ctx.services().credentials().confirm_rotation(&args.token_id, &args.secret, &ctx.principal().name, now).await?;
+    match confirmed {
+        Some(predecessor) => Ok(ToolOutput::Structured(
+            json!({"successor_id": args.token_id, "revoked_predecessor_id": predecessor, "confirmed": true}),
+        )),
         None => Err(ToolError::NotFound(
             "no rotation to confirm: token_id must be the successor rotate_api_token returned, with its secret".into(),
         )),
@@ -134,22 +143,26 @@ pub async fn confirm_api_token_rotation(ctx: &ToolContext, args: args::ConfirmAp
 }
 
 pub async fn check_permission(ctx: &ToolContext, args: args::CheckPermission) -> ToolResult {
+    let catalogue = ctx.services().catalogue();
+    let tier = ctx.caller().tier;
     let (subject, securable, operation, decision) = match (&args.tool, &args.securable, &args.operation) {
         (Some(name), None, None) => {
             let Some(id) = ToolId::from_name(name) else {
                 return Err(ToolError::NotFound(format!("no tool `{name}`; discover_permissions lists the tools")));
             };
             let m = id.meta();
-            (name.clone(), m.securable.to_string(), m.operation.to_string(), tier::decision_for_tool(ctx.tier, id))
+            (name.clone(), m.securable.to_string(), m.operation.to_string(), catalogue.decision(m, tier))
         }
-        (None, Some(s), Some(o)) => (format!("{s}:{o}"), s.clone(), o.clone(), tier::decide(ctx.tier, s, o)),
+        (None, Some(s), Some(o)) => {
+            (format!("{s}:{o}"), s.clone(), o.clone(), tier.map_or(Decision::Deny, |t| t.decide(s, o)))
+        }
         _ => return Err(ToolError::InvalidArguments("give either `tool`, or both `securable` and `operation`".into())),
     };
-    let granted = rbac::permits(&ctx.principal.roles, &securable, &operation);
+    let granted = catalogue.permits(&ctx.principal().roles, &securable, &operation);
     Ok(ToolOutput::Structured(json!({
         "subject": subject,
         "permission": format!("{securable}:{operation}"),
-        "tier": ctx.tier.map(Tier::name),
+        "tier": tier.map(|t| t.name),
         "tier_decision": decision.label(),
         "rbac_granted": granted,
         "allowed": decision != Decision::Deny && granted,
@@ -158,6 +171,6 @@ pub async fn check_permission(ctx: &ToolContext, args: args::CheckPermission) ->
 }
 
 pub async fn list_management_groups(ctx: &ToolContext, _args: args::ListManagementGroups) -> ToolResult {
-    let groups = ctx.store.management_groups()?;
+    let groups = ctx.services().groups().management_groups().await?;
     Ok(ToolOutput::Structured(json!({"count": groups.len(), "groups": groups})))
 }

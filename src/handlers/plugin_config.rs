@@ -1,20 +1,26 @@
-//! Plugin configuration values and kill switches, kept in the embedded store.
+//! Plugin configuration values and kill switches, kept in the store.
 
 use serde_json::json;
+use toolgate_domain::records::Change;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use crate::registry::args;
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolResult};
+use crate::services::ToolContext;
+
+fn change(ctx: &ToolContext) -> Change<'_> {
+    Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name }
+}
 
 pub async fn list_plugin_config(ctx: &ToolContext, args: args::ListPluginConfig) -> ToolResult {
     let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
-    let mut entries = ctx.store.list_plugin_config(args.plugin.as_deref().filter(|p| !p.is_empty()))?;
+    let mut entries = ctx.services().plugin_config().list(args.plugin.as_deref().filter(|p| !p.is_empty())).await?;
     let truncated = entries.len() > limit;
     entries.truncate(limit);
     Ok(ToolOutput::Structured(json!({ "count": entries.len(), "truncated": truncated, "entries": entries })))
 }
 
 pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -> ToolResult {
-    match ctx.store.get_plugin_config(&args.plugin, &args.key)? {
+    match ctx.services().plugin_config().get(&args.plugin, &args.key).await? {
         Some(entry) => Ok(ToolOutput::Structured(json!(entry))),
         None => Err(ToolError::NotFound(format!(
             "plugin `{}` has no config key `{}`; list_plugin_config shows the keys that exist",
@@ -24,8 +30,7 @@ pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -
 }
 
 pub async fn set_plugin_config(ctx: &ToolContext, args: args::SetPluginConfig) -> ToolResult {
-    let previous =
-        ctx.store.set_plugin_config(&args.plugin, &args.key, &args.value, ctx.clock.now_secs(), &ctx.principal.name)?;
+    let previous = ctx.services().plugin_config().set(&args.plugin, &args.key, &args.value, change(ctx)).await?;
     Ok(ToolOutput::Structured(json!({
         "plugin": args.plugin,
         "key": args.key,
@@ -36,7 +41,7 @@ pub async fn set_plugin_config(ctx: &ToolContext, args: args::SetPluginConfig) -
 }
 
 pub async fn delete_plugin_config(ctx: &ToolContext, args: args::DeletePluginConfig) -> ToolResult {
-    match ctx.store.delete_plugin_config(&args.plugin, &args.key)? {
+    match ctx.services().plugin_config().delete(&args.plugin, &args.key).await? {
         Some(value) => Ok(ToolOutput::Structured(json!({
             "plugin": args.plugin,
             "key": args.key,
@@ -50,21 +55,17 @@ pub async fn delete_plugin_config(ctx: &ToolContext, args: args::DeletePluginCon
 }
 
 pub async fn get_plugin_kill_switch(ctx: &ToolContext, args: args::GetPluginKillSwitch) -> ToolResult {
-    let switch = ctx.store.get_kill_switch(&args.plugin, args.action.as_deref().filter(|a| !a.is_empty()))?;
+    let action = args.action.as_deref().filter(|a| !a.is_empty());
+    let switch = ctx.services().plugin_config().kill_switch(&args.plugin, action).await?;
     Ok(ToolOutput::Structured(json!(switch)))
 }
 
 pub async fn set_plugin_kill_switch(ctx: &ToolContext, args: args::SetPluginKillSwitch) -> ToolResult {
+    let store = ctx.services().plugin_config();
     let action = args.action.as_deref().filter(|a| !a.is_empty());
-    let before = ctx.store.get_kill_switch(&args.plugin, action)?;
-    let after = ctx.store.set_kill_switch(
-        &args.plugin,
-        action,
-        args.enabled,
-        args.reason.as_deref(),
-        ctx.clock.now_secs(),
-        &ctx.principal.name,
-    )?;
+    let before = store.kill_switch(&args.plugin, action).await?;
+    let after =
+        store.set_kill_switch(&args.plugin, action, args.enabled, args.reason.as_deref(), change(ctx)).await?;
     Ok(ToolOutput::Structured(json!({
         "plugin": after.plugin,
         "action": after.action,

@@ -1,18 +1,20 @@
 //! Tags on agents.
 
 use serde_json::json;
+use toolgate_domain::records::Change;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use crate::registry::args;
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolResult};
+use crate::services::ToolContext;
 
 pub async fn get_tags(ctx: &ToolContext, args: args::GetTags) -> ToolResult {
-    let tags = ctx.store.agent_tags(&args.agent_id)?;
+    let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
     Ok(ToolOutput::Structured(json!({ "agent_id": args.agent_id, "tags": tags })))
 }
 
 pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {
-    let previous =
-        ctx.store.set_agent_tag(&args.agent_id, &args.key, &args.value, ctx.clock.now_secs(), &ctx.principal.name)?;
+    let change = Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name };
+    let previous = ctx.services().tags().set_agent_tag(&args.agent_id, &args.key, &args.value, change).await?;
     Ok(ToolOutput::Structured(json!({
         "agent_id": args.agent_id,
         "key": args.key,
@@ -22,7 +24,7 @@ pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {
 }
 
 pub async fn delete_tag(ctx: &ToolContext, args: args::DeleteTag) -> ToolResult {
-    match ctx.store.delete_agent_tag(&args.agent_id, &args.key)? {
+    match ctx.services().tags().delete_agent_tag(&args.agent_id, &args.key).await? {
         Some(value) => Ok(ToolOutput::Structured(json!({
             "agent_id": args.agent_id,
             "key": args.key,

@@ -105,9 +105,10 @@ fn server_names(inputs: &Inputs, securables: &[&str], operations: &[&str], out: 
                 .help(did_you_mean(&names.demo_token_tier, tiers.iter().copied())),
         );
     }
-    for (key, text) in
-        [("reviewer_permission", &names.reviewer_permission), ("principal_admin_permission", &names.principal_admin_permission)]
-    {
+    for (key, text) in [
+        ("reviewer_permission", &names.reviewer_permission),
+        ("principal_admin_permission", &names.principal_admin_permission),
+    ] {
         let at = format!("/server/{key}");
         let before = out.len();
         match Pattern::parse(text) {

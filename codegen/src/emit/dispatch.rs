@@ -3,26 +3,29 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
+use super::paths;
 use super::registry::ident;
 use crate::check::{Checked, Handler};
 
 pub fn emit(checked: &Checked) -> TokenStream {
+    let (handlers, context, result, typed) =
+        (paths::handlers(), paths::tool_context(), paths::tool_result(), paths::typed_arguments());
     let arms = checked.plans.iter().map(|plan| {
         let id = ident(&plan.struct_name);
         match &plan.handler {
             Handler::Echo => {
-                quote!(ToolId::#id => crate::handlers::builtin::echo(ctx, arguments).await,)
+                quote!(ToolId::#id => #handlers::builtin::echo(ctx, arguments).await,)
             }
             Handler::Static => {
-                quote!(ToolId::#id => crate::handlers::builtin::static_result(tool.meta()),)
+                quote!(ToolId::#id => #handlers::builtin::static_result(tool.meta()),)
             }
             Handler::Rust { module, function } => {
                 let path = module.iter().map(|m| ident(m));
                 let function = ident(function);
                 quote! {
                     ToolId::#id => {
-                        let args = crate::tool::typed_arguments::<args::#id>(arguments)?;
-                        crate::handlers::#(#path::)*#function(ctx, args).await
+                        let args = #typed::<args::#id>(arguments)?;
+                        #handlers::#(#path::)*#function(ctx, args).await
                     }
                 }
             }
@@ -33,9 +36,9 @@ pub fn emit(checked: &Checked) -> TokenStream {
         /// arguments against the inputSchema before this is called.
         pub async fn dispatch(
             tool: ToolId,
-            ctx: &crate::tool::ToolContext,
+            ctx: &#context,
             arguments: serde_json::Value,
-        ) -> crate::tool::ToolResult {
+        ) -> #result {
             match tool { #(#arms)* }
         }
     }

@@ -5,6 +5,7 @@ mod args;
 mod crosscheck;
 mod dispatch;
 mod matrix;
+mod paths;
 mod registry;
 pub mod tools_list;
 

@@ -4,7 +4,7 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
 
-use super::SourcePaths;
+use super::{SourcePaths, paths};
 use crate::check::Checked;
 use crate::model::{OperationClass, Rule};
 use crate::policy::{self, Pattern};
@@ -34,14 +34,14 @@ fn patterns<'a>(rules: impl IntoIterator<Item = &'a str>) -> TokenStream {
     quote!(&[#(#items),*])
 }
 
-pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
+pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     let tools = &checked.tools.model.tools;
     let policy = &checked.policy.model;
     let ids: Vec<Ident> = checked.plans.iter().map(|p| ident(&p.struct_name)).collect();
     let tool_count = tools.len();
     let tier_count = policy.tiers.len();
 
-    let metas = tools.iter().zip(&checked.plans).map(|(tool, plan)| {
+    let metas = tools.iter().zip(&checked.plans).enumerate().map(|(index, (tool, plan))| {
         let (name, title, description, securable, operation, handler) =
             (&tool.name, &tool.title, &tool.description, &tool.securable, &tool.operation, &tool.handler);
         let class = class_tokens(plan.class);
@@ -63,6 +63,7 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         let gated = plan.approval_gated;
         quote! {
             ToolMeta {
+                index: #index,
                 name: #name,
                 title: #title,
                 description: #description,
@@ -78,6 +79,7 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
                 example_arguments: #example,
                 static_result: #static_result,
                 approval_gated: #gated,
+                decisions: &MATRIX[#index],
             }
         }
     });
@@ -119,7 +121,8 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         let file = format!("/tools_list.{t}.json");
         quote!(include_str!(concat!(env!("OUT_DIR"), #file)))
     });
-    let (tools_path, policy_path) = (&paths.tools, &paths.policy);
+    let (tools_path, policy_path) = (&sources.tools, &sources.policy);
+    let (catalogue_types, policy_types) = (paths::catalogue_types(), paths::policy_types());
     let names = &policy.server;
     let first_start_role = &names.first_start_role;
     let demo_tier = ident(&crate::args::pascal_case(&names.demo_token_tier));
@@ -132,7 +135,9 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
 
     quote! {
         #[allow(unused_imports)]
-        use crate::catalogue::{Annotations, Decision, HintOverride, OperationClass, Pattern, Permission, RoleGrants, TierRules, ToolMeta};
+        use #catalogue_types::{Annotations, Catalogue, HintOverride, ToolMeta};
+        #[allow(unused_imports)]
+        use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 
         /// Every tool in tools.yaml, in its order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -175,6 +180,11 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
                 TIER_RULES[self as usize].name
             }
 
+            /// The tier's rules, as the gate and handlers see a caller's tier.
+            pub fn rules(self) -> &'static TierRules {
+                &TIER_RULES[self as usize]
+            }
+
             pub fn index(self) -> usize {
                 self as usize
             }
@@ -215,6 +225,15 @@ pub fn emit(checked: &Checked, paths: &SourcePaths) -> TokenStream {
         pub const REVIEWER_PERMISSION: Permission = #reviewer;
         /// policy.yaml `server`: revoking other principals' API tokens.
         pub const PRINCIPAL_ADMIN_PERMISSION: Permission = #principal_admin;
+
+        /// Everything the gate and the handlers look up, in one value.
+        pub static CATALOGUE: Catalogue = Catalogue {
+            tools: &TOOLS,
+            tiers: &TIER_RULES,
+            roles: &ROLES,
+            reviewer: REVIEWER_PERMISSION,
+            principal_admin: PRINCIPAL_ADMIN_PERMISSION,
+        };
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
         pub static TOOLS_YAML: &str = include_str!(#tools_path);

@@ -1,0 +1,28 @@
+//! Who is calling, once authentication has run.
+
+use toolgate_policy::TierRules;
+
+/// A principal: the owner of tokens, holding roles from policy.yaml.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub roles: Vec<String>,
+}
+
+/// An authenticated MCP caller.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The token the call came with (self-service token tools act on it).
+    pub token_id: String,
+    /// `None` when the token's tier is not one policy.yaml declares: it may then do nothing.
+    pub tier: Option<&'static TierRules>,
+    /// The tier the token names, declared or not (for messages).
+    pub tier_name: String,
+}
+
+impl Caller {
+    pub fn tier_label(&self) -> &str {
+        self.tier.map_or("(none)", |t| t.name)
+    }
+}

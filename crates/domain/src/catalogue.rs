@@ -1,0 +1,98 @@
+//! The types the generated registry is made of (the values are generated from tools.yaml and
+//! policy.yaml into the server crate), and the lookups every layer makes over them.
+
+use toolgate_policy::{Decision, OperationClass, Permission, RoleGrants, TierRules};
+
+/// The four MCP hints, always explicit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HintOverride {
+    pub hint: &'static str,
+    pub reason: &'static str,
+}
+
+/// One tool's metadata; JSON fields hold the exact bytes served.
+#[derive(Debug)]
+pub struct ToolMeta {
+    /// Its position in tools.yaml (and in every per-tool table).
+    pub index: usize,
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub securable: &'static str,
+    pub operation: &'static str,
+    pub class: OperationClass,
+    pub annotations: Annotations,
+    pub hint_override: Option<HintOverride>,
+    pub handler: &'static str,
+    /// The published inputSchema (with `approval_id` when gated).
+    pub input_schema: &'static str,
+    pub output_schema: Option<&'static str>,
+    /// Client capabilities a call needs, as a `ClientCapabilities` JSON object.
+    pub required_client_capabilities: Option<&'static str>,
+    /// A minimal valid `arguments` object, made at build time.
+    pub example_arguments: Option<&'static str>,
+    /// The CallToolResult of a `builtin::static` tool.
+    pub static_result: Option<&'static str>,
+    pub approval_gated: bool,
+    /// The build-time decision at each tier, in policy.yaml's order (its matrix row).
+    pub decisions: &'static [Decision],
+}
+
+impl ToolMeta {
+    pub fn pair(&self) -> String {
+        format!("{}:{}", self.securable, self.operation)
+    }
+}
+
+/// The whole generated catalogue: tools, tiers, roles and the names the server relies on.
+#[derive(Debug)]
+pub struct Catalogue {
+    pub tools: &'static [ToolMeta],
+    pub tiers: &'static [TierRules],
+    pub roles: &'static [RoleGrants],
+    /// policy.yaml `server.reviewer_permission`.
+    pub reviewer: Permission,
+    /// policy.yaml `server.principal_admin_permission`.
+    pub principal_admin: Permission,
+}
+
+impl Catalogue {
+    /// A tool's decision at a tier; no tier (an undeclared name) denies.
+    pub fn decision(&self, tool: &ToolMeta, tier: Option<&TierRules>) -> Decision {
+        tier.map_or(Decision::Deny, |t| tool.decisions[t.index])
+    }
+
+    /// The tier policy.yaml declares under `name`.
+    pub fn tier(&self, name: &str) -> Option<&'static TierRules> {
+        self.tiers.iter().find(|t| t.name == name)
+    }
+
+    pub fn tier_names(&self) -> impl Iterator<Item = &'static str> + Clone {
+        self.tiers.iter().map(|t| t.name)
+    }
+
+    pub fn role_names(&self) -> impl Iterator<Item = &'static str> + Clone {
+        self.roles.iter().map(|r| r.name)
+    }
+
+    /// RBAC: one of `roles` grants `securable:operation`.
+    pub fn permits(&self, roles: &[String], securable: &str, operation: &str) -> bool {
+        toolgate_policy::permits(self.roles, roles, securable, operation)
+    }
+
+    pub fn may_review(&self, roles: &[String]) -> bool {
+        toolgate_policy::permits_pair(self.roles, roles, self.reviewer)
+    }
+
+    pub fn may_manage_principals(&self, roles: &[String]) -> bool {
+        toolgate_policy::permits_pair(self.roles, roles, self.principal_admin)
+    }
+}

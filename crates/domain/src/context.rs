@@ -1,0 +1,228 @@
+//! What a handler receives: the caller, the correlation id, the services (behind accessors of
+//! `S`, which the server composes), a progress sink and a cancellation token. Handlers never
+//! see HTTP, JSON-RPC or SQL. Tests build one with [`ToolContext::builder`].
+
+use std::sync::{Arc, Mutex};
+
+pub use tokio_util::sync::CancellationToken;
+use toolgate_policy::TierRules;
+
+use crate::{Caller, Principal};
+
+/// One progress report, as `notifications/progress` carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+type Deliver = dyn Fn(Progress) + Send + Sync;
+
+struct Reporter {
+    last: Mutex<Option<f64>>,
+    deliver: Box<Deliver>,
+}
+
+/// Where a handler reports progress. A no-op when the client asked for none.
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<Arc<Reporter>>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "ProgressSink(active)" } else { "ProgressSink(none)" })
+    }
+}
+
+impl ProgressSink {
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub fn new(deliver: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(Reporter { last: Mutex::new(None), deliver: Box::new(deliver) })))
+    }
+
+    /// Whether anyone listens (a handler may skip work that only feeds progress).
+    pub fn is_active(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Reports progress. MCP requires it to increase: a value not above the last one is
+    /// dropped, and so is everything when nobody listens. Returns whether it was delivered.
+    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
+        let Some(reporter) = &self.0 else { return false };
+        {
+            let mut last = reporter.last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|l| progress <= l) || !progress.is_finite() {
+                return false;
+            }
+            *last = Some(progress);
+        }
+        (reporter.deliver)(Progress { progress, total, message: message.map(str::to_string) });
+        true
+    }
+}
+
+/// Everything a handler may use.
+pub struct ToolContext<S> {
+    caller: Caller,
+    correlation_id: String,
+    services: Arc<S>,
+    progress: ProgressSink,
+    cancellation: CancellationToken,
+}
+
+impl<S> Clone for ToolContext<S> {
+    fn clone(&self) -> Self {
+        Self {
+            caller: self.caller.clone(),
+            correlation_id: self.correlation_id.clone(),
+            services: self.services.clone(),
+            progress: self.progress.clone(),
+            cancellation: self.cancellation.clone(),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for ToolContext<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("caller", &self.caller)
+            .field("correlation_id", &self.correlation_id)
+            .field("progress", &self.progress)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> ToolContext<S> {
+    pub fn builder(services: Arc<S>) -> ToolContextBuilder<S> {
+        ToolContextBuilder {
+            services,
+            caller: Caller {
+                principal: Principal { name: "test".into(), roles: Vec::new() },
+                token_id: "tok_test".into(),
+                tier: None,
+                tier_name: String::new(),
+            },
+            correlation_id: "req-test".into(),
+            progress: ProgressSink::none(),
+            cancellation: CancellationToken::new(),
+        }
+    }
+
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    pub fn principal(&self) -> &Principal {
+        &self.caller.principal
+    }
+
+    pub fn correlation_id(&self) -> &str {
+        &self.correlation_id
+    }
+
+    pub fn services(&self) -> &S {
+        &self.services
+    }
+
+    pub fn progress(&self) -> &ProgressSink {
+        &self.progress
+    }
+
+    /// Fires when the client cancels the request or goes away.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+}
+
+/// Builds a [`ToolContext`]; every field but the services has a default, so adding one
+/// breaks no caller.
+pub struct ToolContextBuilder<S> {
+    services: Arc<S>,
+    caller: Caller,
+    correlation_id: String,
+    progress: ProgressSink,
+    cancellation: CancellationToken,
+}
+
+impl<S> ToolContextBuilder<S> {
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// A principal with these roles (tests).
+    pub fn principal(mut self, name: &str, roles: &[&str]) -> Self {
+        self.caller.principal = Principal { name: name.into(), roles: roles.iter().map(|r| r.to_string()).collect() };
+        self
+    }
+
+    pub fn tier(mut self, tier: Option<&'static TierRules>) -> Self {
+        self.caller.tier_name = tier.map(|t| t.name.to_string()).unwrap_or_default();
+        self.caller.tier = tier;
+        self
+    }
+
+    pub fn token_id(mut self, id: &str) -> Self {
+        self.caller.token_id = id.into();
+        self
+    }
+
+    pub fn correlation_id(mut self, id: impl Into<String>) -> Self {
+        self.correlation_id = id.into();
+        self
+    }
+
+    pub fn progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = sink;
+        self
+    }
+
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+
+    pub fn build(self) -> ToolContext<S> {
+        ToolContext {
+            caller: self.caller,
+            correlation_id: self.correlation_id,
+            services: self.services,
+            progress: self.progress,
+            cancellation: self.cancellation,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_only_increases_and_is_a_no_op_without_a_listener() {
+        assert!(!ProgressSink::none().report(1.0, None, None));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            ProgressSink::new(move |p| seen.lock().unwrap().push(p.progress))
+        };
+        assert!(sink.report(1.0, Some(3.0), Some("one")));
+        assert!(!sink.report(1.0, Some(3.0), None), "not above the last");
+        assert!(!sink.report(f64::NAN, None, None));
+        assert!(sink.clone().report(2.0, Some(3.0), None), "clones share the last value");
+        assert_eq!(*seen.lock().unwrap(), vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn builder_defaults_and_cancellation() {
+        let ctx = ToolContext::builder(Arc::new(())).principal("alice", &["Viewer"]).build();
+        assert_eq!(ctx.principal().name, "alice");
+        assert!(ctx.caller().tier.is_none());
+        assert!(!ctx.progress().is_active());
+        let child = ctx.clone();
+        ctx.cancellation().cancel();
+        assert!(child.cancellation().is_cancelled());
+    }
+}

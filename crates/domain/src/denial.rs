@@ -1,0 +1,214 @@
+//! Every reason the gate refuses a call, typed. Each says what happened, what to do next and
+//! whether retrying helps; the MCP layer maps each to its JSON-RPC code.
+
+use serde_json::{Value, json};
+
+use crate::StoreError;
+use crate::approvals::{APPROVAL_TTL_SECS, Approval, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL};
+use crate::audit::AuditOutcome;
+
+/// Retrying an approval-required call helps once a human had time to decide.
+pub const RETRY_AFTER_APPROVAL_MS: u64 = 30_000;
+/// Retrying after a transient store fault.
+pub const RETRY_AFTER_STORE_FAULT_MS: u64 = 5_000;
+
+/// A replay, a concurrent loser and another principal's ticket all read alike to the caller.
+const NOT_REDEEMABLE: &str = "this approval cannot be redeemed: it was already used, or it is not yours";
+
+#[derive(Debug)]
+pub enum Denial {
+    /// `--read-only`: only read-class tools run.
+    ReadOnlyMode { tool: &'static str },
+    /// The token's tier does not allow the tool's pair.
+    Tier { tool: &'static str, tier: String, pair: String, allowed_in: Vec<&'static str> },
+    /// No role of the principal grants the tool's pair.
+    NotGranted { tool: &'static str, pair: String },
+    /// The arguments break the inputSchema.
+    InvalidArguments(InvalidArguments),
+    /// A ticket waits for a person (just minted, or recalled too early).
+    ApprovalPending { approval: Box<Approval>, minted: bool },
+    /// Too many tickets are pending.
+    ApprovalCap(ApprovalCap),
+    /// The recall named a ticket this call cannot redeem.
+    NotRedeemable { approval_id: String, why: RecallRefusal },
+    /// The store failed while the gate asked it something.
+    StoreFault { what: &'static str, error: StoreError },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalCap {
+    Submitter,
+    Server,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecallRefusal {
+    Unknown,
+    Mismatch,
+    /// Consumed, another principal's, or not minted for tool calls; `why` is for audit only.
+    Used {
+        why: &'static str,
+    },
+    Rejected,
+    Expired,
+}
+
+/// One problem with the arguments: where (JSON pointer) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgumentProblem {
+    pub pointer: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct InvalidArguments {
+    pub tool: &'static str,
+    pub problems: Vec<ArgumentProblem>,
+    /// The schema's `required` list.
+    pub required: Value,
+    /// A minimal valid `arguments` object.
+    pub example: Option<Value>,
+}
+
+impl InvalidArguments {
+    pub fn message(&self) -> String {
+        let lines: Vec<String> = self
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", if p.pointer.is_empty() { "(arguments)" } else { &p.pointer }, p.message))
+            .collect();
+        format!("invalid arguments for {}: {}", self.tool, lines.join("; "))
+    }
+
+    pub fn remediation(&self) -> String {
+        match &self.example {
+            Some(e) => format!("fix the arguments named above; required: {}; a minimal valid call: {e}", self.required),
+            None => format!("fix the arguments named above; required: {}", self.required),
+        }
+    }
+
+    /// The structured details a client (or a model) can act on.
+    pub fn details(&self, correlation_id: &str) -> Value {
+        json!({
+            "error": "invalid_arguments",
+            "errors": self.problems.iter().map(|p| json!({"pointer": p.pointer, "message": p.message})).collect::<Vec<_>>(),
+            "required": self.required,
+            "example": self.example,
+            "correlation_id": correlation_id,
+            "retry_after_ms": Value::Null,
+            "remediation": self.remediation(),
+        })
+    }
+}
+
+impl Denial {
+    pub fn message(&self) -> String {
+        match self {
+            Denial::ReadOnlyMode { tool } => format!("the server is in read-only mode: {tool} changes state"),
+            Denial::Tier { tool, tier, pair, .. } => format!("tier `{tier}` may not call {tool} ({pair})"),
+            Denial::NotGranted { pair, .. } => format!("the caller's roles do not grant {pair}"),
+            Denial::InvalidArguments(invalid) => invalid.message(),
+            Denial::ApprovalPending { approval: a, .. } => {
+                format!("{} needs a human's approval; approval {} is pending", a.tool, a.id)
+            }
+            Denial::ApprovalCap(ApprovalCap::Submitter) => {
+                format!("you have {MAX_PENDING_PER_SUBMITTER} approvals pending, the most one principal may have")
+            }
+            Denial::ApprovalCap(ApprovalCap::Server) => {
+                format!("{MAX_PENDING_TOTAL} approvals are pending server-wide, the most it keeps")
+            }
+            Denial::NotRedeemable { why, .. } => match why {
+                RecallRefusal::Unknown => "no such approval".into(),
+                RecallRefusal::Mismatch => {
+                    "the approval does not match this call: it was granted for another tool or other arguments".into()
+                }
+                RecallRefusal::Used { .. } => NOT_REDEEMABLE.into(),
+                RecallRefusal::Rejected => "the approval was rejected".into(),
+                RecallRefusal::Expired => format!("the approval expired ({} days)", APPROVAL_TTL_SECS / 86_400),
+            },
+            Denial::StoreFault { what, error } => format!("the {what} store failed: {error}"),
+        }
+    }
+
+    /// The next step for the caller.
+    pub fn remediation(&self) -> String {
+        match self {
+            Denial::ReadOnlyMode { .. } => {
+                "only read-class tools run while the server is read-only; ask its operator".into()
+            }
+            Denial::Tier { pair, allowed_in, .. } => {
+                format!("use a token of a tier that allows {pair}: {}", allowed_in.join(", "))
+            }
+            Denial::NotGranted { tool, pair } => {
+                format!("ask an administrator for a role that grants {pair} (`toolgate explain {tool}` lists them)")
+            }
+            Denial::InvalidArguments(invalid) => invalid.remediation(),
+            Denial::ApprovalPending { approval: a, .. } => format!(
+                "ask a reviewer to approve {} (toolgate approvals approve {} --as <reviewer>), then call again with the same arguments plus \"approval_id\": \"{}\"",
+                a.id, a.id, a.id
+            ),
+            Denial::ApprovalCap(ApprovalCap::Submitter) => {
+                "wait for reviewers to decide some of them (list_pending_approvals shows them)".into()
+            }
+            Denial::ApprovalCap(ApprovalCap::Server) => "wait for reviewers to work through the queue".into(),
+            Denial::NotRedeemable { why, .. } => match why {
+                RecallRefusal::Unknown => "call without approval_id to request one".into(),
+                RecallRefusal::Mismatch => {
+                    "call with exactly the tool and arguments that were approved, or request a new approval".into()
+                }
+                RecallRefusal::Rejected => "ask the reviewer why, or request a new approval".into(),
+                RecallRefusal::Used { .. } | RecallRefusal::Expired => {
+                    "request a new approval by calling without approval_id".into()
+                }
+            },
+            Denial::StoreFault { .. } => "retry in a few seconds".into(),
+        }
+    }
+
+    /// `None` when retrying cannot help.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            Denial::ApprovalPending { .. } | Denial::ApprovalCap(_) => Some(RETRY_AFTER_APPROVAL_MS),
+            Denial::StoreFault { .. } => Some(RETRY_AFTER_STORE_FAULT_MS),
+            _ => None,
+        }
+    }
+
+    /// Fields a client needs beyond the message (the ticket to poll and redeem).
+    pub fn data(&self) -> Option<Value> {
+        match self {
+            Denial::ApprovalPending { approval: a, .. } => {
+                Some(json!({"approval_id": a.id, "status_url": format!("/api/v1/approvals/{}", a.id)}))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn audit_outcome(&self) -> AuditOutcome {
+        match self {
+            Denial::ApprovalPending { .. } => AuditOutcome::Pending,
+            _ => AuditOutcome::Denied,
+        }
+    }
+
+    /// What the audit row says: it may tell apart what the caller is told alike.
+    pub fn audit_detail(&self, code: i64) -> String {
+        match self {
+            Denial::ApprovalPending { approval, minted } => {
+                format!("approval {} {}", approval.id, if *minted { "minted" } else { "pending" })
+            }
+            Denial::ApprovalCap(ApprovalCap::Submitter) => "refused: submitter's pending cap".into(),
+            Denial::ApprovalCap(ApprovalCap::Server) => "refused: global pending cap".into(),
+            Denial::NotRedeemable { approval_id: id, why } => match why {
+                RecallRefusal::Unknown => format!("unknown approval {id}"),
+                RecallRefusal::Mismatch => format!("approval {id} does not match"),
+                RecallRefusal::Used { why } => format!("approval {id}: {why}"),
+                RecallRefusal::Rejected => format!("approval {id} rejected"),
+                RecallRefusal::Expired => format!("approval {id} expired"),
+            },
+            Denial::StoreFault { error, .. } => format!("store fault: {error}"),
+            Denial::InvalidArguments(invalid) => invalid.message(),
+            _ => format!("{code}: {}", self.message()),
+        }
+    }
+}

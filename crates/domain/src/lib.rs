@@ -1,0 +1,28 @@
+//! toolgate's domain: what a call is made of, whoever carries it. Nothing here knows HTTP,
+//! JSON-RPC or SQL; the store, the gate and the server all speak these types.
+//!
+//! - [`catalogue`]: the generated tables' types (tools, tiers, roles) and lookups over them;
+//! - [`caller`]: who calls, after authentication;
+//! - [`context`]: what a handler receives ([`ToolContext`]) and returns ([`ToolResult`]);
+//! - [`denial`]: every reason the gate refuses a call, typed;
+//! - [`audit`], [`tokens`], [`approvals`], [`records`]: the rows and rules of each area.
+
+pub mod approvals;
+pub mod audit;
+pub mod caller;
+pub mod catalogue;
+pub mod clock;
+pub mod context;
+pub mod denial;
+pub mod error;
+pub mod records;
+pub mod secrets;
+pub mod tokens;
+pub mod tool;
+
+pub use caller::{Caller, Principal};
+pub use clock::Clock;
+pub use context::{CancellationToken, Progress, ProgressSink, ToolContext, ToolContextBuilder};
+pub use denial::Denial;
+pub use error::StoreError;
+pub use tool::{ToolError, ToolOutput, ToolResult, typed_arguments};

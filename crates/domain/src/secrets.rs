@@ -1,0 +1,30 @@
+//! Random identifiers and secrets, and the hash a secret is stored as.
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+/// `N` random bytes from the operating system.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut buf = [0u8; N];
+    getrandom::fill(&mut buf).expect("the operating system's random source works");
+    buf
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `N` random bytes, hex-encoded.
+pub fn random_hex<const N: usize>() -> String {
+    hex(&random_bytes::<N>())
+}
+
+/// 256 random bits, URL-safe base64, after `prefix`.
+pub fn new_secret(prefix: &str) -> String {
+    format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>()))
+}
+
+/// Secrets are 256 random bits, so a fast hash is the right one (no salt, no stretching).
+pub fn hash_secret(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}

@@ -1,0 +1,77 @@
+//! Principals and their API tokens: the records and the rules.
+
+use serde::Serialize;
+
+/// What every token secret starts with, so scanners and people recognise one.
+pub const TOKEN_PREFIX: &str = "tg_";
+/// The longest a token may live, wherever it is minted.
+pub const MAX_TOKEN_DAYS: i64 = 90;
+pub const MAX_TOKEN_SECS: i64 = MAX_TOKEN_DAYS * 86_400;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PrincipalRecord {
+    pub name: String,
+    pub roles: Vec<String>,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenRecord {
+    pub id: String,
+    pub name: String,
+    pub principal: String,
+    /// The MCP tier; `None` for an administrator credential that cannot call tools.
+    pub tier: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// A token's state at a moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenState {
+    Active,
+    Revoked,
+    Expired,
+}
+
+impl TokenState {
+    pub fn label(self) -> &'static str {
+        match self {
+            TokenState::Active => "active",
+            TokenState::Revoked => "revoked",
+            TokenState::Expired => "expired",
+        }
+    }
+}
+
+impl TokenRecord {
+    pub fn state(&self, now: i64) -> TokenState {
+        if self.revoked_at.is_some() {
+            TokenState::Revoked
+        } else if self.expires_at <= now {
+            TokenState::Expired
+        } else {
+            TokenState::Active
+        }
+    }
+}
+
+/// The result of presenting a secret. Callers answer every failure alike (401).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Authentication {
+    Valid { token: TokenRecord, principal: PrincipalRecord },
+    Unknown,
+    Revoked,
+    Expired,
+}
+
+/// A new token: who, which tier, what it is called, and its life (Unix seconds).
+#[derive(Clone, Debug)]
+pub struct NewToken<'a> {
+    pub principal: &'a str,
+    pub tier: Option<&'a str>,
+    pub name: &'a str,
+    pub now: i64,
+    pub expires_at: i64,
+}

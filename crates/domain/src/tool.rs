@@ -1,0 +1,47 @@
+//! What handlers return.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::StoreError;
+
+/// A successful call.
+#[derive(Debug)]
+pub enum ToolOutput {
+    /// Becomes `structuredContent` and a text block holding the same JSON.
+    Structured(Value),
+    /// A complete CallToolResult written in tools.yaml (`builtin::static`).
+    Static(&'static str),
+}
+
+/// A call that did not succeed. Every variant says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments passed the schema but not the handler's own rules.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// What the call names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The caller may not do this, with the next step.
+    #[error("{message}")]
+    Refused { message: String, remediation: String },
+    /// The store failed; retrying may help.
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl ToolError {
+    /// Store faults are the server's problem; the rest are results the model can read.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, ToolError::Store(_))
+    }
+}
+
+pub type ToolResult = Result<ToolOutput, ToolError>;
+
+/// Arguments (already valid against the inputSchema) into the tool's typed struct.
+pub fn typed_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolError> {
+    serde_json::from_value(arguments)
+        .map_err(|e| ToolError::InvalidArguments(format!("arguments do not fit the tool: {e}")))
+}

@@ -1,0 +1,41 @@
+//! Human approval for approval-gated calls: the first call mints a ticket (a pending denial
+//! carrying its id); a person approves it outside MCP; the same call with `approval_id`
+//! redeems it, once.
+
+use serde_json::Value;
+use toolgate_domain::Clock;
+use toolgate_domain::approvals::{Approval, Mint, Recall, canonical_arguments};
+use toolgate_domain::catalogue::ToolMeta;
+use toolgate_domain::denial::{ApprovalCap, Denial, RecallRefusal};
+use toolgate_store::ApprovalStore;
+
+/// `Ok` is the consumed approval: run the tool once.
+pub async fn ticket_or_recall(
+    store: &dyn ApprovalStore,
+    clock: &Clock,
+    caller: &str,
+    tool: &ToolMeta,
+    arguments: &Value,
+    approval_id: Option<&str>,
+) -> Result<Box<Approval>, Denial> {
+    let canonical = canonical_arguments(arguments);
+    let now = clock.now_secs();
+    let fault = |error| Denial::StoreFault { what: "approval", error };
+    let Some(approval_id) = approval_id else {
+        return Err(match store.mint(tool.name, caller, &canonical, now).await.map_err(fault)? {
+            Mint::Pending(approval) => Denial::ApprovalPending { approval, minted: true },
+            Mint::TooManyForSubmitter => Denial::ApprovalCap(ApprovalCap::Submitter),
+            Mint::TooManyInAll => Denial::ApprovalCap(ApprovalCap::Server),
+        });
+    };
+    let refused = |why| Err(Denial::NotRedeemable { approval_id: approval_id.to_string(), why });
+    match store.recall(approval_id, tool.name, caller, &canonical, now).await.map_err(fault)? {
+        Recall::Run(approval) => Ok(approval),
+        Recall::StillPending(approval) => Err(Denial::ApprovalPending { approval, minted: false }),
+        Recall::Unknown => refused(RecallRefusal::Unknown),
+        Recall::Mismatch => refused(RecallRefusal::Mismatch),
+        Recall::NotRedeemable { why } => refused(RecallRefusal::Used { why }),
+        Recall::Rejected => refused(RecallRefusal::Rejected),
+        Recall::Expired => refused(RecallRefusal::Expired),
+    }
+}

@@ -1,0 +1,121 @@
+//! The tools' schemas, compiled once at start: arguments are checked against the inputSchema
+//! (strictly: `1.0` is not an integer) before any approval work; in debug builds results are
+//! checked against the outputSchema.
+
+use serde_json::Value;
+use toolgate_domain::catalogue::{Catalogue, ToolMeta};
+use toolgate_domain::denial::{ArgumentProblem, Denial, InvalidArguments};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{what} of {tool} does not compile: {why}")]
+pub struct SchemaError {
+    what: &'static str,
+    tool: &'static str,
+    why: String,
+}
+
+/// One compiled validator per tool, in catalogue order, and the parsed inputSchema.
+pub struct Schemas {
+    input: Vec<jsonschema::Validator>,
+    input_json: Vec<Value>,
+    output: Vec<Option<jsonschema::Validator>>,
+    required_capabilities: Vec<Option<Value>>,
+}
+
+fn compile(
+    schema: &str,
+    what: &'static str,
+    tool: &'static str,
+) -> Result<(jsonschema::Validator, Value), SchemaError> {
+    let error = |why: String| SchemaError { what, tool, why };
+    let value: Value = serde_json::from_str(schema).map_err(|e| error(e.to_string()))?;
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .build(&value)
+        .map_err(|e| error(e.to_string()))?;
+    Ok((validator, value))
+}
+
+impl Schemas {
+    pub fn compile(catalogue: &'static Catalogue) -> Result<Self, SchemaError> {
+        let mut schemas = Schemas {
+            input: Vec::new(),
+            input_json: Vec::new(),
+            output: Vec::new(),
+            required_capabilities: Vec::new(),
+        };
+        for meta in catalogue.tools {
+            let (validator, json) = compile(meta.input_schema, "inputSchema", meta.name)?;
+            schemas.input.push(validator);
+            schemas.input_json.push(json);
+            let output = meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?;
+            schemas.output.push(output.map(|(v, _)| v));
+            let capabilities = meta
+                .required_client_capabilities
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| SchemaError { what: "requiredClientCapabilities", tool: meta.name, why: e.to_string() })?;
+            schemas.required_capabilities.push(capabilities);
+        }
+        Ok(schemas)
+    }
+
+    /// The published inputSchema, parsed.
+    pub fn input_schema(&self, tool: &ToolMeta) -> &Value {
+        &self.input_json[tool.index]
+    }
+
+    /// The client capabilities a call of `tool` needs.
+    pub fn required_capabilities(&self, tool: &ToolMeta) -> Option<&Value> {
+        self.required_capabilities[tool.index].as_ref()
+    }
+
+    pub fn check(&self, tool: &'static ToolMeta, arguments: &Value) -> Result<(), Denial> {
+        let mut problems: Vec<ArgumentProblem> = self.input[tool.index]
+            .iter_errors(arguments)
+            .map(|e| ArgumentProblem { pointer: e.instance_path().as_str().to_string(), message: e.to_string() })
+            .collect();
+        non_integers(self.input_schema(tool), arguments, String::new(), &mut problems);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let required = self.input_schema(tool).get("required").cloned().unwrap_or(Value::Array(Vec::new()));
+        let example = tool.example_arguments.map(|e| serde_json::from_str::<Value>(e).expect("generated JSON"));
+        Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, required, example }))
+    }
+
+    /// Where a handler's result breaks the tool's outputSchema (a bug in the handler).
+    pub fn output_problem(&self, tool: &ToolMeta, value: &Value) -> Option<String> {
+        let validator = self.output[tool.index].as_ref()?;
+        let e = validator.iter_errors(value).next()?;
+        Some(format!("{} returned a result that breaks its outputSchema at {}: {e}", tool.name, e.instance_path()))
+    }
+}
+
+/// JSON Schema counts 1.0 as an integer; toolgate does not (no silent truncation).
+fn non_integers(schema: &Value, value: &Value, pointer: String, out: &mut Vec<ArgumentProblem>) {
+    if schema.get("type").and_then(Value::as_str) == Some("integer") && value.as_number().is_some_and(|n| n.is_f64()) {
+        out.push(ArgumentProblem {
+            pointer: pointer.clone(),
+            message: format!("{value} is not an integer (write it without a fraction or exponent)"),
+        });
+    }
+    match value {
+        Value::Object(obj) => {
+            for (k, v) in obj {
+                if let Some(s) = schema.get("properties").and_then(|p| p.get(k)) {
+                    non_integers(s, v, format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    non_integers(s, v, format!("{pointer}/{i}"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}

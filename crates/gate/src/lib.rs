@@ -1,0 +1,124 @@
+//! The gate every tool call passes before its handler runs, in this order: the read-only kill
+//! switch, the tier (the generated matrix), RBAC (the principal's roles), the arguments
+//! (the tool's inputSchema), then human approval (ticket, then recall). It returns
+//! [`Passed`] or a typed [`Denial`]; it knows no HTTP and no JSON-RPC.
+
+mod approval;
+mod arguments;
+mod review;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate_domain::approvals::Approval;
+use toolgate_domain::catalogue::{Catalogue, ToolMeta};
+use toolgate_domain::denial::Denial;
+use toolgate_domain::{Caller, Clock};
+use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
+use toolgate_store::ApprovalStore;
+
+pub use arguments::{SchemaError, Schemas};
+pub use review::review;
+
+/// A call the gate let through: its arguments (without `approval_id`) and the approval it
+/// consumed, if it needed one.
+#[derive(Debug)]
+pub struct Passed {
+    pub arguments: Value,
+    pub approval: Option<Box<Approval>>,
+}
+
+pub struct Gate {
+    catalogue: &'static Catalogue,
+    schemas: Schemas,
+    approvals: Arc<dyn ApprovalStore>,
+    clock: Clock,
+    read_only: bool,
+}
+
+impl Gate {
+    /// `read_only`: refuse every tool that is not read-class, for every tier.
+    pub fn new(
+        catalogue: &'static Catalogue,
+        approvals: Arc<dyn ApprovalStore>,
+        clock: Clock,
+        read_only: bool,
+    ) -> Result<Self, SchemaError> {
+        Ok(Self { catalogue, schemas: Schemas::compile(catalogue)?, approvals, clock, read_only })
+    }
+
+    pub fn catalogue(&self) -> &'static Catalogue {
+        self.catalogue
+    }
+
+    pub fn schemas(&self) -> &Schemas {
+        &self.schemas
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether `--read-only` hides and refuses `tool`.
+    pub fn refused_by_read_only(&self, tool: &ToolMeta) -> bool {
+        self.read_only && tool.class != OperationClass::Read
+    }
+
+    /// The whole pipeline for one call.
+    pub async fn pass(&self, caller: &Caller, tool: &'static ToolMeta, mut arguments: Value) -> Result<Passed, Denial> {
+        if self.refused_by_read_only(tool) {
+            return Err(Denial::ReadOnlyMode { tool: tool.name });
+        }
+        let decision = self.authorize(caller, tool)?;
+        // Arguments before any approval is looked up, minted or consumed.
+        self.schemas.check(tool, &arguments)?;
+        // `approval_id` is the gate's argument only on gated tools (it is in their published
+        // schema); elsewhere it is the tool's own.
+        let approval_id = match tool.approval_gated {
+            true => arguments
+                .as_object_mut()
+                .and_then(|o| o.remove(APPROVAL_ID))
+                .and_then(|v| v.as_str().map(str::to_string)),
+            false => None,
+        };
+        let approval = match decision {
+            Decision::ApprovalRequired => Some(
+                approval::ticket_or_recall(
+                    self.approvals.as_ref(),
+                    &self.clock,
+                    &caller.principal.name,
+                    tool,
+                    &arguments,
+                    approval_id.as_deref(),
+                )
+                .await?,
+            ),
+            _ => None,
+        };
+        Ok(Passed { arguments, approval })
+    }
+
+    /// Tier first, always; then RBAC. `Ok` is the tier's decision (Allow or ApprovalRequired).
+    pub fn authorize(&self, caller: &Caller, tool: &'static ToolMeta) -> Result<Decision, Denial> {
+        let decision = self.catalogue.decision(tool, caller.tier);
+        if decision == Decision::Deny {
+            let allowed_in = self
+                .catalogue
+                .tiers
+                .iter()
+                .filter(|t| self.catalogue.decision(tool, Some(t)) != Decision::Deny)
+                .map(|t| t.name)
+                .collect();
+            return Err(Denial::Tier {
+                tool: tool.name,
+                tier: caller.tier_label().to_string(),
+                pair: tool.pair(),
+                allowed_in,
+            });
+        }
+        if !self.catalogue.permits(&caller.principal.roles, tool.securable, tool.operation) {
+            return Err(Denial::NotGranted { tool: tool.name, pair: tool.pair() });
+        }
+        Ok(decision)
+    }
+}

@@ -1,0 +1,34 @@
+//! toolgate's store: one async trait per area (what the server may ask), implemented for the
+//! embedded SQLite file in [`sqlite`]. The SQL dialect, row mapping and migrations stay behind
+//! the traits; a PostgreSQL implementation will implement the same traits.
+
+mod audit_writer;
+pub mod sqlite;
+mod traits;
+
+use std::sync::Arc;
+
+pub use audit_writer::AuditWriter;
+pub use sqlite::SqliteStore;
+pub use toolgate_domain::StoreError;
+pub use traits::{ApprovalStore, AuditStore, CredentialStore, GroupStore, PluginConfigStore, TagStore};
+
+/// The file name of the embedded store inside a data directory.
+pub const SQLITE_FILE_NAME: &str = "toolgate.sqlite3";
+
+/// Every repository, as trait objects: what the server composes its services from.
+#[derive(Clone)]
+pub struct Repositories {
+    pub credentials: Arc<dyn CredentialStore>,
+    pub approvals: Arc<dyn ApprovalStore>,
+    pub audit: Arc<dyn AuditStore>,
+    pub tags: Arc<dyn TagStore>,
+    pub plugin_config: Arc<dyn PluginConfigStore>,
+    pub groups: Arc<dyn GroupStore>,
+}
+
+impl std::fmt::Debug for Repositories {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Repositories")
+    }
+}

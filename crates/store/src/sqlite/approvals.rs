@@ -1,0 +1,233 @@
+//! Human approvals in SQLite. Consumption is one conditional UPDATE, so a replay or a
+//! concurrent second recall can never run the tool twice.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use toolgate_domain::StoreError;
+use toolgate_domain::approvals::{
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, MCP_SURFACE, Mint,
+    Recall, Review, ReviewRefusal, definition_of,
+};
+use toolgate_domain::secrets::random_hex;
+
+use super::SqliteStore;
+use crate::ApprovalStore;
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+const COLUMNS: &str = "id, definition, tool, surface, submitter, canonical_args, status, submitted_at, expires_at, reviewer, reviewed_at, review_comment, consumed_at";
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<Approval> {
+    let status: String = r.get(6)?;
+    Ok(Approval {
+        id: r.get(0)?,
+        definition: r.get(1)?,
+        tool: r.get(2)?,
+        surface: r.get(3)?,
+        submitter: r.get(4)?,
+        canonical_args: r.get(5)?,
+        // The table's CHECK constraint admits only the four labels.
+        status: ApprovalStatus::from_label(&status).unwrap_or(ApprovalStatus::Pending),
+        submitted_at: r.get(7)?,
+        expires_at: r.get(8)?,
+        reviewer: r.get(9)?,
+        reviewed_at: r.get(10)?,
+        review_comment: r.get(11)?,
+        consumed_at: r.get(12)?,
+    })
+}
+
+fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
+    conn.query_row(&format!("SELECT {COLUMNS} FROM approval WHERE id = ?1"), params![id], row).optional()
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn approval(&self, id: &str) -> Result<Option<Approval>> {
+        let id = id.to_string();
+        self.run(move |c| by_id(c, &id)).await
+    }
+
+    async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>> {
+        let (status, submitter) = (status.map(str::to_string), submitter.map(str::to_string));
+        self.run(move |c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM approval WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR submitter = ?2)
+                 ORDER BY submitted_at DESC, id LIMIT ?3"
+            ))?;
+            stmt.query_map(params![status, submitter, limit], row)?.collect()
+        })
+        .await
+    }
+
+    async fn mint(&self, tool: &str, submitter: &str, canonical_args: &str, now: i64) -> Result<Mint> {
+        let (tool, submitter, canonical_args) = (tool.to_string(), submitter.to_string(), canonical_args.to_string());
+        let definition = definition_of(&tool);
+        self.run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            // Expired pending tickets no longer count and may not be found again.
+            tx.execute(
+                "UPDATE approval SET status = 'rejected', review_comment = 'expired unreviewed' WHERE status = 'pending' AND expires_at <= ?1",
+                params![now],
+            )?;
+            let existing = tx
+                .query_row(
+                    &format!("SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = ?1 AND definition = ?2 AND canonical_args = ?3"),
+                    params![submitter, definition, canonical_args],
+                    row,
+                )
+                .optional()?;
+            if let Some(found) = existing {
+                tx.commit()?;
+                return Ok(Mint::Pending(Box::new(found)));
+            }
+            let mine: i64 = tx.query_row(
+                "SELECT count(*) FROM approval WHERE status = 'pending' AND submitter = ?1",
+                params![submitter],
+                |r| r.get(0),
+            )?;
+            let all: i64 = tx.query_row("SELECT count(*) FROM approval WHERE status = 'pending'", [], |r| r.get(0))?;
+            // Committed either way: the expiry above stands even when a cap refuses.
+            let capped = if mine >= MAX_PENDING_PER_SUBMITTER {
+                Some(Mint::TooManyForSubmitter)
+            } else if all >= MAX_PENDING_TOTAL {
+                Some(Mint::TooManyInAll)
+            } else {
+                None
+            };
+            if let Some(refusal) = capped {
+                tx.commit()?;
+                return Ok(refusal);
+            }
+            let id = random_hex::<16>();
+            tx.execute(
+                "INSERT INTO approval (id, definition, tool, surface, submitter, canonical_args, status, submitted_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
+                params![id, definition, tool, MCP_SURFACE, submitter, canonical_args, now, now + APPROVAL_TTL_SECS],
+            )?;
+            let minted = by_id(&tx, &id)?.expect("just inserted");
+            tx.commit()?;
+            Ok(Mint::Pending(Box::new(minted)))
+        })
+        .await
+    }
+
+    async fn review(&self, review: Review<'_>) -> Result<std::result::Result<Approval, ReviewRefusal>> {
+        let (id, reviewer, comment) =
+            (review.id.to_string(), review.reviewer.to_string(), review.comment.map(str::to_string));
+        let (approve, now) = (review.approve, review.now);
+        self.run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some(a) = by_id(&tx, &id)? else { return Ok(Err(ReviewRefusal::Unknown(id))) };
+            if a.submitter == reviewer {
+                return Ok(Err(ReviewRefusal::OwnRequest(reviewer)));
+            }
+            if a.status != ApprovalStatus::Pending {
+                return Ok(Err(ReviewRefusal::NotPending(a.status.label())));
+            }
+            if a.expired(now) {
+                return Ok(Err(ReviewRefusal::Expired));
+            }
+            let status = if approve { ApprovalStatus::Approved } else { ApprovalStatus::Rejected };
+            tx.execute(
+                "UPDATE approval SET status = ?2, reviewer = ?3, reviewed_at = ?4, review_comment = ?5, expires_at = ?6
+                 WHERE id = ?1 AND status = 'pending'",
+                params![id, status.label(), reviewer, now, comment, now + APPROVAL_TTL_SECS],
+            )?;
+            let decided = by_id(&tx, &id)?.expect("just updated");
+            tx.commit()?;
+            Ok(Ok(decided))
+        })
+        .await
+    }
+
+    async fn recall(&self, id: &str, tool: &str, caller: &str, canonical_args: &str, now: i64) -> Result<Recall> {
+        let (id, caller, canonical_args) = (id.to_string(), caller.to_string(), canonical_args.to_string());
+        let definition = definition_of(tool);
+        self.run(move |c| {
+            let Some(a) = by_id(c, &id)? else { return Ok(Recall::Unknown) };
+            if a.definition != definition || a.canonical_args != canonical_args {
+                return Ok(Recall::Mismatch);
+            }
+            if a.submitter != caller {
+                return Ok(Recall::NotRedeemable { why: "another principal's approval" });
+            }
+            if a.surface != MCP_SURFACE {
+                return Ok(Recall::NotRedeemable { why: "not minted by the MCP surface" });
+            }
+            match a.status {
+                ApprovalStatus::Rejected => return Ok(Recall::Rejected),
+                ApprovalStatus::Consumed => return Ok(Recall::NotRedeemable { why: "already consumed (replay)" }),
+                _ if a.expired(now) => return Ok(Recall::Expired),
+                ApprovalStatus::Pending => return Ok(Recall::StillPending(Box::new(a))),
+                ApprovalStatus::Approved => {}
+            }
+            let changed = c.execute(
+                "UPDATE approval SET status = 'consumed', consumed_at = ?2
+                 WHERE id = ?1 AND status = 'approved' AND submitter = ?3 AND expires_at > ?2",
+                params![id, now, caller],
+            )?;
+            if changed == 1 {
+                Ok(Recall::Run(Box::new(by_id(c, &id)?.expect("just consumed"))))
+            } else {
+                Ok(Recall::NotRedeemable { why: "consumed by a concurrent recall" })
+            }
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review<'a>(id: &'a str, reviewer: &'a str, now: i64) -> Review<'a> {
+        Review { id, reviewer, approve: true, comment: None, now }
+    }
+
+    #[tokio::test]
+    async fn mint_dedup_review_consume_once() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let Mint::Pending(a) = store.mint("delete_tag", "alice", "{\"k\":1}", 100).await.unwrap() else { panic!() };
+        let Mint::Pending(again) = store.mint("delete_tag", "alice", "{\"k\":1}", 101).await.unwrap() else { panic!() };
+        assert_eq!(a.id, again.id, "deduplicated while pending");
+        assert_eq!(
+            store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 102).await.unwrap(),
+            Recall::StillPending(a.clone())
+        );
+        assert_eq!(
+            store.review(review(&a.id, "alice", 103)).await.unwrap(),
+            Err(ReviewRefusal::OwnRequest("alice".into()))
+        );
+        assert!(store.review(Review { comment: Some("ok"), ..review(&a.id, "bob", 104) }).await.unwrap().is_ok());
+        assert_eq!(store.recall(&a.id, "delete_tag", "alice", "{\"k\":2}", 105).await.unwrap(), Recall::Mismatch);
+        assert!(matches!(
+            store.recall(&a.id, "delete_tag", "mallory", "{\"k\":1}", 105).await.unwrap(),
+            Recall::NotRedeemable { .. }
+        ));
+        assert!(matches!(store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 106).await.unwrap(), Recall::Run(_)));
+        assert!(matches!(
+            store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 107).await.unwrap(),
+            Recall::NotRedeemable { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn expiry_and_caps() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let Mint::Pending(a) = store.mint("t", "alice", "{}", 0).await.unwrap() else { panic!() };
+        store.review(review(&a.id, "bob", APPROVAL_TTL_SECS - 1)).await.unwrap().unwrap();
+        // Approved: the week runs from the review.
+        assert!(matches!(
+            store.recall(&a.id, "t", "alice", "{}", 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
+            Recall::Run(_)
+        ));
+        let Mint::Pending(b) = store.mint("t", "alice", "{}", 0).await.unwrap() else { panic!() };
+        store.review(review(&b.id, "bob", 10)).await.unwrap().unwrap();
+        assert_eq!(store.recall(&b.id, "t", "alice", "{}", 10 + APPROVAL_TTL_SECS).await.unwrap(), Recall::Expired);
+        for i in 0..MAX_PENDING_PER_SUBMITTER {
+            assert!(matches!(store.mint("t", "carol", &format!("{{\"i\":{i}}}"), 1).await.unwrap(), Mint::Pending(_)));
+        }
+        assert_eq!(store.mint("t", "carol", "{\"i\":99}", 1).await.unwrap(), Mint::TooManyForSubmitter);
+    }
+}

@@ -1,0 +1,278 @@
+//! Principals and their API tokens in SQLite.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use toolgate_domain::StoreError;
+use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
+
+use super::SqliteStore;
+use crate::CredentialStore;
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at";
+
+fn roles_of(text: String) -> Vec<String> {
+    text.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect()
+}
+
+fn principal_row(r: &rusqlite::Row) -> rusqlite::Result<PrincipalRecord> {
+    Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), created_at: r.get(2)? })
+}
+
+fn token_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
+    Ok(TokenRecord {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        principal: r.get(2)?,
+        tier: r.get(3)?,
+        created_at: r.get(4)?,
+        expires_at: r.get(5)?,
+        revoked_at: r.get(6)?,
+    })
+}
+
+fn principal_by_name(conn: &Connection, name: &str) -> rusqlite::Result<Option<PrincipalRecord>> {
+    conn.query_row("SELECT name, roles, created_at FROM principal WHERE name = ?1", params![name], principal_row)
+        .optional()
+}
+
+/// Inserts a token row; returns the record and its secret.
+fn insert_token(conn: &Connection, new: &OwnedToken) -> rusqlite::Result<(TokenRecord, String)> {
+    let secret = new_secret(TOKEN_PREFIX);
+    let id = format!("tok_{}", random_hex::<8>());
+    conn.execute(
+        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![id, new.name, new.principal, new.tier, hash_secret(&secret), new.now, new.expires_at],
+    )?;
+    let record = TokenRecord {
+        id,
+        name: new.name.clone(),
+        principal: new.principal.clone(),
+        tier: new.tier.clone(),
+        created_at: new.now,
+        expires_at: new.expires_at,
+        revoked_at: None,
+    };
+    Ok((record, secret))
+}
+
+/// [`NewToken`] with owned fields, to cross into the blocking pool.
+struct OwnedToken {
+    principal: String,
+    tier: Option<String>,
+    name: String,
+    now: i64,
+    expires_at: i64,
+}
+
+#[async_trait]
+impl CredentialStore for SqliteStore {
+    async fn principal_count(&self) -> Result<i64> {
+        self.run(|c| c.query_row("SELECT count(*) FROM principal", [], |r| r.get(0))).await
+    }
+
+    async fn put_principal(&self, name: &str, roles: &[String], now: i64) -> Result<()> {
+        let (name, roles) = (name.to_string(), roles.join(","));
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO principal (name, roles, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET roles = excluded.roles",
+                params![name, roles, now],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>> {
+        let name = name.to_string();
+        self.run(move |c| principal_by_name(c, &name)).await
+    }
+
+    async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
+        self.run(|c| {
+            let mut stmt = c.prepare("SELECT name, roles, created_at FROM principal ORDER BY name")?;
+            stmt.query_map([], principal_row)?.collect()
+        })
+        .await
+    }
+
+    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool> {
+        let name = name.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "UPDATE api_token SET revoked_at = ?2 WHERE principal = ?1 AND revoked_at IS NULL",
+                params![name, now],
+            )?;
+            let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
+            tx.commit()?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn create_token(&self, new: NewToken<'_>) -> Result<(TokenRecord, String)> {
+        let new = OwnedToken {
+            principal: new.principal.into(),
+            tier: new.tier.map(str::to_string),
+            name: new.name.into(),
+            now: new.now,
+            expires_at: new.expires_at,
+        };
+        self.run(move |c| insert_token(c, &new)).await
+    }
+
+    async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication> {
+        let hash = hash_secret(secret);
+        self.run(move |c| {
+            let token = c
+                .query_row(
+                    &format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE secret_hash = ?1"),
+                    params![hash],
+                    token_row,
+                )
+                .optional()?;
+            let Some(token) = token else { return Ok(Authentication::Unknown) };
+            if token.revoked_at.is_some() {
+                return Ok(Authentication::Revoked);
+            }
+            if token.expires_at <= now {
+                return Ok(Authentication::Expired);
+            }
+            match principal_by_name(c, &token.principal)? {
+                Some(principal) => Ok(Authentication::Valid { token, principal }),
+                // The principal was removed: its tokens die with it.
+                None => Ok(Authentication::Revoked),
+            }
+        })
+        .await
+    }
+
+    async fn token(&self, id: &str) -> Result<Option<TokenRecord>> {
+        let id = id.to_string();
+        self.run(move |c| {
+            c.query_row(&format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE id = ?1"), params![id], token_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn rotate_token(
+        &self,
+        predecessor: &TokenRecord,
+        overlap_secs: i64,
+        now: i64,
+    ) -> Result<(TokenRecord, String)> {
+        let predecessor = predecessor.clone();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let new = OwnedToken {
+                principal: predecessor.principal.clone(),
+                tier: predecessor.tier.clone(),
+                name: format!("{} (rotated)", predecessor.name),
+                now,
+                expires_at: predecessor.expires_at,
+            };
+            let (successor, secret) = insert_token(&tx, &new)?;
+            tx.execute("UPDATE api_token SET rotated_from = ?2 WHERE id = ?1", params![successor.id, predecessor.id])?;
+            tx.execute(
+                "UPDATE api_token SET expires_at = min(expires_at, ?2) WHERE id = ?1",
+                params![predecessor.id, now + overlap_secs],
+            )?;
+            tx.commit()?;
+            Ok((successor, secret))
+        })
+        .await
+    }
+
+    async fn confirm_rotation(
+        &self,
+        successor_id: &str,
+        secret: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let (successor_id, hash, principal) = (successor_id.to_string(), hash_secret(secret), principal.to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let predecessor: Option<Option<String>> = tx
+                .query_row(
+                    "SELECT rotated_from FROM api_token WHERE id = ?1 AND secret_hash = ?2 AND principal = ?3 AND revoked_at IS NULL AND expires_at > ?4",
+                    params![successor_id, hash, principal, now],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let Some(Some(predecessor)) = predecessor else { return Ok(None) };
+            tx.execute(
+                "UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![predecessor, now],
+            )?;
+            tx.commit()?;
+            Ok(Some(predecessor))
+        })
+        .await
+    }
+
+    async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>> {
+        let principal = principal.map(str::to_string);
+        self.run(move |c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_token WHERE ?1 IS NULL OR principal = ?1 ORDER BY created_at, id"
+            ))?;
+            stmt.query_map(params![principal], token_row)?.collect()
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {
+        let id = id.to_string();
+        self.run(move |c| {
+            c.execute("UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", params![id, now])
+                .map(|changed| changed == 1)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_token<'a>(principal: &'a str, tier: Option<&'a str>, now: i64, expires_at: i64) -> NewToken<'a> {
+        NewToken { principal, tier, name: "t", now, expires_at }
+    }
+
+    #[tokio::test]
+    async fn tokens_authenticate_until_revoked_or_expired() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
+        let (record, secret) = store.create_token(new_token("alice", Some("readonly"), 0, 100)).await.unwrap();
+        assert!(secret.starts_with(TOKEN_PREFIX) && secret.len() > 40);
+        assert!(matches!(store.authenticate(&secret, 50).await.unwrap(), Authentication::Valid { .. }));
+        assert_eq!(store.authenticate(&secret, 100).await.unwrap(), Authentication::Expired);
+        assert_eq!(store.authenticate("tg_nope", 50).await.unwrap(), Authentication::Unknown);
+        assert!(store.revoke_token(&record.id, 60).await.unwrap());
+        assert!(!store.revoke_token(&record.id, 61).await.unwrap());
+        assert_eq!(store.authenticate(&secret, 50).await.unwrap(), Authentication::Revoked);
+        let tail = secret[3..].to_string();
+        let stored: String =
+            store.run(|c| c.query_row("SELECT secret_hash FROM api_token", [], |r| r.get(0))).await.unwrap();
+        assert!(!stored.contains(&tail), "the secret is never stored in clear");
+    }
+
+    #[tokio::test]
+    async fn rotation_is_confirmed_only_with_the_successor_secret() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
+        let (old, _) = store.create_token(new_token("alice", Some("readonly"), 0, 10_000)).await.unwrap();
+        let (new, secret) = store.rotate_token(&old, 100, 10).await.unwrap();
+        assert_eq!(store.token(&old.id).await.unwrap().unwrap().expires_at, 110, "overlap shortens the old one");
+        assert_eq!(store.confirm_rotation(&new.id, "tg_wrong", "alice", 20).await.unwrap(), None);
+        assert_eq!(store.confirm_rotation(&new.id, &secret, "bob", 20).await.unwrap(), None);
+        assert_eq!(store.confirm_rotation(&new.id, &secret, "alice", 20).await.unwrap(), Some(old.id.clone()));
+        assert!(store.token(&old.id).await.unwrap().unwrap().revoked_at.is_some());
+    }
+}

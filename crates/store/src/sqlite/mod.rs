@@ -1,0 +1,167 @@
+//! The embedded store: one SQLite file (WAL, durable commits), migrations from
+//! `migrations/sqlite/` applied at open. Every query runs on tokio's blocking pool, never on
+//! an async worker thread.
+
+mod approvals;
+mod credentials;
+mod small;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, Params};
+use toolgate_domain::StoreError;
+
+use crate::Repositories;
+
+/// The schema, one file per version, in order. A database's `user_version` says how many ran.
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_plugin_config", include_str!("../../migrations/sqlite/0001_plugin_config.sql")),
+    ("0002_agent_tags", include_str!("../../migrations/sqlite/0002_agent_tags.sql")),
+    ("0003_principals_tokens", include_str!("../../migrations/sqlite/0003_principals_tokens.sql")),
+    ("0004_approvals_audit_groups", include_str!("../../migrations/sqlite/0004_approvals_audit_groups.sql")),
+];
+
+/// A cheap, cloneable handle to the database.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+pub(crate) fn db(e: rusqlite::Error) -> StoreError {
+    StoreError::backend(e)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
+        Self::migrate(conn)
+    }
+
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::migrate(Connection::open_in_memory().map_err(db)?)
+    }
+
+    fn migrate(mut conn: Connection) -> Result<Self, StoreError> {
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(db)?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "the database is at schema version {version}, newer than this binary's {}: upgrade toolgate",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, (_, sql)) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction().map_err(db)?;
+            tx.execute_batch(sql).map_err(db)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db)?;
+            tx.commit().map_err(db)?;
+        }
+        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Every repository, backed by this one file.
+    pub fn repositories(&self) -> Repositories {
+        Repositories {
+            credentials: Arc::new(self.clone()),
+            approvals: Arc::new(self.clone()),
+            audit: Arc::new(self.clone()),
+            tags: Arc::new(self.clone()),
+            plugin_config: Arc::new(self.clone()),
+            groups: Arc::new(self.clone()),
+        }
+    }
+
+    /// Runs `work` on the connection, on the blocking pool.
+    pub(crate) async fn run<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| {
+                StoreError::Unavailable("the store's lock was poisoned by a panic in another request".into())
+            })?;
+            work(&mut guard).map_err(db)
+        })
+        .await;
+        joined.map_err(|e| StoreError::Unavailable(format!("a store task failed: {e}")))?
+    }
+
+    /// Breaks one area on purpose (its tables are renamed away), so that tests reach every
+    /// store-fault path with a real store.
+    #[cfg(feature = "fault-injection")]
+    pub async fn break_area(&self, area: Area) -> Result<(), StoreError> {
+        let sql: String = area.tables().iter().map(|t| format!("ALTER TABLE {t} RENAME TO broken_{t};")).collect();
+        self.run(move |conn| conn.execute_batch(&sql)).await
+    }
+}
+
+/// The areas a test can break (see [`SqliteStore::break_area`]).
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Copy, Debug)]
+pub enum Area {
+    Credentials,
+    Approvals,
+    Audit,
+    Tags,
+    PluginConfig,
+    Groups,
+}
+
+#[cfg(feature = "fault-injection")]
+impl Area {
+    fn tables(self) -> &'static [&'static str] {
+        match self {
+            Area::Credentials => &["api_token", "principal"],
+            Area::Approvals => &["approval"],
+            Area::Audit => &["audit"],
+            Area::Tags => &["agent_tag"],
+            Area::PluginConfig => &["plugin_config", "plugin_kill_switch"],
+            Area::Groups => &["management_group"],
+        }
+    }
+}
+
+/// Reads the current value with `select`, then runs `upsert`, in one transaction: returns the
+/// value that was replaced.
+fn replace_returning_previous(
+    conn: &mut Connection,
+    select: &str,
+    key: impl Params,
+    upsert: &str,
+    row: impl Params,
+) -> rusqlite::Result<Option<String>> {
+    let tx = conn.transaction()?;
+    let previous: Option<String> = tx.query_row(select, key, |r| r.get(0)).optional()?;
+    tx.execute(upsert, row)?;
+    tx.commit()?;
+    Ok(previous)
+}
+
+/// Runs a `DELETE ... RETURNING value`: the deleted value, if there was one.
+fn delete_returning(conn: &Connection, sql: &str, key: impl Params) -> rusqlite::Result<Option<String>> {
+    conn.query_row(sql, key, |r| r.get(0)).optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let dir = std::env::temp_dir().join(format!("toolgate-store-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("newer.sqlite3");
+        let _ = std::fs::remove_file(&path);
+        drop(SqliteStore::open(&path).unwrap());
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
+        let refused = SqliteStore::open(&path).unwrap_err().to_string();
+        assert!(refused.contains("newer than this binary"), "{refused}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

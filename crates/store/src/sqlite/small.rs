@@ -1,0 +1,283 @@
+//! The smaller areas in SQLite: the audit log, agent tags, plugin configuration and kill
+//! switches, management groups.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use toolgate_domain::StoreError;
+use toolgate_domain::audit::{AuditEvent, AuditFilter};
+use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
+
+use super::{SqliteStore, delete_returning, replace_returning_previous};
+use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn append(&self, events: &[AuditEvent]) -> Result<()> {
+        let events = events.to_vec();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                for e in &events {
+                    stmt.execute(params![
+                        e.at_ms,
+                        e.principal,
+                        e.token_id,
+                        e.action,
+                        e.target,
+                        e.result,
+                        e.detail,
+                        e.correlation_id
+                    ])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn query(&self, f: &AuditFilter) -> Result<Vec<AuditEvent>> {
+        let f = f.clone();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id FROM audit
+                 WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms <= ?2) AND (?3 IS NULL OR principal = ?3)
+                   AND (?4 IS NULL OR substr(action, 1, length(?4)) = ?4) AND (?5 IS NULL OR result = ?5)
+                   AND (?6 IS NULL OR correlation_id = ?6)
+                 ORDER BY id DESC LIMIT ?7",
+            )?;
+            let rows = stmt.query_map(
+                params![f.since_ms, f.until_ms, f.principal, f.action_prefix, f.result, f.correlation_id, f.limit],
+                |r| {
+                    Ok(AuditEvent {
+                        at_ms: r.get(0)?,
+                        principal: r.get(1)?,
+                        token_id: r.get(2)?,
+                        action: r.get(3)?,
+                        target: r.get(4)?,
+                        result: r.get(5)?,
+                        detail: r.get(6)?,
+                        correlation_id: r.get(7)?,
+                    })
+                },
+            )?;
+            rows.collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl TagStore for SqliteStore {
+    async fn agent_tags(&self, agent_id: &str) -> Result<Vec<Tag>> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT key, value, updated_at, updated_by FROM agent_tag WHERE agent_id = ?1 ORDER BY key",
+            )?;
+            let rows = stmt.query_map(params![agent_id], |r| {
+                Ok(Tag { key: r.get(0)?, value: r.get(1)?, updated_at: r.get(2)?, updated_by: r.get(3)? })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn set_agent_tag(
+        &self,
+        agent_id: &str,
+        key: &str,
+        value: &str,
+        change: Change<'_>,
+    ) -> Result<Option<String>> {
+        let (agent_id, key, value, by, now) =
+            (agent_id.to_string(), key.to_string(), value.to_string(), change.by.to_string(), change.at);
+        self.run(move |c| {
+            replace_returning_previous(
+                c,
+                "SELECT value FROM agent_tag WHERE agent_id = ?1 AND key = ?2",
+                params![agent_id, key],
+                "INSERT INTO agent_tag (agent_id, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
+                 updated_by = excluded.updated_by",
+                params![agent_id, key, value, now, by],
+            )
+        })
+        .await
+    }
+
+    async fn delete_agent_tag(&self, agent_id: &str, key: &str) -> Result<Option<String>> {
+        let (agent_id, key) = (agent_id.to_string(), key.to_string());
+        self.run(move |c| {
+            delete_returning(
+                c,
+                "DELETE FROM agent_tag WHERE agent_id = ?1 AND key = ?2 RETURNING value",
+                params![agent_id, key],
+            )
+        })
+        .await
+    }
+}
+
+fn config_entry(row: &rusqlite::Row) -> rusqlite::Result<ConfigEntry> {
+    Ok(ConfigEntry {
+        plugin: row.get(0)?,
+        key: row.get(1)?,
+        value: row.get(2)?,
+        updated_at: row.get(3)?,
+        updated_by: row.get(4)?,
+    })
+}
+
+fn kill_switch(conn: &rusqlite::Connection, plugin: &str, action: Option<&str>) -> rusqlite::Result<KillSwitch> {
+    let row = conn
+        .query_row(
+            "SELECT engaged, reason, updated_at, updated_by FROM plugin_kill_switch WHERE plugin = ?1 AND action = ?2",
+            params![plugin, action.unwrap_or("")],
+            |r| Ok((r.get::<_, bool>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let (enabled, reason, updated_at, updated_by) = match row {
+        Some((e, r, at, by)) => (e, r, Some(at), Some(by)),
+        None => (false, None, None, None),
+    };
+    Ok(KillSwitch {
+        plugin: plugin.to_string(),
+        action: action.map(str::to_string),
+        enabled,
+        reason,
+        updated_at,
+        updated_by,
+    })
+}
+
+#[async_trait]
+impl PluginConfigStore for SqliteStore {
+    async fn list(&self, plugin: Option<&str>) -> Result<Vec<ConfigEntry>> {
+        let plugin = plugin.map(str::to_string);
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT plugin, key, value, updated_at, updated_by FROM plugin_config
+                 WHERE ?1 IS NULL OR plugin = ?1 ORDER BY plugin, key",
+            )?;
+            stmt.query_map(params![plugin], config_entry)?.collect()
+        })
+        .await
+    }
+
+    async fn get(&self, plugin: &str, key: &str) -> Result<Option<ConfigEntry>> {
+        let (plugin, key) = (plugin.to_string(), key.to_string());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT plugin, key, value, updated_at, updated_by FROM plugin_config WHERE plugin = ?1 AND key = ?2",
+                params![plugin, key],
+                config_entry,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn set(&self, plugin: &str, key: &str, value: &str, change: Change<'_>) -> Result<Option<String>> {
+        let (plugin, key, value, by, now) =
+            (plugin.to_string(), key.to_string(), value.to_string(), change.by.to_string(), change.at);
+        self.run(move |c| {
+            replace_returning_previous(
+                c,
+                "SELECT value FROM plugin_config WHERE plugin = ?1 AND key = ?2",
+                params![plugin, key],
+                "INSERT INTO plugin_config (plugin, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (plugin, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                params![plugin, key, value, now, by],
+            )
+        })
+        .await
+    }
+
+    async fn delete(&self, plugin: &str, key: &str) -> Result<Option<String>> {
+        let (plugin, key) = (plugin.to_string(), key.to_string());
+        self.run(move |c| {
+            delete_returning(
+                c,
+                "DELETE FROM plugin_config WHERE plugin = ?1 AND key = ?2 RETURNING value",
+                params![plugin, key],
+            )
+        })
+        .await
+    }
+
+    async fn kill_switch(&self, plugin: &str, action: Option<&str>) -> Result<KillSwitch> {
+        let (plugin, action) = (plugin.to_string(), action.map(str::to_string));
+        self.run(move |c| kill_switch(c, &plugin, action.as_deref())).await
+    }
+
+    async fn set_kill_switch(
+        &self,
+        plugin: &str,
+        action: Option<&str>,
+        enabled: bool,
+        reason: Option<&str>,
+        change: Change<'_>,
+    ) -> Result<KillSwitch> {
+        let (plugin, action, reason) = (plugin.to_string(), action.map(str::to_string), reason.map(str::to_string));
+        let (by, now) = (change.by.to_string(), change.at);
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO plugin_kill_switch (plugin, action, engaged, reason, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (plugin, action) DO UPDATE SET engaged = excluded.engaged, reason = excluded.reason,
+                 updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                params![plugin, action.as_deref().unwrap_or(""), enabled, reason, now, by],
+            )?;
+            kill_switch(c, &plugin, action.as_deref())
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl GroupStore for SqliteStore {
+    async fn management_groups(&self) -> Result<Vec<ManagementGroup>> {
+        self.run(|c| {
+            let mut stmt = c.prepare_cached("SELECT id, name, description FROM management_group ORDER BY name, id")?;
+            let rows =
+                stmt.query_map([], |r| Ok(ManagementGroup { id: r.get(0)?, name: r.get(1)?, description: r.get(2)? }))?;
+            rows.collect()
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by(at: i64) -> Change<'static> {
+        Change { at, by: "admin" }
+    }
+
+    #[tokio::test]
+    async fn config_round_trip() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(store.set("p", "k", "v1", by(1)).await.unwrap(), None);
+        assert_eq!(store.set("p", "k", "v2", by(2)).await.unwrap(), Some("v1".into()));
+        assert_eq!(store.get("p", "k").await.unwrap().unwrap().value, "v2");
+        assert_eq!(store.list(Some("p")).await.unwrap().len(), 1);
+        assert_eq!(store.list(Some("q")).await.unwrap().len(), 0);
+        assert_eq!(store.delete("p", "k").await.unwrap(), Some("v2".into()));
+        assert_eq!(store.delete("p", "k").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn kill_switch_defaults_off() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert!(!store.kill_switch("p", None).await.unwrap().enabled);
+        let s = store.set_kill_switch("p", Some("sync"), true, Some("incident"), by(5)).await.unwrap();
+        assert!(s.enabled);
+        assert!(!store.kill_switch("p", None).await.unwrap().enabled);
+        assert!(store.kill_switch("p", Some("sync")).await.unwrap().enabled);
+    }
+}

@@ -1,0 +1,104 @@
+//! What the server may ask of a store, one trait per area. Every method is async: a backend
+//! runs its I/O off the async threads, so a slow query never stalls the reactor.
+
+use async_trait::async_trait;
+use toolgate_domain::StoreError;
+use toolgate_domain::approvals::{Approval, Mint, Recall, Review, ReviewRefusal};
+use toolgate_domain::audit::{AuditEvent, AuditFilter};
+use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// Principals and their API tokens. Secrets are kept only as hashes.
+#[async_trait]
+pub trait CredentialStore: Send + Sync {
+    async fn principal_count(&self) -> Result<i64>;
+    /// Adds a principal, or replaces its roles.
+    async fn put_principal(&self, name: &str, roles: &[String], now: i64) -> Result<()>;
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
+    async fn principals(&self) -> Result<Vec<PrincipalRecord>>;
+    /// Removes a principal and revokes its tokens; false when there is none.
+    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool>;
+    /// Creates a token; returns its record and the secret, which is never stored.
+    async fn create_token(&self, new: NewToken<'_>) -> Result<(TokenRecord, String)>;
+    async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication>;
+    async fn token(&self, id: &str) -> Result<Option<TokenRecord>>;
+    /// Mints the successor of `predecessor` (same principal, tier and expiry) and shortens the
+    /// predecessor's life to the overlap, atomically. Returns the successor and its secret.
+    async fn rotate_token(
+        &self,
+        predecessor: &TokenRecord,
+        overlap_secs: i64,
+        now: i64,
+    ) -> Result<(TokenRecord, String)>;
+    /// Confirms a rotation with the successor's secret: the predecessor is revoked. Returns the
+    /// predecessor's id, or None when `secret` is not the successor's or there was no rotation.
+    async fn confirm_rotation(
+        &self,
+        successor_id: &str,
+        secret: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<Option<String>>;
+    async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>>;
+    /// Revokes a token; false when there is no such (unrevoked) token.
+    async fn revoke_token(&self, id: &str, now: i64) -> Result<bool>;
+}
+
+/// Human approvals. Minting is deduplicated and capped; consumption happens at most once.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    async fn approval(&self, id: &str) -> Result<Option<Approval>>;
+    /// Newest first; filtered by status and submitter when given.
+    async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>>;
+    /// Mints (or finds again) the pending ticket for this submitter, tool and arguments.
+    async fn mint(&self, tool: &str, submitter: &str, canonical_args: &str, now: i64) -> Result<Mint>;
+    /// A person approves or rejects; never their own request.
+    async fn review(&self, review: Review<'_>) -> Result<std::result::Result<Approval, ReviewRefusal>>;
+    /// Checks the ticket against this exact call and consumes it atomically.
+    async fn recall(&self, id: &str, tool: &str, caller: &str, canonical_args: &str, now: i64) -> Result<Recall>;
+}
+
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Writes a batch in one transaction (the audit writer's unit of work).
+    async fn append(&self, events: &[AuditEvent]) -> Result<()>;
+    /// Newest first.
+    async fn query(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>>;
+}
+
+#[async_trait]
+pub trait TagStore: Send + Sync {
+    async fn agent_tags(&self, agent_id: &str) -> Result<Vec<Tag>>;
+    /// Sets a tag; returns the value it replaced.
+    async fn set_agent_tag(&self, agent_id: &str, key: &str, value: &str, change: Change<'_>)
+    -> Result<Option<String>>;
+    /// Deletes a tag; returns its value if it existed.
+    async fn delete_agent_tag(&self, agent_id: &str, key: &str) -> Result<Option<String>>;
+}
+
+#[async_trait]
+pub trait PluginConfigStore: Send + Sync {
+    /// Every value, or one plugin's, ordered by plugin then key.
+    async fn list(&self, plugin: Option<&str>) -> Result<Vec<ConfigEntry>>;
+    async fn get(&self, plugin: &str, key: &str) -> Result<Option<ConfigEntry>>;
+    /// Sets a value; returns the one it replaced.
+    async fn set(&self, plugin: &str, key: &str, value: &str, change: Change<'_>) -> Result<Option<String>>;
+    /// Deletes a value; returns it if it existed.
+    async fn delete(&self, plugin: &str, key: &str) -> Result<Option<String>>;
+    async fn kill_switch(&self, plugin: &str, action: Option<&str>) -> Result<KillSwitch>;
+    async fn set_kill_switch(
+        &self,
+        plugin: &str,
+        action: Option<&str>,
+        enabled: bool,
+        reason: Option<&str>,
+        change: Change<'_>,
+    ) -> Result<KillSwitch>;
+}
+
+#[async_trait]
+pub trait GroupStore: Send + Sync {
+    async fn management_groups(&self) -> Result<Vec<ManagementGroup>>;
+}

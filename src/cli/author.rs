@@ -1,0 +1,257 @@
+//! The author-facing commands: `check`, `explain`, `tools list`. They run the same generator
+//! as the build, so their messages are the build's messages.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use toolgate_codegen::policy::{self, Decision};
+use toolgate_codegen::{Checked, Diagnostic, Inputs, SourceFile};
+
+use crate::registry;
+
+/// Which pair of files a command reads.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct CatalogueFiles {
+    /// tools.yaml to read [default: the catalogue this binary was built from]
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+    /// policy.yaml to read [default: the policy this binary was built from]
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+fn read(path: &Path) -> Result<SourceFile> {
+    SourceFile::read(path, path.display().to_string()).with_context(|| format!("cannot read {}", path.display()))
+}
+
+impl CatalogueFiles {
+    /// The named files, or the embedded ones this binary was built from.
+    fn sources(&self) -> Result<(SourceFile, SourceFile)> {
+        let tools = match &self.tools {
+            Some(p) => read(p)?,
+            None => SourceFile::new(file_name(registry::TOOLS_YAML_PATH), registry::TOOLS_YAML),
+        };
+        let policy = match &self.policy {
+            Some(p) => read(p)?,
+            None => SourceFile::new(file_name(registry::POLICY_YAML_PATH), registry::POLICY_YAML),
+        };
+        Ok((tools, policy))
+    }
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path).file_name().map_or(path.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+fn print_diagnostics(diagnostics: &[Diagnostic], tools: &SourceFile, policy: &SourceFile) {
+    for d in diagnostics {
+        let text = if d.file == tools.name {
+            Some(tools.text.as_str())
+        } else if d.file == policy.name {
+            Some(policy.text.as_str())
+        } else {
+            None
+        };
+        eprintln!("{}", d.render(text));
+    }
+}
+
+/// Loads and checks, printing every diagnostic; fails when there are errors.
+fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) -> Result<Checked> {
+    let inputs = Inputs { tools, policy, handlers_dir };
+    match toolgate_codegen::check(&inputs) {
+        Ok(checked) => {
+            print_diagnostics(&checked.warnings, &inputs.tools, &inputs.policy);
+            Ok(checked)
+        }
+        Err(diagnostics) => {
+            print_diagnostics(&diagnostics, &inputs.tools, &inputs.policy);
+            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            bail!("{errors} error(s) in {} / {}", inputs.tools.name, inputs.policy.name)
+        }
+    }
+}
+
+/// `toolgate check`: every build-time rule, without compiling. Returns false on errors.
+pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<bool> {
+    let started = Instant::now();
+    let handlers = handlers.or_else(|| {
+        let dir = tools.parent().unwrap_or(Path::new(".")).join("src/handlers");
+        dir.is_dir().then_some(dir)
+    });
+    let (tools_file, policy_file) = (read(tools)?, read(policy)?);
+    let inputs = Inputs { tools: tools_file, policy: policy_file, handlers_dir: handlers.clone() };
+    let result = toolgate_codegen::check(&inputs);
+    let diagnostics = match &result {
+        Ok(checked) => checked.warnings.clone(),
+        Err(all) => all.clone(),
+    };
+    print_diagnostics(&diagnostics, &inputs.tools, &inputs.policy);
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics.len() - errors;
+    let elapsed = started.elapsed().as_millis();
+    let handler_note = if handlers.is_none() {
+        " (handlers not checked: no src/handlers next to the tools file; pass --handlers)"
+    } else {
+        ""
+    };
+    match result {
+        Ok(checked) => {
+            println!(
+                "{} and {}: {} tools, {} tiers, {} roles; {errors} errors, {warnings} warnings ({elapsed} ms){handler_note}",
+                inputs.tools.name,
+                inputs.policy.name,
+                checked.tools.model.tools.len(),
+                checked.policy.model.tiers.len(),
+                checked.policy.model.roles.len(),
+            );
+            Ok(true)
+        }
+        Err(_) => {
+            println!(
+                "{} and {}: {errors} errors, {warnings} warnings ({elapsed} ms){handler_note}",
+                inputs.tools.name, inputs.policy.name
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// `toolgate explain <tool>`: where a tool's hints and decisions come from.
+pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
+    let (tools, policy_file) = files.sources()?;
+    let checked = load(tools, policy_file, None)?;
+    let catalogue = &checked.tools.model.tools;
+    let Some(index) = catalogue.iter().position(|t| t.name == name) else {
+        let names = catalogue.iter().map(|t| t.name.as_str());
+        bail!("no tool named `{name}`; {}", toolgate_policy::did_you_mean(name, names));
+    };
+    let tool = &catalogue[index];
+    let plan = &checked.plans[index];
+    let policy_model = &checked.policy.model;
+    let pair = format!("{}:{}", tool.securable, tool.operation);
+    let a = tool.annotations;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} — {}", tool.name, tool.title);
+    let _ = writeln!(out, "  {}", tool.description);
+    let _ = writeln!(out, "  permission  {pair} ({}-class operation)", plan.class.label());
+    let _ = writeln!(
+        out,
+        "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",
+        a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint
+    );
+    if let Some(o) = &tool.hint_override {
+        let _ = writeln!(out, "  override    {} waived: {}", o.hint.key(), o.reason);
+    }
+    let _ = writeln!(out, "  handler     {}", tool.handler);
+    let _ = writeln!(out, "  tiers");
+    let width = policy_model.tiers.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for tier in &policy_model.tiers {
+        let v = policy::decide(policy_model, &tier.name, &tool.securable, &tool.operation);
+        let why = match (&v.decision, &v.allowed_by, &v.approval_by) {
+            (Decision::Deny, _, _) => {
+                format!("no allow rule of tier `{}` matches {pair}", tier.name)
+            }
+            (_, Some(allow), Some(approval)) => {
+                format!("allowed by `{allow}`; approval required by `{approval}`")
+            }
+            (_, Some(allow), None) => format!("allowed by `{allow}`; no approval rule matches"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "    {:width$}  {:8}  {why}", tier.name, v.decision.label());
+    }
+    let _ = writeln!(out, "    {:width$}  {:8}  a tier policy.yaml does not declare allows nothing", "(other)", "deny");
+    let roles: Vec<&str> = policy_model
+        .roles
+        .iter()
+        .filter(|r| {
+            policy::role_grants(policy_model, r)
+                .iter()
+                .any(|p| policy::Pattern::parse(p).is_ok_and(|p| p.matches(&tool.securable, &tool.operation)))
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    let _ = writeln!(
+        out,
+        "  roles       {} (RBAC: the caller's principal needs one of these)",
+        if roles.is_empty() { "none".to_string() } else { roles.join(", ") }
+    );
+    let schema = Value::Object(plan.published_input_schema.clone());
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let describe = |names: Vec<&String>| -> String {
+        if names.is_empty() {
+            return "none".into();
+        }
+        names
+            .iter()
+            .map(|n| {
+                let ty = props[n.as_str()]
+                    .get("type")
+                    .map_or("any".to_string(), |t| t.as_str().map_or(t.to_string(), str::to_string));
+                format!("{n} ({ty})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(out, "  arguments");
+    let _ =
+        writeln!(out, "    required  {}", describe(props.keys().filter(|k| required.contains(&k.as_str())).collect()));
+    let _ =
+        writeln!(out, "    optional  {}", describe(props.keys().filter(|k| !required.contains(&k.as_str())).collect()));
+    if plan.approval_gated {
+        let _ =
+            writeln!(out, "    approval_id is added by toolgate: call once, have a human approve, call again with it");
+    }
+    match &plan.example {
+        Some(example) => {
+            let call = serde_json::json!({"name": tool.name, "arguments": example});
+            let _ = writeln!(out, "  example     tools/call {call}");
+        }
+        None => {
+            let _ = writeln!(out, "  example     (none generated: the schema is beyond simple examples)");
+        }
+    }
+    Ok(out)
+}
+
+/// `toolgate tools list [--tier T]`: the `tools/list` result a client of that tier gets.
+pub fn tools_list(tier: Option<&str>, files: &CatalogueFiles) -> Result<String> {
+    let tools_json = if files.tools.is_none() && files.policy.is_none() {
+        // What this binary serves, byte for byte.
+        match tier {
+            None => registry::TOOLS_LIST_ALL.to_string(),
+            Some(t) => match registry::Tier::from_name(t) {
+                Some(tier) => registry::TOOLS_LIST_BY_TIER[tier.index()].to_string(),
+                None => bail!("{}", unknown_tier(t, registry::Tier::ALL.iter().map(|t| t.name()))),
+            },
+        }
+    } else {
+        let (tools, policy_file) = files.sources()?;
+        let checked = load(tools, policy_file, None)?;
+        match tier {
+            None => toolgate_codegen::emit::tools_list::full(&checked),
+            Some(t) => {
+                let per_tier = toolgate_codegen::emit::tools_list::per_tier(&checked);
+                match per_tier.into_iter().find(|(name, _)| name == t) {
+                    Some((_, bytes)) => bytes,
+                    None => bail!("{}", unknown_tier(t, checked.policy.model.tiers.iter().map(|t| t.name.as_str()))),
+                }
+            }
+        }
+    };
+    let tools: Value = serde_json::from_str(&tools_json).context("the generated tools/list is JSON")?;
+    let pretty = serde_json::to_string_pretty(&serde_json::json!({ "tools": tools }))?;
+    Ok(pretty)
+}
+
+fn unknown_tier<'a>(wanted: &str, known: impl Iterator<Item = &'a str> + Clone) -> String {
+    format!("no tier named `{wanted}`; {}", toolgate_policy::did_you_mean(wanted, known))
+}

@@ -1,0 +1,209 @@
+//! Console commands on the store: tokens, principals and the break-glass review of approvals.
+//! They open the same SQLite file as a running server (WAL), so they work while it runs.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use toolgate_domain::audit::{AuditEvent, AuditSink};
+use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken};
+use toolgate_domain::{Clock, approvals::Approval};
+use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME, SqliteStore};
+
+use crate::registry::CATALOGUE;
+
+pub fn open(data_dir: &Path) -> Result<Repositories> {
+    let path = data_dir.join(SQLITE_FILE_NAME);
+    if !path.exists() {
+        bail!(
+            "no store at {}: start the server once (`toolgate serve --data-dir {}`) or pass --data-dir",
+            path.display(),
+            data_dir.display()
+        );
+    }
+    Ok(SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?.repositories())
+}
+
+/// `30d`, `12h`, `90m` or plain seconds -> seconds.
+pub fn parse_duration(text: &str) -> Result<i64> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: i64 = number.parse().with_context(|| format!("`{text}` is not a duration like 30d, 12h or 90m"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        other => bail!("unknown duration unit `{other}` in `{text}`: use d, h, m or s"),
+    };
+    if seconds <= 0 {
+        bail!("a token must live a positive time, not `{text}`");
+    }
+    Ok(seconds)
+}
+
+/// `tier: None` makes an API credential (approvals, audit), for principals who may approve.
+pub async fn token_create(
+    store: &Repositories,
+    principal: &str,
+    tier: Option<&str>,
+    expires_in: &str,
+    name: &str,
+) -> Result<String> {
+    if let Some(tier) = tier.filter(|t| CATALOGUE.tier(t).is_none()) {
+        bail!("no tier `{tier}`; {}", toolgate_policy::did_you_mean(tier, CATALOGUE.tier_names()));
+    }
+    let seconds = parse_duration(expires_in)?;
+    if seconds > MAX_TOKEN_SECS {
+        bail!("an MCP token may live at most {MAX_TOKEN_DAYS} days (asked: {expires_in})");
+    }
+    let Some(p) = store.credentials.principal(principal).await? else {
+        let known: Vec<String> = store.credentials.principals().await?.into_iter().map(|p| p.name).collect();
+        bail!(
+            "no principal `{principal}`; {}",
+            toolgate_policy::did_you_mean(principal, known.iter().map(String::as_str))
+        );
+    };
+    if tier.is_none() && !CATALOGUE.may_review(&p.roles) {
+        bail!("an API credential is for reviewers: `{principal}`'s roles do not grant {}", CATALOGUE.reviewer);
+    }
+    let now = Clock::default().now_secs();
+    let (record, secret) =
+        store.credentials.create_token(NewToken { principal, tier, name, now, expires_at: now + seconds }).await?;
+    let kind = tier.map_or("API credential, no MCP tier".to_string(), |t| format!("tier {t}"));
+    Ok(format!(
+        "created {} for `{principal}` ({kind}, expires in {expires_in}); the secret is shown only now:\n\n    {secret}\n",
+        record.id
+    ))
+}
+
+pub async fn token_list(store: &Repositories) -> Result<String> {
+    let now = Clock::default().now_secs();
+    let mut out = format!("{:<22} {:<12} {:<12} {:<11} {:<9} name\n", "id", "principal", "tier", "expires in", "state");
+    for t in store.credentials.tokens(None).await? {
+        let left = (t.expires_at - now).max(0);
+        out.push_str(&format!(
+            "{:<22} {:<12} {:<12} {:<11} {:<9} {}\n",
+            t.id,
+            t.principal,
+            t.tier.as_deref().unwrap_or("(none)"),
+            format!("{}d{}h", left / 86_400, left % 86_400 / 3600),
+            t.state(now).label(),
+            t.name
+        ));
+    }
+    Ok(out)
+}
+
+pub async fn token_revoke(store: &Repositories, id: &str) -> Result<String> {
+    if store.credentials.revoke_token(id, Clock::default().now_secs()).await? {
+        Ok(format!("revoked {id}\n"))
+    } else {
+        bail!("no active token `{id}` (`toolgate token list` shows them)")
+    }
+}
+
+pub async fn principal_add(store: &Repositories, name: &str, roles: &[String]) -> Result<String> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b)) {
+        bail!("principal names are letters, digits and . _ - @ (got `{name}`)");
+    }
+    if roles.is_empty() {
+        bail!("give the principal at least one --role");
+    }
+    for role in roles {
+        if !CATALOGUE.role_names().any(|known| known == role) {
+            bail!("no role `{role}` in policy.yaml; {}", toolgate_policy::did_you_mean(role, CATALOGUE.role_names()));
+        }
+    }
+    let existed = store.credentials.principal(name).await?.is_some();
+    store.credentials.put_principal(name, roles, Clock::default().now_secs()).await?;
+    Ok(format!("{} principal `{name}` with roles {}\n", if existed { "updated" } else { "added" }, roles.join(", ")))
+}
+
+pub async fn principal_list(store: &Repositories) -> Result<String> {
+    let mut out = format!("{:<24} roles\n", "principal");
+    for p in store.credentials.principals().await? {
+        out.push_str(&format!("{:<24} {}\n", p.name, p.roles.join(", ")));
+    }
+    Ok(out)
+}
+
+pub async fn principal_remove(store: &Repositories, name: &str) -> Result<String> {
+    if store.credentials.remove_principal(name, Clock::default().now_secs()).await? {
+        Ok(format!("removed principal `{name}` and revoked its tokens\n"))
+    } else {
+        bail!("no principal `{name}` (`toolgate principal list` shows them)")
+    }
+}
+
+fn describe(a: &Approval) -> String {
+    format!(
+        "{}  {:<9} {:<28} by {:<12} args {}{}\n",
+        a.id,
+        a.status.label(),
+        a.definition,
+        a.submitter,
+        a.canonical_args,
+        a.reviewer.as_ref().map(|r| format!("  (reviewed by {r})")).unwrap_or_default()
+    )
+}
+
+pub async fn approvals_list(store: &Repositories, status: Option<&str>) -> Result<String> {
+    let all = store.approvals.approvals(status, None, 1000).await?;
+    if all.is_empty() {
+        return Ok("no approvals\n".into());
+    }
+    Ok(all.iter().map(describe).collect())
+}
+
+pub async fn approvals_show(store: &Repositories, id: &str) -> Result<String> {
+    match store.approvals.approval(id).await? {
+        Some(a) => Ok(serde_json::to_string_pretty(&a)? + "\n"),
+        None => bail!("no approval `{id}` (`toolgate approvals list` shows them)"),
+    }
+}
+
+/// The console writes its one audit row at once (there is no writer task to batch for).
+struct ImmediateAudit<'a> {
+    store: &'a dyn AuditStore,
+    rows: std::sync::Mutex<Vec<AuditEvent>>,
+}
+
+impl AuditSink for ImmediateAudit<'_> {
+    fn record(&self, event: AuditEvent) {
+        self.rows.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+}
+
+/// The console's decision, as `--as <principal>`, who must be allowed to review.
+pub async fn approvals_decide(
+    store: &Repositories,
+    id: &str,
+    reviewer: &str,
+    approve: bool,
+    comment: Option<&str>,
+) -> Result<String> {
+    let Some(p) = store.credentials.principal(reviewer).await? else {
+        bail!("no principal `{reviewer}` (`toolgate principal list` shows them)");
+    };
+    if !CATALOGUE.may_review(&p.roles) {
+        bail!("`{reviewer}`'s roles do not grant {}, so they cannot review", CATALOGUE.reviewer);
+    }
+    let audit = ImmediateAudit { store: store.audit.as_ref(), rows: Default::default() };
+    let clock = Clock::default();
+    let decided =
+        toolgate_gate::review(store.approvals.as_ref(), &audit, &clock, id, reviewer, approve, comment).await?;
+    let rows = std::mem::take(&mut *audit.rows.lock().unwrap_or_else(|e| e.into_inner()));
+    if let Err(err) = audit.store.append(&rows).await {
+        eprintln!("warning: the audit row could not be written ({err}): {rows:?}");
+    }
+    match decided {
+        Ok(a) => Ok(format!(
+            "{} {} ({} for {}); the submitter may now call it again with approval_id\n",
+            if approve { "approved" } else { "rejected" },
+            a.id,
+            a.definition,
+            a.submitter
+        )),
+        Err(refusal) => bail!("{refusal}"),
+    }
+}

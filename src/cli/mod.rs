@@ -1,0 +1,8 @@
+//! The console commands: [`author`] (`check`, `explain`, `tools list`: the generator's own
+//! rules and tables, for people who write the catalogue) and [`console`] (tokens, principals,
+//! approvals: the store, for whoever runs the server).
+
+pub mod author;
+pub mod console;
+
+pub use author::CatalogueFiles;

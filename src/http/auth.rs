@@ -1,0 +1,110 @@
+//! Authentication, as one extractor: [`Authenticated`] reads the bearer token, looks it up and
+//! audits every failure. [`McpCaller`] (a token with an MCP tier) and [`Reviewer`] (an
+//! administrator's tierless credential whose roles may decide approvals) refine it.
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
+use toolgate_domain::{Caller, Principal};
+
+use super::{ApiError, AppState};
+
+/// A valid, unexpired, unrevoked token and its principal.
+pub struct Authenticated {
+    pub token: TokenRecord,
+    pub principal: PrincipalRecord,
+}
+
+fn presented_token(headers: &HeaderMap) -> Option<&str> {
+    if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let (scheme, token) = value.trim().split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then_some(token.trim());
+    }
+    headers.get("x-toolgate-token").and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+fn audit_failure(state: &AppState, detail: &str) {
+    let server = &state.mcp;
+    server.services().audit().record(
+        AuditEvent::new(server.services().clock().now_ms(), "auth.failure", AuditOutcome::Denied)
+            .detail(detail)
+            .correlation(server.correlation_id()),
+    );
+}
+
+impl FromRequestParts<Arc<AppState>> for Authenticated {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        let Some(secret) = presented_token(&parts.headers).filter(|t| !t.is_empty()) else {
+            audit_failure(state, "no token");
+            return Err(ApiError::unauthorized(
+                "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
+                false,
+            ));
+        };
+        let services = state.mcp.services();
+        match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
+            Authentication::Valid { token, principal } => Ok(Authenticated { token, principal }),
+            failure => {
+                audit_failure(state, &format!("{failure:?} token").to_lowercase());
+                Err(ApiError::unauthorized("the token is unknown, revoked or expired; ask for a new one", true))
+            }
+        }
+    }
+}
+
+/// An MCP caller: an authenticated token that carries an MCP tier.
+pub struct McpCaller(pub Caller);
+
+impl FromRequestParts<Arc<AppState>> for McpCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        let Authenticated { token, principal } = Authenticated::from_request_parts(parts, state).await?;
+        let Some(tier_name) = token.tier else {
+            audit_failure(state, &format!("token {} has no MCP tier", token.id));
+            return Err(ApiError::unauthorized(
+                "this credential has no MCP tier: it is for the approval API, not for MCP",
+                true,
+            ));
+        };
+        Ok(McpCaller(Caller {
+            principal: Principal { name: principal.name, roles: principal.roles },
+            token_id: token.id,
+            tier: state.mcp.services().catalogue().tier(&tier_name),
+            tier_name,
+        }))
+    }
+}
+
+/// The caller of the approval and audit API: a principal allowed to review (policy.yaml
+/// `server.reviewer_permission`), holding an administrator's tierless credential. An MCP
+/// token, whatever its tier, can never approve anything.
+pub struct Reviewer(pub PrincipalRecord);
+
+impl FromRequestParts<Arc<AppState>> for Reviewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        let Authenticated { token, principal } = Authenticated::from_request_parts(parts, state).await?;
+        if token.tier.is_some() {
+            return Err(ApiError::forbidden(
+                "mcp_token",
+                "MCP tokens can never approve: use an administrator API token (toolgate token create --principal P --api)",
+            ));
+        }
+        let catalogue = state.mcp.services().catalogue();
+        if !catalogue.may_review(&principal.roles) {
+            return Err(ApiError::forbidden(
+                "not_a_reviewer",
+                format!("this principal's roles do not grant {}", catalogue.reviewer),
+            ));
+        }
+        Ok(Reviewer(principal))
+    }
+}

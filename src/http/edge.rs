@@ -1,0 +1,107 @@
+//! Checks made before anything else is read: DNS-rebinding protection (Host and Origin), and
+//! the body's headers (a Content-Length of at most 4 MiB, no chunking, no compression).
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use std::sync::Arc;
+
+use super::{ApiError, AppState, MAX_BODY_BYTES};
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|c| c.is_ascii_digit()) { h } else { host })
+    };
+    matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "::1")
+}
+
+fn origin_allowed(state: &AppState, origin: &str) -> bool {
+    if state.config.allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    match origin.split_once("://") {
+        Some(("http" | "https", authority)) => is_loopback_host(authority.trim_end_matches('/')),
+        _ => false,
+    }
+}
+
+/// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused (middleware).
+pub async fn host_and_origin(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    check_host_and_origin(&state, request.headers())?;
+    Ok(next.run(request).await)
+}
+
+fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !origin.to_str().is_ok_and(|o| origin_allowed(state, o))
+    {
+        return Err(ApiError::forbidden(
+            "forbidden_origin",
+            "this Origin may not call the server (see --allowed-origin)",
+        ));
+    }
+    if state.config.listen.ip().is_loopback()
+        && let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(is_loopback_host)
+    {
+        return Err(ApiError::forbidden(
+            "forbidden_host",
+            "the server is bound to loopback; use localhost or 127.0.0.1 in the URL",
+        ));
+    }
+    Ok(())
+}
+
+/// Content-Length present and at most 4 MiB, no chunking, identity encoding.
+pub fn check_body_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(encoding) = headers.get(header::CONTENT_ENCODING)
+        && !encoding.to_str().is_ok_and(|e| e.trim().eq_ignore_ascii_case("identity"))
+    {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            "send the body uncompressed (Content-Encoding: identity)",
+        ));
+    }
+    if headers.get(header::TRANSFER_ENCODING).is_some() {
+        return Err(ApiError::new(
+            StatusCode::LENGTH_REQUIRED,
+            "length_required",
+            "send the body with a Content-Length, not chunked",
+        ));
+    }
+    let Some(length) = headers.get(header::CONTENT_LENGTH) else {
+        return Err(ApiError::new(StatusCode::LENGTH_REQUIRED, "length_required", "send a Content-Length header"));
+    };
+    match length.to_str().ok().and_then(|l| l.trim().parse::<u64>().ok()) {
+        Some(n) if n <= MAX_BODY_BYTES => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "a request body may be at most 4 MiB",
+        )),
+        None => Err(ApiError::bad_request("bad_content_length", "Content-Length is not a number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["localhost", "localhost:8080", "127.0.0.1:1", "[::1]:80", "LOCALHOST"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.example.com", "evil.example.com:80", "127.0.0.2", "localhost.evil.com"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+}

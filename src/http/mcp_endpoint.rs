@@ -1,0 +1,72 @@
+//! `POST /mcp` (and `DELETE` to end a session): the kill switch and the method check before
+//! authentication, the body checks after it, then the `mcp` module.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::auth::McpCaller;
+use super::edge::check_body_headers;
+use super::{ApiError, AppState, MAX_BODY_BYTES, json_response};
+use crate::mcp::{Reply, jsonrpc};
+
+/// `--mcp-disable` answers everything with -32005; anything but POST and DELETE is 405.
+pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if state.config.mcp_disable {
+        let body = jsonrpc::error(
+            &serde_json::Value::Null,
+            jsonrpc::DISABLED,
+            "MCP is disabled on this server",
+            Some(json!({
+                "retry_after_ms": null,
+                "remediation": "the operator started toolgate with --mcp-disable; ask them to re-enable MCP",
+            })),
+        );
+        let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    if request.method() != Method::POST && request.method() != Method::DELETE {
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "POST a JSON-RPC message; this server opens no GET stream",
+        )
+        .with_header(header::ALLOW, "POST, DELETE")
+        .into_response();
+    }
+    next.run(request).await
+}
+
+pub async fn mcp(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    headers: HeaderMap,
+    McpCaller(caller): McpCaller,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if method == Method::DELETE {
+        return Ok(render(state.mcp.end_session(&caller, &headers)));
+    }
+    check_body_headers(&headers)?;
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await.map_err(|_| {
+        ApiError::bad_request("bad_body", "the body could not be read in full (or exceeded its Content-Length)")
+    })?;
+    Ok(render(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes).await))
+}
+
+fn render(reply: Reply) -> Response {
+    let mut response = match reply.body {
+        Some(body) => json_response(reply.status, body),
+        None => reply.status.into_response(),
+    };
+    if let Some(id) = reply.session_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        response.headers_mut().insert("mcp-session-id", id);
+    }
+    response
+}

@@ -1,0 +1,70 @@
+//! `toolgate serve`: the HTTP edge (axum). Routes, Host/Origin checks, authentication, body
+//! limits and the admin API live here; MCP itself is the `mcp` module's.
+
+mod api;
+mod auth;
+mod edge;
+mod error;
+mod mcp_endpoint;
+mod serve;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::response::Response;
+use axum::routing::{any, get};
+use serde_json::json;
+
+pub use error::{ApiError, json_response};
+pub use serve::{bootstrap, serve};
+
+use crate::mcp::McpServer;
+
+pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Origins allowed besides the loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Serve the whole catalogue to every tier (the gate still refuses at call time).
+    pub list_all_tools: bool,
+    /// Refuse every tool that is not read-class, for every tier.
+    pub read_only: bool,
+    /// Answer every MCP request with -32005.
+    pub mcp_disable: bool,
+}
+
+/// What every request handler shares.
+pub struct AppState {
+    pub config: Config,
+    pub mcp: McpServer,
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let guarded = Router::new()
+        .route("/mcp", any(mcp_endpoint::mcp))
+        .route("/mcp/", any(mcp_endpoint::mcp))
+        .route("/mcp/v1", any(mcp_endpoint::mcp))
+        .route("/mcp/v1/", any(mcp_endpoint::mcp))
+        .route_layer(from_fn_with_state(state.clone(), mcp_endpoint::edge))
+        .merge(api::routes())
+        .route_layer(from_fn_with_state(state.clone(), edge::host_and_origin));
+    Router::new().route("/healthz", get(healthz)).merge(guarded).fallback(not_found).with_state(state)
+}
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
+}
+
+async fn not_found() -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        json!({"error": "not_found", "message": "the MCP endpoint is POST /mcp (or /mcp/v1/)"}).to_string(),
+    )
+}

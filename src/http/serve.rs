@@ -1,0 +1,87 @@
+//! Startup: the store (created with an admin and a demo token on first start), the services,
+//! the MCP server, the listener; and a graceful shutdown that drains the audit writer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use toolgate_domain::Clock;
+use toolgate_domain::tokens::NewToken;
+use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
+
+use super::{AppState, Config, router};
+use crate::mcp::{McpServer, Options};
+use crate::registry::{DEMO_TOKEN_TIER, FIRST_START_ROLE, ToolId};
+use crate::services::Services;
+
+/// How long the demo token lives.
+const DEMO_TOKEN_SECS: i64 = 30 * 24 * 3600;
+
+/// Opens the store; on an empty one, creates `admin` and prints a demo token once.
+pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Result<Repositories> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    let path = config.data_dir.join(SQLITE_FILE_NAME);
+    let store = SqliteStore::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
+    let repositories = store.repositories();
+    let credentials = &repositories.credentials;
+    if credentials.principal_count().await? == 0 {
+        let now = clock.now_secs();
+        credentials.put_principal("admin", &[FIRST_START_ROLE.to_string()], now).await?;
+        let tier = DEMO_TOKEN_TIER.name();
+        let new =
+            NewToken { principal: "admin", tier: Some(tier), name: "demo", now, expires_at: now + DEMO_TOKEN_SECS };
+        let (record, secret) = credentials.create_token(new).await?;
+        let url = format!("http://{local}/mcp");
+        let snippet = serde_json::json!({"mcpServers": {"toolgate": {
+            "command": "npx",
+            "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
+        }}});
+        println!("toolgate: first start: created {} and the principal `admin` ({FIRST_START_ROLE}).", path.display());
+        println!(
+            "Demo token {} ({tier} tier, expires in {} days), shown only this once:\n\n    {secret}\n",
+            record.id,
+            DEMO_TOKEN_SECS / 86_400
+        );
+        println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
+        println!(
+            "More tokens: toolgate token create --principal admin --tier readonly --data-dir {}",
+            config.data_dir.display()
+        );
+    }
+    Ok(repositories)
+}
+
+pub async fn serve(config: Config) -> Result<()> {
+    let clock = Clock::default();
+    // Tests move the server's clock (e.g. to expire approvals across a restart).
+    if let Some(offset) = std::env::var("TOOLGATE_TEST_CLOCK_OFFSET_MS").ok().and_then(|v| v.parse().ok()) {
+        clock.advance_ms(offset);
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local = listener.local_addr()?;
+    let repositories = bootstrap(&config, local, &clock).await?;
+    let (audit, writer) = AuditWriter::start(repositories.audit.clone());
+    let services = Arc::new(Services::new(repositories, clock, Arc::new(audit)));
+    let options = Options { list_all_tools: config.list_all_tools, read_only: config.read_only };
+    let mcp = McpServer::new(services, options)?;
+    let state = Arc::new(AppState { config, mcp });
+    // Installed before the address is announced: a SIGTERM right after it must still drain.
+    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
+    println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal(terminate)).await;
+    // Every connection has finished and dropped its state: the writer drains and ends.
+    if tokio::time::timeout(std::time::Duration::from_secs(30), writer).await.is_err() {
+        tracing::error!("the audit writer did not drain within 30 s");
+    }
+    served?;
+    println!("toolgate: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
+    tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = terminate.recv() => {} }
+}

@@ -1,0 +1,299 @@
+//! tools/call: the protocol's checks (a name, object arguments, a known tool, 2026-07-28's
+//! headers, required client capabilities), then the gate, then the handler. Every outcome is
+//! audited with the correlation id the client sees.
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Map, Value, json};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::catalogue::ToolMeta;
+use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
+use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput, approvals::canonical_arguments};
+use toolgate_policy::Decision;
+
+use super::jsonrpc::{self as rpc};
+use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers};
+use crate::registry::{ToolId, dispatch};
+
+/// Which era the call came in on, and what that changes.
+pub struct Era {
+    pub stateless: bool,
+    pub version: String,
+    /// The capabilities the client declared (this request's, or its session's).
+    pub client_capabilities: Option<Value>,
+}
+
+impl Era {
+    /// From 2025-11-25 on, bad arguments are a tool result the model can read (`isError`).
+    fn arguments_as_tool_result(&self) -> bool {
+        self.stateless || self.version.as_str() >= IS_ERROR_FOR_ARGUMENTS_FROM
+    }
+
+    fn status(&self, code: i64) -> StatusCode {
+        match (self.stateless, code) {
+            (true, rpc::INVALID_PARAMS | rpc::HEADER_MISMATCH | rpc::MISSING_CLIENT_CAPABILITY) => {
+                StatusCode::BAD_REQUEST
+            }
+            _ => StatusCode::OK,
+        }
+    }
+
+    fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
+        if self.stateless
+            && let Some(obj) = result.as_object_mut()
+        {
+            obj.insert("resultType".into(), json!("complete"));
+            obj.insert("_meta".into(), json!({META_SERVER_INFO: server.server_info}));
+        }
+        Reply::json(StatusCode::OK, rpc::result(id, &result))
+    }
+}
+
+/// A finished call: what the client gets and what the audit row says.
+struct Outcome {
+    reply: Reply,
+    result: AuditOutcome,
+    detail: String,
+}
+
+/// One request's identity: its JSON-RPC id, its era and its correlation id.
+struct Request<'a> {
+    id: &'a Value,
+    era: &'a Era,
+    correlation_id: String,
+}
+
+impl Request<'_> {
+    fn error(&self, code: i64, message: String, data: Option<Value>) -> Outcome {
+        Outcome {
+            detail: format!("{code}: {message}"),
+            reply: Reply::error(self.era.status(code), self.id, code, &message, data),
+            result: AuditOutcome::Denied,
+        }
+    }
+
+    /// A denial with the A4 data every refusal carries.
+    fn denied(&self, server: &McpServer, denial: Denial) -> Outcome {
+        let code = denial_code(&denial);
+        if let Denial::InvalidArguments(invalid) = &denial {
+            let details = invalid.details(&self.correlation_id);
+            let message = invalid.message();
+            let reply = if self.era.arguments_as_tool_result() {
+                let text = format!("{message}. {}", invalid.remediation());
+                self.era.success(
+                    self.id,
+                    server,
+                    json!({"content": [{"type": "text", "text": text}], "structuredContent": details, "isError": true}),
+                )
+            } else {
+                Reply::error(StatusCode::OK, self.id, code, &message, Some(details))
+            };
+            return Outcome { reply, result: AuditOutcome::Denied, detail: message };
+        }
+        let mut data = json!({
+            "correlation_id": self.correlation_id,
+            "retry_after_ms": denial.retry_after_ms(),
+            "remediation": denial.remediation(),
+        });
+        if let (Some(obj), Some(Value::Object(extra))) = (data.as_object_mut(), denial.data()) {
+            obj.extend(extra);
+        }
+        Outcome {
+            reply: Reply::error(self.era.status(code), self.id, code, &denial.message(), Some(data)),
+            result: denial.audit_outcome(),
+            detail: denial.audit_detail(code),
+        }
+    }
+}
+
+pub async fn tools_call(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<Value>,
+    era: &Era,
+) -> Reply {
+    let request = Request { id, era, correlation_id: server.correlation_id() };
+    let params = params.unwrap_or(Value::Null);
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let arguments = params.get("arguments").cloned();
+    let outcome = call(server, caller, headers, &request, &name, arguments.clone()).await;
+    let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncate(&name, 128)), outcome.result)
+        .by(caller)
+        .detail(truncate(&outcome.detail, 1024))
+        .correlation(request.correlation_id);
+    if let Some(arguments) = arguments {
+        event = event.target(truncate(&canonical_arguments(&arguments), 512));
+    }
+    server.record(event);
+    outcome.reply
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+async fn call(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: &Request<'_>,
+    name: &str,
+    arguments: Option<Value>,
+) -> Outcome {
+    if name.is_empty() {
+        return request.error(rpc::INVALID_PARAMS, "tools/call needs params.name (a string)".into(), None);
+    }
+    let arguments = match arguments {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(a @ Value::Object(_)) => a,
+        Some(_) => return request.error(rpc::INVALID_PARAMS, "params.arguments must be an object".into(), None),
+    };
+    let Some(tool) = ToolId::from_name(name) else {
+        let (message, suggestions) = unknown_tool(server, caller, name);
+        let data = json!({"suggestions": suggestions, "correlation_id": request.correlation_id});
+        return request.error(rpc::INVALID_PARAMS, message, Some(data));
+    };
+    let meta = tool.meta();
+    // The read-only kill switch answers before any protocol detail of a tool it refuses.
+    if server.gate.refused_by_read_only(meta) {
+        return request.denied(server, Denial::ReadOnlyMode { tool: meta.name });
+    }
+    if request.era.stateless
+        && let Err(message) =
+            headers::check_param_headers(server.gate.schemas().input_schema(meta), headers, &arguments)
+    {
+        return Outcome {
+            detail: message.clone(),
+            reply: Reply::error(StatusCode::BAD_REQUEST, request.id, rpc::HEADER_MISMATCH, &message, None),
+            result: AuditOutcome::Denied,
+        };
+    }
+    if let Some(outcome) = missing_capabilities(server, request, meta) {
+        return outcome;
+    }
+    let passed = match server.gate.pass(caller, meta, arguments).await {
+        Ok(passed) => passed,
+        Err(denial) => return request.denied(server, denial),
+    };
+    let approved = passed
+        .approval
+        .map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default()))
+        .unwrap_or_default();
+    let ctx = ToolContext::builder(server.services.clone())
+        .caller(caller.clone())
+        .correlation_id(request.correlation_id.clone())
+        .build();
+    run_handler(server, request, tool, &ctx, passed.arguments, approved).await
+}
+
+async fn run_handler(
+    server: &McpServer,
+    request: &Request<'_>,
+    tool: ToolId,
+    ctx: &crate::services::ToolContext,
+    arguments: Value,
+    approved: String,
+) -> Outcome {
+    let meta = tool.meta();
+    match dispatch(tool, ctx, arguments).await {
+        Ok(ToolOutput::Structured(value)) => {
+            if cfg!(debug_assertions)
+                && let Some(message) = server.gate.schemas().output_problem(meta, &value)
+            {
+                let data = json!({"correlation_id": request.correlation_id});
+                return Outcome {
+                    detail: message.clone(),
+                    reply: Reply::error(StatusCode::OK, request.id, rpc::INTERNAL_ERROR, &message, Some(data)),
+                    result: AuditOutcome::Failure,
+                };
+            }
+            let text = serde_json::to_string(&value).expect("JSON values serialize");
+            let result =
+                json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false});
+            Outcome {
+                reply: request.era.success(request.id, server, result),
+                result: AuditOutcome::Success,
+                detail: format!("{approved}ran"),
+            }
+        }
+        Ok(ToolOutput::Static(raw)) => {
+            let result: Value = serde_json::from_str(raw).expect("generated JSON");
+            let failed = result["isError"] == true;
+            Outcome {
+                reply: request.era.success(request.id, server, result),
+                result: if failed { AuditOutcome::Failure } else { AuditOutcome::Success },
+                detail: format!("{approved}static result"),
+            }
+        }
+        Err(ToolError::Refused { message, remediation }) => {
+            let data =
+                json!({"correlation_id": request.correlation_id, "retry_after_ms": null, "remediation": remediation});
+            Outcome {
+                detail: format!("{}: {message}", rpc::PERMISSION_DENIED),
+                reply: Reply::error(StatusCode::OK, request.id, rpc::PERMISSION_DENIED, &message, Some(data)),
+                result: AuditOutcome::Denied,
+            }
+        }
+        Err(e) if e.is_internal() => {
+            tracing::error!(correlation_id = %request.correlation_id, tool = meta.name, "tool failed: {e}");
+            let data = json!({"correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
+                              "remediation": "a transient store fault; retry in a few seconds"});
+            let message = format!("{} failed: {e}", meta.name);
+            Outcome {
+                detail: e.to_string(),
+                reply: Reply::error(StatusCode::OK, request.id, rpc::INTERNAL_ERROR, &message, Some(data)),
+                result: AuditOutcome::Failure,
+            }
+        }
+        Err(e) => Outcome {
+            detail: format!("{approved}{e}"),
+            reply: request.era.success(
+                request.id,
+                server,
+                json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true}),
+            ),
+            result: AuditOutcome::Failure,
+        },
+    }
+}
+
+/// The client capabilities the tool needs that the client did not declare.
+fn missing_capabilities(server: &McpServer, request: &Request<'_>, meta: &ToolMeta) -> Option<Outcome> {
+    let required = server.gate.schemas().required_capabilities(meta)?;
+    let declared = request.era.client_capabilities.as_ref();
+    let missing: Vec<&str> = required
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| declared.and_then(|d| d.get(*k)).is_none())
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let message = format!("{} needs the client capabilities: {}", meta.name, missing.join(", "));
+    Some(request.error(rpc::MISSING_CLIENT_CAPABILITY, message, Some(json!({"requiredCapabilities": required}))))
+}
+
+fn unknown_tool(server: &McpServer, caller: &Caller, name: &str) -> (String, Vec<String>) {
+    let catalogue = server.services.catalogue();
+    let visible = catalogue
+        .tools
+        .iter()
+        .filter(|t| server.options.list_all_tools || catalogue.decision(t, caller.tier) != Decision::Deny)
+        .map(|t| t.name);
+    let suggestions: Vec<String> = toolgate_policy::closest(name, visible).into_iter().map(str::to_string).collect();
+    let hint = match suggestions.first() {
+        Some(s) => format!("; did you mean `{s}`?"),
+        None => "; tools/list shows the tools this token may call".into(),
+    };
+    (format!("Unknown tool: {name}{hint}"), suggestions)
+}

@@ -1,0 +1,30 @@
+//! JSON-RPC error codes: the standard ones, MCP's, and toolgate's own; and which code each
+//! kind of denial is answered with.
+
+use toolgate_domain::Denial;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// Handshake-era code for an unknown session (implementation-defined range).
+pub const SESSION_NOT_FOUND: i64 = -32001;
+pub const PERMISSION_DENIED: i64 = -32003;
+pub const TIER_DENIED: i64 = -32004;
+pub const DISABLED: i64 = -32005;
+pub const APPROVAL_REQUIRED: i64 = -32006;
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// The code a denial is answered with.
+pub fn denial_code(denial: &Denial) -> i64 {
+    match denial {
+        Denial::ReadOnlyMode { .. } | Denial::Tier { .. } => TIER_DENIED,
+        Denial::NotGranted { .. } | Denial::ApprovalCap(_) | Denial::NotRedeemable { .. } => PERMISSION_DENIED,
+        Denial::InvalidArguments(_) => INVALID_PARAMS,
+        Denial::ApprovalPending { .. } => APPROVAL_REQUIRED,
+        Denial::StoreFault { .. } => INTERNAL_ERROR,
+    }
+}

@@ -1,0 +1,158 @@
+//! The handshake era (2025-03-26 … 2025-11-25): `initialize`, sessions bound to their
+//! principal, batches for 2025-03-26, DELETE to end a session.
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+use toolgate_domain::Caller;
+use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+
+use super::call::{self, Era};
+use super::headers::header;
+use super::jsonrpc::{self as rpc, Message};
+use super::router::{Method, list_tools, method_not_found};
+use super::sessions::Session;
+use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
+
+fn session_not_found(id: &Value, message: &str) -> Reply {
+    Reply::error(StatusCode::NOT_FOUND, id, rpc::SESSION_NOT_FOUND, message, None)
+}
+
+/// The session named by `Mcp-Session-Id`, if any: `Err` is the 404 for an unknown one.
+fn session(server: &McpServer, caller: &Caller, headers: &HeaderMap, id: &Value) -> Result<Option<Session>, Reply> {
+    match header(headers, "mcp-session-id") {
+        None => Ok(None),
+        Some(sid) => server
+            .sessions
+            .touch(sid, &caller.principal.name, server.now_ms())
+            .map(Some)
+            .ok_or_else(|| session_not_found(id, "session not found: it expired or was ended; initialize again")),
+    }
+}
+
+pub async fn handle(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    message: Message,
+) -> Reply {
+    let (id, method, params) = match message {
+        Message::Response | Message::Notification { .. } => {
+            if let Err(reply) = session(server, caller, headers, &Value::Null) {
+                return reply;
+            }
+            return Reply::accepted();
+        }
+        Message::Request { id, method, params } => (id, method, params),
+    };
+    if method == "initialize" {
+        return initialize(server, caller, &id, params.as_ref());
+    }
+    let session = match session(server, caller, headers, &id) {
+        Ok(s) => s,
+        Err(reply) => return reply,
+    };
+    let version = header_version
+        .map(str::to_string)
+        .or(session.as_ref().map(|s| s.version.clone()))
+        .unwrap_or_else(|| DEFAULT_VERSION.into());
+    match Method::parse(&method) {
+        Some(Method::Ping) => Reply::json(StatusCode::OK, rpc::result_raw(&id, "{}")),
+        Some(Method::ToolsList) => list_tools(server, caller, &id, params.as_ref(), false),
+        Some(Method::ToolsCall) => {
+            let era = Era { stateless: false, version, client_capabilities: session.map(|s| s.client_capabilities) };
+            call::tools_call(server, caller, headers, &id, params, &era).await
+        }
+        Some(Method::ServerDiscover) | None => method_not_found(StatusCode::OK, &id, &method),
+    }
+}
+
+fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
+    let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+    // A version we speak is echoed; any other is answered with our latest (not an error).
+    let version = match requested {
+        Some(v) if HANDSHAKE_VERSIONS.contains(&v) => v,
+        _ => HANDSHAKE_VERSIONS[HANDSHAKE_VERSIONS.len() - 1],
+    };
+    let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or(json!({}));
+    let session_id = server.sessions.create(&caller.principal.name, version, capabilities, server.now_ms());
+    audit_session(server, caller, "session.open", &session_id);
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": server.server_info,
+        "instructions": INSTRUCTIONS,
+    });
+    Reply { status: StatusCode::OK, body: Some(rpc::result(id, &result)), session_id: Some(session_id) }
+}
+
+pub async fn batch(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    header_version: Option<&str>,
+    items: Vec<Result<Message, (Value, rpc::FramingError)>>,
+) -> Reply {
+    let version = header_version.unwrap_or(DEFAULT_VERSION);
+    if version != DEFAULT_VERSION {
+        return Reply::error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            rpc::INVALID_REQUEST,
+            &format!(
+                "JSON-RPC batches are accepted only for protocol 2025-03-26 (this request is {version}); send one message per POST"
+            ),
+            None,
+        );
+    }
+    let mut responses = Vec::new();
+    for item in items {
+        let reply = match item {
+            Err((id, e)) => Reply::error(StatusCode::OK, &id, e.code, &e.message, None),
+            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                Reply::error(StatusCode::OK, &id, rpc::INVALID_REQUEST, "initialize must not be sent in a batch", None)
+            }
+            Ok(message) => Box::pin(handle(server, caller, headers, Some(DEFAULT_VERSION), message)).await,
+        };
+        if reply.status == StatusCode::NOT_FOUND {
+            return reply;
+        }
+        if let Some(body) = reply.body {
+            responses.push(body);
+        }
+    }
+    if responses.is_empty() {
+        Reply::accepted()
+    } else {
+        Reply::json(StatusCode::OK, format!("[{}]", responses.join(",")))
+    }
+}
+
+impl McpServer {
+    /// DELETE ends a handshake-era session (200), after which it is unknown (404).
+    pub fn end_session(&self, caller: &Caller, headers: &HeaderMap) -> Reply {
+        match header(headers, "mcp-session-id") {
+            None => Reply::error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &Value::Null,
+                rpc::INVALID_REQUEST,
+                "DELETE ends a session: send its Mcp-Session-Id",
+                None,
+            ),
+            Some(sid) if self.sessions.remove(sid, &caller.principal.name) => {
+                audit_session(self, caller, "session.close", sid);
+                Reply::json(StatusCode::OK, "{}".into())
+            }
+            Some(_) => session_not_found(&Value::Null, "session not found"),
+        }
+    }
+}
+
+fn audit_session(server: &McpServer, caller: &Caller, action: &str, session_id: &str) {
+    server.record(
+        AuditEvent::new(server.now_ms(), action, AuditOutcome::Success)
+            .by(caller)
+            .target(session_id)
+            .correlation(server.correlation_id()),
+    );
+}

@@ -1,0 +1,164 @@
+//! JSON-RPC 2.0 framing: reading one message (or a 2025-03-26 batch) from raw bytes, and
+//! writing results and errors. Bodies are parsed by hand, never by an extractor whose own
+//! rejections would bypass the JSON-RPC error mapping.
+
+use serde_json::{Map, Value, json};
+
+pub use super::codes::*;
+
+/// Deeper JSON than this is refused before it is parsed.
+pub const MAX_DEPTH: usize = 64;
+
+/// One incoming message.
+#[derive(Debug, Clone)]
+pub enum Message {
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    /// A response sent by the client (to a request we never make): accepted and ignored.
+    Response,
+}
+
+/// Why a body could not become messages: the error to answer with (id null).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FramingError {
+    pub code: i64,
+    pub message: String,
+}
+
+/// The whole body: one message or a batch (an array).
+pub enum Body {
+    Single(Result<Message, (Value, FramingError)>),
+    Batch(Vec<Result<Message, (Value, FramingError)>>),
+}
+
+/// The nesting depth of a JSON text, without parsing it (strings are skipped).
+pub fn depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+pub fn parse(bytes: &[u8]) -> Result<Body, FramingError> {
+    if depth(bytes) > MAX_DEPTH {
+        return Err(FramingError { code: PARSE_ERROR, message: format!("JSON nested deeper than {MAX_DEPTH} levels") });
+    }
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| FramingError { code: PARSE_ERROR, message: format!("the body is not JSON: {e}") })?;
+    match value {
+        Value::Array(items) if items.is_empty() => {
+            Err(FramingError { code: INVALID_REQUEST, message: "an empty batch is not a request".into() })
+        }
+        Value::Array(items) => Ok(Body::Batch(items.into_iter().map(message).collect())),
+        other => Ok(Body::Single(message(other))),
+    }
+}
+
+fn message(value: Value) -> Result<Message, (Value, FramingError)> {
+    let invalid = |id: Value, why: &str| Err((id, FramingError { code: INVALID_REQUEST, message: why.to_string() }));
+    let Value::Object(mut obj) = value else {
+        return invalid(Value::Null, "a JSON-RPC message is an object");
+    };
+    let id = obj.remove("id");
+    // MCP ids are strings or integers: never null, never fractional.
+    let valid_id = |v: &Value| v.is_string() || v.as_number().is_some_and(|n| n.is_i64() || n.is_u64());
+    let id_for_errors = match &id {
+        Some(v) if valid_id(v) => v.clone(),
+        _ => Value::Null,
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid(id_for_errors, "`jsonrpc` must be \"2.0\"");
+    }
+    let params = obj.remove("params");
+    if params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+        return invalid(id_for_errors, "`params` must be an object");
+    }
+    match (obj.remove("method"), id) {
+        (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
+        (Some(Value::String(method)), Some(id)) if valid_id(&id) => Ok(Message::Request { id, method, params }),
+        (Some(Value::String(_)), Some(_)) => invalid(Value::Null, "`id` must be a string or an integer, never null"),
+        (Some(_), _) => invalid(id_for_errors, "`method` must be a string"),
+        (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Ok(Message::Response),
+        (None, _) => invalid(id_for_errors, "a request needs a `method`"),
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":..,"result":<raw>}` around a result that is already JSON text.
+pub fn result_raw(id: &Value, result: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#,
+        serde_json::to_string(id).unwrap_or_else(|_| "null".into())
+    )
+}
+
+pub fn result(id: &Value, result: &Value) -> String {
+    result_raw(id, &serde_json::to_string(result).expect("JSON values serialize"))
+}
+
+pub fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
+    let mut error = Map::new();
+    error.insert("code".into(), json!(code));
+    error.insert("message".into(), json!(message));
+    if let Some(data) = data {
+        error.insert("data".into(), data);
+    }
+    serde_json::to_string(&json!({"jsonrpc": "2.0", "id": id, "error": error})).expect("JSON values serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_skips_strings() {
+        assert_eq!(depth(br#"{"a":"[[[[{{{{"}"#), 1);
+        assert_eq!(depth(br#"[[["\"]"]]]"#), 3);
+    }
+
+    #[test]
+    fn messages() {
+        let Ok(Body::Single(Ok(Message::Request { id, method, .. }))) =
+            parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#)
+        else {
+            panic!()
+        };
+        assert_eq!((id, method.as_str()), (json!(7), "ping"));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Body::Single(Ok(Message::Notification { .. })))
+        ));
+        assert!(matches!(parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), Ok(Body::Single(Err(_)))));
+        assert!(
+            matches!(parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), Ok(Body::Single(Err(_)))),
+            "ids are integers or strings"
+        );
+        assert!(matches!(parse(b"{"), Err(FramingError { code: PARSE_ERROR, .. })));
+        let deep = "[".repeat(65) + &"]".repeat(65);
+        assert!(matches!(parse(deep.as_bytes()), Err(FramingError { code: PARSE_ERROR, .. })));
+    }
+}

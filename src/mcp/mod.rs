@@ -1,0 +1,109 @@
+//! MCP over both protocol eras, without the HTTP around it: JSON-RPC framing, the era of each
+//! request, the method router, tools/call through the gate, and the mapping of every denial
+//! to its JSON-RPC code. The `http` module hands it authenticated requests.
+
+mod call;
+mod codes;
+mod handshake;
+mod headers;
+pub mod jsonrpc;
+mod lists;
+mod reply;
+mod router;
+pub mod sessions;
+mod stateless;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use toolgate_domain::audit::AuditEvent;
+use toolgate_gate::{Gate, SchemaError};
+use toolgate_policy::TierRules;
+
+pub use codes::denial_code;
+pub use headers::header_value;
+pub use lists::ListResults;
+pub use reply::Reply;
+pub use router::handle;
+
+use crate::services::Services;
+
+/// The handshake-era revisions, oldest first; the last is answered when a client asks for
+/// one we do not speak.
+pub const HANDSHAKE_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+/// The stateless revisions. Also the `supported` list of every -32022.
+pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// A handshake request without `MCP-Protocol-Version` is this revision.
+pub const DEFAULT_VERSION: &str = "2025-03-26";
+/// From this revision on, invalid arguments are a tool result with `isError`, not -32602.
+pub const IS_ERROR_FOR_ARGUMENTS_FROM: &str = "2025-11-25";
+/// How long a client may cache tools/list and discover results (ms).
+pub const LIST_TTL_MS: u64 = 300_000;
+
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const INSTRUCTIONS: &str = "toolgate serves a reviewed, policy-checked tool catalogue. Each tool's annotations are enforced: \
+     a refused call says which tier or permission is needed. discover_permissions lists what this token may do.";
+
+/// How the operator started the server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Serve the whole catalogue to every tier (the gate still refuses at call time).
+    pub list_all_tools: bool,
+    /// Refuse (and hide) every tool that is not read-class, for every tier.
+    pub read_only: bool,
+}
+
+/// Everything MCP requests need, shared by every connection.
+pub struct McpServer {
+    services: Arc<Services>,
+    gate: Gate,
+    sessions: sessions::Sessions,
+    lists: Vec<ListResults>,
+    server_info: Value,
+    options: Options,
+    sequence: AtomicU64,
+}
+
+impl McpServer {
+    pub fn new(services: Arc<Services>, options: Options) -> Result<Self, SchemaError> {
+        let clock = services.clock().clone();
+        let catalogue = services.catalogue();
+        let gate = Gate::new(catalogue, services.repositories().approvals.clone(), clock, options.read_only)?;
+        let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
+        let lists = lists::precompute(&gate, &server_info, options);
+        Ok(Self {
+            services,
+            gate,
+            sessions: sessions::Sessions::default(),
+            lists,
+            server_info,
+            options,
+            sequence: AtomicU64::new(0),
+        })
+    }
+
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
+    pub fn correlation_id(&self) -> String {
+        let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
+        format!("req-{:x}-{:x}", self.services.clock().now_ms(), seq)
+    }
+
+    fn list_for(&self, tier: Option<&TierRules>) -> &ListResults {
+        &self.lists[tier.map_or(self.lists.len() - 1, |t| t.index)]
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.services.clock().now_ms()
+    }
+
+    fn record(&self, event: AuditEvent) {
+        self.services.audit().record(event);
+    }
+}

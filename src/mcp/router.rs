@@ -1,0 +1,80 @@
+//! The method router. The era is chosen per request: a request carrying
+//! `_meta["io.modelcontextprotocol/protocolVersion"]`, or an `MCP-Protocol-Version` header that
+//! is not a handshake revision, is stateless (2026-07-28); everything else is the handshake
+//! era (2025-03-26 … 2025-11-25), with optional sessions.
+
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::Value;
+use toolgate_domain::Caller;
+
+use super::jsonrpc::{self as rpc, Body, Message};
+use super::{HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, McpServer, Reply, headers::header};
+
+/// The methods toolgate answers, in either era. Adding prompts or resources means adding a
+/// variant here and an arm in each era that serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Ping,
+    ServerDiscover,
+    ToolsList,
+    ToolsCall,
+}
+
+impl Method {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "ping" => Method::Ping,
+            "server/discover" => Method::ServerDiscover,
+            "tools/list" => Method::ToolsList,
+            "tools/call" => Method::ToolsCall,
+            _ => return None,
+        })
+    }
+}
+
+/// One request, from its bytes to its reply.
+pub async fn handle(server: &McpServer, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
+    let header_version = header(headers, "mcp-protocol-version");
+    let body = match rpc::parse(bytes) {
+        Ok(body) => body,
+        Err(e) => return Reply::error(StatusCode::BAD_REQUEST, &Value::Null, e.code, &e.message, None),
+    };
+    match body {
+        Body::Batch(items) => super::handshake::batch(server, caller, headers, header_version, items).await,
+        Body::Single(Err((id, e))) => Reply::error(StatusCode::BAD_REQUEST, &id, e.code, &e.message, None),
+        Body::Single(Ok(message)) => {
+            let params = match &message {
+                Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
+                Message::Response => None,
+            };
+            let stateless_meta =
+                params.and_then(|p| p.get("_meta")).is_some_and(|m| m.get(META_PROTOCOL_VERSION).is_some());
+            let stateless_header = header_version.is_some_and(|h| !HANDSHAKE_VERSIONS.contains(&h));
+            if stateless_meta || stateless_header {
+                super::stateless::handle(server, caller, headers, header_version, message).await
+            } else {
+                super::handshake::handle(server, caller, headers, header_version, message).await
+            }
+        }
+    }
+}
+
+pub fn method_not_found(status: StatusCode, id: &Value, method: &str) -> Reply {
+    Reply::error(status, id, rpc::METHOD_NOT_FOUND, &format!("Method not found: {method}"), None)
+}
+
+/// tools/list, in both eras, from the precomputed bytes of the caller's tier.
+pub fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, stateless: bool) -> Reply {
+    if params.and_then(|p| p.get("cursor")).is_some_and(|c| !c.is_null()) {
+        let status = if stateless { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+        return Reply::error(
+            status,
+            id,
+            rpc::INVALID_PARAMS,
+            "invalid cursor: tools/list has a single page and hands out no cursors",
+            None,
+        );
+    }
+    let lists = server.list_for(caller.tier);
+    Reply::json(StatusCode::OK, rpc::result_raw(id, if stateless { &lists.stateless } else { &lists.handshake }))
+}

@@ -1,0 +1,66 @@
+//! What handlers reach through their context: the repositories, the clock and the audit sink,
+//! each behind an accessor, so a new service (the fleet hub, say) breaks no handler or test.
+
+use std::sync::Arc;
+
+use toolgate_domain::Clock;
+use toolgate_domain::audit::AuditSink;
+use toolgate_domain::catalogue::Catalogue;
+use toolgate_store::{
+    ApprovalStore, AuditStore, CredentialStore, GroupStore, PluginConfigStore, Repositories, TagStore,
+};
+
+/// The context every handler receives.
+pub type ToolContext = toolgate_domain::ToolContext<Services>;
+
+pub struct Services {
+    repositories: Repositories,
+    clock: Clock,
+    audit: Arc<dyn AuditSink>,
+}
+
+impl Services {
+    pub fn new(repositories: Repositories, clock: Clock, audit: Arc<dyn AuditSink>) -> Self {
+        Self { repositories, clock, audit }
+    }
+
+    pub fn repositories(&self) -> &Repositories {
+        &self.repositories
+    }
+
+    pub fn catalogue(&self) -> &'static Catalogue {
+        &crate::registry::CATALOGUE
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn audit(&self) -> &dyn AuditSink {
+        self.audit.as_ref()
+    }
+
+    pub fn credentials(&self) -> &dyn CredentialStore {
+        self.repositories.credentials.as_ref()
+    }
+
+    pub fn approvals(&self) -> &dyn ApprovalStore {
+        self.repositories.approvals.as_ref()
+    }
+
+    pub fn audit_log(&self) -> &dyn AuditStore {
+        self.repositories.audit.as_ref()
+    }
+
+    pub fn tags(&self) -> &dyn TagStore {
+        self.repositories.tags.as_ref()
+    }
+
+    pub fn plugin_config(&self) -> &dyn PluginConfigStore {
+        self.repositories.plugin_config.as_ref()
+    }
+
+    pub fn groups(&self) -> &dyn GroupStore {
+        self.repositories.groups.as_ref()
+    }
+}
