@@ -1,12 +1,13 @@
-//! What reviewers read in a pull request: tools/list per tier, the policy matrix and the
-//! editor schemas, as insta snapshots in snapshots/. Committed copies (docs/policy-matrix.md,
+//! What reviewers read in a pull request: tools/list per tier, each tool on its own (so one
+//! YAML edit is one small diff), the policy matrix and the editor schemas, as insta snapshots
+//! in snapshots/. Committed copies (docs/policy-matrix.md,
 //! schemas/*.json) must equal what the generator makes; `TOOLGATE_BLESS=1 cargo test`
 //! rewrites them after an intended change (then review the diff, as with `cargo insta review`).
 
 use std::path::Path;
 
 use serde_json::Value;
-use toolgate::registry::{POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier};
+use toolgate::registry::{POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
 
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
@@ -57,4 +58,36 @@ fn editor_schemas() {
         settings().bind(|| insta::assert_snapshot!(name.trim_end_matches(".json").replace('.', "_"), &schema));
         committed_equals(&format!("schemas/{name}"), &schema);
     }
+}
+
+/// snapshots/tools/<name>.snap: one tool as served, with its permission, class, handler and
+/// the decision at every tier. A tool removed from tools.yaml must take its snapshot along.
+#[test]
+fn each_tool() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/tools");
+    let served: Vec<Value> = serde_json::from_str(TOOLS_LIST_ALL).expect("served bytes are JSON");
+    let mut settings = settings();
+    settings.set_snapshot_path(&dir);
+    for id in ToolId::ALL {
+        let meta = id.meta();
+        let definition = served.iter().find(|t| t["name"] == meta.name).expect("every tool is served");
+        let decisions: serde_json::Map<String, Value> =
+            Tier::ALL.iter().map(|t| (t.name().to_string(), meta.decisions[t.index()].label().into())).collect();
+        let doc = serde_json::json!({
+            "permission": meta.pair(),
+            "class": meta.class.label(),
+            "handler": meta.handler,
+            "decisions": decisions,
+            "served": definition,
+        });
+        settings.bind(|| insta::assert_snapshot!(meta.name, serde_json::to_string_pretty(&doc).unwrap()));
+    }
+    let orphans: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_else(|_| Vec::new())
+        .into_iter()
+        .filter(|f: &String| f.ends_with(".snap"))
+        .filter(|f| ToolId::from_name(f.trim_end_matches(".snap")).is_none())
+        .collect();
+    assert!(orphans.is_empty(), "snapshots of tools that no longer exist: {orphans:?} (delete them)");
 }

@@ -49,3 +49,35 @@ fn generated_args_follow_the_schema() {
     assert!(args.contents.contains("pub struct GetThing"), "{}", args.contents);
     assert!(args.contents.contains("pub id: String"), "a required string is a String: {}", args.contents);
 }
+
+/// What the generator emits for a fixture with every kind of tool, file by file, equals the
+/// committed copy in tests/expected/emit-sample/: a change to an emitter shows up as a diff
+/// a reviewer reads. `TOOLGATE_BLESS=1 cargo test -p toolgate-codegen --test emit` rewrites
+/// them. (The conformance catalogue is compiled by scripts/test_clients.sh, so generated code
+/// from a fixture catalogue is also built, not only read.)
+#[test]
+fn generated_code_matches_the_committed_copy() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let case = root.join("fixtures/emit-sample");
+    let read = |p: &str| SourceFile::new(p, std::fs::read_to_string(case.join(p)).unwrap());
+    let inputs =
+        Inputs { tools: read("tools.yaml"), policy: read("policy.yaml"), handlers_dir: Some(case.join("handlers")) };
+    let checked = check(&inputs).unwrap_or_else(|d| panic!("the sample checks clean: {d:?}"));
+    let expected_dir = root.join("expected/emit-sample");
+    let bless = std::env::var_os("TOOLGATE_BLESS").is_some();
+    let mut stale = Vec::new();
+    for file in emit::all(&checked, &paths()) {
+        let path = expected_dir.join(&file.name);
+        if bless {
+            std::fs::create_dir_all(&expected_dir).unwrap();
+            std::fs::write(&path, &file.contents).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(file.contents.as_str()) {
+            stale.push(file.name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated {stale:?} differ from tests/expected/emit-sample/: review the change, then \
+         TOOLGATE_BLESS=1 cargo test -p toolgate-codegen --test emit"
+    );
+}
