@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Snapshots are never written in CI: a stale one fails the run (see snapshots/).
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
+# Formatting and lints first: they are the cheapest to fail on.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -q -- -D warnings
 # Real clients (Python SDK, Inspector) and the conformance suite against the real binary.
 bash scripts/test_clients.sh
 # The shipped files pass the author's check with no warnings.

@@ -1,0 +1,51 @@
+//! The layers point one way (domain <- store <- gate <- mcp <- http), and Cargo enforces it:
+//! the lower crates' normal dependency trees must hold no web framework, no HTTP stack and
+//! not the server crate itself.
+
+use std::process::Command;
+
+const FORBIDDEN: &[&str] = &["axum", "hyper", "tower", "http", "toolgate"];
+
+/// The crate names in a `cargo tree --prefix none` listing.
+fn crate_names(tree: &str) -> Vec<&str> {
+    tree.lines().filter_map(|l| l.split_whitespace().next()).collect()
+}
+
+fn normal_dependencies(package: &str) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "--offline", "-e", "normal", "--prefix", "none", "-p", package])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree -p {package} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn lower_layers_know_no_http_and_not_the_server() {
+    for package in ["toolgate-policy", "toolgate-domain", "toolgate-store", "toolgate-gate"] {
+        let tree = normal_dependencies(package);
+        assert!(tree.lines().count() > 1, "{package}: cargo tree printed nothing:\n{tree}");
+        let found: Vec<&str> = crate_names(&tree).into_iter().filter(|n| FORBIDDEN.contains(n)).collect();
+        assert!(found.is_empty(), "{package} depends on {found:?}: it must not know HTTP or the server:\n{tree}");
+    }
+    // The check bites: the server crate itself does depend on axum.
+    assert!(crate_names(&normal_dependencies("toolgate")).contains(&"axum"));
+}
+
+#[test]
+fn each_layer_sees_only_the_ones_below() {
+    let below = [
+        ("toolgate-policy", &["toolgate-domain", "toolgate-store", "toolgate-gate", "toolgate-codegen"][..]),
+        ("toolgate-domain", &["toolgate-store", "toolgate-gate", "toolgate-codegen"][..]),
+        ("toolgate-store", &["toolgate-gate", "toolgate-codegen"][..]),
+        ("toolgate-gate", &["toolgate-codegen"][..]),
+    ];
+    for (package, above) in below {
+        let tree = normal_dependencies(package);
+        let names = crate_names(&tree);
+        for name in above {
+            assert!(!names.contains(name), "{package} must not depend on {name}:\n{tree}");
+        }
+    }
+}

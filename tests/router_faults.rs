@@ -1,0 +1,174 @@
+//! In-process router tests (axum `oneshot`: no sockets, no processes) over a real SQLite
+//! store that each test breaks on purpose, one area at a time, so that every store-fault
+//! path answers as designed: 503 with Retry-After at the HTTP edge and on the approval API,
+//! -32603 with `retry_after_ms` and a remediation inside MCP, and nothing that pretends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::{Value, json};
+use toolgate::http::{AppState, Config, router};
+use toolgate::mcp::{McpServer, Options};
+use toolgate::services::Services;
+use toolgate_domain::Clock;
+use toolgate_domain::tokens::NewToken;
+use toolgate_store::sqlite::Area;
+use toolgate_store::{AuditWriter, SqliteStore};
+use tower::ServiceExt;
+
+struct App {
+    router: Router,
+    store: SqliteStore,
+    /// alice, Operator role, operator tier.
+    operator: String,
+    /// admin, Administrator role, an API credential (no MCP tier).
+    reviewer: String,
+}
+
+async fn app() -> App {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let repositories = store.repositories();
+    let credentials = &repositories.credentials;
+    let now = Clock::default().now_secs();
+    credentials.put_principal("admin", &["Administrator".into()], now).await.unwrap();
+    credentials.put_principal("alice", &["Operator".into()], now).await.unwrap();
+    let token = |principal, tier| NewToken { principal, tier, name: "t", now, expires_at: now + 3600 };
+    let (_, operator) = credentials.create_token(token("alice", Some("operator"))).await.unwrap();
+    let (_, reviewer) = credentials.create_token(token("admin", None)).await.unwrap();
+    let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
+    let services = Arc::new(Services::new(repositories, Clock::default(), Arc::new(audit)));
+    let config = Config {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        data_dir: "unused".into(),
+        allowed_origins: Vec::new(),
+        list_all_tools: false,
+        read_only: false,
+        mcp_disable: false,
+    };
+    let mcp = McpServer::new(services, Options::default()).unwrap();
+    App { router: router(Arc::new(AppState { config, mcp })), store, operator, reviewer }
+}
+
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: Value,
+}
+
+impl App {
+    async fn send(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Answer {
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, bytes.len())
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .body(Body::from(bytes))
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let retry_after = response.headers().get(header::RETRY_AFTER).map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        Answer { status, retry_after, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Answer {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        self.send("POST", "/mcp", &self.operator, Some(body)).await
+    }
+}
+
+/// -32603 with the A4 data: the correlation id, when to retry, what to do.
+fn assert_internal_with_retry(answer: &Answer, what: &str) {
+    assert_eq!(answer.status, StatusCode::OK, "{what}: {:?}", answer.body);
+    let error = &answer.body["error"];
+    assert_eq!(error["code"], -32603, "{what}: {}", answer.body);
+    assert_eq!(error["data"]["retry_after_ms"], 5000, "{what}: {}", answer.body);
+    assert!(error["data"]["correlation_id"].as_str().is_some_and(|c| c.starts_with("req-")), "{what}");
+    assert!(error["data"]["remediation"].as_str().is_some_and(|r| r.contains("retry")), "{what}");
+}
+
+fn assert_store_unavailable(answer: &Answer, what: &str) {
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{what}: {:?}", answer.body);
+    assert_eq!(answer.body["error"], "store_unavailable", "{what}");
+    assert_eq!(answer.retry_after.as_deref(), Some("5"), "{what}");
+}
+
+#[tokio::test]
+async fn the_store_working_is_the_baseline() {
+    let app = app().await;
+    let answer = app.call("get_tags", json!({"agent_id": "a1"})).await;
+    assert_eq!(answer.body["result"]["isError"], false, "{}", answer.body);
+    let approvals = app.send("GET", "/api/v1/approvals", &app.reviewer, None).await;
+    assert_eq!(approvals.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn credentials_fault_is_503_before_anything_runs() {
+    let app = app().await;
+    app.store.break_area(Area::Credentials).await.unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_store_unavailable(&app.send("POST", "/mcp", &app.operator, Some(ping)).await, "MCP authentication");
+    assert_store_unavailable(&app.send("GET", "/api/v1/approvals", &app.reviewer, None).await, "API authentication");
+}
+
+#[tokio::test]
+async fn approvals_fault_in_the_gate_and_on_the_api() {
+    let app = app().await;
+    app.store.break_area(Area::Approvals).await.unwrap();
+    // delete_tag needs a human's approval at the operator tier: minting fails.
+    let answer = app.call("delete_tag", json!({"agent_id": "a1", "key": "env"})).await;
+    assert_internal_with_retry(&answer, "minting a ticket");
+    assert!(answer.body["error"]["message"].as_str().unwrap().contains("approval store failed"), "{}", answer.body);
+    let recall = app.call("delete_tag", json!({"agent_id": "a1", "key": "env", "approval_id": "0".repeat(32)})).await;
+    assert_internal_with_retry(&recall, "recalling a ticket");
+    assert_store_unavailable(&app.send("GET", "/api/v1/approvals", &app.reviewer, None).await, "listing");
+    assert_store_unavailable(&app.send("GET", "/api/v1/approvals/x", &app.reviewer, None).await, "showing");
+    let approve = app.send("POST", "/api/v1/approvals/x/approve", &app.reviewer, Some(json!({}))).await;
+    assert_store_unavailable(&approve, "deciding");
+    let listed = app.call("list_pending_approvals", json!({})).await;
+    assert_internal_with_retry(&listed, "list_pending_approvals");
+}
+
+#[tokio::test]
+async fn each_handler_area_fault_is_an_internal_error_with_retry() {
+    for (area, tool, arguments) in [
+        (Area::Tags, "get_tags", json!({"agent_id": "a1"})),
+        (Area::Tags, "set_tag", json!({"agent_id": "a1", "key": "env", "value": "prod"})),
+        (Area::PluginConfig, "list_plugin_config", json!({})),
+        (Area::PluginConfig, "get_plugin_kill_switch", json!({"plugin": "p"})),
+        (Area::Groups, "list_management_groups", json!({})),
+        (Area::Audit, "query_audit_log", json!({})),
+    ] {
+        let app = app().await;
+        app.store.break_area(area).await.unwrap();
+        let answer = app.call(tool, arguments).await;
+        assert_internal_with_retry(&answer, tool);
+        assert!(answer.body["error"]["message"].as_str().unwrap().starts_with(&format!("{tool} failed")), "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn audit_fault_does_not_fail_the_call_and_the_api_says_so() {
+    let app = app().await;
+    app.store.break_area(Area::Audit).await.unwrap();
+    // The call's answer does not wait on its audit row (the writer retries, then logs it).
+    let answer = app.call("get_tags", json!({"agent_id": "a1"})).await;
+    assert_eq!(answer.body["result"]["isError"], false, "{}", answer.body);
+    assert_store_unavailable(&app.send("GET", "/api/v1/audit", &app.reviewer, None).await, "reading the audit log");
+}
+
+#[tokio::test]
+async fn the_console_reports_a_broken_store_plainly() {
+    let app = app().await;
+    app.store.break_area(Area::Approvals).await.unwrap();
+    let repositories = app.store.repositories();
+    let refused = toolgate::cli::console::approvals_decide(&repositories, "x", "admin", true, None).await;
+    let message = format!("{:#}", refused.unwrap_err());
+    assert!(message.contains("the store failed"), "{message}");
+}
