@@ -8,6 +8,9 @@ pub use super::codes::*;
 
 /// Deeper JSON than this is refused before it is parsed.
 pub const MAX_DEPTH: usize = 64;
+/// A 2025-03-26 batch holds at most this many messages; a larger one is refused whole, so
+/// one request cannot hold a worker for seconds.
+pub const MAX_BATCH: usize = 100;
 
 /// One incoming message.
 #[derive(Debug, Clone)]
@@ -74,6 +77,13 @@ pub fn parse(bytes: &[u8]) -> Result<Body, FramingError> {
         Value::Array(items) if items.is_empty() => {
             Err(FramingError { code: INVALID_REQUEST, message: "an empty batch is not a request".into() })
         }
+        Value::Array(items) if items.len() > MAX_BATCH => Err(FramingError {
+            code: INVALID_REQUEST,
+            message: format!(
+                "a JSON-RPC batch may hold at most {MAX_BATCH} messages (this one has {}); send fewer at a time",
+                items.len()
+            ),
+        }),
         Value::Array(items) => Ok(Body::Batch(items.into_iter().map(message).collect())),
         other => Ok(Body::Single(message(other))),
     }
