@@ -35,3 +35,19 @@ fn oversized_batches_are_refused_whole() {
     let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("at most 100") && message.contains("101"), "{message}");
 }
+
+/// 8. check_permission knows only the declared securables and operations.
+#[test]
+fn check_permission_refuses_invented_names_with_suggestions() {
+    let s = start(&[]);
+    let r = call_as(&s, &s.token, "check_permission", json!({"securable": "Nonexistent", "operation": "Whatever"}));
+    let result = &r.json()["result"];
+    assert_eq!(result["isError"], true, "invented names are an error, not `allowed`: {r:?}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Nonexistent") && text.contains("securable"), "{text}");
+    let r = call_as(&s, &s.token, "check_permission", json!({"securable": "Tags", "operation": "Raed"}));
+    let text = r.json()["result"]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("did you mean `Tag`") && text.contains("did you mean `Read`"), "{text}");
+    let r = call_as(&s, &s.token, "check_permission", json!({"securable": "Tag", "operation": "Read"}));
+    assert_eq!(r.json()["result"]["structuredContent"]["allowed"], true, "{r:?}");
+}
