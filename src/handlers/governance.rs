@@ -154,6 +154,9 @@ pub async fn check_permission(ctx: &ToolContext, args: args::CheckPermission) ->
             (name.clone(), m.securable.to_string(), m.operation.to_string(), catalogue.decision(m, tier))
         }
         (None, Some(s), Some(o)) => {
+            catalogue.check_pair(s, o).map_err(|why| {
+                ToolError::InvalidArguments(format!("{why} (policy.yaml declares them; discover_permissions lists the tools' pairs)"))
+            })?;
             (format!("{s}:{o}"), s.clone(), o.clone(), tier.map_or(Decision::Deny, |t| t.decide(s, o)))
         }
         _ => return Err(ToolError::InvalidArguments("give either `tool`, or both `securable` and `operation`".into())),

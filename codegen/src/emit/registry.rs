@@ -231,6 +231,8 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             tools: &TOOLS,
             tiers: &TIER_RULES,
             roles: &ROLES,
+            securables: &SECURABLES,
+            operations: &OPERATIONS,
             reviewer: REVIEWER_PERMISSION,
             principal_admin: PRINCIPAL_ADMIN_PERMISSION,
         };

@@ -58,6 +58,10 @@ pub struct Catalogue {
     pub tools: &'static [ToolMeta],
     pub tiers: &'static [TierRules],
     pub roles: &'static [RoleGrants],
+    /// policy.yaml `securables`.
+    pub securables: &'static [&'static str],
+    /// policy.yaml `operations`, with their classes.
+    pub operations: &'static [(&'static str, OperationClass)],
     /// policy.yaml `server.reviewer_permission`.
     pub reviewer: Permission,
     /// policy.yaml `server.principal_admin_permission`.
@@ -86,6 +90,21 @@ impl Catalogue {
     /// RBAC: one of `roles` grants `securable:operation`.
     pub fn permits(&self, roles: &[String], securable: &str, operation: &str) -> bool {
         toolgate_policy::permits(self.roles, roles, securable, operation)
+    }
+
+    /// `securable:operation` names what policy.yaml declares; else what is wrong, with the
+    /// closest declared names.
+    pub fn check_pair(&self, securable: &str, operation: &str) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if !self.securables.contains(&securable) {
+            let known = self.securables.iter().copied();
+            problems.push(format!("no securable `{securable}`: {}", toolgate_policy::did_you_mean(securable, known)));
+        }
+        if !self.operations.iter().any(|(o, _)| *o == operation) {
+            let known = self.operations.iter().map(|(o, _)| *o);
+            problems.push(format!("no operation `{operation}`: {}", toolgate_policy::did_you_mean(operation, known)));
+        }
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
     }
 
     pub fn may_review(&self, roles: &[String]) -> bool {

@@ -229,6 +229,8 @@ pub static CATALOGUE: Catalogue = Catalogue {
     tools: &TOOLS,
     tiers: &TIER_RULES,
     roles: &ROLES,
+    securables: &SECURABLES,
+    operations: &OPERATIONS,
     reviewer: REVIEWER_PERMISSION,
     principal_admin: PRINCIPAL_ADMIN_PERMISSION,
 };
