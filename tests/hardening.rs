@@ -51,3 +51,52 @@ fn check_permission_refuses_invented_names_with_suggestions() {
     let r = call_as(&s, &s.token, "check_permission", json!({"securable": "Tag", "operation": "Read"}));
     assert_eq!(r.json()["result"]["structuredContent"]["allowed"], true, "{r:?}");
 }
+
+/// A reviewer (Administrator, other than the submitter) for the approval flow.
+fn add_reviewer(s: &Server) {
+    s.cli(&["principal", "add", "reviewer", "--role", "Administrator"]);
+}
+
+/// Ticket, approval by a person on the console, recall: the recall's answer.
+fn approved_call(s: &Server, token: &str, tool: &str, arguments: Value) -> (Response, String) {
+    let first = call_as(s, token, tool, arguments.clone());
+    assert_eq!(first.error_code(), -32006, "{tool} needs approval: {first:?}");
+    let id = first.json()["error"]["data"]["approval_id"].as_str().unwrap().to_string();
+    s.cli(&["approvals", "approve", &id, "--as", "reviewer"]);
+    let mut recall = arguments;
+    recall["approval_id"] = json!(id);
+    (call_as(s, token, tool, recall), id)
+}
+
+/// 9. Deleting what is already gone, or revoking a revoked token, is success with
+/// `changed: false`; the approved ticket it used is consumed.
+#[test]
+fn idempotent_no_ops_succeed_and_consume_their_ticket() {
+    let s = start(&[]);
+    add_reviewer(&s);
+    let supervised = s.token("admin", "supervised", "1d");
+    let cases = [
+        (s.token.clone(), "delete_tag", json!({"agent_id": "agent-1", "key": "never-set"})),
+        (supervised.clone(), "delete_plugin_config", json!({"plugin": "p", "key": "never-set"})),
+    ];
+    for (token, tool, arguments) in cases {
+        let (r, id) = approved_call(&s, &token, tool, arguments.clone());
+        let result = &r.json()["result"];
+        assert_eq!(result["isError"], false, "{tool}: a no-op is success: {r:?}");
+        assert_eq!(result["structuredContent"]["changed"], false, "{tool}: {r:?}");
+        let mut replay = arguments;
+        replay["approval_id"] = json!(id);
+        assert_eq!(call_as(&s, &token, tool, replay).error_code(), -32003, "{tool}: the ticket was consumed");
+    }
+    // Revoking twice: the second is a no-op, not an error.
+    let victim = s.token("admin", "readonly", "1d");
+    let listing = s.cli(&["token", "list"]);
+    let victim_id = listing.lines().rfind(|l| l.contains("readonly")).unwrap().split_whitespace().next().unwrap();
+    drop(victim);
+    for expected_change in [true, false] {
+        let (r, _) = approved_call(&s, &supervised, "revoke_api_token", json!({"token_id": victim_id}));
+        let result = &r.json()["result"];
+        assert_eq!(result["isError"], false, "{r:?}");
+        assert_eq!(result["structuredContent"]["changed"], expected_change, "{r:?}");
+    }
+}
