@@ -60,8 +60,10 @@ async fn plugin_config_lifecycle() {
     assert_eq!(one["entries"][0]["key"], "interval");
     let deleted = call(&c, "delete_plugin_config", json!({"plugin": "sync", "key": "interval"})).await.unwrap();
     assert_eq!(deleted["deleted_value"], "60");
-    let again = call(&c, "delete_plugin_config", json!({"plugin": "sync", "key": "interval"})).await;
-    assert!(matches!(&again, Err(ToolError::NotFound(m)) if m.contains("nothing was deleted")), "{again:?}");
+    assert_eq!(deleted["changed"], true);
+    // Already gone: the state asked for, so success with changed: false (issue "Hardening", 9).
+    let again = call(&c, "delete_plugin_config", json!({"plugin": "sync", "key": "interval"})).await.unwrap();
+    assert_eq!((again["changed"].clone(), again["deleted_value"].clone()), (json!(false), Value::Null), "{again}");
     let missing = call(&c, "get_plugin_config", json!({"plugin": "sync", "key": "interval"})).await;
     assert!(matches!(&missing, Err(ToolError::NotFound(m)) if m.contains("list_plugin_config")), "{missing:?}");
 }
@@ -113,8 +115,9 @@ async fn tags() {
     assert_eq!(got["tags"][0]["value"], "staging");
     let deleted = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await.unwrap();
     assert_eq!(deleted["deleted_value"], "staging");
-    let again = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await;
-    assert!(matches!(&again, Err(ToolError::NotFound(m)) if m.contains("nothing was deleted")), "{again:?}");
+    assert_eq!(deleted["changed"], true);
+    let again = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await.unwrap();
+    assert_eq!((again["changed"].clone(), again["deleted_value"].clone()), (json!(false), Value::Null), "{again}");
     let empty = call(&c, "get_tags", json!({"agent_id": "agent-8"})).await.unwrap();
     assert_eq!(empty["tags"], json!([]));
 }

@@ -19,7 +19,7 @@ fn call_as(s: &Server, token: &str, name: &str, arguments: Value) -> Response {
     )
 }
 
-/// 7. A batch is capped: a larger one is refused whole, before any of it runs.
+/// Finding 7: A batch is capped: a larger one is refused whole, before any of it runs.
 #[test]
 fn oversized_batches_are_refused_whole() {
     let s = start(&[]);
@@ -36,7 +36,7 @@ fn oversized_batches_are_refused_whole() {
     assert!(message.contains("at most 100") && message.contains("101"), "{message}");
 }
 
-/// 8. check_permission knows only the declared securables and operations.
+/// Finding 8: check_permission knows only the declared securables and operations.
 #[test]
 fn check_permission_refuses_invented_names_with_suggestions() {
     let s = start(&[]);
@@ -68,7 +68,7 @@ fn approved_call(s: &Server, token: &str, tool: &str, arguments: Value) -> (Resp
     (call_as(s, token, tool, recall), id)
 }
 
-/// 9. Deleting what is already gone, or revoking a revoked token, is success with
+/// Finding 9: Deleting what is already gone, or revoking a revoked token, is success with
 /// `changed: false`; the approved ticket it used is consumed.
 #[test]
 fn idempotent_no_ops_succeed_and_consume_their_ticket() {

@@ -100,13 +100,14 @@ async fn owned_token(ctx: &ToolContext, id: &str, others_allowed: bool) -> Resul
 
 pub async fn revoke_api_token(ctx: &ToolContext, args: args::RevokeApiToken) -> ToolResult {
     let token = owned_token(ctx, &args.token_id, true).await?;
-    let revoked = ctx.services().credentials().revoke_token(&token.id, ctx.services().clock().now_secs()).await?;
-    if !revoked {
-        return Err(ToolError::NotFound(format!("token `{}` is already revoked", token.id)));
-    }
-    Ok(ToolOutput::Structured(
-        json!({"token_id": token.id, "revoked": true, "was_calling_token": token.id == ctx.caller().token_id}),
-    ))
+    // Revoking a revoked token is the state asked for: success with `changed: false`.
+    let changed = ctx.services().credentials().revoke_token(&token.id, ctx.services().clock().now_secs()).await?;
+    Ok(ToolOutput::Structured(json!({
+        "token_id": token.id,
+        "revoked": true,
+        "changed": changed,
+        "was_calling_token": token.id == ctx.caller().token_id,
+    })))
 }
 
 pub async fn rotate_api_token(ctx: &ToolContext, args: args::RotateApiToken) -> ToolResult {

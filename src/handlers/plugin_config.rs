@@ -40,18 +40,15 @@ pub async fn set_plugin_config(ctx: &ToolContext, args: args::SetPluginConfig) -
     })))
 }
 
+/// Deleting a setting that is already absent is success with `changed: false`.
 pub async fn delete_plugin_config(ctx: &ToolContext, args: args::DeletePluginConfig) -> ToolResult {
-    match ctx.services().plugin_config().delete(&args.plugin, &args.key).await? {
-        Some(value) => Ok(ToolOutput::Structured(json!({
-            "plugin": args.plugin,
-            "key": args.key,
-            "deleted_value": value,
-        }))),
-        None => Err(ToolError::NotFound(format!(
-            "plugin `{}` has no config key `{}`; nothing was deleted",
-            args.plugin, args.key
-        ))),
-    }
+    let deleted = ctx.services().plugin_config().delete(&args.plugin, &args.key).await?;
+    Ok(ToolOutput::Structured(json!({
+        "plugin": args.plugin,
+        "key": args.key,
+        "changed": deleted.is_some(),
+        "deleted_value": deleted,
+    })))
 }
 
 pub async fn get_plugin_kill_switch(ctx: &ToolContext, args: args::GetPluginKillSwitch) -> ToolResult {

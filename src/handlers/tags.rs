@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use toolgate_domain::records::Change;
-use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_domain::{ToolOutput, ToolResult};
 
 use crate::registry::args;
 use crate::services::ToolContext;
@@ -23,16 +23,14 @@ pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {
     })))
 }
 
+/// Deleting a tag that is already absent is the state the caller asked for: success with
+/// `changed: false` (a retry after a lost answer must not fail).
 pub async fn delete_tag(ctx: &ToolContext, args: args::DeleteTag) -> ToolResult {
-    match ctx.services().tags().delete_agent_tag(&args.agent_id, &args.key).await? {
-        Some(value) => Ok(ToolOutput::Structured(json!({
-            "agent_id": args.agent_id,
-            "key": args.key,
-            "deleted_value": value,
-        }))),
-        None => Err(ToolError::NotFound(format!(
-            "agent `{}` has no tag `{}`; get_tags lists its tags; nothing was deleted",
-            args.agent_id, args.key
-        ))),
-    }
+    let deleted = ctx.services().tags().delete_agent_tag(&args.agent_id, &args.key).await?;
+    Ok(ToolOutput::Structured(json!({
+        "agent_id": args.agent_id,
+        "key": args.key,
+        "changed": deleted.is_some(),
+        "deleted_value": deleted,
+    })))
 }
