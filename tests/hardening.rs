@@ -100,3 +100,40 @@ fn idempotent_no_ops_succeed_and_consume_their_ticket() {
         assert_eq!(result["structuredContent"]["changed"], expected_change, "{r:?}");
     }
 }
+
+fn initialize(s: &Server, token: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    request(s.addr, "POST", &[("Authorization", &format!("Bearer {token}"))], Some(&body.to_string()))
+}
+
+/// Finding 4: sessions are capped per principal and globally; a new one is refused (429,
+/// -32010, with the A4 data) instead of evicting anyone's live session.
+#[test]
+fn session_caps_refuse_new_sessions_and_evict_nobody() {
+    let s = start(&["--max-sessions-per-principal", "3", "--max-sessions", "5"]);
+    s.cli(&["principal", "add", "bob", "--role", "Viewer"]);
+    let bob = s.token("bob", "readonly", "1d");
+    let mut alice_sessions = Vec::new();
+    for _ in 0..3 {
+        let r = initialize(&s, &s.token);
+        assert_eq!(r.status, 200, "{r:?}");
+        alice_sessions.push(r.header("mcp-session-id").unwrap().to_string());
+    }
+    let refused = initialize(&s, &s.token);
+    assert_eq!((refused.status, refused.error_code()), (429, -32010), "per principal: {refused:?}");
+    let data = &refused.json()["error"]["data"];
+    assert!(data["correlation_id"].is_string() && data["remediation"].is_string(), "A4 data: {data}");
+    assert!(data.as_object().unwrap().contains_key("retry_after_ms"), "A4 data: {data}");
+    for _ in 0..2 {
+        assert_eq!(initialize(&s, &bob).status, 200, "bob is under his own cap");
+    }
+    let refused = initialize(&s, &bob);
+    assert_eq!((refused.status, refused.error_code()), (429, -32010), "global: {refused:?}");
+    // Nobody was evicted to make room.
+    for sid in &alice_sessions {
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+        let r = s.post(&[("Mcp-Session-Id", sid), ("MCP-Protocol-Version", "2025-11-25")], &ping);
+        assert_eq!(r.status, 200, "session {sid} is still live: {r:?}");
+    }
+}
