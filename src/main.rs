@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{CatalogueFiles, author, console};
+use toolgate::cli::{CatalogueFiles, ServeArgs, author, console};
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
 #[derive(Parser)]
@@ -31,24 +31,7 @@ enum Command {
         files: CatalogueFiles,
     },
     /// Serve MCP over HTTP (creates the store, an admin and a demo token on first start).
-    Serve {
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: std::net::SocketAddr,
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
-        data_dir: PathBuf,
-        /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable.
-        #[arg(long = "allowed-origin", value_name = "ORIGIN")]
-        allowed_origins: Vec<String>,
-        /// Serve the whole catalogue to every tier (calls are still refused by the gate).
-        #[arg(long)]
-        list_all_tools: bool,
-        /// Refuse (and hide) every tool that is not read-class, for every tier.
-        #[arg(long)]
-        read_only: bool,
-        /// Answer every MCP request with -32005 (the approval API keeps working).
-        #[arg(long)]
-        mcp_disable: bool,
-    },
+    Serve(ServeArgs),
     /// Create, list and revoke API tokens.
     Token {
         #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
@@ -183,11 +166,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
     // The store is async: the console commands run on a small runtime of their own.
     let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build();
     match command {
-        Command::Serve { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable } => {
+        Command::Serve(args) => {
             init_logging();
-            let config =
-                toolgate::http::Config { listen, data_dir, allowed_origins, list_all_tools, read_only, mcp_disable };
-            tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(config))?;
+            tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(args.into_config()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Principal { data_dir, command } => runtime()?.block_on(async {

@@ -47,6 +47,7 @@ async fn app() -> App {
         list_all_tools: false,
         read_only: false,
         mcp_disable: false,
+        sessions: Default::default(),
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     App { router: router(Arc::new(AppState { config, mcp })), store, operator, reviewer }

@@ -4,5 +4,7 @@
 
 pub mod author;
 pub mod console;
+pub mod serve;
 
 pub use author::CatalogueFiles;
+pub use serve::ServeArgs;

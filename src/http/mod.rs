@@ -38,6 +38,7 @@ pub struct Config {
     pub read_only: bool,
     /// Answer every MCP request with -32005.
     pub mcp_disable: bool,
+    pub sessions: crate::mcp::sessions::SessionLimits,
 }
 
 /// What every request handler shares.

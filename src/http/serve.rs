@@ -65,7 +65,8 @@ pub async fn serve(config: Config) -> Result<()> {
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
     let services = Arc::new(Services::new(repositories, clock, Arc::new(audit)));
-    let options = Options { list_all_tools: config.list_all_tools, read_only: config.read_only };
+    let options =
+        Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
     let mcp = McpServer::new(services, options)?;
     let state = Arc::new(AppState { config, mcp });
     // Installed before the address is announced: a SIGTERM right after it must still drain.

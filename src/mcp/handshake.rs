@@ -10,7 +10,7 @@ use super::call::{self, Era};
 use super::headers::header;
 use super::jsonrpc::{self as rpc, Message};
 use super::router::{Method, list_tools, method_not_found};
-use super::sessions::Session;
+use super::sessions::{Session, SessionCap};
 use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
 
 fn session_not_found(id: &Value, message: &str) -> Reply {
@@ -75,7 +75,10 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
         _ => HANDSHAKE_VERSIONS[HANDSHAKE_VERSIONS.len() - 1],
     };
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or(json!({}));
-    let session_id = server.sessions.create(&caller.principal.name, version, capabilities, server.now_ms());
+    let session_id = match server.sessions.create(&caller.principal.name, version, capabilities, server.now_ms()) {
+        Ok(id) => id,
+        Err(cap) => return session_cap_full(server, caller, id, cap),
+    };
     audit_session(server, caller, "session.open", &session_id);
     let result = json!({
         "protocolVersion": version,
@@ -146,6 +149,29 @@ impl McpServer {
             Some(_) => session_not_found(&Value::Null, "session not found"),
         }
     }
+}
+
+/// 429 with -32010 and the A4 data: a live session is never evicted to make room.
+fn session_cap_full(server: &McpServer, caller: &Caller, id: &Value, cap: SessionCap) -> Reply {
+    let (message, remediation) = match cap {
+        SessionCap::Principal(n) => (
+            format!("session limit reached: this principal already has {n} live sessions"),
+            "end a session you no longer use (DELETE with its Mcp-Session-Id), wait for an idle one to expire, or call without a session",
+        ),
+        SessionCap::Server(n) => (
+            format!("session limit reached: the server holds {n} live sessions, the most it keeps"),
+            "retry after idle sessions expire, or call without a session (sessions are optional)",
+        ),
+    };
+    let correlation_id = server.correlation_id();
+    server.record(
+        AuditEvent::new(server.now_ms(), "session.open", AuditOutcome::Denied)
+            .by(caller)
+            .detail(message.clone())
+            .correlation(correlation_id.clone()),
+    );
+    let data = json!({"correlation_id": correlation_id, "retry_after_ms": null, "remediation": remediation});
+    Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::SESSION_LIMIT, &message, Some(data))
 }
 
 fn audit_session(server: &McpServer, caller: &Caller, action: &str, session_id: &str) {

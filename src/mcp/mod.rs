@@ -54,6 +54,7 @@ pub struct Options {
     pub list_all_tools: bool,
     /// Refuse (and hide) every tool that is not read-class, for every tier.
     pub read_only: bool,
+    pub sessions: sessions::SessionLimits,
 }
 
 /// Everything MCP requests need, shared by every connection.
@@ -77,7 +78,7 @@ impl McpServer {
         Ok(Self {
             services,
             gate,
-            sessions: sessions::Sessions::default(),
+            sessions: sessions::Sessions::new(options.sessions),
             lists,
             server_info,
             options,

@@ -1,16 +1,34 @@
-//! Handshake-era sessions: minted by `initialize`, bound to the principal that made them.
-//! A session id is never a credential: every request still authenticates.
+//! Handshake-era sessions: minted by `initialize`, bound to the principal that made them,
+//! capped per principal and in all. A full cap refuses the new session; a live session is
+//! never evicted to make room. Idle sessions expire. A session id is never a credential:
+//! every request still authenticates.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
-
 use toolgate_domain::secrets::random_hex;
 
-/// Sessions idle longer than this are forgotten.
-pub const IDLE_MS: i64 = 24 * 3600 * 1000;
-const MAX_SESSIONS: usize = 10_000;
+/// How many sessions may live, and for how long without a request.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionLimits {
+    pub max_total: usize,
+    pub max_per_principal: usize,
+    pub idle_ms: i64,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self { max_total: 10_000, max_per_principal: 100, idle_ms: 3600 * 1000 }
+    }
+}
+
+/// Which cap refused a new session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionCap {
+    Principal(usize),
+    Server(usize),
+}
 
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -22,36 +40,46 @@ pub struct Session {
 
 #[derive(Default)]
 pub struct Sessions {
+    limits: SessionLimits,
     inner: Mutex<HashMap<String, Session>>,
 }
 
 impl Sessions {
-    pub fn create(&self, principal: &str, version: &str, capabilities: Value, now_ms: i64) -> String {
-        let id = format!("tgs-{}", random_hex::<16>());
+    pub fn new(limits: SessionLimits) -> Self {
+        Self { limits, inner: Mutex::default() }
+    }
+
+    pub fn create(
+        &self,
+        principal: &str,
+        version: &str,
+        capabilities: Value,
+        now_ms: i64,
+    ) -> Result<String, SessionCap> {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| now_ms - s.last_seen_ms < IDLE_MS);
-        if map.len() >= MAX_SESSIONS
-            && let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen_ms).map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
+        map.retain(|_, s| now_ms - s.last_seen_ms < self.limits.idle_ms);
+        if map.values().filter(|s| s.principal == principal).count() >= self.limits.max_per_principal {
+            return Err(SessionCap::Principal(self.limits.max_per_principal));
         }
-        map.insert(
-            id.clone(),
-            Session {
-                principal: principal.into(),
-                version: version.into(),
-                client_capabilities: capabilities,
-                last_seen_ms: now_ms,
-            },
-        );
-        id
+        if map.len() >= self.limits.max_total {
+            return Err(SessionCap::Server(self.limits.max_total));
+        }
+        let id = format!("tgs-{}", random_hex::<16>());
+        let session = Session {
+            principal: principal.into(),
+            version: version.into(),
+            client_capabilities: capabilities,
+            last_seen_ms: now_ms,
+        };
+        map.insert(id.clone(), session);
+        Ok(id)
     }
 
     /// The live session `id` of `principal`; another principal's id reads as unknown.
     pub fn touch(&self, id: &str, principal: &str, now_ms: i64) -> Option<Session> {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let session = map.get_mut(id)?;
-        if session.principal != principal || now_ms - session.last_seen_ms >= IDLE_MS {
+        if session.principal != principal || now_ms - session.last_seen_ms >= self.limits.idle_ms {
             return None;
         }
         session.last_seen_ms = now_ms;
@@ -66,5 +94,23 @@ impl Sessions {
         } else {
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_sessions_expire_and_free_their_place() {
+        let sessions = Sessions::new(SessionLimits { max_total: 2, max_per_principal: 1, idle_ms: 1000 });
+        let a = sessions.create("alice", "2025-11-25", Value::Null, 0).unwrap();
+        assert_eq!(sessions.create("alice", "2025-11-25", Value::Null, 10), Err(SessionCap::Principal(1)));
+        assert!(sessions.touch(&a, "alice", 900).is_some(), "a request keeps it alive");
+        assert!(sessions.touch(&a, "bob", 900).is_none(), "another principal's id reads as unknown");
+        assert!(sessions.touch(&a, "alice", 1900).is_none(), "idle for the whole window: expired");
+        assert!(sessions.create("alice", "2025-11-25", Value::Null, 1901).is_ok(), "its place is free again");
+        assert!(sessions.create("bob", "2025-11-25", Value::Null, 1902).is_ok());
+        assert_eq!(sessions.create("carol", "2025-11-25", Value::Null, 1903), Err(SessionCap::Server(2)));
     }
 }

@@ -1,0 +1,58 @@
+//! `toolgate serve`'s flags, and the server configuration they make.
+
+use std::path::PathBuf;
+
+use crate::http::Config;
+use crate::mcp::sessions::SessionLimits;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+    #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+    data_dir: PathBuf,
+    /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// Serve the whole catalogue to every tier (calls are still refused by the gate).
+    #[arg(long)]
+    list_all_tools: bool,
+    /// Refuse (and hide) every tool that is not read-class, for every tier.
+    #[arg(long)]
+    read_only: bool,
+    /// Answer every MCP request with -32005 (the approval API keeps working).
+    #[arg(long)]
+    mcp_disable: bool,
+    /// Live handshake-era sessions the server keeps in all; a new one past it is refused (429).
+    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_total)]
+    max_sessions: usize,
+    /// Live sessions one principal may hold; a new one past it is refused (429).
+    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_per_principal)]
+    max_sessions_per_principal: usize,
+    /// A session unused this long expires: 30m, 1h, 90s.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
+    session_idle_timeout: i64,
+}
+
+/// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
+fn seconds(text: &str) -> Result<i64, String> {
+    super::console::parse_duration(text).map_err(|e| format!("{e:#}"))
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> Config {
+        Config {
+            listen: self.listen,
+            data_dir: self.data_dir,
+            allowed_origins: self.allowed_origins,
+            list_all_tools: self.list_all_tools,
+            read_only: self.read_only,
+            mcp_disable: self.mcp_disable,
+            sessions: SessionLimits {
+                max_total: self.max_sessions,
+                max_per_principal: self.max_sessions_per_principal,
+                idle_ms: self.session_idle_timeout * 1000,
+            },
+        }
+    }
+}
