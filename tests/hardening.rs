@@ -137,3 +137,18 @@ fn session_caps_refuse_new_sessions_and_evict_nobody() {
         assert_eq!(r.status, 200, "session {sid} is still live: {r:?}");
     }
 }
+
+/// Finding 6: `/healthz` stays a liveness check; `/readyz` checks that the store is writable
+/// and is still the file on disk (not an unlinked one that writes vanish into).
+#[test]
+fn readiness_follows_the_store_file() {
+    let s = start(&[]);
+    let ready = s.http("GET", "/readyz", None, None);
+    assert_eq!((ready.status, ready.json()["status"].as_str()), (200, Some("ready")), "{ready:?}");
+    std::fs::remove_dir_all(s.data_dir.path()).unwrap();
+    let not_ready = s.http("GET", "/readyz", None, None);
+    assert_eq!(not_ready.status, 503, "the data directory is gone: {not_ready:?}");
+    let reason = not_ready.json()["message"].as_str().unwrap().to_string();
+    assert!(reason.contains("toolgate.sqlite3"), "the reason names the file: {reason}");
+    assert_eq!(s.http("GET", "/healthz", None, None).status, 200, "liveness is not readiness");
+}
