@@ -56,11 +56,30 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route_layer(from_fn_with_state(state.clone(), mcp_endpoint::edge))
         .merge(api::routes())
         .route_layer(from_fn_with_state(state.clone(), edge::host_and_origin));
-    Router::new().route("/healthz", get(healthz)).merge(guarded).fallback(not_found).with_state(state)
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .merge(guarded)
+        .fallback(not_found)
+        .with_state(state)
 }
 
+/// Liveness: the process answers.
 async fn healthz() -> Response {
     json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
+}
+
+/// Readiness: the store is the file on disk and takes a write.
+async fn readyz(axum::extract::State(state): axum::extract::State<Arc<AppState>>) -> Response {
+    let services = state.mcp.services();
+    match services.repositories().health.check_ready(services.clock().now_ms()).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"status": "ready"}).to_string()),
+        Err(e) => {
+            tracing::error!("not ready: {e}");
+            let body = json!({"status": "not_ready", "error": "store_not_ready", "message": e.to_string()});
+            json_response(StatusCode::SERVICE_UNAVAILABLE, body.to_string())
+        }
+    }
 }
 
 async fn not_found() -> Response {

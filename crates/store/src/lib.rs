@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub use audit_writer::AuditWriter;
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
-pub use traits::{ApprovalStore, AuditStore, CredentialStore, GroupStore, PluginConfigStore, TagStore};
+pub use traits::{ApprovalStore, AuditStore, CredentialStore, GroupStore, HealthStore, PluginConfigStore, TagStore};
 
 /// The file name of the embedded store inside a data directory.
 pub const SQLITE_FILE_NAME: &str = "toolgate.sqlite3";
@@ -25,6 +25,7 @@ pub struct Repositories {
     pub tags: Arc<dyn TagStore>,
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
+    pub health: Arc<dyn HealthStore>,
 }
 
 impl std::fmt::Debug for Repositories {

@@ -102,3 +102,9 @@ pub trait PluginConfigStore: Send + Sync {
 pub trait GroupStore: Send + Sync {
     async fn management_groups(&self) -> Result<Vec<ManagementGroup>>;
 }
+
+#[async_trait]
+pub trait HealthStore: Send + Sync {
+    /// Ready to take writes: the store is the one that was opened and a write reaches it.
+    async fn check_ready(&self, now_ms: i64) -> Result<()>;
+}

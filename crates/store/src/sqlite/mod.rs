@@ -6,13 +6,14 @@ mod approvals;
 mod credentials;
 mod small;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, Params};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Params, params};
 use toolgate_domain::StoreError;
 
-use crate::Repositories;
+use crate::{HealthStore, Repositories};
 
 /// The schema, one file per version, in order. A database's `user_version` says how many ran.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -20,12 +21,20 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_agent_tags", include_str!("../../migrations/sqlite/0002_agent_tags.sql")),
     ("0003_principals_tokens", include_str!("../../migrations/sqlite/0003_principals_tokens.sql")),
     ("0004_approvals_audit_groups", include_str!("../../migrations/sqlite/0004_approvals_audit_groups.sql")),
+    ("0005_readiness", include_str!("../../migrations/sqlite/0005_readiness.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// The file it opened, and that file's identity then (device, inode).
+    file: Option<(PathBuf, (u64, u64))>,
+}
+
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
 }
 
 pub(crate) fn db(e: rusqlite::Error) -> StoreError {
@@ -39,14 +48,17 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
-        Self::migrate(conn)
+        let conn = Self::migrate(conn)?;
+        let file = identity(path).map_err(StoreError::backend)?;
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), file: Some((path.to_path_buf(), file)) })
     }
 
     pub fn open_in_memory() -> Result<Self, StoreError> {
-        Self::migrate(Connection::open_in_memory().map_err(db)?)
+        let conn = Self::migrate(Connection::open_in_memory().map_err(db)?)?;
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), file: None })
     }
 
-    fn migrate(mut conn: Connection) -> Result<Self, StoreError> {
+    fn migrate(mut conn: Connection) -> Result<Connection, StoreError> {
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(db)?;
         if version as usize > MIGRATIONS.len() {
             return Err(StoreError::Unavailable(format!(
@@ -60,7 +72,7 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db)?;
             tx.commit().map_err(db)?;
         }
-        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+        Ok(conn)
     }
 
     /// Every repository, backed by this one file.
@@ -72,6 +84,7 @@ impl SqliteStore {
             tags: Arc::new(self.clone()),
             plugin_config: Arc::new(self.clone()),
             groups: Arc::new(self.clone()),
+            health: Arc::new(self.clone()),
         }
     }
 
@@ -98,6 +111,38 @@ impl SqliteStore {
     pub async fn break_area(&self, area: Area) -> Result<(), StoreError> {
         let sql: String = area.tables().iter().map(|t| format!("ALTER TABLE {t} RENAME TO broken_{t};")).collect();
         self.run(move |conn| conn.execute_batch(&sql)).await
+    }
+}
+
+#[async_trait]
+impl HealthStore for SqliteStore {
+    async fn check_ready(&self, now_ms: i64) -> Result<(), StoreError> {
+        if let Some((path, opened)) = &self.file {
+            match identity(path) {
+                Ok(now) if now == *opened => {}
+                Ok(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "{} was replaced since the server opened it: restart the server",
+                        path.display()
+                    )));
+                }
+                Err(e) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "{} is gone ({e}): writes would be lost; restore it and restart the server",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO readiness (id, checked_at_ms) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET checked_at_ms = excluded.checked_at_ms",
+                params![now_ms],
+            )
+            .map(drop)
+        })
+        .await
     }
 }
 
