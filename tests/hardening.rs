@@ -152,3 +152,53 @@ fn readiness_follows_the_store_file() {
     assert!(reason.contains("toolgate.sqlite3"), "the reason names the file: {reason}");
     assert_eq!(s.http("GET", "/healthz", None, None).status, 200, "liveness is not readiness");
 }
+
+/// Every file under `dir` (the store, its WAL, the logs) as bytes.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+        let bytes = std::fs::read(entry.path()).unwrap_or_default();
+        if bytes.windows(needle.len()).any(|w| w == needle) {
+            found.push(entry.path().display().to_string());
+        }
+    }
+    found
+}
+
+/// Finding 1: an argument the catalogue marks sensitive (`writeOnly: true`) never reaches the
+/// audit log, error messages, logs or the store; and an oversized value is not echoed back.
+#[test]
+fn sensitive_arguments_never_reach_the_audit_log_the_store_or_the_logs() {
+    let logs = tempfile::tempdir().unwrap();
+    let s =
+        common::start_logging_to(tempfile::tempdir().unwrap(), &[], &[("TOOLGATE_LOG", "debug")], Some(logs.path()));
+    let listing = s.cli(&["token", "list"]);
+    let demo_id = listing.lines().find(|l| l.contains("demo")).unwrap().split_whitespace().next().unwrap().to_string();
+    let rotated = call_as(&s, &s.token, "rotate_api_token", json!({"token_id": demo_id}));
+    let rotated = &rotated.json()["result"]["structuredContent"];
+    let (successor, secret) = (rotated["successor_id"].as_str().unwrap(), rotated["secret"].as_str().unwrap());
+    // A wrong secret (an error answer), then the right one.
+    let wrong = format!("{secret}-but-wrong");
+    let r = call_as(&s, &s.token, "confirm_api_token_rotation", json!({"token_id": successor, "secret": wrong}));
+    assert_eq!(r.json()["result"]["isError"], true, "{r:?}");
+    assert!(!r.body.contains(&wrong), "the error does not echo the secret: {r:?}");
+    // An invalid one (too long for the schema): the complaint does not echo it either.
+    let long = format!("{secret}{}", "x".repeat(600));
+    let r = call_as(&s, &s.token, "confirm_api_token_rotation", json!({"token_id": successor, "secret": long}));
+    assert!(!r.body.contains(secret), "the schema complaint does not echo the secret: {r:?}");
+    let r = call_as(&s, &s.token, "confirm_api_token_rotation", json!({"token_id": successor, "secret": secret}));
+    assert_eq!(r.json()["result"]["structuredContent"]["confirmed"], true, "{r:?}");
+    let audit = call_as(&s, secret, "query_audit_log", json!({"limit": 1000}));
+    assert!(audit.body.contains("confirm_api_token_rotation"), "the calls are audited: {audit:?}");
+    assert!(!audit.body.contains(secret), "query_audit_log shows no secret");
+    // An oversized value is not echoed whole in the invalid-arguments reply.
+    let huge = "y".repeat(3 * 1024 * 1024);
+    let r = call_as(&s, secret, "set_tag", json!({"agent_id": "a", "key": "k", "value": huge}));
+    assert!(r.body.len() < 64 * 1024, "a 3 MiB argument gave a {} byte reply", r.body.len());
+    assert!(r.json()["result"]["isError"] == true || r.json()["error"].is_object(), "{}", &r.body[..200]);
+    let data_dir = s.stop();
+    for dir in [data_dir.path(), logs.path()] {
+        assert_eq!(files_containing(dir, secret.as_bytes()), Vec::<String>::new(), "the secret is in these files");
+        assert_eq!(files_containing(dir, secret[3..].as_bytes()), Vec::<String>::new(), "nor its tail");
+    }
+}

@@ -39,19 +39,38 @@ pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
 }
 
 pub fn start_with_env(data_dir: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    start_logging_to(data_dir, extra, env, None)
+}
+
+/// Starts the server with its standard error written to `stderr_file` (stdout is read for
+/// the address and token, and copied into `stderr_file`'s sibling `stdout` file too).
+pub fn start_logging_to(
+    data_dir: tempfile::TempDir,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log_dir: Option<&std::path::Path>,
+) -> Server {
+    let stderr = match log_dir {
+        Some(dir) => Stdio::from(std::fs::File::create(dir.join("stderr")).unwrap()),
+        None => Stdio::null(),
+    };
+    let mut stdout_copy = log_dir.map(|dir| std::fs::File::create(dir.join("stdout")).unwrap());
     let mut child = Command::new(bin())
         .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir.path())
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("the toolgate binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut token = std::fs::read_to_string(data_dir.path().join("demo-token")).unwrap_or_default();
     let addr = loop {
         let line = lines.next().expect("the server printed its address").unwrap();
+        if let Some(f) = stdout_copy.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
         if let Some(t) = line.split_whitespace().find(|w| w.starts_with("tg_"))
             && token.is_empty()
         {
@@ -61,7 +80,13 @@ pub fn start_with_env(data_dir: tempfile::TempDir, extra: &[&str], env: &[(&str,
             break rest.split('/').next().unwrap().parse().unwrap();
         }
     };
-    std::thread::spawn(move || for _ in lines {});
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(f) = stdout_copy.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    });
     // The demo token is printed only on the first start: keep it for restarts.
     std::fs::write(data_dir.path().join("demo-token"), &token).unwrap();
     Server { child, addr, data_dir, token }
