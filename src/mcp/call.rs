@@ -4,10 +4,12 @@
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
+use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
-use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput, approvals::canonical_arguments};
+use toolgate_domain::redact::{redacted, truncated};
+use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
 use toolgate_policy::Decision;
 
 use super::jsonrpc::{self as rpc};
@@ -118,26 +120,18 @@ pub async fn tools_call(
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let arguments = params.get("arguments").cloned();
     let outcome = call(server, caller, headers, &request, &name, arguments.clone()).await;
-    let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncate(&name, 128)), outcome.result)
+    let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncated(&name, 128)), outcome.result)
         .by(caller)
-        .detail(truncate(&outcome.detail, 1024))
+        .detail(truncated(&outcome.detail, 1024))
         .correlation(request.correlation_id);
-    if let Some(arguments) = arguments {
-        event = event.target(truncate(&canonical_arguments(&arguments), 512));
+    // The target is the arguments as shown: sensitive values redacted. An unknown tool's
+    // arguments are not recorded at all: nothing says which of them are secret.
+    if let (Some(arguments), Some(tool)) = (arguments, ToolId::from_name(&name)) {
+        let shown = redacted(&arguments, tool.meta().sensitive_arguments);
+        event = event.target(truncated(&canonical_arguments(&shown), 512));
     }
     server.record(event);
     outcome.reply
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 async fn call(
@@ -295,5 +289,5 @@ fn unknown_tool(server: &McpServer, caller: &Caller, name: &str) -> (String, Vec
         Some(s) => format!("; did you mean `{s}`?"),
         None => "; tools/list shows the tools this token may call".into(),
     };
-    (format!("Unknown tool: {name}{hint}"), suggestions)
+    (format!("Unknown tool: {}{hint}", truncated(name, 128)), suggestions)
 }

@@ -8,6 +8,7 @@ mod hints;
 mod names;
 mod refs;
 mod schemas;
+mod sensitive;
 
 use std::path::Path;
 
@@ -82,6 +83,8 @@ pub struct ToolPlan {
     pub struct_name: String,
     /// A minimal valid `arguments` object (required fields only), when one could be made.
     pub example: Option<Value>,
+    /// JSON pointers of the arguments marked `writeOnly: true` (redacted wherever echoed).
+    pub sensitive: Vec<String>,
 }
 
 /// The files after every check passed; warnings ride along.
@@ -107,6 +110,7 @@ pub fn run(
     diagnostics.extend(hints::check(&inputs));
     diagnostics.extend(schemas::check(&inputs));
     diagnostics.extend(coverage::check(&inputs));
+    diagnostics.extend(sensitive::check(&inputs));
     let handler_report = handlers::check(&inputs, handlers_dir);
     diagnostics.extend(handler_report.diagnostics);
 
@@ -136,6 +140,7 @@ fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> 
         decisions,
         approval_gated,
         example: schemas::example(&tool.input_schema),
+        sensitive: sensitive::scan(&tool.input_schema).0,
         published_input_schema,
         handler: handler.clone(),
         struct_name: struct_name.to_string(),

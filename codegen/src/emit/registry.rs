@@ -61,6 +61,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             None => quote!(None),
         };
         let gated = plan.approval_gated;
+        let sensitive = &plan.sensitive;
         quote! {
             ToolMeta {
                 index: #index,
@@ -80,6 +81,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 static_result: #static_result,
                 approval_gated: #gated,
                 decisions: &MATRIX[#index],
+                sensitive_arguments: &[#(#sensitive),*],
             }
         }
     });

@@ -66,14 +66,36 @@ pub fn definition_of(tool: &str) -> String {
     format!("{MCP_SURFACE}.{tool}")
 }
 
-/// Compact JSON with sorted keys (serde_json's map is ordered), without `approval_id`: what a
-/// ticket is bound to, and what the recall must repeat exactly.
+/// Compact JSON with sorted keys (serde_json's map is ordered), without `approval_id`.
 pub fn canonical_arguments(arguments: &Value) -> String {
     let mut a = arguments.clone();
     if let Some(obj) = a.as_object_mut() {
         obj.remove(toolgate_policy::APPROVAL_ID);
     }
     serde_json::to_string(&a).expect("JSON values serialize")
+}
+
+/// What a ticket is bound to, and what the recall must repeat exactly: the canonical
+/// arguments with sensitive values redacted (what reviewers see), and a digest of the
+/// sensitive values ("" when the tool has none), so the secret itself is never stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgumentBinding {
+    pub canonical: String,
+    pub sensitive_digest: String,
+}
+
+impl ArgumentBinding {
+    pub fn of(arguments: &Value, sensitive: &[&str]) -> Self {
+        Self {
+            canonical: canonical_arguments(&crate::redact::redacted(arguments, sensitive)),
+            sensitive_digest: crate::redact::sensitive_digest(arguments, sensitive),
+        }
+    }
+
+    /// For a tool without sensitive arguments.
+    pub fn plain(canonical: &str) -> Self {
+        Self { canonical: canonical.to_string(), sensitive_digest: String::new() }
+    }
 }
 
 /// What minting did.

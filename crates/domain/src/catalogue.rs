@@ -44,6 +44,8 @@ pub struct ToolMeta {
     pub approval_gated: bool,
     /// The build-time decision at each tier, in policy.yaml's order (its matrix row).
     pub decisions: &'static [Decision],
+    /// JSON pointers of the arguments marked `writeOnly: true`: redacted wherever echoed.
+    pub sensitive_arguments: &'static [&'static str],
 }
 
 impl ToolMeta {

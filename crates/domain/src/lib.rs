@@ -16,6 +16,7 @@ pub mod context;
 pub mod denial;
 pub mod error;
 pub mod records;
+pub mod redact;
 pub mod secrets;
 pub mod tokens;
 pub mod tool;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use toolgate_domain::Clock;
-use toolgate_domain::approvals::{Approval, Mint, Recall, canonical_arguments};
+use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, Recall};
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::{ApprovalCap, Denial, RecallRefusal};
 use toolgate_store::ApprovalStore;
@@ -18,18 +18,18 @@ pub async fn ticket_or_recall(
     arguments: &Value,
     approval_id: Option<&str>,
 ) -> Result<Box<Approval>, Denial> {
-    let canonical = canonical_arguments(arguments);
+    let binding = ArgumentBinding::of(arguments, tool.sensitive_arguments);
     let now = clock.now_secs();
     let fault = |error| Denial::StoreFault { what: "approval", error };
     let Some(approval_id) = approval_id else {
-        return Err(match store.mint(tool.name, caller, &canonical, now).await.map_err(fault)? {
+        return Err(match store.mint(tool.name, caller, &binding, now).await.map_err(fault)? {
             Mint::Pending(approval) => Denial::ApprovalPending { approval, minted: true },
             Mint::TooManyForSubmitter => Denial::ApprovalCap(ApprovalCap::Submitter),
             Mint::TooManyInAll => Denial::ApprovalCap(ApprovalCap::Server),
         });
     };
     let refused = |why| Err(Denial::NotRedeemable { approval_id: approval_id.to_string(), why });
-    match store.recall(approval_id, tool.name, caller, &canonical, now).await.map_err(fault)? {
+    match store.recall(approval_id, tool.name, caller, &binding, now).await.map_err(fault)? {
         Recall::Run(approval) => Ok(approval),
         Recall::StillPending(approval) => Err(Denial::ApprovalPending { approval, minted: false }),
         Recall::Unknown => refused(RecallRefusal::Unknown),

@@ -5,6 +5,12 @@
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
 use toolgate_domain::denial::{ArgumentProblem, Denial, InvalidArguments};
+use toolgate_domain::redact::{is_sensitive, truncated};
+
+/// An invalid-arguments reply names at most this many problems, each at most this long, so
+/// a 3 MiB argument cannot make a 6 MB reply.
+const MAX_PROBLEMS: usize = 20;
+const MAX_PROBLEM_BYTES: usize = 300;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{what} of {tool} does not compile: {why}")]
@@ -80,6 +86,15 @@ impl Schemas {
         if problems.is_empty() {
             return Ok(());
         }
+        // The validator's messages quote the value: never a sensitive one, never a huge one.
+        for problem in &mut problems {
+            problem.message = if is_sensitive(&problem.pointer, tool.sensitive_arguments) {
+                format!("the value does not satisfy the schema (not shown: `{}` is sensitive)", problem.pointer)
+            } else {
+                truncated(&problem.message, MAX_PROBLEM_BYTES)
+            };
+        }
+        problems.truncate(MAX_PROBLEMS);
         let required = self.input_schema(tool).get("required").cloned().unwrap_or(Value::Array(Vec::new()));
         let example = tool.example_arguments.map(|e| serde_json::from_str::<Value>(e).expect("generated JSON"));
         Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, required, example }))

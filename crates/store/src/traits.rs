@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use toolgate_domain::StoreError;
-use toolgate_domain::approvals::{Approval, Mint, Recall, Review, ReviewRefusal};
+use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, Recall, Review, ReviewRefusal};
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
@@ -53,11 +53,12 @@ pub trait ApprovalStore: Send + Sync {
     /// Newest first; filtered by status and submitter when given.
     async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>>;
     /// Mints (or finds again) the pending ticket for this submitter, tool and arguments.
-    async fn mint(&self, tool: &str, submitter: &str, canonical_args: &str, now: i64) -> Result<Mint>;
+    async fn mint(&self, tool: &str, submitter: &str, arguments: &ArgumentBinding, now: i64) -> Result<Mint>;
     /// A person approves or rejects; never their own request.
     async fn review(&self, review: Review<'_>) -> Result<std::result::Result<Approval, ReviewRefusal>>;
     /// Checks the ticket against this exact call and consumes it atomically.
-    async fn recall(&self, id: &str, tool: &str, caller: &str, canonical_args: &str, now: i64) -> Result<Recall>;
+    async fn recall(&self, id: &str, tool: &str, caller: &str, arguments: &ArgumentBinding, now: i64)
+    -> Result<Recall>;
 }
 
 #[async_trait]

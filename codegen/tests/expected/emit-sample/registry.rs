@@ -62,6 +62,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         static_result: None,
         approval_gated: false,
         decisions: &MATRIX[0usize],
+        sensitive_arguments: &[],
     },
     ToolMeta {
         index: 1usize,
@@ -86,6 +87,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         static_result: None,
         approval_gated: true,
         decisions: &MATRIX[1usize],
+        sensitive_arguments: &[],
     },
     ToolMeta {
         index: 2usize,
@@ -112,6 +114,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         ),
         approval_gated: false,
         decisions: &MATRIX[2usize],
+        sensitive_arguments: &[],
     },
 ];
 static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, MCP_SURFACE, Mint,
-    Recall, Review, ReviewRefusal, definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL,
+    MCP_SURFACE, Mint, Recall, Review, ReviewRefusal, definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
@@ -60,8 +60,9 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn mint(&self, tool: &str, submitter: &str, canonical_args: &str, now: i64) -> Result<Mint> {
-        let (tool, submitter, canonical_args) = (tool.to_string(), submitter.to_string(), canonical_args.to_string());
+    async fn mint(&self, tool: &str, submitter: &str, arguments: &ArgumentBinding, now: i64) -> Result<Mint> {
+        let (tool, submitter) = (tool.to_string(), submitter.to_string());
+        let (canonical_args, digest) = (arguments.canonical.clone(), arguments.sensitive_digest.clone());
         let definition = definition_of(&tool);
         self.run(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -72,8 +73,8 @@ impl ApprovalStore for SqliteStore {
             )?;
             let existing = tx
                 .query_row(
-                    &format!("SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = ?1 AND definition = ?2 AND canonical_args = ?3"),
-                    params![submitter, definition, canonical_args],
+                    &format!("SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = ?1 AND definition = ?2 AND canonical_args = ?3 AND sensitive_digest = ?4"),
+                    params![submitter, definition, canonical_args, digest],
                     row,
                 )
                 .optional()?;
@@ -101,9 +102,9 @@ impl ApprovalStore for SqliteStore {
             }
             let id = random_hex::<16>();
             tx.execute(
-                "INSERT INTO approval (id, definition, tool, surface, submitter, canonical_args, status, submitted_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8)",
-                params![id, definition, tool, MCP_SURFACE, submitter, canonical_args, now, now + APPROVAL_TTL_SECS],
+                "INSERT INTO approval (id, definition, tool, surface, submitter, canonical_args, sensitive_digest, status, submitted_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
+                params![id, definition, tool, MCP_SURFACE, submitter, canonical_args, digest, now, now + APPROVAL_TTL_SECS],
             )?;
             let minted = by_id(&tx, &id)?.expect("just inserted");
             tx.commit()?;
@@ -141,12 +142,24 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn recall(&self, id: &str, tool: &str, caller: &str, canonical_args: &str, now: i64) -> Result<Recall> {
-        let (id, caller, canonical_args) = (id.to_string(), caller.to_string(), canonical_args.to_string());
+    async fn recall(
+        &self,
+        id: &str,
+        tool: &str,
+        caller: &str,
+        arguments: &ArgumentBinding,
+        now: i64,
+    ) -> Result<Recall> {
+        let (id, caller, arguments) = (id.to_string(), caller.to_string(), arguments.clone());
         let definition = definition_of(tool);
         self.run(move |c| {
             let Some(a) = by_id(c, &id)? else { return Ok(Recall::Unknown) };
-            if a.definition != definition || a.canonical_args != canonical_args {
+            let digest: String =
+                c.query_row("SELECT sensitive_digest FROM approval WHERE id = ?1", params![id], |r| r.get(0))?;
+            if a.definition != definition
+                || a.canonical_args != arguments.canonical
+                || digest != arguments.sensitive_digest
+            {
                 return Ok(Recall::Mismatch);
             }
             if a.submitter != caller {
@@ -188,11 +201,19 @@ mod tests {
     #[tokio::test]
     async fn mint_dedup_review_consume_once() {
         let store = SqliteStore::open_in_memory().unwrap();
-        let Mint::Pending(a) = store.mint("delete_tag", "alice", "{\"k\":1}", 100).await.unwrap() else { panic!() };
-        let Mint::Pending(again) = store.mint("delete_tag", "alice", "{\"k\":1}", 101).await.unwrap() else { panic!() };
+        let Mint::Pending(a) =
+            store.mint("delete_tag", "alice", &ArgumentBinding::plain("{\"k\":1}"), 100).await.unwrap()
+        else {
+            panic!()
+        };
+        let Mint::Pending(again) =
+            store.mint("delete_tag", "alice", &ArgumentBinding::plain("{\"k\":1}"), 101).await.unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(a.id, again.id, "deduplicated while pending");
         assert_eq!(
-            store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 102).await.unwrap(),
+            store.recall(&a.id, "delete_tag", "alice", &ArgumentBinding::plain("{\"k\":1}"), 102).await.unwrap(),
             Recall::StillPending(a.clone())
         );
         assert_eq!(
@@ -200,14 +221,20 @@ mod tests {
             Err(ReviewRefusal::OwnRequest("alice".into()))
         );
         assert!(store.review(Review { comment: Some("ok"), ..review(&a.id, "bob", 104) }).await.unwrap().is_ok());
-        assert_eq!(store.recall(&a.id, "delete_tag", "alice", "{\"k\":2}", 105).await.unwrap(), Recall::Mismatch);
+        assert_eq!(
+            store.recall(&a.id, "delete_tag", "alice", &ArgumentBinding::plain("{\"k\":2}"), 105).await.unwrap(),
+            Recall::Mismatch
+        );
         assert!(matches!(
-            store.recall(&a.id, "delete_tag", "mallory", "{\"k\":1}", 105).await.unwrap(),
+            store.recall(&a.id, "delete_tag", "mallory", &ArgumentBinding::plain("{\"k\":1}"), 105).await.unwrap(),
             Recall::NotRedeemable { .. }
         ));
-        assert!(matches!(store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 106).await.unwrap(), Recall::Run(_)));
         assert!(matches!(
-            store.recall(&a.id, "delete_tag", "alice", "{\"k\":1}", 107).await.unwrap(),
+            store.recall(&a.id, "delete_tag", "alice", &ArgumentBinding::plain("{\"k\":1}"), 106).await.unwrap(),
+            Recall::Run(_)
+        ));
+        assert!(matches!(
+            store.recall(&a.id, "delete_tag", "alice", &ArgumentBinding::plain("{\"k\":1}"), 107).await.unwrap(),
             Recall::NotRedeemable { .. }
         ));
     }
@@ -215,19 +242,48 @@ mod tests {
     #[tokio::test]
     async fn expiry_and_caps() {
         let store = SqliteStore::open_in_memory().unwrap();
-        let Mint::Pending(a) = store.mint("t", "alice", "{}", 0).await.unwrap() else { panic!() };
+        let Mint::Pending(a) = store.mint("t", "alice", &ArgumentBinding::plain("{}"), 0).await.unwrap() else {
+            panic!()
+        };
         store.review(review(&a.id, "bob", APPROVAL_TTL_SECS - 1)).await.unwrap().unwrap();
         // Approved: the week runs from the review.
         assert!(matches!(
-            store.recall(&a.id, "t", "alice", "{}", 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
+            store.recall(&a.id, "t", "alice", &ArgumentBinding::plain("{}"), 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
             Recall::Run(_)
         ));
-        let Mint::Pending(b) = store.mint("t", "alice", "{}", 0).await.unwrap() else { panic!() };
+        let Mint::Pending(b) = store.mint("t", "alice", &ArgumentBinding::plain("{}"), 0).await.unwrap() else {
+            panic!()
+        };
         store.review(review(&b.id, "bob", 10)).await.unwrap().unwrap();
-        assert_eq!(store.recall(&b.id, "t", "alice", "{}", 10 + APPROVAL_TTL_SECS).await.unwrap(), Recall::Expired);
+        assert_eq!(
+            store.recall(&b.id, "t", "alice", &ArgumentBinding::plain("{}"), 10 + APPROVAL_TTL_SECS).await.unwrap(),
+            Recall::Expired
+        );
         for i in 0..MAX_PENDING_PER_SUBMITTER {
-            assert!(matches!(store.mint("t", "carol", &format!("{{\"i\":{i}}}"), 1).await.unwrap(), Mint::Pending(_)));
+            assert!(matches!(
+                store.mint("t", "carol", &ArgumentBinding::plain(&format!("{{\"i\":{i}}}")), 1).await.unwrap(),
+                Mint::Pending(_)
+            ));
         }
-        assert_eq!(store.mint("t", "carol", "{\"i\":99}", 1).await.unwrap(), Mint::TooManyForSubmitter);
+        assert_eq!(
+            store.mint("t", "carol", &ArgumentBinding::plain("{\"i\":99}"), 1).await.unwrap(),
+            Mint::TooManyForSubmitter
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ticket_binds_the_secret_without_storing_it() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let bound = |digest: &str| ArgumentBinding {
+            canonical: "{\"secret\":\"[redacted]\"}".into(),
+            sensitive_digest: digest.into(),
+        };
+        let Mint::Pending(a) = store.mint("t", "alice", &bound("d1"), 0).await.unwrap() else { panic!() };
+        let Mint::Pending(b) = store.mint("t", "alice", &bound("d2"), 0).await.unwrap() else { panic!() };
+        assert_ne!(a.id, b.id, "another secret is another request");
+        store.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
+        assert_eq!(store.recall(&a.id, "t", "alice", &bound("d2"), 2).await.unwrap(), Recall::Mismatch);
+        assert!(matches!(store.recall(&a.id, "t", "alice", &bound("d1"), 2).await.unwrap(), Recall::Run(_)));
+        assert!(!serde_json::to_string(&*a).unwrap().contains("d1"), "the digest is never shown");
     }
 }

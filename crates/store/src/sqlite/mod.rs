@@ -22,6 +22,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_principals_tokens", include_str!("../../migrations/sqlite/0003_principals_tokens.sql")),
     ("0004_approvals_audit_groups", include_str!("../../migrations/sqlite/0004_approvals_audit_groups.sql")),
     ("0005_readiness", include_str!("../../migrations/sqlite/0005_readiness.sql")),
+    ("0006_approval_sensitive_digest", include_str!("../../migrations/sqlite/0006_approval_sensitive_digest.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
