@@ -202,3 +202,46 @@ fn sensitive_arguments_never_reach_the_audit_log_the_store_or_the_logs() {
         assert_eq!(files_containing(dir, &secret.as_bytes()[3..]), Vec::<String>::new(), "nor its tail");
     }
 }
+
+/// Finding 5: a state-changing call's audit row is durable before its answer: a SIGKILL right
+/// after the last answer loses none of them (repeated, as the loss was one row per run).
+#[test]
+fn every_answered_state_change_is_audited_across_a_crash() {
+    for run in 0..3 {
+        let s = start(&[]);
+        let (addr, token) = (s.addr, s.token.clone());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let token = token.clone();
+                std::thread::spawn(move || {
+                    let mut answered = Vec::new();
+                    for i in 0..25 {
+                        let key = format!("k{t}-{i}");
+                        let body = call("set_tag", json!({"agent_id": "crash", "key": key, "value": "v"})).to_string();
+                        let r = request(addr, "POST", &[("Authorization", &format!("Bearer {token}"))], Some(&body));
+                        if r.json()["result"]["isError"] == false {
+                            answered.push(key);
+                        }
+                    }
+                    answered
+                })
+            })
+            .collect();
+        let mut answered: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        assert_eq!(answered.len(), 200);
+        // One more, and the crash the instant its answer arrives.
+        let last = call_as(&s, &token, "set_tag", json!({"agent_id": "crash", "key": "last", "value": "v"}));
+        let dir = s.crash();
+        assert_eq!(last.json()["result"]["isError"], false, "{last:?}");
+        answered.push("last".into());
+        let restarted = common::start_in(dir, &[]);
+        let audit =
+            call_as(&restarted, &restarted.token, "query_audit_log", json!({"action": "mcp.set_tag", "limit": 1000}));
+        let rows = audit.json()["result"]["structuredContent"]["entries"].as_array().unwrap().clone();
+        let missing: Vec<&String> = answered
+            .iter()
+            .filter(|key| !rows.iter().any(|r| r["target"].as_str().is_some_and(|t| t.contains(&format!("\"{key}\"")))))
+            .collect();
+        assert!(missing.is_empty(), "run {run}: answered calls without an audit row after SIGKILL: {missing:?}");
+    }
+}

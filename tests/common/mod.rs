@@ -105,6 +105,15 @@ impl Server {
         std::mem::replace(&mut self.data_dir, dir)
     }
 
+    /// Kills the server at once (SIGKILL: no drain, no goodbye) and hands back its data dir.
+    pub fn crash(mut self) -> tempfile::TempDir {
+        // Child::kill sends SIGKILL with one system call: no time for the server to catch up.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.data_dir, dir)
+    }
+
     /// Any HTTP request to any path, with an optional bearer token.
     pub fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> Response {
         let auth = token.map(|t| format!("Bearer {t}"));
