@@ -1,13 +1,10 @@
 //! What handlers reach through their context: the repositories, the clock and the audit sink,
 //! each behind an accessor, so a new service (the fleet hub, say) breaks no handler or test.
 
-use std::sync::Arc;
-
 use toolgate_domain::Clock;
-use toolgate_domain::audit::AuditSink;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_store::{
-    ApprovalStore, AuditStore, CredentialStore, GroupStore, PluginConfigStore, Repositories, TagStore,
+    ApprovalStore, AuditStore, AuditWriter, CredentialStore, GroupStore, PluginConfigStore, Repositories, TagStore,
 };
 
 /// The context every handler receives.
@@ -16,11 +13,11 @@ pub type ToolContext = toolgate_domain::ToolContext<Services>;
 pub struct Services {
     repositories: Repositories,
     clock: Clock,
-    audit: Arc<dyn AuditSink>,
+    audit: AuditWriter,
 }
 
 impl Services {
-    pub fn new(repositories: Repositories, clock: Clock, audit: Arc<dyn AuditSink>) -> Self {
+    pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter) -> Self {
         Self { repositories, clock, audit }
     }
 
@@ -36,8 +33,10 @@ impl Services {
         &self.clock
     }
 
-    pub fn audit(&self) -> &dyn AuditSink {
-        self.audit.as_ref()
+    /// The audit writer: `record` for rows nothing waits on, `record_durable` for the rows
+    /// of state-changing calls.
+    pub fn audit(&self) -> &AuditWriter {
+        &self.audit
     }
 
     pub fn credentials(&self) -> &dyn CredentialStore {

@@ -13,7 +13,7 @@ use toolgate_store::{AuditWriter, SqliteStore};
 fn services() -> Arc<Services> {
     let repositories = SqliteStore::open_in_memory().unwrap().repositories();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    Arc::new(Services::new(repositories, Clock::default(), Arc::new(audit)))
+    Arc::new(Services::new(repositories, Clock::default(), audit))
 }
 
 fn ctx(services: &Arc<Services>, tier: &str, roles: &[&str]) -> ToolContext {

@@ -39,7 +39,7 @@ async fn app() -> App {
     let (_, operator) = credentials.create_token(token("alice", Some("operator"))).await.unwrap();
     let (_, reviewer) = credentials.create_token(token("admin", None)).await.unwrap();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    let services = Arc::new(Services::new(repositories, Clock::default(), Arc::new(audit)));
+    let services = Arc::new(Services::new(repositories, Clock::default(), audit));
     let config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: "unused".into(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 

@@ -64,7 +64,7 @@ pub async fn serve(config: Config) -> Result<()> {
     let local = listener.local_addr()?;
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
-    let services = Arc::new(Services::new(repositories, clock, Arc::new(audit)));
+    let services = Arc::new(Services::new(repositories, clock, audit));
     let options =
         Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
     let mcp = McpServer::new(services, options)?;

@@ -10,7 +10,7 @@ use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated};
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
-use toolgate_policy::Decision;
+use toolgate_policy::{Decision, OperationClass};
 
 use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers};
@@ -126,11 +126,17 @@ pub async fn tools_call(
         .correlation(request.correlation_id);
     // The target is the arguments as shown: sensitive values redacted. An unknown tool's
     // arguments are not recorded at all: nothing says which of them are secret.
-    if let (Some(arguments), Some(tool)) = (arguments, ToolId::from_name(&name)) {
+    let tool = ToolId::from_name(&name);
+    if let (Some(arguments), Some(tool)) = (arguments, tool) {
         let shown = redacted(&arguments, tool.meta().sensitive_arguments);
         event = event.target(truncated(&canonical_arguments(&shown), 512));
     }
-    server.record(event);
+    // A call that may change state answers only once its row is durable (group commit with
+    // the other calls in flight); a read's row is written without waiting.
+    match tool {
+        Some(tool) if tool.meta().class != OperationClass::Read => server.record_durable(event).await,
+        _ => server.record(event),
+    }
     outcome.reply
 }
 

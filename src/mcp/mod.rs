@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
-use toolgate_domain::audit::AuditEvent;
+use toolgate_domain::audit::{AuditEvent, AuditSink};
 use toolgate_gate::{Gate, SchemaError};
 use toolgate_policy::TierRules;
 
@@ -106,5 +106,12 @@ impl McpServer {
 
     fn record(&self, event: AuditEvent) {
         self.services.audit().record(event);
+    }
+
+    /// Writes the row and waits until it is committed (state-changing calls).
+    async fn record_durable(&self, event: AuditEvent) {
+        if !self.services.audit().record_durable(event).await {
+            tracing::error!("a state-changing call's audit row could not be made durable (it was logged)");
+        }
     }
 }

@@ -1,10 +1,12 @@
-//! The audit writer: one task owns the inserts and batches whatever has queued up, so calls
-//! never wait on the disk for their audit row, and shutdown drains the queue before exit.
+//! The audit writer: one task owns the inserts and writes whatever has queued up in one
+//! transaction (one fsync for many rows: group commit). A state-changing call waits for its
+//! row to be durable before it answers ([`AuditWriter::record_durable`]); a read does not
+//! wait ([`AuditSink::record`]). Shutdown drains the queue before exit.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use toolgate_domain::audit::{AuditEvent, AuditSink};
 
@@ -13,10 +15,22 @@ use crate::AuditStore;
 const MAX_BATCH: usize = 512;
 const WRITE_ATTEMPTS: u32 = 5;
 
+/// A row, and who waits for it to be durable.
+struct Queued {
+    event: AuditEvent,
+    durable: Option<oneshot::Sender<bool>>,
+}
+
 /// Where rows are sent; cheap to clone. The writer ends when every sender is gone.
 #[derive(Clone, Debug)]
 pub struct AuditWriter {
-    tx: mpsc::UnboundedSender<AuditEvent>,
+    tx: mpsc::UnboundedSender<Queued>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.event.fmt(f)
+    }
 }
 
 impl AuditWriter {
@@ -25,18 +39,29 @@ impl AuditWriter {
         let (tx, rx) = mpsc::unbounded_channel();
         (Self { tx }, tokio::spawn(write_loop(store, rx)))
     }
+
+    /// Queues the row and waits until it is committed. `false` when it could not be stored
+    /// (it was then logged instead, as every lost row is).
+    pub async fn record_durable(&self, event: AuditEvent) -> bool {
+        let (done, durable) = oneshot::channel();
+        if let Err(lost) = self.tx.send(Queued { event, durable: Some(done) }) {
+            tracing::error!(row = ?lost.0, "audit writer gone; row logged instead");
+            return false;
+        }
+        durable.await.unwrap_or(false)
+    }
 }
 
 impl AuditSink for AuditWriter {
     fn record(&self, event: AuditEvent) {
-        if let Err(lost) = self.tx.send(event) {
+        if let Err(lost) = self.tx.send(Queued { event, durable: None }) {
             // Only after shutdown began: keep the row in the log rather than lose it.
             tracing::error!(row = ?lost.0, "audit writer gone; row logged instead");
         }
     }
 }
 
-async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<AuditEvent>) {
+async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<Queued>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -45,19 +70,25 @@ async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<
                 Err(_) => break,
             }
         }
-        write(store.as_ref(), batch).await;
+        let (events, waiting): (Vec<AuditEvent>, Vec<Option<oneshot::Sender<bool>>>) =
+            batch.into_iter().map(|q| (q.event, q.durable)).unzip();
+        let stored = write(store.as_ref(), &events).await;
+        for done in waiting.into_iter().flatten() {
+            let _ = done.send(stored);
+        }
     }
 }
 
-async fn write(store: &dyn AuditStore, batch: Vec<AuditEvent>) {
+async fn write(store: &dyn AuditStore, batch: &[AuditEvent]) -> bool {
     for attempt in 1..=WRITE_ATTEMPTS {
-        match store.append(&batch).await {
-            Ok(()) => return,
+        match store.append(batch).await {
+            Ok(()) => return true,
             Err(e) => tracing::warn!(attempt, rows = batch.len(), "audit write failed: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
     }
-    for row in &batch {
+    for row in batch {
         tracing::error!(row = %serde_json::to_string(row).unwrap_or_default(), "audit row could not be stored; logged instead");
     }
+    false
 }
