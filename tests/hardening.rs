@@ -245,3 +245,59 @@ fn every_answered_state_change_is_audited_across_a_crash() {
         assert!(missing.is_empty(), "run {run}: answered calls without an audit row after SIGKILL: {missing:?}");
     }
 }
+
+fn reviewer_token(s: &Server) -> String {
+    s.cli(&["principal", "add", "auditor", "--role", "Administrator"]);
+    let out = s.cli(&["token", "create", "--principal", "auditor", "--api"]);
+    out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string()
+}
+
+fn audit_rows(s: &Server, api: &str, query: &str) -> Vec<Value> {
+    let r = s.http("GET", &format!("/api/v1/audit?limit=1000&{query}"), Some(api), None);
+    r.json()["entries"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone()
+}
+
+/// Finding 3: failed authentications are aggregated per source address (a flood writes a
+/// handful of rows, and the count is kept), and the audit log has a retention setting.
+#[test]
+fn authentication_failures_are_aggregated_per_source() {
+    let s = start(&["--auth-failure-window", "1s"]);
+    let api = reviewer_token(&s);
+    for i in 0..300 {
+        let token = if i % 2 == 0 { None } else { Some("tg_not-a-token") };
+        assert_eq!(s.http("POST", "/mcp", token, Some("{}")).status, 401);
+    }
+    // The summary of a window is written when it closes: wait for it (generously).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let counted = loop {
+        let rows = audit_rows(&s, &api, "action=auth.failure");
+        let counted: u64 = rows.iter().map(|r| r["detail"].as_str().and_then(failures_in).unwrap_or(1)).sum();
+        if counted >= 300 || std::time::Instant::now() > deadline {
+            assert!(rows.len() <= 10, "300 failures wrote {} rows", rows.len());
+            assert!(rows.iter().all(|r| r["target"].as_str() == Some("127.0.0.1")), "{rows:?}");
+            break counted;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(counted, 300, "every failure is counted");
+}
+
+/// "… 299 more failures …" in a summary row's detail.
+fn failures_in(detail: &str) -> Option<u64> {
+    let (before, _) = detail.split_once(" more ")?;
+    before.rsplit(' ').next()?.parse().ok()
+}
+
+#[test]
+fn audit_rows_older_than_the_retention_are_pruned() {
+    let s = start(&[]);
+    let api = reviewer_token(&s);
+    assert_eq!(s.http("POST", "/mcp", None, Some("{}")).status, 401);
+    assert!(!audit_rows(&s, &api, "action=auth.failure").is_empty());
+    let dir = s.stop();
+    // Two days later, with a one-day retention: the old rows are gone at start.
+    let later = (2 * 86_400_000i64).to_string();
+    let s = common::start_with_env(dir, &["--audit-retention", "1d"], &[("TOOLGATE_TEST_CLOCK_OFFSET_MS", &later)]);
+    let rows = audit_rows(&s, &api, "action=auth.failure");
+    assert!(rows.is_empty(), "rows older than a day were pruned: {rows:?}");
+}
