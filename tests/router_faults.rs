@@ -48,9 +48,11 @@ async fn app() -> App {
         read_only: false,
         mcp_disable: false,
         sessions: Default::default(),
+        auth_failure_window_ms: 60_000,
+        audit_retention_ms: 365 * 86_400_000,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
-    App { router: router(Arc::new(AppState { config, mcp })), store, operator, reviewer }
+    App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer }
 }
 
 struct Answer {

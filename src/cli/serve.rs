@@ -32,6 +32,13 @@ pub struct ServeArgs {
     /// A session unused this long expires: 30m, 1h, 90s.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
     session_idle_timeout: i64,
+    /// Failed authentications from one address within this window are audited as one row and
+    /// a count, not one row each.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds)]
+    auth_failure_window: i64,
+    /// Audit rows older than this are deleted (checked at start and hourly).
+    #[arg(long, value_name = "DURATION", default_value = "365d", value_parser = seconds)]
+    audit_retention: i64,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -53,6 +60,8 @@ impl ServeArgs {
                 max_per_principal: self.max_sessions_per_principal,
                 idle_ms: self.session_idle_timeout * 1000,
             },
+            auth_failure_window_ms: self.auth_failure_window * 1000,
+            audit_retention_ms: self.audit_retention * 1000,
         }
     }
 }

@@ -2,15 +2,17 @@
 //! audits every failure. [`McpCaller`] (a token with an MCP tier) and [`Reviewer`] (an
 //! administrator's tierless credential whose roles may decide approvals) refine it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 
+use super::auth_failures::Noted;
 use super::{ApiError, AppState};
 
 /// A valid, unexpired, unrevoked token and its principal.
@@ -27,13 +29,22 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
     headers.get("x-toolgate-token").and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
-fn audit_failure(state: &AppState, detail: &str) {
+/// Audits a failed authentication: the first from its source address in a window as it
+/// happens, the rest as one counted summary when the window closes (a flood writes a handful
+/// of rows).
+fn audit_failure(state: &AppState, parts: &Parts, detail: &str) {
+    let source = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     let server = &state.mcp;
-    server.services().audit().record(
-        AuditEvent::new(server.services().clock().now_ms(), "auth.failure", AuditOutcome::Denied)
-            .detail(detail)
-            .correlation(server.correlation_id()),
-    );
+    let now = server.services().clock().now_ms();
+    if state.auth_failures.note(source, now) == Noted::Counted {
+        return;
+    }
+    let mut event =
+        AuditEvent::new(now, "auth.failure", AuditOutcome::Denied).detail(detail).correlation(server.correlation_id());
+    if let Some(source) = source {
+        event = event.target(source.to_string());
+    }
+    server.services().audit().record(event);
 }
 
 impl FromRequestParts<Arc<AppState>> for Authenticated {
@@ -41,7 +52,7 @@ impl FromRequestParts<Arc<AppState>> for Authenticated {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
         let Some(secret) = presented_token(&parts.headers).filter(|t| !t.is_empty()) else {
-            audit_failure(state, "no token");
+            audit_failure(state, parts, "no token");
             return Err(ApiError::unauthorized(
                 "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
                 false,
@@ -51,7 +62,7 @@ impl FromRequestParts<Arc<AppState>> for Authenticated {
         match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
             Authentication::Valid { token, principal } => Ok(Authenticated { token, principal }),
             failure => {
-                audit_failure(state, &format!("{failure:?} token").to_lowercase());
+                audit_failure(state, parts, &format!("{failure:?} token").to_lowercase());
                 Err(ApiError::unauthorized("the token is unknown, revoked or expired; ask for a new one", true))
             }
         }
@@ -67,7 +78,7 @@ impl FromRequestParts<Arc<AppState>> for McpCaller {
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
         let Authenticated { token, principal } = Authenticated::from_request_parts(parts, state).await?;
         let Some(tier_name) = token.tier else {
-            audit_failure(state, &format!("token {} has no MCP tier", token.id));
+            audit_failure(state, parts, &format!("token {} has no MCP tier", token.id));
             return Err(ApiError::unauthorized(
                 "this credential has no MCP tier: it is for the approval API, not for MCP",
                 true,

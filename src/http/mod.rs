@@ -3,10 +3,12 @@
 
 mod api;
 mod auth;
+mod auth_failures;
 mod edge;
 mod error;
 mod mcp_endpoint;
 mod serve;
+mod upkeep;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,12 +41,25 @@ pub struct Config {
     /// Answer every MCP request with -32005.
     pub mcp_disable: bool,
     pub sessions: crate::mcp::sessions::SessionLimits,
+    /// Failed authentications from one address within this window are audited as one row
+    /// and a count.
+    pub auth_failure_window_ms: i64,
+    /// Audit rows older than this are deleted.
+    pub audit_retention_ms: i64,
 }
 
 /// What every request handler shares.
 pub struct AppState {
     pub config: Config,
     pub mcp: McpServer,
+    pub auth_failures: Arc<auth_failures::AuthFailures>,
+}
+
+impl AppState {
+    pub fn new(config: Config, mcp: McpServer) -> Self {
+        let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
+        Self { config, mcp, auth_failures }
+    }
 }
 
 pub fn router(state: Arc<AppState>) -> Router {

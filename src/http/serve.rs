@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use toolgate_domain::Clock;
 use toolgate_domain::tokens::NewToken;
+use toolgate_domain::{CancellationToken, Clock};
 use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
 
+use super::upkeep::Upkeep;
 use super::{AppState, Config, router};
 use crate::mcp::{McpServer, Options};
 use crate::registry::{DEMO_TOKEN_TIER, FIRST_START_ROLE, ToolId};
@@ -67,13 +68,29 @@ pub async fn serve(config: Config) -> Result<()> {
     let services = Arc::new(Services::new(repositories, clock, audit));
     let options =
         Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
-    let mcp = McpServer::new(services, options)?;
-    let state = Arc::new(AppState { config, mcp });
+    let mcp = McpServer::new(services.clone(), options)?;
+    let state = Arc::new(AppState::new(config, mcp));
+    let stop_upkeep = CancellationToken::new();
+    let upkeep = tokio::spawn(
+        Upkeep {
+            failures: state.auth_failures.clone(),
+            audit: services.audit().clone(),
+            audit_log: services.repositories().audit.clone(),
+            clock: services.clock().clone(),
+            retention_ms: state.config.audit_retention_ms,
+        }
+        .run(stop_upkeep.clone()),
+    );
+    drop(services);
     // Installed before the address is announced: a SIGTERM right after it must still drain.
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown_signal(terminate)).await;
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal(terminate)).await;
+    // The upkeep writes its last summaries and lets go of the audit writer.
+    stop_upkeep.cancel();
+    let _ = upkeep.await;
     // Every connection has finished and dropped its state: the writer drains and ends.
     if tokio::time::timeout(std::time::Duration::from_secs(30), writer).await.is_err() {
         tracing::error!("the audit writer did not drain within 30 s");

@@ -67,6 +67,8 @@ pub trait AuditStore: Send + Sync {
     async fn append(&self, events: &[AuditEvent]) -> Result<()>;
     /// Newest first.
     async fn query(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>>;
+    /// Deletes the rows older than `before_ms` (the retention); returns how many.
+    async fn prune(&self, before_ms: i64) -> Result<u64>;
 }
 
 #[async_trait]

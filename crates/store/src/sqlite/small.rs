@@ -69,6 +69,10 @@ impl AuditStore for SqliteStore {
         })
         .await
     }
+
+    async fn prune(&self, before_ms: i64) -> Result<u64> {
+        self.run(move |c| c.execute("DELETE FROM audit WHERE at_ms < ?1", params![before_ms]).map(|n| n as u64)).await
+    }
 }
 
 #[async_trait]
