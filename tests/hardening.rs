@@ -301,3 +301,82 @@ fn audit_rows_older_than_the_retention_are_pruned() {
     let rows = audit_rows(&s, &api, "action=auth.failure");
     assert!(rows.is_empty(), "rows older than a day were pruned: {rows:?}");
 }
+
+/// Reads from `stream` until the server closes it; how long that took (None: still open
+/// after `limit`). Any bytes the server sent first (a 408, say) are fine.
+fn closed_within(stream: &mut std::net::TcpStream, limit: std::time::Duration) -> Option<std::time::Duration> {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    stream.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+    let mut buf = [0u8; 1024];
+    while started.elapsed() < limit {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+    None
+}
+
+/// Finding 2: a slowloris connection (headers trickling in), an idle keep-alive connection and
+/// a body that never arrives are each closed after their timeout; connections that have not
+/// authenticated are capped, so they cannot exhaust the server's file descriptors.
+#[test]
+fn slow_and_idle_connections_are_closed() {
+    use std::io::Write;
+    let s = start(&["--header-read-timeout", "1s", "--body-read-timeout", "1s"]);
+    let generous = std::time::Duration::from_secs(15);
+    // Slowloris: a header line every 300 ms, never the blank line that ends them.
+    let mut slow = std::net::TcpStream::connect(s.addr).unwrap();
+    slow.write_all(format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", s.addr).as_bytes()).unwrap();
+    let trickle = {
+        let mut writer = slow.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for i in 0..40 {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                if writer.write_all(format!("X-Slow-{i}: y\r\n").as_bytes()).is_err() {
+                    return true;
+                }
+            }
+            false
+        })
+    };
+    assert!(closed_within(&mut slow, generous).is_some(), "a slowloris connection is closed");
+    assert!(trickle.join().unwrap(), "the server stopped taking its headers");
+    // Idle: connects, sends nothing.
+    let mut idle = std::net::TcpStream::connect(s.addr).unwrap();
+    assert!(closed_within(&mut idle, generous).is_some(), "an idle connection is closed");
+    // A body that never arrives in full.
+    let mut body = std::net::TcpStream::connect(s.addr).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        s.addr, s.token
+    );
+    body.write_all(head.as_bytes()).unwrap();
+    assert!(closed_within(&mut body, generous).is_some(), "a stalled body is given up on");
+    // And the server still answers.
+    assert_eq!(s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status, 200);
+}
+
+#[test]
+fn connections_that_have_not_authenticated_are_capped() {
+    let s = start(&["--max-unauthenticated-connections", "4", "--header-read-timeout", "2s"]);
+    let idle: Vec<std::net::TcpStream> = (0..4).map(|_| std::net::TcpStream::connect(s.addr).unwrap()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut extra = std::net::TcpStream::connect(s.addr).unwrap();
+    let closed = closed_within(&mut extra, std::time::Duration::from_secs(1)).is_some();
+    assert!(closed, "past the cap, a new connection is closed at once");
+    drop(idle);
+    // Their places free up: an authenticated request goes through (generously waited for).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let ok = std::panic::catch_unwind(|| s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status == 200);
+        if ok.unwrap_or(false) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server never took requests again");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
