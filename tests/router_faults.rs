@@ -50,6 +50,7 @@ async fn app() -> App {
         sessions: Default::default(),
         auth_failure_window_ms: 60_000,
         audit_retention_ms: 365 * 86_400_000,
+        connections: Default::default(),
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer }

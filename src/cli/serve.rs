@@ -1,8 +1,9 @@
 //! `toolgate serve`'s flags, and the server configuration they make.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::http::Config;
+use crate::http::{Config, ConnectionLimits};
 use crate::mcp::sessions::SessionLimits;
 
 #[derive(Debug, clap::Args)]
@@ -39,6 +40,16 @@ pub struct ServeArgs {
     /// Audit rows older than this are deleted (checked at start and hourly).
     #[arg(long, value_name = "DURATION", default_value = "365d", value_parser = seconds)]
     audit_retention: i64,
+    /// Time to receive a request's head; also how long an idle keep-alive connection lives.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = seconds)]
+    header_read_timeout: i64,
+    /// Time to receive a request's whole body (408 after it).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = seconds)]
+    body_read_timeout: i64,
+    /// Connections open at once that have not yet authenticated; past it a new one is closed.
+    /// Keep it well below the process's file limit (ulimit -n).
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated)]
+    max_unauthenticated_connections: usize,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -62,6 +73,11 @@ impl ServeArgs {
             },
             auth_failure_window_ms: self.auth_failure_window * 1000,
             audit_retention_ms: self.audit_retention * 1000,
+            connections: ConnectionLimits {
+                header_read: Duration::from_secs(self.header_read_timeout as u64),
+                body_read: Duration::from_secs(self.body_read_timeout as u64),
+                max_unauthenticated: self.max_unauthenticated_connections,
+            },
         }
     }
 }

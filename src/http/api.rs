@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -52,7 +52,7 @@ async fn approve(
     state: State<Arc<AppState>>,
     who: Reviewer,
     id: Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Result<Response, ApiError> {
     decide(state, who, id, body, true).await
 }
@@ -61,7 +61,7 @@ async fn reject(
     state: State<Arc<AppState>>,
     who: Reviewer,
     id: Path<String>,
-    body: Bytes,
+    body: Body,
 ) -> Result<Response, ApiError> {
     decide(state, who, id, body, false).await
 }
@@ -70,9 +70,10 @@ async fn decide(
     State(state): State<Arc<AppState>>,
     Reviewer(who): Reviewer,
     Path(id): Path<String>,
-    body: Bytes,
+    body: Body,
     approve: bool,
 ) -> Result<Response, ApiError> {
+    let body = super::read_body(&state, body).await?;
     let comment = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|v| v.get("comment").and_then(Value::as_str).map(str::to_string));

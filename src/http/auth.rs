@@ -2,10 +2,9 @@
 //! audits every failure. [`McpCaller`] (a token with an MCP tier) and [`Reviewer`] (an
 //! administrator's tierless credential whose roles may decide approvals) refine it.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
@@ -13,6 +12,7 @@ use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 
 use super::auth_failures::Noted;
+use super::listener::ConnectionGate;
 use super::{ApiError, AppState};
 
 /// A valid, unexpired, unrevoked token and its principal.
@@ -33,7 +33,7 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
 /// happens, the rest as one counted summary when the window closes (a flood writes a handful
 /// of rows).
 fn audit_failure(state: &AppState, parts: &Parts, detail: &str) {
-    let source = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let source = super::listener::peer(&parts.extensions).map(|a| a.ip());
     let server = &state.mcp;
     let now = server.services().clock().now_ms();
     if state.auth_failures.note(source, now) == Noted::Counted {
@@ -60,7 +60,13 @@ impl FromRequestParts<Arc<AppState>> for Authenticated {
         };
         let services = state.mcp.services();
         match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
-            Authentication::Valid { token, principal } => Ok(Authenticated { token, principal }),
+            Authentication::Valid { token, principal } => {
+                // The connection no longer counts among the unauthenticated ones.
+                if let Some(gate) = parts.extensions.get::<ConnectionGate>() {
+                    gate.authenticated();
+                }
+                Ok(Authenticated { token, principal })
+            }
             failure => {
                 audit_failure(state, parts, &format!("{failure:?} token").to_lowercase());
                 Err(ApiError::unauthorized("the token is unknown, revoked or expired; ask for a new one", true))

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::auth::McpCaller;
 use super::edge::check_body_headers;
-use super::{ApiError, AppState, MAX_BODY_BYTES, json_response};
+use super::{ApiError, AppState, json_response};
 use crate::mcp::{Reply, jsonrpc};
 
 /// `--mcp-disable` answers everything with -32005; anything but POST and DELETE is 405.
@@ -54,9 +54,7 @@ pub async fn mcp(
         return Ok(render(state.mcp.end_session(&caller, &headers)));
     }
     check_body_headers(&headers)?;
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await.map_err(|_| {
-        ApiError::bad_request("bad_body", "the body could not be read in full (or exceeded its Content-Length)")
-    })?;
+    let bytes = super::read_body(&state, body).await?;
     Ok(render(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes).await))
 }
 

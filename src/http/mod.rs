@@ -6,6 +6,7 @@ mod auth;
 mod auth_failures;
 mod edge;
 mod error;
+mod listener;
 mod mcp_endpoint;
 mod serve;
 mod upkeep;
@@ -22,6 +23,7 @@ use axum::routing::{any, get};
 use serde_json::json;
 
 pub use error::{ApiError, json_response};
+pub use listener::ConnectionLimits;
 pub use serve::{bootstrap, serve};
 
 use crate::mcp::McpServer;
@@ -46,6 +48,7 @@ pub struct Config {
     pub auth_failure_window_ms: i64,
     /// Audit rows older than this are deleted.
     pub audit_retention_ms: i64,
+    pub connections: ConnectionLimits,
 }
 
 /// What every request handler shares.
@@ -102,4 +105,21 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         json!({"error": "not_found", "message": "the MCP endpoint is POST /mcp (or /mcp/v1/)"}).to_string(),
     )
+}
+
+/// A request body, read whole within the body-read timeout and the size limit.
+pub async fn read_body(state: &AppState, body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+    let limit = state.config.connections.body_read;
+    match tokio::time::timeout(limit, axum::body::to_bytes(body, MAX_BODY_BYTES as usize)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(ApiError::bad_request(
+            "bad_body",
+            "the body could not be read in full (or exceeded its Content-Length)",
+        )),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!("the request body did not arrive within {} s", limit.as_secs()),
+        )),
+    }
 }

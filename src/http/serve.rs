@@ -86,8 +86,8 @@ pub async fn serve(config: Config) -> Result<()> {
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal(terminate)).await;
+    let limits = state.config.connections;
+    let served = super::listener::serve(listener, router(state), limits, shutdown_signal(terminate)).await;
     // The upkeep writes its last summaries and lets go of the audit writer.
     stop_upkeep.cancel();
     let _ = upkeep.await;

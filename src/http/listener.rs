@@ -1,0 +1,120 @@
+//! The accept loop. axum's own `serve` sets no timeouts, and 300 idle sockets exhausted a
+//! 256-descriptor limit; this one serves HTTP/1.1 through hyper with:
+//! - a header-read timeout, which hyper also runs while a keep-alive connection sits idle
+//!   between requests (so it is the idle timeout too);
+//! - a cap on connections that have not yet authenticated: each holds a permit until one of
+//!   its requests authenticates ([`ConnectionGate::authenticated`]) or it closes; past the cap
+//!   a new connection is closed at once.
+//!
+//! The body-read timeout is the handlers' ([`super::read_body`]). Upgraded connections and
+//! streamed responses are not cut by these: hyper times only the reading of request heads.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use toolgate_domain::CancellationToken;
+use tower::ServiceExt;
+
+/// Per-connection limits of plain HTTP requests.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// Time to receive a request's head; also how long an idle keep-alive connection lives.
+    pub header_read: Duration,
+    /// Time to receive a request's whole body.
+    pub body_read: Duration,
+    /// Connections open at once that have not yet authenticated.
+    pub max_unauthenticated: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self { header_read: Duration::from_secs(15), body_read: Duration::from_secs(30), max_unauthenticated: 128 }
+    }
+}
+
+/// A connection's place among the unauthenticated ones, given up when it authenticates.
+#[derive(Clone, Debug)]
+pub struct ConnectionGate(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl ConnectionGate {
+    pub fn authenticated(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let unauthenticated = Arc::new(Semaphore::new(limits.max_unauthenticated));
+    // Shutdown: `stop` asks every connection to finish its request in flight and close; each
+    // connection holds a `live` receiver, so `closed()` resolves when the last one is gone.
+    let stop = CancellationToken::new();
+    let (live_tx, live_rx) = watch::channel(());
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read).keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, say: back off briefly rather than spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(permit) = unauthenticated.clone().try_acquire_owned() else {
+            tracing::debug!(%remote, "too many unauthenticated connections; closed");
+            drop(stream);
+            continue;
+        };
+        let gate = ConnectionGate(Arc::new(Mutex::new(Some(permit))));
+        let service = app.clone().map_request(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(remote));
+            request.extensions_mut().insert(gate.clone());
+            request.map(axum::body::Body::new)
+        });
+        let connection =
+            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)).with_upgrades();
+        let (stop, live) = (stop.clone(), live_rx.clone());
+        tokio::spawn(async move {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                _ = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
+                tracing::debug!(%remote, "connection ended: {e}");
+            }
+            drop(live);
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    drop(live_rx);
+    live_tx.closed().await;
+    Ok(())
+}
+
+/// The peer of a request served by [`serve`] (None in in-process tests).
+pub fn peer(extensions: &axum::http::Extensions) -> Option<SocketAddr> {
+    extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
+}
