@@ -5,23 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Response, Server, modern, modern_headers, request, start, start_with_env};
+use common::{Response, Server, call, call_as, modern, modern_headers, request, start, start_with_env};
 use serde_json::{Value, json};
 use toolgate::registry::{MATRIX, Tier, ToolId};
 use toolgate_policy::Decision;
-
-fn call(name: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-}
-
-fn call_as(s: &Server, token: &str, name: &str, arguments: Value) -> Response {
-    request(
-        s.addr,
-        "POST",
-        &[("Authorization", &format!("Bearer {token}")), ("MCP-Protocol-Version", "2025-11-25")],
-        Some(&call(name, arguments).to_string()),
-    )
-}
 
 fn code(r: &Response) -> Option<i64> {
     r.json()["error"]["code"].as_i64()

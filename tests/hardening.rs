@@ -3,21 +3,8 @@
 
 mod common;
 
-use common::{Response, Server, request, start};
+use common::{Response, Server, call, call_as, request, start};
 use serde_json::{Value, json};
-
-fn call(name: &str, arguments: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
-}
-
-fn call_as(s: &Server, token: &str, name: &str, arguments: Value) -> Response {
-    request(
-        s.addr,
-        "POST",
-        &[("Authorization", &format!("Bearer {token}")), ("MCP-Protocol-Version", "2025-11-25")],
-        Some(&call(name, arguments).to_string()),
-    )
-}
 
 /// Finding 7: A batch is capped: a larger one is refused whole, before any of it runs.
 #[test]

@@ -260,3 +260,18 @@ pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'stat
     }
     h
 }
+
+/// A tools/call request body (handshake era, id 7).
+pub fn call(name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+/// tools/call with `token`, as protocol 2025-11-25 without a session.
+pub fn call_as(s: &Server, token: &str, name: &str, arguments: Value) -> Response {
+    request(
+        s.addr,
+        "POST",
+        &[("Authorization", &format!("Bearer {token}")), ("MCP-Protocol-Version", "2025-11-25")],
+        Some(&call(name, arguments).to_string()),
+    )
+}
