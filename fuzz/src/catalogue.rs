@@ -10,7 +10,8 @@ const NAME_CHARS: &[u8] = b"abcXYZ019_.-";
 const SECURABLES: &[&str] = &["Tag", "Execution", "PluginConfig", "Nope"];
 const OPERATIONS: &[&str] = &["Read", "Write", "Delete", "Execute", "Nope"];
 const FORMATS: &[&str] = &["date-time", "email", "uri", "uuid", "ipv4", "regex", "nonsense"];
-const KEYWORDS: &[&str] = &["type", "self", "crate", "Self", "async", "r#type", "a-b", "2x", "", "approval_id", "secret"];
+const KEYWORDS: &[&str] =
+    &["type", "self", "crate", "Self", "async", "r#type", "a-b", "2x", "", "approval_id", "secret"];
 
 fn name(u: &mut Unstructured) -> Result<String> {
     let len = u.int_in_range(1..=12)?;
