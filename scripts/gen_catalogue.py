@@ -58,6 +58,11 @@ for i in range(n):
 roles:
   - name: Administrator
     permissions: ["*:*"]
+server:
+  first_start_role: Administrator
+  demo_token_tier: operator
+  reviewer_permission: Area0:Write
+  principal_admin_permission: Area0:Write
 """
 )
 print(out)

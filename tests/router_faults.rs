@@ -51,6 +51,7 @@ async fn app() -> App {
         auth_failure_window_ms: 60_000,
         audit_retention_ms: 365 * 86_400_000,
         connections: Default::default(),
+        auth_cache_ttl_ms: 1000,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer }

@@ -167,3 +167,26 @@ fn sigterm_stops_gracefully() {
     let code = s.wait_for_exit(std::time::Duration::from_secs(10));
     assert_eq!(code, Some(0), "exits 0 after SIGTERM");
 }
+
+/// A token revoked on the console (another process, behind the server's authentication
+/// cache) stops working: the cache lives at most --auth-cache-ttl-ms (its bound is pinned
+/// with an injected clock in the store's tests; here the bound is generous, never flaky).
+#[test]
+fn a_token_revoked_on_the_console_stops_working() {
+    let s = start(&["--auth-cache-ttl-ms", "1000"]);
+    let token = s.token("admin", "readonly", "1d");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let auth = format!("Bearer {token}");
+    assert_eq!(request(s.addr, "POST", &[("Authorization", &auth)], Some(ping)).status, 200, "cached now");
+    let listing = s.cli(&["token", "list"]);
+    let id = listing.lines().rfind(|l| l.contains("readonly")).unwrap().split_whitespace().next().unwrap().to_string();
+    s.cli(&["token", "revoke", &id]);
+    let revoked_at = std::time::Instant::now();
+    loop {
+        if request(s.addr, "POST", &[("Authorization", &auth)], Some(ping)).status == 401 {
+            break;
+        }
+        assert!(revoked_at.elapsed() < std::time::Duration::from_secs(20), "the revocation was never honoured");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

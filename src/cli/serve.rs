@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// Keep it well below the process's file limit (ulimit -n).
     #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated)]
     max_unauthenticated_connections: usize,
+    /// How long an authenticated token is trusted without asking the store again, in
+    /// milliseconds: a revocation made elsewhere (the console) takes at most this long.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    auth_cache_ttl_ms: i64,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -78,6 +82,7 @@ impl ServeArgs {
                 body_read: Duration::from_secs(self.body_read_timeout as u64),
                 max_unauthenticated: self.max_unauthenticated_connections,
             },
+            auth_cache_ttl_ms: self.auth_cache_ttl_ms,
         }
     }
 }

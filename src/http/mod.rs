@@ -49,6 +49,8 @@ pub struct Config {
     /// Audit rows older than this are deleted.
     pub audit_retention_ms: i64,
     pub connections: ConnectionLimits,
+    /// How long an authenticated token is trusted without asking the store again.
+    pub auth_cache_ttl_ms: i64,
 }
 
 /// What every request handler shares.

@@ -24,7 +24,9 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let path = config.data_dir.join(SQLITE_FILE_NAME);
     let store = SqliteStore::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
-    let repositories = store.repositories();
+    // Authentication is answered from a cache that never outlives a revocation made elsewhere
+    // (the console) by more than its time to live; one made through this server, at once.
+    let repositories = store.repositories().with_auth_cache(clock.clone(), config.auth_cache_ttl_ms);
     let credentials = &repositories.credentials;
     if credentials.principal_count().await? == 0 {
         let now = clock.now_secs();

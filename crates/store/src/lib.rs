@@ -3,12 +3,14 @@
 //! the traits; a PostgreSQL implementation will implement the same traits.
 
 mod audit_writer;
+mod cached;
 pub mod sqlite;
 mod traits;
 
 use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
+pub use cached::CachedCredentials;
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{ApprovalStore, AuditStore, CredentialStore, GroupStore, HealthStore, PluginConfigStore, TagStore};
@@ -26,6 +28,14 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
     pub health: Arc<dyn HealthStore>,
+}
+
+impl Repositories {
+    /// The same repositories, with authentication answered from a cache that lives `ttl_ms`.
+    pub fn with_auth_cache(mut self, clock: toolgate_domain::Clock, ttl_ms: i64) -> Self {
+        self.credentials = Arc::new(CachedCredentials::new(self.credentials, clock, ttl_ms));
+        self
+    }
 }
 
 impl std::fmt::Debug for Repositories {

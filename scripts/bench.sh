@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The hot path, measured side by side in one run: a floor server (bare axum, the same
+# precomputed tools/list bytes, compiled validators, no auth/gate/audit: bench/floor) and
+# toolgate, built from the same generated catalogue of builtin::echo tools, each pinned to
+# core 0 while wrk (pinned to core 1) loads it. For each catalogue size: tools/list, a read
+# call, a state-changing call (audit row durable before the reply) and an invalid call,
+# with varying bodies (scripts/bench/mcp.lua). Prints req/s, p50, p99 and the ratio to the
+# floor; idle and peak RSS; and checks that the audit log holds exactly one row per answered
+# call. Not a test: its table goes into docs/performance.md.
+#
+#   scripts/bench.sh                      # 60 and 600 tools, 10 s per load after 2 s warm-up
+#   BENCH_SIZES="100" BENCH_SECONDS=5 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_LOAD="${BENCH_SECONDS:-10}"
+WARMUP="${BENCH_WARMUP:-2}"
+SIZES="${BENCH_SIZES:-60 600}"
+CONNECTIONS="${BENCH_CONNECTIONS:-16}"
+OUT="target/bench"
+mkdir -p "$OUT"
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk (Debian package)"; apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+fi
+[ "$(nproc)" -ge 2 ] || { echo "bench.sh needs 2 cores (server and load on separate ones)"; exit 1; }
+
+cargo build -q --locked --release -p toolgate-floor
+for n in $SIZES; do
+  python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null
+  TOOLGATE_TOOLS="$OUT/catalogue-$n/tools.yaml" TOOLGATE_POLICY="$OUT/catalogue-$n/policy.yaml" \
+    cargo build -q --locked --release --bin toolgate
+  cp target/release/toolgate "$OUT/toolgate-$n"
+done
+cargo build -q --locked --release --bin toolgate   # the shipped catalogue again
+
+PID=""
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null || true; }
+trap cleanup EXIT
+kib() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$PID/status"; }
+mib() { awk -v k="$1" '{printf "%.1f", $1 / 1024}' <<<"$1"; }
+
+start() { # log command... -> PID, URL
+  local log="$1"; shift
+  taskset -c 0 "$@" >"$log" 2>&1 &
+  PID=$!
+  for _ in $(seq 200); do grep -qE 'listening on|serving MCP on' "$log" && break; sleep 0.05; done
+  URL="http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$log" | head -1)/mcp"
+  sleep 0.5
+}
+
+load() { # mode token -> the measured run's RESULT line, plus answered=N (warm-up included)
+  local mode="$1" token="$2" warm main
+  warm=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
+  main=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_PER_LOAD}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
+  echo "$main answered=$(( $(field requests "$warm") + $(field requests "$main") ))"
+}
+field() { sed -E "s/.*$1=([0-9.]+).*/\1/" <<<"$2"; }
+
+echo "toolgate hot-path benchmark: $(nproc) cores, server on core 0, wrk -t1 -c$CONNECTIONS on core 1, ${WARMUP}s warm-up + ${SECONDS_PER_LOAD}s per load"
+printf '%-6s %-9s %-8s %10s %9s %9s %8s\n' tools server load "req/s" "p50 ms" "p99 ms" ratio
+for n in $SIZES; do
+  declare -A FLOOR=()
+  start "$OUT/floor-$n.log" target/release/toolgate-floor "$OUT/catalogue-$n/tools.yaml" "$OUT/catalogue-$n/policy.yaml" operator 127.0.0.1:0
+  floor_idle=$(kib VmRSS)
+  for mode in list read write invalid; do
+    r=$(load "$mode" "")
+    FLOOR[$mode]=$(field rps "$r")
+    printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %8s\n' "$n" floor "$mode" "$(field rps "$r")" \
+      "$(python3 -c "print($(field p50_us "$r")/1000)")" "$(python3 -c "print($(field p99_us "$r")/1000)")" "1.00x"
+  done
+  floor_peak=$(kib VmHWM); kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+
+  data="$OUT/data-$n"; rm -rf "$data"
+  start "$OUT/toolgate-$n.log" "$OUT/toolgate-$n" serve --listen 127.0.0.1:0 --data-dir "$data"
+  token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-$n.log" | head -1)
+  tg_idle=$(kib VmRSS)
+  calls=0
+  for mode in list read write invalid; do
+    r=$(load "$mode" "$token")
+    [ "$mode" = list ] || calls=$((calls + $(field answered "$r")))
+    [ "$(field non2xx "$r")" = 0 ] || echo "  warning: $(field non2xx "$r") non-2xx answers in $mode"
+    printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %7.2fx\n' "$n" toolgate "$mode" "$(field rps "$r")" \
+      "$(python3 -c "print($(field p50_us "$r")/1000)")" "$(python3 -c "print($(field p99_us "$r")/1000)")" \
+      "$(python3 -c "print($(field rps "$r") / ${FLOOR[$mode]})")"
+  done
+  tg_peak=$(kib VmHWM); kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+  rows=$(python3 -c "import sqlite3; c=sqlite3.connect('$data/toolgate.sqlite3'); print(c.execute(\"select count(*) from audit where action like 'mcp.%'\").fetchone()[0])")
+  printf '%-6s RSS idle/peak: floor %s/%s MiB, toolgate %s/%s MiB; audit rows %s for %s answered calls (%s)\n' "$n" \
+    "$(mib "$floor_idle")" "$(mib "$floor_peak")" "$(mib "$tg_idle")" "$(mib "$tg_peak")" "$rows" "$calls" \
+    "$([ "$rows" = "$calls" ] && echo exact || echo MISMATCH)"
+done
