@@ -280,7 +280,12 @@ fn audit_rows_older_than_the_retention_are_pruned() {
     let s = start(&[]);
     let api = reviewer_token(&s);
     assert_eq!(s.http("POST", "/mcp", None, Some("{}")).status, 401);
-    assert!(!audit_rows(&s, &api, "action=auth.failure").is_empty());
+    // The row of a failed authentication is written without the caller waiting: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while audit_rows(&s, &api, "action=auth.failure").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the auth.failure row never arrived");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let dir = s.stop();
     // Two days later, with a one-day retention: the old rows are gone at start.
     let later = (2 * 86_400_000i64).to_string();
