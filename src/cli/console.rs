@@ -193,7 +193,7 @@ pub async fn approvals_decide(
     let decided =
         toolgate_gate::review(store.approvals.as_ref(), &audit, &clock, id, reviewer, approve, comment).await?;
     let rows = std::mem::take(&mut *audit.rows.lock().unwrap_or_else(|e| e.into_inner()));
-    if let Err(err) = audit.store.append(&rows).await {
+    if let Err(err) = audit.store.append(&rows, true).await {
         eprintln!("warning: the audit row could not be written ({err}): {rows:?}");
     }
     match decided {

@@ -39,6 +39,21 @@ impl Era {
         }
     }
 
+    /// A handler's structured result: serialized once, then written both as the text block
+    /// and as `structuredContent` (keys in the order serde_json sorts them).
+    fn structured_success(&self, id: &Value, server: &McpServer, value: &Value) -> Reply {
+        let raw = serde_json::to_string(value).expect("JSON values serialize");
+        if self.stateless {
+            let result =
+                json!({"content": [{"type": "text", "text": raw}], "structuredContent": value, "isError": false});
+            return self.success(id, server, result);
+        }
+        let text = serde_json::to_string(&raw).expect("a string serializes");
+        let result =
+            format!(r#"{{"content":[{{"text":{text},"type":"text"}}],"isError":false,"structuredContent":{raw}}}"#);
+        Reply::json(StatusCode::OK, rpc::result_raw(id, &result))
+    }
+
     fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
         if self.stateless
             && let Some(obj) = result.as_object_mut()
@@ -116,20 +131,30 @@ pub async fn tools_call(
     era: &Era,
 ) -> Reply {
     let request = Request { id, era, correlation_id: server.correlation_id() };
-    let params = params.unwrap_or(Value::Null);
+    let mut params = params.unwrap_or(Value::Null);
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let arguments = params.get("arguments").cloned();
-    let outcome = call(server, caller, headers, &request, &name, arguments.clone()).await;
+    let arguments = params.get_mut("arguments").map(Value::take);
+    let tool = ToolId::from_name(&name);
+    // The audit target is the arguments as shown: sensitive values redacted. An unknown
+    // tool's arguments are not recorded at all: nothing says which of them are secret.
+    let target = match (&arguments, tool) {
+        (Some(arguments), Some(tool)) => {
+            let sensitive = tool.meta().sensitive_arguments;
+            let shown = match sensitive.is_empty() {
+                true => canonical_arguments(arguments),
+                false => canonical_arguments(&redacted(arguments, sensitive)),
+            };
+            Some(truncated(&shown, 512))
+        }
+        _ => None,
+    };
+    let outcome = call(server, caller, headers, &request, &name, arguments).await;
     let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncated(&name, 128)), outcome.result)
         .by(caller)
         .detail(truncated(&outcome.detail, 1024))
         .correlation(request.correlation_id);
-    // The target is the arguments as shown: sensitive values redacted. An unknown tool's
-    // arguments are not recorded at all: nothing says which of them are secret.
-    let tool = ToolId::from_name(&name);
-    if let (Some(arguments), Some(tool)) = (arguments, tool) {
-        let shown = redacted(&arguments, tool.meta().sensitive_arguments);
-        event = event.target(truncated(&canonical_arguments(&shown), 512));
+    if let Some(target) = target {
+        event = event.target(target);
     }
     // A call that may change state answers only once its row is durable (group commit with
     // the other calls in flight); a read's row is written without waiting.
@@ -215,11 +240,8 @@ async fn run_handler(
                     result: AuditOutcome::Failure,
                 };
             }
-            let text = serde_json::to_string(&value).expect("JSON values serialize");
-            let result =
-                json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false});
             Outcome {
-                reply: request.era.success(request.id, server, result),
+                reply: request.era.structured_success(request.id, server, &value),
                 result: AuditOutcome::Success,
                 detail: format!("{approved}ran"),
             }

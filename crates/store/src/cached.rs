@@ -150,7 +150,7 @@ mod tests {
     #[tokio::test]
     async fn a_revocation_elsewhere_is_honoured_within_the_ttl_and_one_here_at_once() {
         let store = SqliteStore::open_in_memory().unwrap();
-        let clock = Clock::default();
+        let clock = Clock::stopped_at(1_800_000_000_000);
         let cached = CachedCredentials::new(Arc::new(store.clone()), clock.clone(), 1000);
         let now = clock.now_secs();
         store.put_principal("alice", &["Viewer".into()], now).await.unwrap();

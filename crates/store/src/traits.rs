@@ -63,8 +63,10 @@ pub trait ApprovalStore: Send + Sync {
 
 #[async_trait]
 pub trait AuditStore: Send + Sync {
-    /// Writes a batch in one transaction (the audit writer's unit of work).
-    async fn append(&self, events: &[AuditEvent]) -> Result<()>;
+    /// Writes a batch in one transaction (the audit writer's unit of work). `durable`: the
+    /// commit must survive a power loss before this returns (a state-changing call waits on
+    /// it); otherwise surviving a crash of the process is enough.
+    async fn append(&self, events: &[AuditEvent], durable: bool) -> Result<()>;
     /// Newest first.
     async fn query(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>>;
     /// Deletes the rows older than `before_ms` (the retention); returns how many.

@@ -278,12 +278,12 @@ mod tests {
             canonical: "{\"secret\":\"[redacted]\"}".into(),
             sensitive_digest: digest.into(),
         };
-        let Mint::Pending(a) = store.mint("t", "alice", &bound("d1"), 0).await.unwrap() else { panic!() };
-        let Mint::Pending(b) = store.mint("t", "alice", &bound("d2"), 0).await.unwrap() else { panic!() };
+        let Mint::Pending(a) = store.mint("t", "alice", &bound("digest-one"), 0).await.unwrap() else { panic!() };
+        let Mint::Pending(b) = store.mint("t", "alice", &bound("digest-two"), 0).await.unwrap() else { panic!() };
         assert_ne!(a.id, b.id, "another secret is another request");
         store.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
-        assert_eq!(store.recall(&a.id, "t", "alice", &bound("d2"), 2).await.unwrap(), Recall::Mismatch);
-        assert!(matches!(store.recall(&a.id, "t", "alice", &bound("d1"), 2).await.unwrap(), Recall::Run(_)));
-        assert!(!serde_json::to_string(&*a).unwrap().contains("d1"), "the digest is never shown");
+        assert_eq!(store.recall(&a.id, "t", "alice", &bound("digest-two"), 2).await.unwrap(), Recall::Mismatch);
+        assert!(matches!(store.recall(&a.id, "t", "alice", &bound("digest-one"), 2).await.unwrap(), Recall::Run(_)));
+        assert!(!serde_json::to_string(&*a).unwrap().contains("digest-one"), "the digest is never shown");
     }
 }
