@@ -13,7 +13,7 @@ use serde_json::json;
 use super::auth::McpCaller;
 use super::edge::check_body_headers;
 use super::{ApiError, AppState, json_response};
-use crate::mcp::{Reply, jsonrpc};
+use crate::mcp::{Payload, Reply, jsonrpc};
 
 /// `--mcp-disable` answers everything with -32005; anything but POST and DELETE is 405.
 pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
@@ -60,11 +60,46 @@ pub async fn mcp(
 
 fn render(reply: Reply) -> Response {
     let mut response = match reply.body {
-        Some(body) => json_response(reply.status, body),
+        Some(Payload::Text(body)) => json_response(reply.status, body),
+        Some(Payload::Chunks(chunks)) => {
+            let body = Body::new(Chunks { left: chunks.iter().map(|c| c.len() as u64).sum(), chunks: chunks.into() });
+            (reply.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        }
         None => reply.status.into_response(),
     };
     if let Some(id) = reply.session_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert("mcp-session-id", id);
     }
     response
+}
+
+/// A body made of chunks sent as they are (hyper writes them vectored), with its exact
+/// length, so the response carries a Content-Length.
+struct Chunks {
+    chunks: std::collections::VecDeque<bytes::Bytes>,
+    left: u64,
+}
+
+impl http_body::Body for Chunks {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let next = self.chunks.pop_front();
+        if let Some(chunk) = &next {
+            self.left -= chunk.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|c| Ok(http_body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
 }

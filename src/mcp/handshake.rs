@@ -86,7 +86,7 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
         "serverInfo": server.server_info,
         "instructions": INSTRUCTIONS,
     });
-    Reply { status: StatusCode::OK, body: Some(rpc::result(id, &result)), session_id: Some(session_id) }
+    Reply { session_id: Some(session_id), ..Reply::json(StatusCode::OK, rpc::result(id, &result)) }
 }
 
 pub async fn batch(
@@ -121,7 +121,7 @@ pub async fn batch(
             return reply;
         }
         if let Some(body) = reply.body {
-            responses.push(body);
+            responses.push(body.into_text());
         }
     }
     if responses.is_empty() {

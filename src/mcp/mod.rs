@@ -24,7 +24,7 @@ use toolgate_policy::TierRules;
 pub use codes::denial_code;
 pub use headers::header_value;
 pub use lists::ListResults;
-pub use reply::Reply;
+pub use reply::{Payload, Reply};
 pub use router::handle;
 
 use crate::services::Services;

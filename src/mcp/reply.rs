@@ -1,20 +1,49 @@
-//! What one MCP request gets back: a status, maybe a JSON body, maybe a new session id.
+//! What one MCP request gets back: a status, maybe a JSON body, maybe a new session id. A
+//! body is text, or chunks around bytes shared by every request (the precomputed tools/list),
+//! which go out without being copied.
 
 use axum::http::StatusCode;
+use bytes::Bytes;
 use serde_json::Value;
 
 use super::jsonrpc;
 
 #[derive(Debug)]
+pub enum Payload {
+    Text(String),
+    Chunks(Vec<Bytes>),
+}
+
+impl Payload {
+    /// The whole body as one string (batches join their answers).
+    pub fn into_text(self) -> String {
+        match self {
+            Payload::Text(text) => text,
+            Payload::Chunks(chunks) => chunks.iter().map(|c| String::from_utf8_lossy(c)).collect(),
+        }
+    }
+}
+
+#[derive(Debug)]
 pub struct Reply {
     pub status: StatusCode,
-    pub body: Option<String>,
+    pub body: Option<Payload>,
     pub session_id: Option<String>,
 }
 
 impl Reply {
     pub fn json(status: StatusCode, body: String) -> Self {
-        Self { status, body: Some(body), session_id: None }
+        Self { status, body: Some(Payload::Text(body)), session_id: None }
+    }
+
+    /// `{"jsonrpc":"2.0","id":..,"result":<shared>}` without copying `shared`.
+    pub fn shared_result(id: &Value, shared: &Bytes) -> Self {
+        let head = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":"#,
+            serde_json::to_string(id).unwrap_or_else(|_| "null".into())
+        );
+        let chunks = vec![Bytes::from(head), shared.clone(), Bytes::from_static(b"}")];
+        Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None }
     }
 
     pub fn accepted() -> Self {

@@ -76,5 +76,5 @@ pub fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params: Optio
         );
     }
     let lists = server.list_for(caller.tier);
-    Reply::json(StatusCode::OK, rpc::result_raw(id, if stateless { &lists.stateless } else { &lists.handshake }))
+    Reply::shared_result(id, if stateless { &lists.stateless } else { &lists.handshake })
 }

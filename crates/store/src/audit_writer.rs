@@ -70,16 +70,34 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Queued>, batch: &mut Vec<Queued>) {
     }
 }
 
+/// How long rows nobody waits on may gather before they are written: one commit then serves
+/// many calls. A crash can lose at most this much of them (docs/operations.md).
+const LINGER: Duration = Duration::from_millis(5);
+
 async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<Queued>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         drain(&mut rx, &mut batch);
-        // Under load, let the requests that are ready run first: their rows join this batch,
-        // and one commit (one fsync, when any row is durable) serves them all.
-        if batch.len() > 1 {
+        if batch.iter().all(|q| q.durable.is_none()) {
+            // Gather until the batch is full, a durable row arrives (someone waits on it: write
+            // now) or the linger ends.
+            let _ = tokio::time::timeout(LINGER, async {
+                while batch.len() < MAX_BATCH {
+                    let Some(queued) = rx.recv().await else { return };
+                    let durable = queued.durable.is_some();
+                    batch.push(queued);
+                    if durable {
+                        return;
+                    }
+                }
+            })
+            .await;
+        } else if batch.len() > 1 {
+            // Durable rows are written at once; under load, let the requests that are ready run
+            // first so that their rows share this commit's fsync (group commit).
             tokio::task::yield_now().await;
-            drain(&mut rx, &mut batch);
         }
+        drain(&mut rx, &mut batch);
         let durable = batch.iter().any(|q| q.durable.is_some());
         let (events, waiting): (Vec<AuditEvent>, Vec<Option<oneshot::Sender<bool>>>) =
             batch.into_iter().map(|q| (q.event, q.durable)).unzip();
