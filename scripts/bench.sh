@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_LOAD="${BENCH_SECONDS:-10}"
 WARMUP="${BENCH_WARMUP:-2}"
 SIZES="${BENCH_SIZES:-60 600}"
+RSS_TOOLS="${BENCH_RSS_TOOLS:-100}"      # idle RSS and the 1M-call soak use this catalogue
+SOAK_CALLS="${BENCH_SOAK_CALLS:-1000000}"
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
 OUT="target/bench"
 mkdir -p "$OUT"
@@ -24,7 +26,7 @@ fi
 [ "$(nproc)" -ge 2 ] || { echo "bench.sh needs 2 cores (server and load on separate ones)"; exit 1; }
 
 cargo build -q --locked --release -p toolgate-floor
-for n in $SIZES; do
+for n in $(printf '%s\n' $SIZES $RSS_TOOLS | sort -un); do
   python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null
   TOOLGATE_TOOLS="$OUT/catalogue-$n/tools.yaml" TOOLGATE_POLICY="$OUT/catalogue-$n/policy.yaml" \
     cargo build -q --locked --release --bin toolgate
@@ -88,3 +90,16 @@ for n in $SIZES; do
     "$(mib "$floor_idle")" "$(mib "$floor_peak")" "$(mib "$tg_idle")" "$(mib "$tg_peak")" "$rows" "$calls" \
     "$([ "$rows" = "$calls" ] && echo exact || echo MISMATCH)"
 done
+
+# Memory: idle with RSS_TOOLS tools, then after 10k and after SOAK_CALLS read calls.
+data="$OUT/data-soak"; rm -rf "$data"
+start "$OUT/toolgate-soak.log" "$OUT/toolgate-$RSS_TOOLS" serve --listen 127.0.0.1:0 --data-dir "$data"
+token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-soak.log" | head -1)
+idle=$(kib VmRSS)
+soak() { BENCH_MODE=read BENCH_TOKEN="$token" BENCH_MAX_REQUESTS="$1" taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d600s -s scripts/bench/mcp.lua "$URL" | grep RESULT; }
+soak 10000 >/dev/null; after_10k=$(kib VmRSS)
+soak $((SOAK_CALLS - 10000)) >/dev/null; after_soak=$(kib VmRSS)
+kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+printf 'RSS with %s tools: idle %s MiB; after 10k read calls %s MiB; after %s %s MiB (%+.1f%%)\n' "$RSS_TOOLS" \
+  "$(mib "$idle")" "$(mib "$after_10k")" "$SOAK_CALLS" "$(mib "$after_soak")" \
+  "$(python3 -c "print(100 * ($after_soak - $after_10k) / $after_10k)")"

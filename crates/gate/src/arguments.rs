@@ -26,6 +26,9 @@ pub struct Schemas {
     input_json: Vec<Value>,
     output: Vec<Option<jsonschema::Validator>>,
     required_capabilities: Vec<Option<Value>>,
+    /// Per tool, its `required` list and a minimal valid call, for invalid-arguments replies.
+    required: Vec<Value>,
+    examples: Vec<Option<Value>>,
 }
 
 fn compile(
@@ -50,11 +53,20 @@ impl Schemas {
             input_json: Vec::new(),
             output: Vec::new(),
             required_capabilities: Vec::new(),
+            required: Vec::new(),
+            examples: Vec::new(),
         };
         for meta in catalogue.tools {
             let (validator, json) = compile(meta.input_schema, "inputSchema", meta.name)?;
             schemas.input.push(validator);
+            schemas.required.push(json.get("required").cloned().unwrap_or(Value::Array(Vec::new())));
             schemas.input_json.push(json);
+            let example = meta.example_arguments.map(serde_json::from_str).transpose();
+            schemas.examples.push(example.map_err(|e| SchemaError {
+                what: "example",
+                tool: meta.name,
+                why: e.to_string(),
+            })?);
             let output = meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?;
             schemas.output.push(output.map(|(v, _)| v));
             let capabilities = meta
@@ -95,8 +107,7 @@ impl Schemas {
             };
         }
         problems.truncate(MAX_PROBLEMS);
-        let required = self.input_schema(tool).get("required").cloned().unwrap_or(Value::Array(Vec::new()));
-        let example = tool.example_arguments.map(|e| serde_json::from_str::<Value>(e).expect("generated JSON"));
+        let (required, example) = (self.required[tool.index].clone(), self.examples[tool.index].clone());
         Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, required, example }))
     }
 
