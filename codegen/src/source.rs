@@ -85,7 +85,12 @@ pub fn escape_token(token: &str) -> String {
 
 /// Parses YAML (1.2 booleans only: `yes` stays a string) into a JSON value and its source map.
 pub fn parse(file: &SourceFile) -> Result<(Value, SourceMap), Diagnostic> {
-    let options = serde_saphyr::options! { strict_booleans: true };
+    // The default budget (250,000 nodes) refuses a catalogue of ~10,000 tools; a catalogue is
+    // written by the project's own authors, so the budget scales to that, still bounded.
+    let mut budget = serde_saphyr::budget::Budget::default();
+    budget.max_nodes = 20_000_000;
+    budget.max_events = 50_000_000;
+    let options = serde_saphyr::options! { strict_booleans: true, budget: Some(budget) };
     let root: Spanned<Node> = serde_saphyr::from_str_with_options(&file.text, options).map_err(|e| {
         let pos = e
             .location()
@@ -209,6 +214,15 @@ impl<'de> Deserialize<'de> for Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_catalogue_of_ten_thousand_tools_fits_the_budget() {
+        // ~30 nodes a tool: 300,000 nodes, past serde-saphyr's default budget of 250,000.
+        let tool = "  - {name: t, annotations: {a: 1, b: 2, c: 3, d: 4}, schema: {x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}}\n";
+        let text = format!("tools:\n{}", tool.repeat(10_000));
+        let (value, _) = parse(&SourceFile::new("big.yaml", text)).expect("a big catalogue parses");
+        assert_eq!(value["tools"].as_array().map(Vec::len), Some(10_000));
+    }
 
     #[test]
     fn positions_of_keys_and_values() {
