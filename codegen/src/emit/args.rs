@@ -6,21 +6,27 @@ use serde_json::{Map, Value};
 
 use super::registry::ident;
 use crate::args::{RustType, field_name, pascal_case, rust_type};
-use crate::check::Checked;
+use crate::check::{Checked, Handler};
 
+/// Every tool gets its struct (the schema as Rust, for whoever writes its handler), but only
+/// a Rust handler deserializes into it: builtins take the JSON as it is. A serde derive is the
+/// costly part to compile (a 10,000-tool catalogue of builtins ran rustc out of 24 GiB), so
+/// only the structs a handler uses derive `Deserialize`.
 pub fn emit(checked: &Checked) -> TokenStream {
     let mut items = Vec::new();
     for (tool, plan) in checked.tools.model.tools.iter().zip(&checked.plans) {
         let doc = format!("Arguments of `{}`.", tool.name);
-        structure(&plan.struct_name, &doc, &tool.input_schema, &mut items);
+        let serde = matches!(plan.handler, Handler::Rust { .. });
+        structure(&plan.struct_name, &doc, &tool.input_schema, serde, &mut items);
     }
     quote! {
+        #[allow(unused_imports)]
         use serde::Deserialize;
         #(#items)*
     }
 }
 
-fn structure(name: &str, doc: &str, schema: &Map<String, Value>, items: &mut Vec<TokenStream>) {
+fn structure(name: &str, doc: &str, schema: &Map<String, Value>, serde: bool, items: &mut Vec<TokenStream>) {
     let props = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     let required: Vec<&str> = schema
         .get("required")
@@ -35,26 +41,29 @@ fn structure(name: &str, doc: &str, schema: &Map<String, Value>, items: &mut Vec
             while !taken.insert(field.clone()) {
                 field.push('_');
             }
-            let ty = type_tokens(&format!("{name}{}", pascal_case(prop)), prop_schema, items);
+            let ty = type_tokens(&format!("{name}{}", pascal_case(prop)), prop_schema, serde, items);
             let field_ident = ident(&field);
-            let rename = (field != *prop).then(|| quote!(#[serde(rename = #prop)]));
+            let rename = (serde && field != *prop).then(|| quote!(#[serde(rename = #prop)]));
             let doc = prop_schema.get("description").and_then(Value::as_str).map(|d| quote!(#[doc = #d]));
             if required.contains(&prop.as_str()) {
                 quote!(#doc #rename pub #field_ident: #ty,)
-            } else {
+            } else if serde {
                 quote!(#doc #rename #[serde(default)] pub #field_ident: Option<#ty>,)
+            } else {
+                quote!(#doc pub #field_ident: Option<#ty>,)
             }
         })
         .collect();
     let name = ident(name);
+    let derive = if serde { quote!(#[derive(Debug, Clone, Deserialize)]) } else { quote!(#[derive(Debug, Clone)]) };
     items.push(quote! {
         #[doc = #doc]
-        #[derive(Debug, Clone, Deserialize)]
+        #derive
         pub struct #name { #(#fields)* }
     });
 }
 
-fn type_tokens(nested_name: &str, schema: &Value, items: &mut Vec<TokenStream>) -> TokenStream {
+fn type_tokens(nested_name: &str, schema: &Value, serde: bool, items: &mut Vec<TokenStream>) -> TokenStream {
     match rust_type(schema) {
         RustType::Str => quote!(String),
         RustType::Int => quote!(i64),
@@ -63,11 +72,12 @@ fn type_tokens(nested_name: &str, schema: &Value, items: &mut Vec<TokenStream>) 
         RustType::FreeMap => quote!(serde_json::Map<String, serde_json::Value>),
         RustType::Untyped(_) => quote!(serde_json::Value),
         RustType::List(_) => {
-            let inner = type_tokens(&format!("{nested_name}Item"), schema.get("items").unwrap_or(&Value::Null), items);
+            let inner =
+                type_tokens(&format!("{nested_name}Item"), schema.get("items").unwrap_or(&Value::Null), serde, items);
             quote!(Vec<#inner>)
         }
         RustType::Object(obj) => {
-            structure(nested_name, "A nested argument object.", &obj, items);
+            structure(nested_name, "A nested argument object.", &obj, serde, items);
             let id = ident(nested_name);
             quote!(#id)
         }
