@@ -62,6 +62,13 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         };
         let gated = plan.approval_gated;
         let sensitive = &plan.sensitive;
+        // The tool's matrix row, written out: a reference into MATRIX from each of N statics
+        // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
+        // past 15 GiB).
+        let row = plan.decisions.iter().map(|d| {
+            let v = ident(d.variant());
+            quote!(Decision::#v)
+        });
         quote! {
             ToolMeta {
                 index: #index,
@@ -80,7 +87,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 example_arguments: #example,
                 static_result: #static_result,
                 approval_gated: #gated,
-                decisions: &MATRIX[#index],
+                decisions: &[#(#row),*],
                 sensitive_arguments: &[#(#sensitive),*],
             }
         }

@@ -3,17 +3,27 @@
 
 /// Runs the tool's handler. The gate has already checked tier, RBAC, approval and the
 /// arguments against the inputSchema before this is called.
-pub async fn dispatch(
+pub fn dispatch<'a>(
     tool: ToolId,
-    ctx: &crate::services::ToolContext,
+    ctx: &'a crate::services::ToolContext,
     arguments: serde_json::Value,
-) -> ::toolgate_domain::ToolResult {
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = ::toolgate_domain::ToolResult> + Send + 'a>,
+> {
     match tool {
-        ToolId::GetThing => {
-            let args = ::toolgate_domain::typed_arguments::<args::GetThing>(arguments)?;
-            crate::handlers::things::get_thing(ctx, args).await
+        ToolId::DeleteThing => Box::pin(crate::handlers::builtin::echo(ctx, arguments)),
+        ToolId::About => {
+            Box::pin(
+                std::future::ready(crate::handlers::builtin::static_result(tool.meta())),
+            )
         }
-        ToolId::DeleteThing => crate::handlers::builtin::echo(ctx, arguments).await,
-        ToolId::About => crate::handlers::builtin::static_result(tool.meta()),
+        ToolId::GetThing => {
+            Box::pin(async move {
+                let args = ::toolgate_domain::typed_arguments::<
+                    args::GetThing,
+                >(arguments)?;
+                crate::handlers::things::get_thing(ctx, args).await
+            })
+        }
     }
 }

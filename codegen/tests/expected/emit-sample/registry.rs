@@ -61,7 +61,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: false,
-        decisions: &MATRIX[0usize],
+        decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
     },
     ToolMeta {
@@ -86,7 +86,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: true,
-        decisions: &MATRIX[1usize],
+        decisions: &[Decision::Deny, Decision::ApprovalRequired],
         sensitive_arguments: &[],
     },
     ToolMeta {
@@ -113,7 +113,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
             "{\"content\":[{\"type\":\"text\",\"text\":\"a fixture\"}],\"isError\":false}",
         ),
         approval_gated: false,
-        decisions: &MATRIX[2usize],
+        decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
     },
 ];
