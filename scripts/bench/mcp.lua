@@ -5,9 +5,6 @@ local token = os.getenv("BENCH_TOKEN") or ""
 local read_tool = os.getenv("BENCH_READ_TOOL") or "tool_0000"
 local write_tool = os.getenv("BENCH_WRITE_TOOL") or "tool_0010"
 local counter = 0
--- BENCH_MAX_REQUESTS: stop after this many answers (the RSS soak in bench.sh).
-local max_requests = tonumber(os.getenv("BENCH_MAX_REQUESTS") or "0")
-local answered = 0
 
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -33,15 +30,6 @@ request = function()
       counter, tool, counter, counter % 1000, counter % 7)
   end
   return wrk.format(nil, "/mcp", nil, body)
-end
-
-if max_requests > 0 then
-  response = function(status, headers, body)
-    answered = answered + 1
-    if answered >= max_requests then
-      wrk.thread:stop()
-    end
-  end
 end
 
 done = function(summary, latency, requests)
