@@ -22,9 +22,7 @@ fn principal(s: &Server, name: &str, role: &str, tier: &str) -> String {
 
 /// An administrator's API credential (no MCP tier), for the approval and audit API.
 fn reviewer(s: &Server) -> String {
-    s.cli(&["principal", "add", "reviewer", "--role", "Administrator"]);
-    let out = s.cli(&["token", "create", "--principal", "reviewer", "--api"]);
-    out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string()
+    common::api_credential(s, "reviewer")
 }
 
 #[test]

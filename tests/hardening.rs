@@ -233,12 +233,6 @@ fn every_answered_state_change_is_audited_across_a_crash() {
     }
 }
 
-fn reviewer_token(s: &Server) -> String {
-    s.cli(&["principal", "add", "auditor", "--role", "Administrator"]);
-    let out = s.cli(&["token", "create", "--principal", "auditor", "--api"]);
-    out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string()
-}
-
 fn audit_rows(s: &Server, api: &str, query: &str) -> Vec<Value> {
     let r = s.http("GET", &format!("/api/v1/audit?limit=1000&{query}"), Some(api), None);
     r.json()["entries"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone()
@@ -249,7 +243,7 @@ fn audit_rows(s: &Server, api: &str, query: &str) -> Vec<Value> {
 #[test]
 fn authentication_failures_are_aggregated_per_source() {
     let s = start(&["--auth-failure-window", "1s"]);
-    let api = reviewer_token(&s);
+    let api = common::api_credential(&s, "auditor");
     for i in 0..300 {
         let token = if i % 2 == 0 { None } else { Some("tg_not-a-token") };
         assert_eq!(s.http("POST", "/mcp", token, Some("{}")).status, 401);
@@ -278,7 +272,7 @@ fn failures_in(detail: &str) -> Option<u64> {
 #[test]
 fn audit_rows_older_than_the_retention_are_pruned() {
     let s = start(&[]);
-    let api = reviewer_token(&s);
+    let api = common::api_credential(&s, "auditor");
     assert_eq!(s.http("POST", "/mcp", None, Some("{}")).status, 401);
     // The row of a failed authentication is written without the caller waiting: wait for it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

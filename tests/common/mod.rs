@@ -275,3 +275,11 @@ pub fn call_as(s: &Server, token: &str, name: &str, arguments: Value) -> Respons
         Some(&call(name, arguments).to_string()),
     )
 }
+
+/// An administrator `principal` with an API credential (no MCP tier), for the approval and
+/// audit API.
+pub fn api_credential(s: &Server, principal: &str) -> String {
+    s.cli(&["principal", "add", principal, "--role", "Administrator"]);
+    let out = s.cli(&["token", "create", "--principal", principal, "--api"]);
+    out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string()
+}

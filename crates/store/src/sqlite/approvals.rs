@@ -153,9 +153,14 @@ impl ApprovalStore for SqliteStore {
         let (id, caller, arguments) = (id.to_string(), caller.to_string(), arguments.clone());
         let definition = definition_of(tool);
         self.run(move |c| {
-            let Some(a) = by_id(c, &id)? else { return Ok(Recall::Unknown) };
-            let digest: String =
-                c.query_row("SELECT sensitive_digest FROM approval WHERE id = ?1", params![id], |r| r.get(0))?;
+            let found = c
+                .query_row(
+                    &format!("SELECT {COLUMNS}, sensitive_digest FROM approval WHERE id = ?1"),
+                    params![id],
+                    |r| Ok((row(r)?, r.get::<_, String>(13)?)),
+                )
+                .optional()?;
+            let Some((a, digest)) = found else { return Ok(Recall::Unknown) };
             if a.definition != definition
                 || a.canonical_args != arguments.canonical
                 || digest != arguments.sensitive_digest
