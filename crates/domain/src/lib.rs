@@ -15,6 +15,7 @@ pub mod clock;
 pub mod context;
 pub mod denial;
 pub mod error;
+pub mod fleet;
 pub mod records;
 pub mod redact;
 pub mod secrets;

@@ -1,0 +1,128 @@
+//! An agent as the server knows it: its identity, its host's facts and its status.
+
+use serde::{Deserialize, Serialize};
+
+use crate::secrets::random_hex;
+
+/// The prefix of every agent id; the rest is 16 hex digits chosen at enrollment.
+pub const AGENT_ID_PREFIX: &str = "agt-";
+/// The prefix of an enrollment token's secret (what an operator hands to a new endpoint).
+pub const ENROLL_SECRET_PREFIX: &str = "tge_";
+/// The prefix of an agent's own credential (kept in its state dir).
+pub const AGENT_SECRET_PREFIX: &str = "tga_";
+
+pub fn new_agent_id() -> String {
+    format!("{AGENT_ID_PREFIX}{}", random_hex::<8>())
+}
+
+/// Whether `text` has the shape of an agent id (`agt-` and 16 lowercase hex digits).
+pub fn is_agent_id(text: &str) -> bool {
+    text.strip_prefix(AGENT_ID_PREFIX)
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// What an agent reads off its host and reports on every connection and refresh.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFacts {
+    pub hostname: String,
+    /// `NAME` from /etc/os-release, e.g. "Debian GNU/Linux".
+    pub os_name: String,
+    /// `ID` from /etc/os-release, e.g. "debian".
+    pub os_id: String,
+    /// `VERSION_ID` from /etc/os-release, e.g. "12".
+    pub os_version: String,
+    /// `PRETTY_NAME` from /etc/os-release.
+    pub os_pretty_name: String,
+    /// The running kernel's release (`uname -r`).
+    pub kernel: String,
+    /// The machine's architecture (`uname -m`).
+    pub arch: String,
+    pub cpu_model: String,
+    pub cpu_count: u32,
+    pub memory_total_bytes: u64,
+    pub memory_available_bytes: u64,
+    pub uptime_secs: u64,
+    /// Unix seconds.
+    pub boot_time: i64,
+    pub ip_addresses: Vec<String>,
+    pub disks: Vec<Disk>,
+    pub agent_version: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disk {
+    pub mount: String,
+    pub filesystem: String,
+    pub size_bytes: u64,
+    pub free_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    /// Connected, and heard from within the heartbeat window.
+    Online,
+    /// Enrolled, but not connected or silent past the heartbeat window.
+    Offline,
+    /// Its credential was revoked: it cannot connect again without a new enrollment.
+    Revoked,
+}
+
+impl AgentStatus {
+    pub const ALL: [AgentStatus; 3] = [AgentStatus::Online, AgentStatus::Offline, AgentStatus::Revoked];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStatus::Online => "online",
+            AgentStatus::Offline => "offline",
+            AgentStatus::Revoked => "revoked",
+        }
+    }
+}
+
+/// One agent as listed: identity, status and its host's facts (None until it first reported).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentSummary {
+    pub agent_id: String,
+    pub status: AgentStatus,
+    /// Unix ms.
+    pub enrolled_at_ms: i64,
+    /// Unix ms of the last message from it; None if never connected.
+    pub last_seen_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+    pub facts: Option<HostFacts>,
+    /// Unix ms when the facts were read on the host.
+    pub facts_at_ms: Option<i64>,
+}
+
+/// An enrollment token as listed (its secret is never kept).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EnrollmentToken {
+    pub id: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub uses_allowed: i64,
+    pub uses: i64,
+}
+
+/// Why an enrollment token was refused; each has its own code on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnrollRefusal {
+    Unknown,
+    Expired,
+    UsedUp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_have_one_shape() {
+        let id = new_agent_id();
+        assert!(is_agent_id(&id), "{id}");
+        assert!(!is_agent_id("agt-XYZ"));
+        assert!(!is_agent_id("agt-0123456789abcdef0"));
+        assert!(!is_agent_id("tok-0123456789abcdef"));
+    }
+}

@@ -1,0 +1,152 @@
+//! The agent protocol: JSON text frames over one WebSocket the agent opens to `/agent/v1`.
+//!
+//! 1. The agent's first frame is [`AgentMessage::Enroll`] (first run: an enrollment token) or
+//!    [`AgentMessage::Hello`] (its agent id and credential, kept in its state dir).
+//! 2. The server answers [`ServerMessage::Welcome`] (with the credential, once, after an
+//!    enrollment, and the intervals to keep) or [`ServerMessage::Refused`] and closes.
+//! 3. Then the agent sends its facts and inventory on connect and on its schedule, and a
+//!    heartbeat every interval; silence past the window marks it offline.
+//! 4. The server may send [`ServerMessage::Revoked`] and close: the agent must not come back.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::agent::{EnrollRefusal, HostFacts};
+
+/// The WebSocket path agents connect to.
+pub const AGENT_PATH: &str = "/agent/v1";
+/// The version of this protocol, sent in every Enroll and Hello.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The largest frame either side accepts (an inventory table of a big host fits).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentMessage {
+    Enroll { protocol: u32, enroll_token: String, agent_version: String },
+    Hello { protocol: u32, agent_id: String, credential: String, agent_version: String },
+    Facts { collected_at_ms: i64, facts: Box<HostFacts> },
+    Inventory(InventoryReport),
+    Heartbeat,
+}
+
+/// One inventory table as collected on the host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryReport {
+    pub table: String,
+    pub collected_at_ms: i64,
+    /// False where the host has no source for the table (no dpkg or rpm, no systemd).
+    pub available: bool,
+    /// Why the table is not available, or what went wrong reading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub rows: Vec<Map<String, Value>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ServerMessage {
+    Welcome {
+        agent_id: String,
+        /// Only after an enrollment: the agent's own credential, sent this once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credential: Option<String>,
+        heartbeat_ms: u64,
+        inventory_interval_ms: u64,
+    },
+    Refused {
+        code: RefusalCode,
+        message: String,
+    },
+    /// The agent's credential was revoked; it must stop and not reconnect.
+    Revoked {
+        message: String,
+    },
+}
+
+/// Why the server refused a connection. Permanent ones end the agent with a clear error;
+/// the others are retried with backoff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalCode {
+    EnrollTokenUnknown,
+    EnrollTokenExpired,
+    EnrollTokenUsedUp,
+    AgentUnknown,
+    AgentRevoked,
+    BadCredential,
+    UnsupportedProtocol,
+    Malformed,
+    /// The server is at its cap of agent connections or handshakes: try again later.
+    Busy,
+}
+
+impl RefusalCode {
+    /// Whether trying again with the same credentials can ever succeed.
+    pub fn is_permanent(self) -> bool {
+        !matches!(self, RefusalCode::Busy)
+    }
+}
+
+impl From<EnrollRefusal> for RefusalCode {
+    fn from(refusal: EnrollRefusal) -> Self {
+        match refusal {
+            EnrollRefusal::Unknown => RefusalCode::EnrollTokenUnknown,
+            EnrollRefusal::Expired => RefusalCode::EnrollTokenExpired,
+            EnrollRefusal::UsedUp => RefusalCode::EnrollTokenUsedUp,
+        }
+    }
+}
+
+impl EnrollRefusal {
+    pub fn message(self) -> &'static str {
+        match self {
+            EnrollRefusal::Unknown => {
+                "the enrollment token is not known to this server (mistyped, or from another server): mint one with `toolgate enroll-token create`"
+            }
+            EnrollRefusal::Expired => {
+                "the enrollment token has expired: mint a new one with `toolgate enroll-token create --expires-in 1h`"
+            }
+            EnrollRefusal::UsedUp => {
+                "the enrollment token has been used as many times as it allows: mint a new one with `toolgate enroll-token create --uses N`"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_with_their_type_tag() {
+        let hello = AgentMessage::Hello {
+            protocol: PROTOCOL_VERSION,
+            agent_id: "agt-0123456789abcdef".into(),
+            credential: "tga_x".into(),
+            agent_version: "0.1.0".into(),
+        };
+        let text = serde_json::to_string(&hello).unwrap();
+        assert!(text.starts_with(r#"{"type":"hello""#), "{text}");
+        assert_eq!(serde_json::from_str::<AgentMessage>(&text).unwrap(), hello);
+        let heartbeat: AgentMessage = serde_json::from_str(r#"{"type":"heartbeat"}"#).unwrap();
+        assert_eq!(heartbeat, AgentMessage::Heartbeat);
+        let refused = ServerMessage::Refused { code: RefusalCode::EnrollTokenExpired, message: "m".into() };
+        assert_eq!(
+            serde_json::to_string(&refused).unwrap(),
+            r#"{"type":"refused","code":"enroll_token_expired","message":"m"}"#
+        );
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_not_ignored() {
+        assert!(
+            serde_json::from_str::<AgentMessage>(
+                r#"{"type":"hello","protocol":1,"agent_id":"a","credential":"c","agent_version":"v","extra":1}"#
+            )
+            .is_err()
+        );
+    }
+}
