@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{CatalogueFiles, ServeArgs, author, console};
+use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, fleet};
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
 #[derive(Parser)]
@@ -52,6 +52,18 @@ enum Command {
         data_dir: PathBuf,
         #[command(subcommand)]
         command: ApprovalsCommand,
+    },
+    /// Mint and list the tokens endpoints enroll with.
+    EnrollToken {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        data_dir: PathBuf,
+        #[command(subcommand)]
+        command: EnrollTokenCommand,
+    },
+    /// Run the endpoint agent, or list and revoke enrolled agents.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
     },
     /// Inspect the catalogue as clients see it.
     Tools {
@@ -124,6 +136,37 @@ enum ApprovalsCommand {
         reviewer: String,
         #[arg(long)]
         comment: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EnrollTokenCommand {
+    /// Mint an enrollment token; its secret is printed once.
+    Create {
+        /// How long it may be used: 1h, 30m, 7d.
+        #[arg(long, default_value = "1h")]
+        expires_in: String,
+        /// How many agents may enroll with it.
+        #[arg(long, default_value_t = 1)]
+        uses: i64,
+    },
+    List,
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Run the agent on this machine: enroll (first run), connect, report, stay connected.
+    Run(fleet::AgentRunArgs),
+    /// List enrolled agents (from the store; list_agents over MCP also says who is online).
+    List {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+        data_dir: PathBuf,
+    },
+    /// Revoke an agent: it is disconnected and cannot come back without a new enrollment.
+    Revoke {
+        agent_id: String,
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+        data_dir: PathBuf,
     },
 }
 
@@ -205,6 +248,40 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
+        Command::EnrollToken { data_dir, command } => runtime()?.block_on(async {
+            let store = console::open(&data_dir)?;
+            let text = match command {
+                EnrollTokenCommand::Create { expires_in, uses } => {
+                    fleet::enroll_token_create(&store, &expires_in, uses).await
+                }
+                EnrollTokenCommand::List => fleet::enroll_token_list(&store).await,
+            }?;
+            Ok(print_out(&text))
+        }),
+        Command::Agent { command: AgentCommand::Run(args) } => {
+            init_logging();
+            let stop = toolgate_domain::CancellationToken::new();
+            let run = async {
+                let on_signal = stop.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    on_signal.cancel();
+                });
+                toolgate_agent::run(args.into_options(), stop).await
+            };
+            match tokio::runtime::Runtime::new()?.block_on(run) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(e.exit_code()))
+                }
+            }
+        }
+        Command::Agent { command: AgentCommand::List { data_dir } } => {
+            runtime()?.block_on(async { Ok(print_out(&fleet::agent_list(&console::open(&data_dir)?).await?)) })
+        }
+        Command::Agent { command: AgentCommand::Revoke { agent_id, data_dir } } => runtime()?
+            .block_on(async { Ok(print_out(&fleet::agent_revoke(&console::open(&data_dir)?, &agent_id).await?)) }),
         Command::Check { tools, policy, handlers } => {
             let ok = author::check(&tools, &policy, handlers)?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })

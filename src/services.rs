@@ -1,8 +1,11 @@
 //! What handlers reach through their context: the repositories, the clock and the audit sink,
 //! each behind an accessor, so a new service (the fleet hub, say) breaks no handler or test.
 
+use std::sync::Arc;
+
 use toolgate_domain::Clock;
 use toolgate_domain::catalogue::Catalogue;
+use toolgate_fleet::Hub;
 use toolgate_store::{
     ApprovalStore, AuditStore, AuditWriter, CredentialStore, GroupStore, PluginConfigStore, Repositories, TagStore,
 };
@@ -14,11 +17,17 @@ pub struct Services {
     repositories: Repositories,
     clock: Clock,
     audit: AuditWriter,
+    fleet: Arc<Hub>,
 }
 
 impl Services {
-    pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter) -> Self {
-        Self { repositories, clock, audit }
+    pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter, fleet: Arc<Hub>) -> Self {
+        Self { repositories, clock, audit, fleet }
+    }
+
+    /// The agents: who is enrolled, who is connected, what they reported.
+    pub fn fleet(&self) -> &Arc<Hub> {
+        &self.fleet
     }
 
     pub fn repositories(&self) -> &Repositories {

@@ -4,6 +4,7 @@
 
 pub mod author;
 pub mod console;
+pub mod fleet;
 pub mod serve;
 
 pub use author::CatalogueFiles;

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use toolgate_fleet::FleetSettings;
+
 use crate::http::{Config, ConnectionLimits};
 use crate::mcp::sessions::SessionLimits;
 
@@ -54,6 +56,22 @@ pub struct ServeArgs {
     /// milliseconds: a revocation made elsewhere (the console) takes at most this long.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     auth_cache_ttl_ms: i64,
+    /// Also run an agent on this machine, so the fleet has a real host from the first minute.
+    /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
+    #[arg(long)]
+    local_agent: bool,
+    /// How often agents send a heartbeat, in milliseconds (told to them when they connect).
+    #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().heartbeat_ms, value_parser = clap::value_parser!(u64).range(10..))]
+    agent_heartbeat_ms: u64,
+    /// An agent silent for this many heartbeats is offline and its connection is closed.
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().missed_heartbeats, value_parser = clap::value_parser!(u32).range(1..))]
+    agent_missed_heartbeats: u32,
+    /// How often agents re-read their host and report facts and inventory: 1h, 15m, 30s.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
+    agent_inventory_interval: i64,
+    /// Agent connections open at once; past it a new one is refused as busy (it retries).
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections)]
+    max_agent_connections: usize,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -83,6 +101,13 @@ impl ServeArgs {
                 max_unauthenticated: self.max_unauthenticated_connections,
             },
             auth_cache_ttl_ms: self.auth_cache_ttl_ms,
+            fleet: FleetSettings {
+                heartbeat_ms: self.agent_heartbeat_ms,
+                missed_heartbeats: self.agent_missed_heartbeats,
+                inventory_interval_ms: (self.agent_inventory_interval.max(1) * 1000) as u64,
+                max_connections: self.max_agent_connections,
+            },
+            local_agent: self.local_agent,
         }
     }
 }

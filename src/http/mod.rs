@@ -1,12 +1,14 @@
 //! `toolgate serve`: the HTTP edge (axum). Routes, Host/Origin checks, authentication, body
 //! limits and the admin API live here; MCP itself is the `mcp` module's.
 
+mod agent_endpoint;
 mod api;
 mod auth;
 mod auth_failures;
 mod edge;
 mod error;
 mod listener;
+mod local_agent;
 mod mcp_endpoint;
 mod serve;
 mod upkeep;
@@ -51,6 +53,9 @@ pub struct Config {
     pub connections: ConnectionLimits,
     /// How long an authenticated token is trusted without asking the store again.
     pub auth_cache_ttl_ms: i64,
+    pub fleet: toolgate_fleet::FleetSettings,
+    /// Also run an agent on this machine, enrolled on first start (`--local-agent`).
+    pub local_agent: bool,
 }
 
 /// What every request handler shares.
@@ -77,6 +82,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(api::routes())
         .route_layer(from_fn_with_state(state.clone(), edge::host_and_origin));
     Router::new()
+        // Agents connect from other machines by the server's name: no Host/Origin check here;
+        // they authenticate in their first frame.
+        .route(toolgate_domain::fleet::wire::AGENT_PATH, get(agent_endpoint::agent_socket))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(guarded)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use toolgate_domain::tokens::NewToken;
 use toolgate_domain::{CancellationToken, Clock};
+use toolgate_fleet::Hub;
 use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
 
 use super::upkeep::Upkeep;
@@ -67,7 +68,10 @@ pub async fn serve(config: Config) -> Result<()> {
     let local = listener.local_addr()?;
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
-    let services = Arc::new(Services::new(repositories, clock, audit));
+    let hub = Arc::new(
+        Hub::load(repositories.fleet.clone(), clock.clone(), config.fleet).await.context("cannot load the agents")?,
+    );
+    let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()));
     let options =
         Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
     let mcp = McpServer::new(services.clone(), options)?;
@@ -83,6 +87,11 @@ pub async fn serve(config: Config) -> Result<()> {
         }
         .run(stop_upkeep.clone()),
     );
+    let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
+    let local_agent = match state.config.local_agent {
+        true => Some(super::local_agent::start(&hub, &state.config.data_dir, local, stop_upkeep.clone()).await?),
+        false => None,
+    };
     drop(services);
     // Installed before the address is announced: a SIGTERM right after it must still drain.
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -93,6 +102,11 @@ pub async fn serve(config: Config) -> Result<()> {
     // The upkeep writes its last summaries and lets go of the audit writer.
     stop_upkeep.cancel();
     let _ = upkeep.await;
+    let _ = sweeper.await;
+    if let Some(agent) = local_agent {
+        let _ = agent.await;
+    }
+    drop(hub);
     // Every connection has finished and dropped its state: the writer drains and ends.
     if tokio::time::timeout(std::time::Duration::from_secs(30), writer).await.is_err() {
         tracing::error!("the audit writer did not drain within 30 s");
@@ -100,6 +114,20 @@ pub async fn serve(config: Config) -> Result<()> {
     served?;
     println!("toolgate: stopped");
     Ok(())
+}
+
+/// Every heartbeat interval: close silent agent connections and those revoked elsewhere.
+async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
+    let every = std::time::Duration::from_millis(hub.settings().heartbeat_ms);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = hub.sweep().await {
+            tracing::warn!("the agent sweep failed: {e}");
+        }
+    }
 }
 
 async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {

@@ -13,7 +13,10 @@ pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
-pub use traits::{ApprovalStore, AuditStore, CredentialStore, GroupStore, HealthStore, PluginConfigStore, TagStore};
+pub use traits::{
+    ApprovalStore, AuditStore, CredentialStore, FleetStore, GroupStore, HealthStore, InventoryPage, PluginConfigStore,
+    RowFilter, TagStore,
+};
 
 /// The file name of the embedded store inside a data directory.
 pub const SQLITE_FILE_NAME: &str = "toolgate.sqlite3";
@@ -27,6 +30,7 @@ pub struct Repositories {
     pub tags: Arc<dyn TagStore>,
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
+    pub fleet: Arc<dyn FleetStore>,
     pub health: Arc<dyn HealthStore>,
 }
 

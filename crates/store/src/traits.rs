@@ -2,9 +2,13 @@
 //! runs its I/O off the async threads, so a slow query never stalls the reactor.
 
 use async_trait::async_trait;
+use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, Recall, Review, ReviewRefusal};
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
+use toolgate_domain::fleet::agent::{AgentAuth, InventoryStatus};
+use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::{AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
 
@@ -112,4 +116,53 @@ pub trait GroupStore: Send + Sync {
 pub trait HealthStore: Send + Sync {
     /// Ready to take writes: the store is the one that was opened and a write reaches it.
     async fn check_ready(&self, now_ms: i64) -> Result<()>;
+}
+
+/// Decides whether an inventory row (with its agent id) is wanted; runs where the rows are read.
+pub type RowFilter = Box<dyn Fn(&str, &Map<String, Value>) -> bool + Send>;
+
+/// A page of inventory rows, each with its agent id; `more` when rows past the page matched.
+#[derive(Debug, Default)]
+pub struct InventoryPage {
+    pub rows: Vec<(String, Map<String, Value>)>,
+    pub more: bool,
+}
+
+/// Enrollment tokens, agents and the inventory they report.
+#[async_trait]
+pub trait FleetStore: Send + Sync {
+    /// Mints an enrollment token; returns it and its secret, which is never stored.
+    async fn create_enrollment_token(
+        &self,
+        expires_at_ms: i64,
+        uses_allowed: i64,
+        now_ms: i64,
+    ) -> Result<(EnrollmentToken, String)>;
+    async fn enrollment_tokens(&self) -> Result<Vec<EnrollmentToken>>;
+    /// Uses the token once and creates the agent, atomically: its id and credential.
+    async fn enroll(&self, secret: &str, now_ms: i64) -> Result<std::result::Result<(String, String), EnrollRefusal>>;
+    async fn authenticate_agent(&self, agent_id: &str, credential: &str) -> Result<AgentAuth>;
+    /// Every agent; `status` is Offline or Revoked (whether one is online is the hub's to say).
+    async fn agents(&self) -> Result<Vec<AgentSummary>>;
+    async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()>;
+    async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()>;
+    /// Revokes an agent; false when there is no such unrevoked agent.
+    async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool>;
+    /// The agents revoked at or after `since_ms` (by this server or the console).
+    async fn revoked_since(&self, since_ms: i64) -> Result<Vec<String>>;
+    /// Replaces the agent's copy of one table.
+    async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()>;
+    /// What each agent last reported of each table (one agent's, or all).
+    async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>>;
+    /// Rows of `table` (one agent's, or the fleet's) that `filter` keeps, in agent order.
+    async fn inventory_rows(
+        &self,
+        table: &str,
+        agent_id: Option<&str>,
+        filter: RowFilter,
+        offset: usize,
+        limit: usize,
+    ) -> Result<InventoryPage>;
+    /// Every tag of every agent: (agent id, key, value).
+    async fn all_tags(&self) -> Result<Vec<(String, String, String)>>;
 }

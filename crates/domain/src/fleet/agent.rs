@@ -113,6 +113,28 @@ pub enum EnrollRefusal {
     UsedUp,
 }
 
+/// What the store says of an agent's credential.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentAuth {
+    Valid,
+    Unknown,
+    Revoked,
+    BadCredential,
+}
+
+/// What an agent last reported of one inventory table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InventoryStatus {
+    pub agent_id: String,
+    pub table: String,
+    /// Unix ms when the agent read it on the host.
+    pub collected_at_ms: i64,
+    pub received_at_ms: i64,
+    pub available: bool,
+    pub reason: Option<String>,
+    pub rows: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,29 +6,12 @@
 use serde::Serialize;
 use toolgate_policy::did_you_mean;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ColumnKind {
-    Text,
-    Integer,
-    /// A package version: compares by the packaging system's rules (Debian's for dpkg).
-    Version,
-}
-
-impl ColumnKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ColumnKind::Text => "text",
-            ColumnKind::Integer => "integer",
-            ColumnKind::Version => "version",
-        }
-    }
-}
+pub use super::compare::ValueKind;
 
 #[derive(Debug, Serialize)]
 pub struct Column {
     pub name: &'static str,
-    pub kind: ColumnKind,
+    pub kind: ValueKind,
     pub description: &'static str,
 }
 
@@ -50,11 +33,11 @@ impl Table {
     }
 }
 
-const fn col(name: &'static str, kind: ColumnKind, description: &'static str) -> Column {
+const fn col(name: &'static str, kind: ValueKind, description: &'static str) -> Column {
     Column { name, kind, description }
 }
 
-use ColumnKind::{Integer, Text, Version};
+use ValueKind::{Integer, Text, Version};
 
 pub const TABLES: &[Table] = &[
     Table {

@@ -4,6 +4,7 @@
 //! The agent process and the server both speak these types; neither owns them.
 
 pub mod agent;
+pub mod compare;
 pub mod inventory;
 pub mod scope;
 pub mod version;

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod credentials;
+mod fleet;
 mod small;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_approvals_audit_groups", include_str!("../../migrations/sqlite/0004_approvals_audit_groups.sql")),
     ("0005_readiness", include_str!("../../migrations/sqlite/0005_readiness.sql")),
     ("0006_approval_sensitive_digest", include_str!("../../migrations/sqlite/0006_approval_sensitive_digest.sql")),
+    ("0007_fleet", include_str!("../../migrations/sqlite/0007_fleet.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
@@ -85,6 +87,7 @@ impl SqliteStore {
             tags: Arc::new(self.clone()),
             plugin_config: Arc::new(self.clone()),
             groups: Arc::new(self.clone()),
+            fleet: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
         }
     }
@@ -157,6 +160,7 @@ pub enum Area {
     Tags,
     PluginConfig,
     Groups,
+    Fleet,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -169,6 +173,7 @@ impl Area {
             Area::Tags => &["agent_tag"],
             Area::PluginConfig => &["plugin_config", "plugin_kill_switch"],
             Area::Groups => &["management_group"],
+            Area::Fleet => &["agent", "enrollment_token", "inventory_table", "inventory_row"],
         }
     }
 }

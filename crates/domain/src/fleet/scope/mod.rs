@@ -14,52 +14,43 @@
 
 mod parse;
 
-use std::cmp::Ordering;
-
 use serde::Serialize;
 
 pub use parse::parse;
 
-use super::version::compare_debian;
+use super::compare::compare;
+pub use super::compare::{ValueKind, glob_matches};
 
 /// The longest expression accepted.
 pub const MAX_EXPRESSION_CHARS: usize = 4096;
 /// The deepest nesting of parentheses and `not`s accepted.
 pub const MAX_DEPTH: usize = 32;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttributeKind {
-    Text,
-    Integer,
-    Version,
-}
-
 #[derive(Debug, Serialize)]
 pub struct Attribute {
     pub name: &'static str,
-    pub kind: AttributeKind,
+    pub kind: ValueKind,
     pub description: &'static str,
 }
 
-const fn attr(name: &'static str, kind: AttributeKind, description: &'static str) -> Attribute {
+const fn attr(name: &'static str, kind: ValueKind, description: &'static str) -> Attribute {
     Attribute { name, kind, description }
 }
 
 /// Every attribute a scope may test, besides `tag:KEY`.
 pub const ATTRIBUTES: &[Attribute] = &[
-    attr("agent_id", AttributeKind::Text, "The agent's id (agt-...)."),
-    attr("hostname", AttributeKind::Text, "The host's name."),
-    attr("status", AttributeKind::Text, "online, offline or revoked."),
-    attr("os.name", AttributeKind::Text, "NAME from /etc/os-release, e.g. \"Debian GNU/Linux\"."),
-    attr("os.id", AttributeKind::Text, "ID from /etc/os-release, e.g. debian."),
-    attr("os.version", AttributeKind::Version, "VERSION_ID from /etc/os-release, e.g. 12."),
-    attr("kernel", AttributeKind::Version, "The kernel release (uname -r)."),
-    attr("arch", AttributeKind::Text, "The architecture (uname -m), e.g. x86_64."),
-    attr("agent.version", AttributeKind::Version, "The agent's version."),
-    attr("cpu.count", AttributeKind::Integer, "Logical CPUs."),
-    attr("memory.total", AttributeKind::Integer, "Memory in bytes."),
-    attr("ip", AttributeKind::Text, "Any of the host's IP addresses."),
+    attr("agent_id", ValueKind::Text, "The agent's id (agt-...)."),
+    attr("hostname", ValueKind::Text, "The host's name."),
+    attr("status", ValueKind::Text, "online, offline or revoked."),
+    attr("os.name", ValueKind::Text, "NAME from /etc/os-release, e.g. \"Debian GNU/Linux\"."),
+    attr("os.id", ValueKind::Text, "ID from /etc/os-release, e.g. debian."),
+    attr("os.version", ValueKind::Version, "VERSION_ID from /etc/os-release, e.g. 12."),
+    attr("kernel", ValueKind::Version, "The kernel release (uname -r)."),
+    attr("arch", ValueKind::Text, "The architecture (uname -m), e.g. x86_64."),
+    attr("agent.version", ValueKind::Version, "The agent's version."),
+    attr("cpu.count", ValueKind::Integer, "Logical CPUs."),
+    attr("memory.total", ValueKind::Integer, "Memory in bytes."),
+    attr("ip", ValueKind::Text, "Any of the host's IP addresses."),
 ];
 
 /// A mistake in an expression, at a 1-based character column.
@@ -108,7 +99,11 @@ impl Op {
         }
     }
 
-    fn is_ordering(self) -> bool {
+    pub fn from_symbol(symbol: &str) -> Option<Op> {
+        [Op::Eq, Op::Ne, Op::Glob, Op::Lt, Op::Le, Op::Gt, Op::Ge].into_iter().find(|op| op.symbol() == symbol)
+    }
+
+    pub fn is_ordering(self) -> bool {
         matches!(self, Op::Lt | Op::Le | Op::Gt | Op::Ge)
     }
 }
@@ -242,12 +237,10 @@ impl Field {
         }
     }
 
-    pub fn kind(&self) -> AttributeKind {
+    pub fn kind(&self) -> ValueKind {
         match self {
-            Field::Attribute(name) => {
-                ATTRIBUTES.iter().find(|a| a.name == *name).map_or(AttributeKind::Text, |a| a.kind)
-            }
-            Field::Tag(_) => AttributeKind::Text,
+            Field::Attribute(name) => ATTRIBUTES.iter().find(|a| a.name == *name).map_or(ValueKind::Text, |a| a.kind),
+            Field::Tag(_) => ValueKind::Text,
         }
     }
 }
@@ -257,51 +250,6 @@ fn values_of(field: &Field, subject: &dyn Subject) -> Vec<String> {
         Field::Attribute(name) => subject.attribute(name),
         Field::Tag(key) => subject.tag(key).map(|v| vec![v.to_string()]).unwrap_or_default(),
     }
-}
-
-fn compare(kind: AttributeKind, op: Op, actual: &str, wanted: &str) -> bool {
-    if op == Op::Glob {
-        return glob_matches(wanted.as_bytes(), actual.as_bytes());
-    }
-    let ordering = match kind {
-        AttributeKind::Text => actual.cmp(wanted),
-        AttributeKind::Version => compare_debian(actual, wanted),
-        AttributeKind::Integer => match (actual.parse::<i128>(), wanted.parse::<i128>()) {
-            (Ok(a), Ok(w)) => a.cmp(&w),
-            _ => return false,
-        },
-    };
-    match op {
-        Op::Eq => ordering == Ordering::Equal,
-        Op::Ne => ordering != Ordering::Equal,
-        Op::Lt => ordering == Ordering::Less,
-        Op::Le => ordering != Ordering::Greater,
-        Op::Gt => ordering == Ordering::Greater,
-        Op::Ge => ordering != Ordering::Less,
-        Op::Glob => unreachable!("handled above"),
-    }
-}
-
-/// `*` matches any run, `?` one character; iterative, so no pattern can blow the stack.
-pub fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut backtrack: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
-            backtrack = Some((p, t));
-            p += 1;
-        } else if let Some((bp, bt)) = backtrack {
-            p = bp + 1;
-            t = bt + 1;
-            backtrack = Some((bp, bt + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&b| b == b'*')
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use toolgate_policy::did_you_mean;
 
-use super::{ATTRIBUTES, AttributeKind, Field, MAX_DEPTH, MAX_EXPRESSION_CHARS, Op, Scope, ScopeError};
+use super::{ATTRIBUTES, Field, MAX_DEPTH, MAX_EXPRESSION_CHARS, Op, Scope, ScopeError, ValueKind};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Token {
@@ -249,7 +249,7 @@ impl Parser {
                 Ok(Scope::In { field, values, column })
             }
             Token::Op(op) => {
-                if op.is_ordering() && field.kind() == AttributeKind::Text {
+                if op.is_ordering() && field.kind() == ValueKind::Text {
                     return Err(error(
                         op_column,
                         format!("`{}` is text and cannot be ordered: use =, !=, ~ (glob) or in", field.name()),
@@ -257,7 +257,7 @@ impl Parser {
                 }
                 let value_column = self.peek().column;
                 let value = self.value()?;
-                if field.kind() == AttributeKind::Integer && op != Op::Glob && value.parse::<i128>().is_err() {
+                if field.kind() == ValueKind::Integer && op != Op::Glob && value.parse::<i128>().is_err() {
                     return Err(error(value_column, format!("`{}` is a number; `{value}` is not", field.name())));
                 }
                 Ok(Scope::Compare { field, op, value, column })

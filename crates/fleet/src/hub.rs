@@ -1,0 +1,341 @@
+//! Agents in memory: one entry per enrolled agent, with its live connection if any.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::oneshot;
+use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, HostFacts};
+use toolgate_domain::{Clock, StoreError};
+use toolgate_store::FleetStore;
+
+use crate::view::AgentView;
+
+/// How agents are kept: the intervals they are told in their welcome and the server's caps.
+#[derive(Clone, Copy, Debug)]
+pub struct FleetSettings {
+    /// How often an agent sends a heartbeat.
+    pub heartbeat_ms: u64,
+    /// An agent silent for this many heartbeats is offline (and its connection is closed).
+    pub missed_heartbeats: u32,
+    /// How often an agent re-reads its host and reports its inventory.
+    pub inventory_interval_ms: u64,
+    /// Agent connections open at once; past it a new one is refused as busy.
+    pub max_connections: usize,
+}
+
+impl Default for FleetSettings {
+    fn default() -> Self {
+        Self { heartbeat_ms: 30_000, missed_heartbeats: 3, inventory_interval_ms: 3_600_000, max_connections: 20_000 }
+    }
+}
+
+impl FleetSettings {
+    pub fn offline_after_ms(&self) -> i64 {
+        (self.heartbeat_ms as i64).saturating_mul(i64::from(self.missed_heartbeats.max(1)))
+    }
+}
+
+/// Why the hub closes a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kick {
+    /// The agent's credential was revoked: it must not come back.
+    Revoked,
+    /// Silent past the heartbeat window.
+    Silent,
+    /// The same agent connected again; the newer connection wins.
+    Replaced,
+}
+
+struct Live {
+    id: u64,
+    kick: oneshot::Sender<Kick>,
+}
+
+pub(crate) struct Entry {
+    pub(crate) enrolled_at_ms: i64,
+    pub(crate) revoked_at_ms: Option<i64>,
+    pub(crate) facts: Option<Arc<HostFacts>>,
+    pub(crate) facts_at_ms: Option<i64>,
+    pub(crate) last_seen_ms: Option<i64>,
+    live: Option<Live>,
+}
+
+pub struct Hub {
+    store: Arc<dyn FleetStore>,
+    clock: Clock,
+    settings: FleetSettings,
+    agents: RwLock<HashMap<String, Entry>>,
+    next_connection: AtomicU64,
+    /// When the last sweep looked for revocations made elsewhere (the console).
+    revocations_checked_ms: AtomicI64,
+}
+
+/// A live connection's handle: the edge waits on `kicked` beside the socket.
+pub struct Connection {
+    pub agent_id: String,
+    pub id: u64,
+    pub kicked: oneshot::Receiver<Kick>,
+}
+
+impl Hub {
+    /// Loads every enrolled agent from the store; none is online until it connects.
+    pub async fn load(store: Arc<dyn FleetStore>, clock: Clock, settings: FleetSettings) -> Result<Self, StoreError> {
+        let agents = store
+            .agents()
+            .await?
+            .into_iter()
+            .map(|a| {
+                let entry = Entry {
+                    enrolled_at_ms: a.enrolled_at_ms,
+                    revoked_at_ms: a.revoked_at_ms,
+                    facts: a.facts.map(Arc::new),
+                    facts_at_ms: a.facts_at_ms,
+                    last_seen_ms: a.last_seen_ms,
+                    live: None,
+                };
+                (a.agent_id, entry)
+            })
+            .collect();
+        let revocations_checked_ms = AtomicI64::new(clock.now_ms());
+        Ok(Self {
+            store,
+            clock,
+            settings,
+            agents: RwLock::new(agents),
+            next_connection: AtomicU64::new(1),
+            revocations_checked_ms,
+        })
+    }
+
+    pub fn settings(&self) -> &FleetSettings {
+        &self.settings
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn store(&self) -> &dyn FleetStore {
+        self.store.as_ref()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Entry>> {
+        self.agents.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Entry>> {
+        self.agents.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Redeems an enrollment token: a new agent, its id and its credential.
+    pub async fn enroll(&self, secret: &str) -> Result<Result<(String, String), EnrollRefusal>, StoreError> {
+        let now = self.clock.now_ms();
+        let enrolled = self.store.enroll(secret, now).await?;
+        if let Ok((agent_id, _)) = &enrolled {
+            let entry = Entry {
+                enrolled_at_ms: now,
+                revoked_at_ms: None,
+                facts: None,
+                facts_at_ms: None,
+                last_seen_ms: None,
+                live: None,
+            };
+            self.write().insert(agent_id.clone(), entry);
+        }
+        Ok(enrolled)
+    }
+
+    pub async fn authenticate(&self, agent_id: &str, credential: &str) -> Result<AgentAuth, StoreError> {
+        self.store.authenticate_agent(agent_id, credential).await
+    }
+
+    /// Live connections now.
+    pub fn connected(&self) -> usize {
+        self.read().values().filter(|e| e.live.is_some()).count()
+    }
+
+    /// Registers a live connection of an authenticated agent; a previous one is closed.
+    pub fn connect(&self, agent_id: &str) -> Connection {
+        let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let (kick, kicked) = oneshot::channel();
+        let now = self.clock.now_ms();
+        let mut agents = self.write();
+        let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry {
+            // Enrolled by another process after this hub loaded (the store said it is valid).
+            enrolled_at_ms: now,
+            revoked_at_ms: None,
+            facts: None,
+            facts_at_ms: None,
+            last_seen_ms: None,
+            live: None,
+        });
+        if let Some(previous) = entry.live.replace(Live { id, kick }) {
+            let _ = previous.kick.send(Kick::Replaced);
+        }
+        entry.last_seen_ms = Some(now);
+        Connection { agent_id: agent_id.to_string(), id, kicked }
+    }
+
+    /// Any message from the agent: it is alive.
+    pub fn seen(&self, connection: &Connection) {
+        let now = self.clock.now_ms();
+        if let Some(entry) = self.write().get_mut(&connection.agent_id)
+            && entry.live.as_ref().is_some_and(|l| l.id == connection.id)
+        {
+            entry.last_seen_ms = Some(now);
+        }
+    }
+
+    /// The connection ended; the agent is offline unless a newer connection replaced it.
+    pub async fn disconnect(&self, connection: &Connection) {
+        let seen = {
+            let mut agents = self.write();
+            let Some(entry) = agents.get_mut(&connection.agent_id) else { return };
+            if entry.live.as_ref().is_some_and(|l| l.id == connection.id) {
+                entry.live = None;
+            }
+            entry.last_seen_ms
+        };
+        if let Some(at) = seen
+            && let Err(e) = self.store.save_last_seen(&[(connection.agent_id.clone(), at)]).await
+        {
+            tracing::warn!(agent_id = %connection.agent_id, "could not save when the agent was last seen: {e}");
+        }
+    }
+
+    pub async fn save_facts(&self, agent_id: &str, facts: HostFacts, collected_at_ms: i64) -> Result<(), StoreError> {
+        self.store.save_facts(agent_id, &facts, collected_at_ms).await?;
+        if let Some(entry) = self.write().get_mut(agent_id) {
+            entry.facts = Some(Arc::new(facts));
+            entry.facts_at_ms = Some(collected_at_ms);
+        }
+        Ok(())
+    }
+
+    pub async fn save_inventory(&self, agent_id: &str, report: InventoryReport) -> Result<(), StoreError> {
+        self.store.save_inventory(agent_id, report, self.clock.now_ms()).await
+    }
+
+    /// Revokes an agent and closes its connection; false when it was unknown or already revoked.
+    pub async fn revoke(&self, agent_id: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        let revoked = self.store.revoke_agent(agent_id, now).await?;
+        if revoked {
+            self.mark_revoked(agent_id, now);
+        }
+        Ok(revoked)
+    }
+
+    fn mark_revoked(&self, agent_id: &str, at_ms: i64) {
+        if let Some(entry) = self.write().get_mut(agent_id) {
+            entry.revoked_at_ms.get_or_insert(at_ms);
+            if let Some(live) = entry.live.take() {
+                let _ = live.kick.send(Kick::Revoked);
+            }
+        }
+    }
+
+    /// Closes silent connections and those of agents revoked elsewhere (the console); saves
+    /// when the connected agents were last seen. Run every heartbeat interval.
+    pub async fn sweep(&self) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let window = self.settings.offline_after_ms();
+        let mut seen = Vec::new();
+        {
+            let mut agents = self.write();
+            for (agent_id, entry) in agents.iter_mut() {
+                if entry.live.is_none() {
+                    continue;
+                }
+                let last = entry.last_seen_ms.unwrap_or(0);
+                if now - last > window
+                    && let Some(live) = entry.live.take()
+                {
+                    tracing::info!(%agent_id, "no heartbeat for {} ms: offline", now - last);
+                    let _ = live.kick.send(Kick::Silent);
+                }
+                seen.push((agent_id.clone(), last));
+            }
+        }
+        // Revocations made by another process: look back a little past the last check, so a
+        // revocation committed while the last check ran is not missed.
+        let since = self.revocations_checked_ms.swap(now, Ordering::Relaxed) - 5_000;
+        for agent_id in self.store.revoked_since(since).await? {
+            let live = self.read().get(&agent_id).is_some_and(|e| e.live.is_some() || e.revoked_at_ms.is_none());
+            if live {
+                tracing::info!(%agent_id, "revoked: disconnected");
+                self.mark_revoked(&agent_id, now);
+            }
+        }
+        if !seen.is_empty() {
+            self.store.save_last_seen(&seen).await?;
+        }
+        Ok(())
+    }
+
+    fn status(&self, entry: &Entry, now: i64) -> AgentStatus {
+        if entry.revoked_at_ms.is_some() {
+            AgentStatus::Revoked
+        } else if entry.live.is_some()
+            && entry.last_seen_ms.is_some_and(|s| now - s <= self.settings.offline_after_ms())
+        {
+            AgentStatus::Online
+        } else {
+            AgentStatus::Offline
+        }
+    }
+
+    /// Calls `visit` with every agent, in agent id order, under one read of the registry.
+    pub fn each<T>(&self, mut visit: impl FnMut(&AgentView<'_>) -> Option<T>) -> Vec<T> {
+        let now = self.clock.now_ms();
+        let agents = self.read();
+        let mut ids: Vec<&String> = agents.keys().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| {
+                let entry = &agents[id];
+                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags: None })
+            })
+            .collect()
+    }
+
+    /// Like [`Hub::each`], with each agent's tags (for filters and scopes that name tags).
+    pub fn each_with_tags<T>(
+        &self,
+        tags: &crate::TagIndex,
+        mut visit: impl FnMut(&AgentView<'_>) -> Option<T>,
+    ) -> Vec<T> {
+        let now = self.clock.now_ms();
+        let agents = self.read();
+        let mut ids: Vec<&String> = agents.keys().collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .filter_map(|id| {
+                let entry = &agents[id];
+                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags: Some(tags.of(id)) })
+            })
+            .collect()
+    }
+
+    pub fn summary(&self, agent_id: &str) -> Option<AgentSummary> {
+        let now = self.clock.now_ms();
+        let agents = self.read();
+        let entry = agents.get(agent_id)?;
+        Some(AgentView { agent_id, entry, status: self.status(entry, now), tags: None }.summary())
+    }
+
+    /// Whether the agent is enrolled (revoked or not).
+    pub fn knows(&self, agent_id: &str) -> bool {
+        self.read().contains_key(agent_id)
+    }
+
+    /// Every agent id, for "did you mean" answers.
+    pub fn agent_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.read().keys().cloned().collect();
+        ids.sort_unstable();
+        ids
+    }
+}

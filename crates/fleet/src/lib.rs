@@ -1,0 +1,13 @@
+//! The fleet hub: which agents exist, which are connected right now, and what they reported.
+//!
+//! Agents are rows first (the store), then live connections (here, in memory): a server restart
+//! loses no agent, and each reconnecting agent is online again at its first message. The hub
+//! knows no HTTP or WebSocket; the edge hands it the frames ([`session`]).
+
+mod hub;
+pub mod query;
+pub mod session;
+mod view;
+
+pub use hub::{FleetSettings, Hub, Kick};
+pub use view::{AgentView, TagIndex};

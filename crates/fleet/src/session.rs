@@ -1,0 +1,115 @@
+//! One agent connection's conversation, apart from its transport: the edge reads text frames
+//! and hands them here; what to answer comes back as [`ServerMessage`]s.
+
+use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::inventory;
+use toolgate_domain::fleet::wire::{AgentMessage, InventoryReport, PROTOCOL_VERSION, RefusalCode, ServerMessage};
+
+use crate::hub::{Connection, Hub};
+
+/// How a handshake ended.
+pub enum Handshake {
+    Welcome { connection: Connection, reply: ServerMessage },
+    Refused(ServerMessage),
+}
+
+fn refused(code: RefusalCode, message: impl Into<String>) -> Handshake {
+    Handshake::Refused(ServerMessage::Refused { code, message: message.into() })
+}
+
+/// Answers the agent's first frame: an enrollment or a hello.
+pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
+    let message = match serde_json::from_str::<AgentMessage>(first_frame) {
+        Ok(message) => message,
+        Err(e) => {
+            return refused(RefusalCode::Malformed, format!("the first frame must be an enroll or hello message: {e}"));
+        }
+    };
+    let (agent_id, credential) = match message {
+        AgentMessage::Enroll { protocol, .. } | AgentMessage::Hello { protocol, .. }
+            if protocol != PROTOCOL_VERSION =>
+        {
+            return refused(
+                RefusalCode::UnsupportedProtocol,
+                format!(
+                    "this server speaks agent protocol {PROTOCOL_VERSION}, the agent {protocol}: upgrade the older side"
+                ),
+            );
+        }
+        AgentMessage::Enroll { enroll_token, .. } => match hub.enroll(&enroll_token).await {
+            Ok(Ok((agent_id, credential))) => (agent_id, Some(credential)),
+            Ok(Err(refusal)) => return refused(refusal.into(), refusal.message()),
+            Err(e) => return refused(RefusalCode::Busy, format!("the server could not enroll the agent now: {e}")),
+        },
+        AgentMessage::Hello { agent_id, credential, .. } => match hub.authenticate(&agent_id, &credential).await {
+            Ok(AgentAuth::Valid) => (agent_id, None),
+            Ok(AgentAuth::Revoked) => {
+                return refused(
+                    RefusalCode::AgentRevoked,
+                    format!("agent {agent_id} was revoked: enroll it again with a new enrollment token"),
+                );
+            }
+            Ok(AgentAuth::Unknown) => {
+                return refused(
+                    RefusalCode::AgentUnknown,
+                    format!(
+                        "this server has no agent {agent_id} (another server's state dir?): enroll it with an enrollment token"
+                    ),
+                );
+            }
+            Ok(AgentAuth::BadCredential) => {
+                return refused(RefusalCode::BadCredential, format!("the credential is not agent {agent_id}'s"));
+            }
+            Err(e) => return refused(RefusalCode::Busy, format!("the server could not check the agent now: {e}")),
+        },
+        _ => return refused(RefusalCode::Malformed, "the first frame must be an enroll or hello message"),
+    };
+    let connection = hub.connect(&agent_id);
+    let settings = hub.settings();
+    let reply = ServerMessage::Welcome {
+        agent_id,
+        credential,
+        heartbeat_ms: settings.heartbeat_ms,
+        inventory_interval_ms: settings.inventory_interval_ms,
+    };
+    Handshake::Welcome { connection, reply }
+}
+
+/// A frame the server will not take; the edge closes the connection with it.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    #[error("the store failed: {0}")]
+    Store(#[from] toolgate_domain::StoreError),
+}
+
+/// Handles one frame after the handshake.
+pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<(), FrameError> {
+    let message = serde_json::from_str::<AgentMessage>(frame).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    hub.seen(connection);
+    match message {
+        AgentMessage::Heartbeat => Ok(()),
+        AgentMessage::Facts { collected_at_ms, facts } => {
+            Ok(hub.save_facts(&connection.agent_id, *facts, collected_at_ms).await?)
+        }
+        AgentMessage::Inventory(report) => {
+            check_report(&report)?;
+            Ok(hub.save_inventory(&connection.agent_id, report).await?)
+        }
+        AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
+            Err(FrameError::Malformed("enroll and hello come once, as the first frame".into()))
+        }
+    }
+}
+
+/// A report's table and columns must be the declared ones: what queries rely on.
+fn check_report(report: &InventoryReport) -> Result<(), FrameError> {
+    let table = inventory::table(&report.table).map_err(FrameError::Malformed)?;
+    for row in &report.rows {
+        for name in row.keys() {
+            table.column(name).map_err(FrameError::Malformed)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! The fleet in SQLite: enrollment tokens, agents, and inventory rows as JSON.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Map, Value};
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::agent::{
+    AGENT_SECRET_PREFIX, AgentAuth, ENROLL_SECRET_PREFIX, InventoryStatus, new_agent_id,
+};
+use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+
+use super::SqliteStore;
+use crate::{FleetStore, InventoryPage, RowFilter};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+fn enrollment_row(r: &rusqlite::Row) -> rusqlite::Result<EnrollmentToken> {
+    Ok(EnrollmentToken {
+        id: r.get(0)?,
+        created_at_ms: r.get(1)?,
+        expires_at_ms: r.get(2)?,
+        uses_allowed: r.get(3)?,
+        uses: r.get(4)?,
+    })
+}
+
+fn redeem(
+    c: &mut Connection,
+    hash: &str,
+    now_ms: i64,
+) -> rusqlite::Result<std::result::Result<(String, String), EnrollRefusal>> {
+    let tx = c.transaction()?;
+    let token = tx
+        .query_row(
+            "SELECT id, created_at_ms, expires_at_ms, uses_allowed, uses FROM enrollment_token WHERE secret_hash = ?1",
+            params![hash],
+            enrollment_row,
+        )
+        .optional()?;
+    let Some(token) = token else { return Ok(Err(EnrollRefusal::Unknown)) };
+    if token.expires_at_ms <= now_ms {
+        return Ok(Err(EnrollRefusal::Expired));
+    }
+    if token.uses >= token.uses_allowed {
+        return Ok(Err(EnrollRefusal::UsedUp));
+    }
+    tx.execute("UPDATE enrollment_token SET uses = uses + 1 WHERE id = ?1", params![token.id])?;
+    let (agent_id, credential) = (new_agent_id(), new_secret(AGENT_SECRET_PREFIX));
+    tx.execute(
+        "INSERT INTO agent (agent_id, credential_hash, enrolled_at_ms, enrolled_with) VALUES (?1, ?2, ?3, ?4)",
+        params![agent_id, hash_secret(&credential), now_ms, token.id],
+    )?;
+    tx.commit()?;
+    Ok(Ok((agent_id, credential)))
+}
+
+fn agent_row(r: &rusqlite::Row) -> rusqlite::Result<(AgentSummary, Option<String>)> {
+    let revoked_at_ms: Option<i64> = r.get(3)?;
+    Ok((
+        AgentSummary {
+            agent_id: r.get(0)?,
+            status: if revoked_at_ms.is_some() { AgentStatus::Revoked } else { AgentStatus::Offline },
+            enrolled_at_ms: r.get(1)?,
+            last_seen_ms: r.get(2)?,
+            revoked_at_ms,
+            facts: None,
+            facts_at_ms: r.get(5)?,
+        },
+        r.get(4)?,
+    ))
+}
+
+fn replace_inventory(
+    c: &mut Connection,
+    agent_id: &str,
+    report: &InventoryReport,
+    received_at_ms: i64,
+) -> rusqlite::Result<()> {
+    let tx = c.transaction()?;
+    tx.execute("DELETE FROM inventory_row WHERE table_name = ?1 AND agent_id = ?2", params![report.table, agent_id])?;
+    {
+        let mut insert =
+            tx.prepare_cached("INSERT INTO inventory_row (table_name, agent_id, row) VALUES (?1, ?2, ?3)")?;
+        for row in &report.rows {
+            let text = serde_json::to_string(row).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            insert.execute(params![report.table, agent_id, text])?;
+        }
+    }
+    tx.execute(
+        "INSERT INTO inventory_table (agent_id, table_name, collected_at_ms, received_at_ms, available, reason, row_count)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (agent_id, table_name) DO UPDATE SET collected_at_ms = excluded.collected_at_ms,
+           received_at_ms = excluded.received_at_ms, available = excluded.available, reason = excluded.reason,
+           row_count = excluded.row_count",
+        params![
+            agent_id,
+            report.table,
+            report.collected_at_ms,
+            received_at_ms,
+            report.available,
+            report.reason,
+            report.rows.len() as i64
+        ],
+    )?;
+    tx.commit()
+}
+
+#[async_trait]
+impl FleetStore for SqliteStore {
+    async fn create_enrollment_token(
+        &self,
+        expires_at_ms: i64,
+        uses_allowed: i64,
+        now_ms: i64,
+    ) -> Result<(EnrollmentToken, String)> {
+        let secret = new_secret(ENROLL_SECRET_PREFIX);
+        let token = EnrollmentToken {
+            id: format!("enr_{}", random_hex::<8>()),
+            created_at_ms: now_ms,
+            expires_at_ms,
+            uses_allowed,
+            uses: 0,
+        };
+        let (row, hash) = (token.clone(), hash_secret(&secret));
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO enrollment_token (id, secret_hash, created_at_ms, expires_at_ms, uses_allowed) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![row.id, hash, row.created_at_ms, row.expires_at_ms, row.uses_allowed],
+            )
+        })
+        .await?;
+        Ok((token, secret))
+    }
+
+    async fn enrollment_tokens(&self) -> Result<Vec<EnrollmentToken>> {
+        self.run(|c| {
+            let mut stmt = c.prepare(
+                "SELECT id, created_at_ms, expires_at_ms, uses_allowed, uses FROM enrollment_token ORDER BY created_at_ms DESC, id",
+            )?;
+            stmt.query_map([], enrollment_row)?.collect()
+        })
+        .await
+    }
+
+    async fn enroll(&self, secret: &str, now_ms: i64) -> Result<std::result::Result<(String, String), EnrollRefusal>> {
+        let hash = hash_secret(secret);
+        self.run(move |c| redeem(c, &hash, now_ms)).await
+    }
+
+    async fn authenticate_agent(&self, agent_id: &str, credential: &str) -> Result<AgentAuth> {
+        let (agent_id, hash) = (agent_id.to_string(), hash_secret(credential));
+        self.run(move |c| {
+            let row: Option<(String, Option<i64>)> = c
+                .query_row(
+                    "SELECT credential_hash, revoked_at_ms FROM agent WHERE agent_id = ?1",
+                    params![agent_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            Ok(match row {
+                None => AgentAuth::Unknown,
+                Some((_, Some(_))) => AgentAuth::Revoked,
+                Some((stored, None)) if stored == hash => AgentAuth::Valid,
+                Some(_) => AgentAuth::BadCredential,
+            })
+        })
+        .await
+    }
+
+    async fn agents(&self) -> Result<Vec<AgentSummary>> {
+        let rows = self
+            .run(|c| {
+                let mut stmt = c.prepare(
+                    "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent ORDER BY agent_id",
+                )?;
+                stmt.query_map([], agent_row)?.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(mut agent, facts)| {
+                agent.facts = facts.map(|f| serde_json::from_str(&f)).transpose().map_err(StoreError::backend)?;
+                Ok(agent)
+            })
+            .collect()
+    }
+
+    async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()> {
+        let (agent_id, facts) = (agent_id.to_string(), serde_json::to_string(facts).map_err(StoreError::backend)?);
+        self.run(move |c| {
+            c.execute(
+                "UPDATE agent SET facts = ?2, facts_at_ms = ?3 WHERE agent_id = ?1",
+                params![agent_id, facts, collected_at_ms],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()> {
+        let seen = seen.to_vec();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut update = tx.prepare_cached("UPDATE agent SET last_seen_ms = ?2 WHERE agent_id = ?1")?;
+                for (agent_id, at) in &seen {
+                    update.execute(params![agent_id, at])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE agent SET revoked_at_ms = ?2 WHERE agent_id = ?1 AND revoked_at_ms IS NULL",
+                params![agent_id, now_ms],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    async fn revoked_since(&self, since_ms: i64) -> Result<Vec<String>> {
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached("SELECT agent_id FROM agent WHERE revoked_at_ms >= ?1")?;
+            stmt.query_map(params![since_ms], |r| r.get(0))?.collect()
+        })
+        .await
+    }
+
+    async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| replace_inventory(c, &agent_id, &report, received_at_ms)).await
+    }
+
+    async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>> {
+        let agent_id = agent_id.map(str::to_string);
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, table_name, collected_at_ms, received_at_ms, available, reason, row_count FROM inventory_table
+                 WHERE (?1 IS NULL OR agent_id = ?1) ORDER BY agent_id, table_name",
+            )?;
+            stmt.query_map(params![agent_id], |r| {
+                Ok(InventoryStatus {
+                    agent_id: r.get(0)?,
+                    table: r.get(1)?,
+                    collected_at_ms: r.get(2)?,
+                    received_at_ms: r.get(3)?,
+                    available: r.get(4)?,
+                    reason: r.get(5)?,
+                    rows: r.get(6)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn inventory_rows(
+        &self,
+        table: &str,
+        agent_id: Option<&str>,
+        filter: RowFilter,
+        offset: usize,
+        limit: usize,
+    ) -> Result<InventoryPage> {
+        let (table, agent_id) = (table.to_string(), agent_id.map(str::to_string));
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, row FROM inventory_row WHERE table_name = ?1 AND (?2 IS NULL OR agent_id = ?2)
+                 ORDER BY agent_id, rowid",
+            )?;
+            let mut rows = stmt.query(params![table, agent_id])?;
+            let (mut page, mut skipped) = (InventoryPage::default(), 0);
+            while let Some(r) = rows.next()? {
+                let agent: String = r.get(0)?;
+                let text: String = r.get(1)?;
+                // A row that is not a JSON object cannot have been written by this store.
+                let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
+                if !filter(&agent, &row) {
+                    continue;
+                }
+                if skipped < offset {
+                    skipped += 1;
+                } else if page.rows.len() < limit {
+                    page.rows.push((agent, row));
+                } else {
+                    page.more = true;
+                    break;
+                }
+            }
+            Ok(page)
+        })
+        .await
+    }
+
+    async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
+        self.run(|c| {
+            let mut stmt = c.prepare_cached("SELECT agent_id, key, value FROM agent_tag ORDER BY agent_id, key")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+        })
+        .await
+    }
+}

@@ -1,0 +1,119 @@
+//! Console commands for the fleet: enrollment tokens, the agents list, revocation, and
+//! `agent run` (the endpoint process itself). Like the other console commands they open the
+//! server's SQLite file directly, so they work while it runs; a running server notices a
+//! revocation made here within one heartbeat interval and disconnects the agent.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use toolgate_domain::Clock;
+use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::fleet::agent::is_agent_id;
+use toolgate_store::Repositories;
+
+use super::console::parse_duration;
+
+/// The most uses one enrollment token may allow (a whole fleet's rollout).
+pub const MAX_ENROLL_USES: i64 = 1_000_000;
+
+pub async fn enroll_token_create(store: &Repositories, expires_in: &str, uses: i64) -> Result<String> {
+    let seconds = parse_duration(expires_in)?;
+    if !(1..=MAX_ENROLL_USES).contains(&uses) {
+        bail!("--uses must be between 1 and {MAX_ENROLL_USES} (got {uses})");
+    }
+    let now = Clock::default().now_ms();
+    let (token, secret) = store.fleet.create_enrollment_token(now + seconds * 1000, uses, now).await?;
+    Ok(format!(
+        "created enrollment token {} ({uses} use{}, expires in {expires_in}); the secret is shown only now:\n\n    {secret}\n\n\
+         On each endpoint:\n    toolgate agent run --server http://SERVER:PORT --enroll-token {secret} --state-dir /var/lib/toolgate-agent\n",
+        token.id,
+        if uses == 1 { "" } else { "s" }
+    ))
+}
+
+pub async fn enroll_token_list(store: &Repositories) -> Result<String> {
+    let now = Clock::default().now_ms();
+    let mut out = format!("{:<22} {:<10} {:<12} state\n", "id", "uses", "expires in");
+    for t in store.fleet.enrollment_tokens().await? {
+        let left = (t.expires_at_ms - now).max(0) / 1000;
+        let state = if t.expires_at_ms <= now {
+            "expired"
+        } else if t.uses >= t.uses_allowed {
+            "used up"
+        } else {
+            "usable"
+        };
+        out.push_str(&format!(
+            "{:<22} {:<10} {:<12} {state}\n",
+            t.id,
+            format!("{}/{}", t.uses, t.uses_allowed),
+            format!("{}h{}m", left / 3600, left % 3600 / 60),
+        ));
+    }
+    Ok(out)
+}
+
+pub async fn agent_list(store: &Repositories) -> Result<String> {
+    let mut out = format!("{:<22} {:<9} {:<24} {:<28} last seen\n", "agent", "state", "hostname", "os");
+    for a in store.fleet.agents().await? {
+        let (hostname, os) = a.facts.as_ref().map_or(("", ""), |f| (f.hostname.as_str(), f.os_pretty_name.as_str()));
+        // The console sees the store, not the server's live connections.
+        let state = if a.revoked_at_ms.is_some() { "revoked" } else { "enrolled" };
+        let seen = a
+            .last_seen_ms
+            .map_or("never".to_string(), |ms| format!("{} s ago", (Clock::default().now_ms() - ms) / 1000));
+        out.push_str(&format!("{:<22} {state:<9} {hostname:<24} {os:<28} {seen}\n", a.agent_id));
+    }
+    Ok(out)
+}
+
+pub async fn agent_revoke(store: &Repositories, agent_id: &str) -> Result<String> {
+    if !is_agent_id(agent_id) {
+        bail!("`{agent_id}` is not an agent id (agt- and 16 hex digits; `toolgate agent list` shows them)");
+    }
+    let now = Clock::default().now_ms();
+    if !store.fleet.revoke_agent(agent_id, now).await? {
+        bail!("no unrevoked agent `{agent_id}` (`toolgate agent list` shows them)");
+    }
+    let event = AuditEvent::new(now, "console.agent_revoke", AuditOutcome::Success).target(agent_id.to_string());
+    if let Err(err) = store.audit.append(&[event], true).await {
+        eprintln!("warning: the audit row could not be written ({err})");
+    }
+    Ok(format!(
+        "revoked {agent_id}; a running server disconnects it within one heartbeat interval, and it cannot \
+         reconnect without a new enrollment\n"
+    ))
+}
+
+/// `toolgate agent run`'s options.
+#[derive(Debug, clap::Args)]
+pub struct AgentRunArgs {
+    /// The server's URL, e.g. http://toolgate.example.com:8080.
+    #[arg(long)]
+    pub server: String,
+    /// An enrollment token (first run only; `toolgate enroll-token create` mints one).
+    #[arg(long)]
+    pub enroll_token: Option<String>,
+    /// Where the agent keeps its identity (created 0700; the file inside is 0600).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: PathBuf,
+    /// After a lost connection, wait a random time up to this before reconnecting (ms), so a
+    /// fleet does not return all at once after a server restart.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub reconnect_spread_ms: u64,
+    /// Failed attempts back off exponentially up to this (ms).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub reconnect_max_ms: u64,
+}
+
+impl AgentRunArgs {
+    pub fn into_options(self) -> toolgate_agent::AgentOptions {
+        toolgate_agent::AgentOptions {
+            server: self.server,
+            enroll_token: self.enroll_token,
+            state_dir: self.state_dir,
+            reconnect_spread_ms: self.reconnect_spread_ms,
+            reconnect_max_ms: self.reconnect_max_ms,
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `GET /agent/v1`: the WebSocket agents hold open. Its caps and timeouts are its own: the
+//! handshake must arrive within [`HELLO_TIMEOUT`], frames are capped at
+//! [`MAX_FRAME_BYTES`], connections at `--max-agent-connections`, and buffers are small so
+//! that ten thousand idle agents cost little memory. The conversation is the fleet's
+//! (`toolgate_fleet::session`); this file only moves frames.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RefusalCode, ServerMessage};
+use toolgate_fleet::session::{self, FrameError, Handshake};
+use toolgate_fleet::{Hub, Kick};
+
+use super::AppState;
+
+/// How long an agent has, once connected, to send its enroll or hello frame.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Tungstenite's buffers default to 128 KiB each; an idle agent needs far less.
+const BUFFER_BYTES: usize = 4 * 1024;
+
+pub async fn agent_socket(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+    let hub = state.mcp.services().fleet().clone();
+    upgrade
+        .read_buffer_size(BUFFER_BYTES)
+        .write_buffer_size(0)
+        .max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| converse(hub, socket))
+}
+
+async fn send(socket: &mut WebSocket, message: &ServerMessage) -> Result<(), axum::Error> {
+    let text = serde_json::to_string(message).unwrap_or_default();
+    socket.send(Message::text(text)).await
+}
+
+async fn close(mut socket: WebSocket, message: ServerMessage, reason: &str) {
+    let _ = send(&mut socket, &message).await;
+    let frame = CloseFrame { code: axum::extract::ws::close_code::POLICY, reason: reason.into() };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+/// The first text frame, within the hello timeout.
+async fn first_text(socket: &mut WebSocket) -> Option<String> {
+    let read = async {
+        while let Some(Ok(message)) = socket.recv().await {
+            match message {
+                Message::Text(text) => return Some(text.to_string()),
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+        None
+    };
+    tokio::time::timeout(HELLO_TIMEOUT, read).await.ok().flatten()
+}
+
+async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
+    if hub.connected() >= hub.settings().max_connections {
+        let message = "the server is at its cap of agent connections; retrying later";
+        close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message: message.into() }, "busy").await;
+        return;
+    }
+    let Some(first) = first_text(&mut socket).await else { return };
+    let (mut connection, welcome) = match session::handshake(&hub, &first).await {
+        Handshake::Welcome { connection, reply } => (connection, reply),
+        Handshake::Refused(refusal) => {
+            tracing::info!("agent refused: {refusal:?}");
+            close(socket, refusal, "refused").await;
+            return;
+        }
+    };
+    let agent_id = connection.agent_id.clone();
+    tracing::info!(%agent_id, "agent connected");
+    if send(&mut socket, &welcome).await.is_err() {
+        hub.disconnect(&connection).await;
+        return;
+    }
+    let ended = loop {
+        tokio::select! {
+            kick = &mut connection.kicked => {
+                match kick.unwrap_or(Kick::Replaced) {
+                    Kick::Revoked => {
+                        let message = format!("agent {agent_id} was revoked on the server");
+                        close(socket, ServerMessage::Revoked { message }, "revoked").await;
+                    }
+                    Kick::Silent => {
+                        let message = "no heartbeat within the window: reconnect".to_string();
+                        close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "silent").await;
+                    }
+                    Kick::Replaced => {}
+                }
+                break "closed by the server";
+            }
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Text(text))) => {
+                    if let Err(e) = session::receive(&hub, &connection, text.as_str()).await {
+                        tracing::warn!(%agent_id, "{e}");
+                        // A store fault is the server's: the agent comes back later. A bad
+                        // frame is the agent's and will not improve by retrying.
+                        let code = match e {
+                            FrameError::Malformed(_) => RefusalCode::Malformed,
+                            FrameError::Store(_) => RefusalCode::Busy,
+                        };
+                        let refusal = ServerMessage::Refused { code, message: e.to_string() };
+                        close(socket, refusal, "bad frame").await;
+                        break "a bad frame";
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None => break "closed by the agent",
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(%agent_id, "agent connection error: {e}");
+                    break "a connection error";
+                }
+            },
+        }
+    };
+    tracing::info!(%agent_id, "agent disconnected ({ended})");
+    hub.disconnect(&connection).await;
+}
