@@ -23,9 +23,9 @@ cp target/debug/toolgate "$WORK/toolgate-conformance"
 cargo build -q --locked --bin toolgate
 cp target/debug/toolgate "$WORK/toolgate"
 
-start() { # name binary -> sets URL and TOKEN
+start() { # name binary [serve flags] -> sets URL and TOKEN
   local out="$WORK/$1.out"
-  "$2" serve --listen 127.0.0.1:0 --data-dir "$WORK/$1-data" >"$out" 2>"$WORK/$1.err" &
+  "$2" serve --listen 127.0.0.1:0 --data-dir "$WORK/$1-data" "${@:3}" >"$out" 2>"$WORK/$1.err" &
   PIDS+=($!)
   for _ in $(seq 100); do grep -q 'serving MCP on' "$out" && break; sleep 0.1; done
   URL="$(grep -oE 'http://[0-9.:]+/mcp' "$out" | tail -1)"
@@ -42,8 +42,14 @@ expect() { # pattern description
   if grep -qE "$1" "$WORK/last"; then OK=$((OK + 1)); echo "ok: $2"; else echo "FAIL: $2 (no /$1/)"; cat "$WORK/last"; exit 1; fi
 }
 
-start shipped "$WORK/toolgate"
-check "python SDK, auto mode: connect, list, call get_tags" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call get_tags --args '{"agent_id":"agent-1"}'
+start shipped "$WORK/toolgate" --local-agent
+# The local agent (this machine) enrolls within a second or two: tags act on real agents only.
+for _ in $(seq 150); do
+  AGENT="$("$WORK/toolgate" agent list --data-dir "$WORK/shipped-data" 2>/dev/null | grep -oE 'agt-[0-9a-f]{16}' || true)"
+  [ -n "$AGENT" ] && break; sleep 0.2
+done
+[ -n "$AGENT" ] || { echo "FAIL: the local agent did not enroll"; cat "$WORK/shipped.err"; exit 1; }
+check "python SDK, auto mode: connect, list, call list_agents" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call list_agents --args '{}'
 expect '^protocolVersion: 2026-07-28' "python SDK auto mode settled on 2026-07-28"
 expect '^tools: [1-9]' "python SDK listed the tools"
 expect '^isError: False' "python SDK call succeeded"
@@ -52,7 +58,7 @@ expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11
 expect '^isError: False' "python SDK legacy call succeeded"
 check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN" --strict
 expect '^tools: [1-9]' "inspector listed the tools without schema errors"
-CALL=set_tag ARGS='{"agent_id":"agent-1","key":"env","value":"prod"}' check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
+CALL=set_tag ARGS="{\"agent_id\":\"$AGENT\",\"key\":\"env\",\"value\":\"prod\"}" check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
 expect '^isError: False' "inspector call succeeded"
 
 check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"

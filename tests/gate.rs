@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Response, Server, call, call_as, modern, modern_headers, request, start, start_with_env};
+use common::{
+    Response, Server, call, call_as, modern, modern_headers, request, start, start_with_agent, start_with_env,
+};
 use serde_json::{Value, json};
 use toolgate::registry::{MATRIX, Tier, ToolId};
 use toolgate_policy::Decision;
@@ -64,14 +66,14 @@ fn approve(s: &Server, api: &str, id: &str) -> Response {
 
 #[test]
 fn the_approval_story() {
-    let s = start(&[]);
+    let (s, agent) = start_with_agent(&[]);
     let api = reviewer(&s);
     let admin = s.token.clone(); // operator tier, principal admin (Administrator)
     assert_eq!(
-        call_as(&s, &admin, "set_tag", json!({"agent_id": "a1", "key": "env", "value": "prod"})).json()["result"]["isError"],
+        call_as(&s, &admin, "set_tag", json!({"agent_id": agent, "key": "env", "value": "prod"})).json()["result"]["isError"],
         false
     );
-    let args = json!({"agent_id": "a1", "key": "env"});
+    let args = json!({"agent_id": agent, "key": "env"});
 
     let first = call_as(&s, &admin, "delete_tag", args.clone());
     let id = approval_id(&first);
@@ -120,7 +122,7 @@ fn the_approval_story() {
         foreign.json()["error"]["message"],
         "a replay and a foreign recall read alike"
     );
-    let tags = call_as(&s, &admin, "get_tags", json!({"agent_id": "a1"})).json();
+    let tags = call_as(&s, &admin, "get_tags", json!({"agent_id": agent})).json();
     assert_eq!(tags["result"]["structuredContent"]["tags"], json!([]));
     let shown = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&api), None).json();
     assert_eq!(shown["status"], "consumed");
@@ -132,8 +134,8 @@ fn the_approval_story() {
     assert!(details.iter().any(|d| d.contains("replay")), "{details:?}");
 
     // Rejected tickets and expired ones (7 days, with the clock moved across a restart).
-    call_as(&s, &admin, "set_tag", json!({"agent_id": "a2", "key": "k", "value": "v"}));
-    let args2 = json!({"agent_id": "a2", "key": "k"});
+    call_as(&s, &admin, "set_tag", json!({"agent_id": agent, "key": "k", "value": "v"}));
+    let args2 = json!({"agent_id": agent, "key": "k"});
     let rejected = approval_id(&call_as(&s, &admin, "delete_tag", args2.clone()));
     let r = s.http("POST", &format!("/api/v1/approvals/{rejected}/reject"), Some(&api), Some("{}"));
     assert_eq!(r.status, 200);
@@ -170,11 +172,11 @@ fn audit(s: &Server, api: &str, query: &str) -> Vec<Value> {
 
 #[test]
 fn thirty_two_concurrent_recalls_run_the_tool_once() {
-    let s = start(&[]);
+    let (s, agent) = start_with_agent(&[]);
     let api = reviewer(&s);
     let admin = s.token.clone();
-    call_as(&s, &admin, "set_tag", json!({"agent_id": "race", "key": "k", "value": "v"}));
-    let args = json!({"agent_id": "race", "key": "k"});
+    call_as(&s, &admin, "set_tag", json!({"agent_id": agent, "key": "k", "value": "v"}));
+    let args = json!({"agent_id": agent, "key": "k"});
     let id = approval_id(&call_as(&s, &admin, "delete_tag", args.clone()));
     assert_eq!(approve(&s, &api, &id).status, 200);
     let mut recall = args;
@@ -215,12 +217,12 @@ fn invalid_arguments_never_touch_a_ticket() {
 
 #[test]
 fn read_only_mode_on_both_eras() {
-    let s = start(&["--read-only"]);
+    let (s, agent) = start_with_agent(&["--read-only"]);
     let listed = s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
     let names: Vec<&str> =
         listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"get_tags") && !names.contains(&"set_tag"), "{names:?}");
-    let set = json!({"agent_id": "a", "key": "k", "value": "v"});
+    let set = json!({"agent_id": agent, "key": "k", "value": "v"});
     let r = s.rpc(&[("MCP-Protocol-Version", "2025-11-25")], call("set_tag", set.clone()));
     assert_eq!(code(&r), Some(-32004), "handshake era: {r:?}");
     assert!(r.json()["error"]["message"].as_str().unwrap().contains("read-only mode"));
@@ -229,7 +231,7 @@ fn read_only_mode_on_both_eras() {
         modern(2, "tools/call", json!({"name": "set_tag", "arguments": set})),
     );
     assert_eq!(code(&r), Some(-32004), "stateless era: {r:?}");
-    let r = s.rpc(&[], call("get_tags", json!({"agent_id": "a"})));
+    let r = s.rpc(&[], call("get_tags", json!({"agent_id": agent})));
     assert_eq!(r.json()["result"]["isError"], false, "reads still run");
 }
 

@@ -7,13 +7,22 @@ use std::sync::Arc;
 use toolgate::registry::{Tier, ToolId, dispatch};
 use toolgate::services::{Services, ToolContext};
 use toolgate_domain::{Clock, ToolError, ToolOutput};
+use toolgate_fleet::{FleetSettings, Hub};
 use toolgate_store::{AuditWriter, SqliteStore};
 
 /// An in-memory store behind the server's own services (the audit writer needs a runtime).
-fn services() -> Arc<Services> {
+async fn services() -> Arc<Services> {
     let repositories = SqliteStore::open_in_memory().unwrap().repositories();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    Arc::new(Services::new(repositories, Clock::default(), audit))
+    let hub = Hub::load(repositories.fleet.clone(), Clock::default(), FleetSettings::default()).await.unwrap();
+    Arc::new(Services::new(repositories, Clock::default(), audit, Arc::new(hub)))
+}
+
+/// Enrolls an agent through the hub, as the agent protocol does; its id.
+async fn enroll(services: &Services) -> String {
+    let now = Clock::default().now_ms();
+    let (_, secret) = services.fleet().store().create_enrollment_token(now + 60_000, 1, now).await.unwrap();
+    services.fleet().enroll(&secret).await.unwrap().unwrap().0
 }
 
 fn ctx(services: &Arc<Services>, tier: &str, roles: &[&str]) -> ToolContext {
@@ -43,7 +52,7 @@ async fn call(ctx: &ToolContext, tool: &str, args: Value) -> Result<Value, ToolE
 
 #[tokio::test]
 async fn plugin_config_lifecycle() {
-    let store = services();
+    let store = services().await;
     let c = ctx(&store, "supervised", &["Administrator"]);
     let set = call(&c, "set_plugin_config", json!({"plugin": "sync", "key": "interval", "value": "30"})).await.unwrap();
     assert_eq!(set["created"], true);
@@ -70,7 +79,7 @@ async fn plugin_config_lifecycle() {
 
 #[tokio::test]
 async fn kill_switch() {
-    let store = services();
+    let store = services().await;
     let c = ctx(&store, "supervised", &["Administrator"]);
     let before = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
     assert_eq!(before["enabled"], false);
@@ -86,7 +95,7 @@ async fn kill_switch() {
 
 #[tokio::test]
 async fn discover_permissions_reflects_tier_and_roles() {
-    let store = services();
+    let store = services().await;
     let viewer = call(&ctx(&store, "readonly", &["Viewer"]), "discover_permissions", json!({})).await.unwrap();
     let tools: Vec<&str> = viewer["tools"].as_array().unwrap().iter().map(|t| t["tool"].as_str().unwrap()).collect();
     assert!(tools.contains(&"get_plugin_config"));
@@ -103,21 +112,30 @@ async fn discover_permissions_reflects_tier_and_roles() {
 
 #[tokio::test]
 async fn tags() {
-    let store = services();
+    let store = services().await;
+    let (agent, other) = (enroll(&store).await, enroll(&store).await);
     let c = ctx(&store, "operator", &["Operator"]);
-    let set = call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "env", "value": "prod"})).await.unwrap();
+    let set = call(&c, "set_tag", json!({"agent_id": agent, "key": "env", "value": "prod"})).await.unwrap();
     assert_eq!(set["previous_value"], Value::Null);
-    call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "env", "value": "staging"})).await.unwrap();
-    call(&c, "set_tag", json!({"agent_id": "agent-7", "key": "owner", "value": "ops"})).await.unwrap();
-    let got = call(&c, "get_tags", json!({"agent_id": "agent-7"})).await.unwrap();
+    call(&c, "set_tag", json!({"agent_id": agent, "key": "env", "value": "staging"})).await.unwrap();
+    call(&c, "set_tag", json!({"agent_id": agent, "key": "owner", "value": "ops"})).await.unwrap();
+    let got = call(&c, "get_tags", json!({"agent_id": agent})).await.unwrap();
     let keys: Vec<&str> = got["tags"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["env", "owner"]);
     assert_eq!(got["tags"][0]["value"], "staging");
-    let deleted = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await.unwrap();
+    let deleted = call(&c, "delete_tag", json!({"agent_id": agent, "key": "env"})).await.unwrap();
     assert_eq!(deleted["deleted_value"], "staging");
     assert_eq!(deleted["changed"], true);
-    let again = call(&c, "delete_tag", json!({"agent_id": "agent-7", "key": "env"})).await.unwrap();
+    let again = call(&c, "delete_tag", json!({"agent_id": agent, "key": "env"})).await.unwrap();
     assert_eq!((again["changed"].clone(), again["deleted_value"].clone()), (json!(false), Value::Null), "{again}");
-    let empty = call(&c, "get_tags", json!({"agent_id": "agent-8"})).await.unwrap();
+    let empty = call(&c, "get_tags", json!({"agent_id": other})).await.unwrap();
     assert_eq!(empty["tags"], json!([]));
+    // An id the fleet does not know is refused, naming the closest enrolled id.
+    let typo = format!("{}x", &agent[..agent.len() - 1]);
+    match call(&c, "set_tag", json!({"agent_id": typo, "key": "k", "value": "v"})).await {
+        Err(ToolError::NotFound(message)) => {
+            assert!(message.contains(&agent) && message.contains("list_agents"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

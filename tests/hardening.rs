@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Response, Server, call, call_as, request, start};
+use common::{Response, Server, call, call_as, request, start, start_with_agent};
 use serde_json::{Value, json};
 
 /// Finding 7: A batch is capped: a larger one is refused whole, before any of it runs.
@@ -59,11 +59,11 @@ fn approved_call(s: &Server, token: &str, tool: &str, arguments: Value) -> (Resp
 /// `changed: false`; the approved ticket it used is consumed.
 #[test]
 fn idempotent_no_ops_succeed_and_consume_their_ticket() {
-    let s = start(&[]);
+    let (s, agent) = start_with_agent(&[]);
     add_reviewer(&s);
     let supervised = s.token("admin", "supervised", "1d");
     let cases = [
-        (s.token.clone(), "delete_tag", json!({"agent_id": "agent-1", "key": "never-set"})),
+        (s.token.clone(), "delete_tag", json!({"agent_id": agent, "key": "never-set"})),
         (supervised.clone(), "delete_plugin_config", json!({"plugin": "p", "key": "never-set"})),
     ];
     for (token, tool, arguments) in cases {
@@ -195,16 +195,16 @@ fn sensitive_arguments_never_reach_the_audit_log_the_store_or_the_logs() {
 #[test]
 fn every_answered_state_change_is_audited_across_a_crash() {
     for run in 0..3 {
-        let s = start(&[]);
+        let (s, agent) = start_with_agent(&[]);
         let (addr, token) = (s.addr, s.token.clone());
         let threads: Vec<_> = (0..8)
             .map(|t| {
-                let token = token.clone();
+                let (token, agent) = (token.clone(), agent.clone());
                 std::thread::spawn(move || {
                     let mut answered = Vec::new();
                     for i in 0..25 {
                         let key = format!("k{t}-{i}");
-                        let body = call("set_tag", json!({"agent_id": "crash", "key": key, "value": "v"})).to_string();
+                        let body = call("set_tag", json!({"agent_id": agent, "key": key, "value": "v"})).to_string();
                         let r = request(addr, "POST", &[("Authorization", &format!("Bearer {token}"))], Some(&body));
                         if r.json()["result"]["isError"] == false {
                             answered.push(key);
@@ -217,7 +217,7 @@ fn every_answered_state_change_is_audited_across_a_crash() {
         let mut answered: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
         assert_eq!(answered.len(), 200);
         // One more, and the crash the instant its answer arrives.
-        let last = call_as(&s, &token, "set_tag", json!({"agent_id": "crash", "key": "last", "value": "v"}));
+        let last = call_as(&s, &token, "set_tag", json!({"agent_id": agent, "key": "last", "value": "v"}));
         let dir = s.crash();
         assert_eq!(last.json()["result"]["isError"], false, "{last:?}");
         answered.push("last".into());

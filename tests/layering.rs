@@ -1,4 +1,4 @@
-//! The layers point one way (domain <- store <- gate <- mcp <- http), and Cargo enforces it:
+//! The layers point one way (domain <- store <- gate/fleet <- mcp <- http; agent <- domain), and Cargo enforces it:
 //! the lower crates' normal dependency trees must hold no web framework, no HTTP stack and
 //! not the server crate itself.
 
@@ -23,7 +23,7 @@ fn normal_dependencies(package: &str) -> String {
 
 #[test]
 fn lower_layers_know_no_http_and_not_the_server() {
-    for package in ["toolgate-policy", "toolgate-domain", "toolgate-store", "toolgate-gate"] {
+    for package in ["toolgate-policy", "toolgate-domain", "toolgate-store", "toolgate-gate", "toolgate-fleet"] {
         let tree = normal_dependencies(package);
         assert!(tree.lines().count() > 1, "{package}: cargo tree printed nothing:\n{tree}");
         let found: Vec<&str> = crate_names(&tree).into_iter().filter(|n| FORBIDDEN.contains(n)).collect();
@@ -40,6 +40,7 @@ fn each_layer_sees_only_the_ones_below() {
         ("toolgate-domain", &["toolgate-store", "toolgate-gate", "toolgate-codegen"][..]),
         ("toolgate-store", &["toolgate-gate", "toolgate-codegen"][..]),
         ("toolgate-gate", &["toolgate-codegen"][..]),
+        ("toolgate-fleet", &["toolgate-gate", "toolgate-codegen", "toolgate-agent"][..]),
     ];
     for (package, above) in below {
         let tree = normal_dependencies(package);
@@ -48,4 +49,26 @@ fn each_layer_sees_only_the_ones_below() {
             assert!(!names.contains(name), "{package} must not depend on {name}:\n{tree}");
         }
     }
+}
+
+/// The agent runs on endpoints: it shares the domain's wire types and nothing of the server
+/// (no store, no SQLite, no gate, no web framework). Its WebSocket client needs the `http`
+/// crate's types, so that one name is allowed here.
+#[test]
+fn the_agent_carries_nothing_of_the_server() {
+    let tree = normal_dependencies("toolgate-agent");
+    let names = crate_names(&tree);
+    for name in [
+        "toolgate-store",
+        "toolgate-fleet",
+        "toolgate-gate",
+        "toolgate-codegen",
+        "rusqlite",
+        "axum",
+        "hyper",
+        "toolgate",
+    ] {
+        assert!(!names.contains(&name), "toolgate-agent must not depend on {name}:\n{tree}");
+    }
+    assert!(names.contains(&"toolgate-domain"), "{tree}");
 }

@@ -15,6 +15,7 @@ use toolgate::mcp::{McpServer, Options};
 use toolgate::services::Services;
 use toolgate_domain::Clock;
 use toolgate_domain::tokens::NewToken;
+use toolgate_fleet::{FleetSettings, Hub};
 use toolgate_store::sqlite::Area;
 use toolgate_store::{AuditWriter, SqliteStore};
 use tower::ServiceExt;
@@ -26,7 +27,13 @@ struct App {
     operator: String,
     /// admin, Administrator role, an API credential (no MCP tier).
     reviewer: String,
+    /// An agent enrolled through the hub (tags act only on known agents).
+    agent: String,
 }
+
+/// Written where a call names the agent; [`App::call`] puts the enrolled agent's id there
+/// (the id is random, and the cases are tables written before the app exists).
+const AGENT: &str = "<enrolled agent>";
 
 async fn app() -> App {
     let store = SqliteStore::open_in_memory().unwrap();
@@ -39,7 +46,11 @@ async fn app() -> App {
     let (_, operator) = credentials.create_token(token("alice", Some("operator"))).await.unwrap();
     let (_, reviewer) = credentials.create_token(token("admin", None)).await.unwrap();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    let services = Arc::new(Services::new(repositories, Clock::default(), audit));
+    let hub = Hub::load(repositories.fleet.clone(), Clock::default(), FleetSettings::default()).await.unwrap();
+    let now = Clock::default().now_ms();
+    let (_, enrollment) = repositories.fleet.create_enrollment_token(now + 60_000, 1, now).await.unwrap();
+    let (agent, _) = hub.enroll(&enrollment).await.unwrap().unwrap();
+    let services = Arc::new(Services::new(repositories, Clock::default(), audit, Arc::new(hub)));
     let config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: "unused".into(),
@@ -52,9 +63,11 @@ async fn app() -> App {
         audit_retention_ms: 365 * 86_400_000,
         connections: Default::default(),
         auth_cache_ttl_ms: 1000,
+        fleet: FleetSettings::default(),
+        local_agent: false,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
-    App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer }
+    App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer, agent }
 }
 
 struct Answer {
@@ -82,7 +95,10 @@ impl App {
         Answer { status, retry_after, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
     }
 
-    async fn call(&self, tool: &str, arguments: Value) -> Answer {
+    async fn call(&self, tool: &str, mut arguments: Value) -> Answer {
+        if arguments["agent_id"] == AGENT {
+            arguments["agent_id"] = json!(self.agent);
+        }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
         self.send("POST", "/mcp", &self.operator, Some(body)).await
     }
@@ -107,7 +123,7 @@ fn assert_store_unavailable(answer: &Answer, what: &str) {
 #[tokio::test]
 async fn the_store_working_is_the_baseline() {
     let app = app().await;
-    let answer = app.call("get_tags", json!({"agent_id": "a1"})).await;
+    let answer = app.call("get_tags", json!({"agent_id": AGENT})).await;
     assert_eq!(answer.body["result"]["isError"], false, "{}", answer.body);
     let approvals = app.send("GET", "/api/v1/approvals", &app.reviewer, None).await;
     assert_eq!(approvals.status, StatusCode::OK);
@@ -127,10 +143,10 @@ async fn approvals_fault_in_the_gate_and_on_the_api() {
     let app = app().await;
     app.store.break_area(Area::Approvals).await.unwrap();
     // delete_tag needs a human's approval at the operator tier: minting fails.
-    let answer = app.call("delete_tag", json!({"agent_id": "a1", "key": "env"})).await;
+    let answer = app.call("delete_tag", json!({"agent_id": AGENT, "key": "env"})).await;
     assert_internal_with_retry(&answer, "minting a ticket");
     assert!(answer.body["error"]["message"].as_str().unwrap().contains("approval store failed"), "{}", answer.body);
-    let recall = app.call("delete_tag", json!({"agent_id": "a1", "key": "env", "approval_id": "0".repeat(32)})).await;
+    let recall = app.call("delete_tag", json!({"agent_id": AGENT, "key": "env", "approval_id": "0".repeat(32)})).await;
     assert_internal_with_retry(&recall, "recalling a ticket");
     assert_store_unavailable(&app.send("GET", "/api/v1/approvals", &app.reviewer, None).await, "listing");
     assert_store_unavailable(&app.send("GET", "/api/v1/approvals/x", &app.reviewer, None).await, "showing");
@@ -143,8 +159,14 @@ async fn approvals_fault_in_the_gate_and_on_the_api() {
 #[tokio::test]
 async fn each_handler_area_fault_is_an_internal_error_with_retry() {
     for (area, tool, arguments) in [
-        (Area::Tags, "get_tags", json!({"agent_id": "a1"})),
-        (Area::Tags, "set_tag", json!({"agent_id": "a1", "key": "env", "value": "prod"})),
+        (Area::Tags, "get_tags", json!({"agent_id": AGENT})),
+        (Area::Tags, "set_tag", json!({"agent_id": AGENT, "key": "env", "value": "prod"})),
+        (Area::Tags, "search_agents_by_tag", json!({"key": "env"})),
+        (Area::Tags, "preview_scope_targets", json!({"expression": "status = online"})),
+        (Area::Fleet, "list_inventory_tables", json!({})),
+        (Area::Fleet, "get_agent_inventory", json!({"agent_id": AGENT, "table": "users"})),
+        (Area::Fleet, "query_inventory", json!({"table": "users"})),
+        (Area::Fleet, "get_agent_details", json!({"agent_id": AGENT})),
         (Area::PluginConfig, "list_plugin_config", json!({})),
         (Area::PluginConfig, "get_plugin_kill_switch", json!({"plugin": "p"})),
         (Area::Groups, "list_management_groups", json!({})),
@@ -163,7 +185,7 @@ async fn audit_fault_does_not_fail_the_call_and_the_api_says_so() {
     let app = app().await;
     app.store.break_area(Area::Audit).await.unwrap();
     // The call's answer does not wait on its audit row (the writer retries, then logs it).
-    let answer = app.call("get_tags", json!({"agent_id": "a1"})).await;
+    let answer = app.call("get_tags", json!({"agent_id": AGENT})).await;
     assert_eq!(answer.body["result"]["isError"], false, "{}", answer.body);
     assert_store_unavailable(&app.send("GET", "/api/v1/audit", &app.reviewer, None).await, "reading the audit log");
 }

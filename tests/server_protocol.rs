@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{MODERN, modern, modern_headers, request, start};
+use common::{MODERN, modern, modern_headers, request, start, start_with_agent};
 use serde_json::{Value, json};
 
 fn initialize(version: &str) -> Value {
@@ -172,9 +172,9 @@ fn call(name: &str, arguments: Value) -> Value {
 
 #[test]
 fn tools_call_outcomes() {
-    let s = start(&[]);
+    let (s, agent) = start_with_agent(&[]);
     let v = [("MCP-Protocol-Version", "2025-11-25")];
-    let ok = s.rpc(&v, call("set_tag", json!({"agent_id": "a1", "key": "env", "value": "prod"}))).json();
+    let ok = s.rpc(&v, call("set_tag", json!({"agent_id": agent, "key": "env", "value": "prod"}))).json();
     assert_eq!(ok["result"]["isError"], false);
     assert_eq!(ok["result"]["structuredContent"]["value"], "prod");
     let text: Value = serde_json::from_str(ok["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
@@ -313,8 +313,8 @@ fn stateless_era_validation_order() {
 
 #[test]
 fn stateless_tools_call() {
-    let s = start(&[]);
-    let body = modern(1, "tools/call", json!({"name": "get_tags", "arguments": {"agent_id": "a"}}));
+    let (s, agent) = start_with_agent(&[]);
+    let body = modern(1, "tools/call", json!({"name": "get_tags", "arguments": {"agent_id": agent}}));
     let r = s.rpc(
         &[("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", "  get_tags  ")],
         body.clone(),

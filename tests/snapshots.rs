@@ -52,6 +52,12 @@ fn policy_matrix() {
     committed_equals("docs/policy-matrix.md", POLICY_MATRIX_MD);
 }
 
+/// The inventory tables agents report, as declared next to their collectors.
+#[test]
+fn inventory_tables() {
+    committed_equals("docs/inventory.md", &toolgate_domain::fleet::inventory::markdown());
+}
+
 #[test]
 fn editor_schemas() {
     for (name, schema) in toolgate_codegen::editor_schemas() {

@@ -283,3 +283,31 @@ pub fn api_credential(s: &Server, principal: &str) -> String {
     let out = s.cli(&["token", "create", "--principal", principal, "--api"]);
     out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string()
 }
+
+/// A server that also runs its local agent (`--local-agent`): a real agent reading this
+/// machine, enrolled over the agent protocol. Returns the server and the agent's id once
+/// `list_agents` shows it online (tags act only on real agents).
+pub fn start_with_agent(extra: &[&str]) -> (Server, String) {
+    let mut args = vec!["--local-agent"];
+    args.extend_from_slice(extra);
+    let s = start(&args);
+    let agent = wait_for_agents(&s, &s.token, 1).remove(0);
+    (s, agent)
+}
+
+/// Polls `list_agents` (with `token`) until `count` agents are online; their ids, sorted. The
+/// bound is generous: agents enroll and report within a second on an idle machine.
+pub fn wait_for_agents(s: &Server, token: &str, count: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = call_as(s, token, "list_agents", json!({"status": "online"})).json();
+        let agents = listed["result"]["structuredContent"]["agents"].as_array().cloned().unwrap_or_default();
+        if agents.len() >= count {
+            let mut ids: Vec<String> = agents.iter().map(|a| a["agent_id"].as_str().unwrap().to_string()).collect();
+            ids.sort();
+            return ids;
+        }
+        assert!(std::time::Instant::now() < deadline, "fewer than {count} agents online after 60 s: {listed}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,171 @@
+//! Agents: listing, details, tags search and the fleet's posture. Every answer comes from the
+//! hub (who is connected now) and the store (what agents reported).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_fleet::{AgentView, TagIndex};
+use toolgate_policy::closest;
+
+use crate::registry::args;
+use crate::services::ToolContext;
+
+/// Page sizes default to this when the caller gives none.
+pub(crate) const DEFAULT_LIMIT: i64 = 100;
+
+/// An error for an agent id the fleet does not know, naming the closest ids.
+pub(crate) fn ensure_known(ctx: &ToolContext, agent_id: &str) -> Result<(), ToolError> {
+    let fleet = ctx.services().fleet();
+    if fleet.knows(agent_id) {
+        return Ok(());
+    }
+    let ids = fleet.agent_ids();
+    let close = closest(agent_id, ids.iter().map(String::as_str));
+    // With thousands of agents the full list is no help: name the close ones, or count them.
+    let hint = match (ids.len(), close.as_slice()) {
+        (0, _) => "no agent has enrolled yet (toolgate enroll-token create, then toolgate agent run on the endpoint)".into(),
+        (_, []) => format!("no enrolled agent's id is close to it ({} enrolled)", ids.len()),
+        (_, [one]) => format!("did you mean `{one}`?"),
+        (_, many) => format!("did you mean one of {}?", many.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")),
+    };
+    Err(ToolError::NotFound(format!("no agent `{agent_id}`: {hint}; list_agents lists them")))
+}
+
+pub(crate) async fn tag_index(ctx: &ToolContext) -> Result<TagIndex, ToolError> {
+    Ok(TagIndex::new(ctx.services().fleet().store().all_tags().await?))
+}
+
+pub(crate) fn hostname(view: &AgentView<'_>) -> Option<String> {
+    view.facts().map(|f| f.hostname.clone())
+}
+
+fn agent_row(view: &AgentView<'_>) -> Value {
+    let facts = view.facts();
+    json!({
+        "agent_id": view.agent_id,
+        "status": view.status,
+        "hostname": facts.map(|f| &f.hostname),
+        "os": facts.map(|f| &f.os_pretty_name),
+        "kernel": facts.map(|f| &f.kernel),
+        "arch": facts.map(|f| &f.arch),
+        "agent_version": facts.map(|f| &f.agent_version),
+        "last_seen_ms": view.last_seen_ms(),
+    })
+}
+
+/// (offset, limit) from a tool's optional paging arguments.
+pub(crate) fn paging(offset: Option<i64>, limit: Option<i64>) -> (usize, usize) {
+    (offset.unwrap_or(0).max(0) as usize, limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 1000) as usize)
+}
+
+/// The next page's offset, or None at the end.
+pub(crate) fn next_offset(offset: usize, shown: usize, more: bool) -> Option<usize> {
+    more.then_some(offset + shown)
+}
+
+pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResult {
+    let status = match args.status.as_deref() {
+        None => None,
+        Some(s) => Some(AgentStatus::ALL.into_iter().find(|a| a.as_str() == s).ok_or_else(|| {
+            ToolError::InvalidArguments(format!("status must be online, offline or revoked, not `{s}`"))
+        })?),
+    };
+    let tag = args.tag.as_deref().map(|t| match t.split_once('=') {
+        Some((k, v)) => (k.to_string(), Some(v.to_string())),
+        None => (t.to_string(), None),
+    });
+    let tags = if tag.is_some() { tag_index(ctx).await? } else { TagIndex::default() };
+    let os = args.os.as_deref().map(str::to_lowercase);
+    let (offset, limit) = paging(args.offset, args.limit);
+    let keep = |view: &AgentView<'_>| {
+        status.is_none_or(|s| view.status == s)
+            && os.as_deref().is_none_or(|os| {
+                view.facts().is_some_and(|f| f.os_id.to_lowercase() == os || f.os_name.to_lowercase().starts_with(os))
+            })
+            && args.name_prefix.as_deref().is_none_or(|p| view.facts().is_some_and(|f| f.hostname.starts_with(p)))
+            && tag.as_ref().is_none_or(|(k, v)| {
+                view.tags().iter().any(|(key, value)| key == k && v.as_ref().is_none_or(|v| v == value))
+            })
+    };
+    let mut total = 0usize;
+    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+        if !keep(view) {
+            return None;
+        }
+        total += 1;
+        (total > offset && total <= offset + limit).then(|| agent_row(view))
+    });
+    let next = next_offset(offset, agents.len(), total > offset + agents.len());
+    Ok(ToolOutput::Structured(json!({"total": total, "next_offset": next, "agents": agents})))
+}
+
+pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -> ToolResult {
+    ensure_known(ctx, &args.agent_id)?;
+    let fleet = ctx.services().fleet();
+    let Some(agent) = fleet.summary(&args.agent_id) else {
+        return Err(ToolError::NotFound(format!("agent `{}` is gone; list_agents lists them", args.agent_id)));
+    };
+    let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
+    let inventory = fleet.store().inventory_status(Some(&args.agent_id)).await?;
+    Ok(ToolOutput::Structured(json!({
+        "agent_id": agent.agent_id,
+        "status": agent.status,
+        "enrolled_at_ms": agent.enrolled_at_ms,
+        "last_seen_ms": agent.last_seen_ms,
+        "revoked_at_ms": agent.revoked_at_ms,
+        "facts": agent.facts,
+        "facts_at_ms": agent.facts_at_ms,
+        "tags": tags.iter().map(|t| json!({"key": t.key, "value": t.value})).collect::<Vec<_>>(),
+        "inventory": inventory.iter().map(|t| json!({"table": t.table, "available": t.available, "reason": t.reason,
+            "rows": t.rows, "collected_at_ms": t.collected_at_ms})).collect::<Vec<_>>(),
+    })))
+}
+
+pub async fn search_agents_by_tag(ctx: &ToolContext, args: args::SearchAgentsByTag) -> ToolResult {
+    let tags = tag_index(ctx).await?;
+    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+        let value = view.tags().iter().find(|(k, _)| *k == args.key).map(|(_, v)| v.clone())?;
+        args.value.as_ref().is_none_or(|wanted| *wanted == value).then(|| {
+            json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status, "value": value})
+        })
+    });
+    Ok(ToolOutput::Structured(json!({"count": agents.len(), "agents": agents})))
+}
+
+pub async fn get_fleet_posture_fast(ctx: &ToolContext, args: args::GetFleetPostureFast) -> ToolResult {
+    let fleet = ctx.services().fleet();
+    let default_minutes = (2 * fleet.settings().inventory_interval_ms / 60_000).max(1) as i64;
+    let stale_after_minutes = args.stale_after_minutes.unwrap_or(default_minutes);
+    let now = ctx.services().clock().now_ms();
+    let stale_before = now - stale_after_minutes * 60_000;
+    let (mut counts, mut stale) = ([0usize; 3], 0usize);
+    let mut by_os: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    fleet.each(|view| {
+        counts[AgentStatus::ALL.iter().position(|s| *s == view.status).unwrap_or(1)] += 1;
+        if view.status == AgentStatus::Revoked {
+            return None::<()>;
+        }
+        if view.facts_at_ms().is_none_or(|at| at < stale_before) {
+            stale += 1;
+        }
+        let os = view.facts().map_or("unknown (never reported)".to_string(), |f| f.os_pretty_name.clone());
+        let entry = by_os.entry(os).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(view.status == AgentStatus::Online);
+        None
+    });
+    let by_os: Vec<Value> =
+        by_os.into_iter().map(|(os, (total, online))| json!({"os": os, "total": total, "online": online})).collect();
+    Ok(ToolOutput::Structured(json!({
+        "total": counts.iter().sum::<usize>(),
+        "online": counts[0],
+        "offline": counts[1],
+        "revoked": counts[2],
+        "by_os": by_os,
+        "stale_inventory": stale,
+        "stale_after_minutes": stale_after_minutes,
+        "generated_at_ms": now,
+    })))
+}

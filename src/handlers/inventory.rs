@@ -1,0 +1,154 @@
+//! Inventory: the declared tables, one agent's copy of a table, and queries across the fleet.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::fleet::inventory::{self, TABLES, Table};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_fleet::query::{self, Condition, Filter};
+
+use super::fleet::{ensure_known, hostname, next_offset, paging};
+use super::scopes::chosen_agents;
+use crate::registry::args;
+use crate::services::ToolContext;
+
+fn table(name: &str) -> Result<&'static Table, ToolError> {
+    inventory::table(name).map_err(ToolError::InvalidArguments)
+}
+
+fn checked<'a>(
+    table: &Table,
+    filters: impl Iterator<Item = Filter<'a>>,
+    columns: &[String],
+) -> Result<(Vec<Condition>, Vec<&'static str>), ToolError> {
+    let filters: Vec<Filter<'a>> = filters.collect();
+    let conditions = query::conditions(table, &filters).map_err(ToolError::InvalidArguments)?;
+    let columns = query::columns(table, columns).map_err(ToolError::InvalidArguments)?;
+    Ok((conditions, columns))
+}
+
+pub async fn list_inventory_tables(ctx: &ToolContext, _args: args::ListInventoryTables) -> ToolResult {
+    let reported = ctx.services().fleet().store().inventory_status(None).await?;
+    let tables: Vec<Value> = TABLES
+        .iter()
+        .map(|t| {
+            let of_table = reported.iter().filter(|r| r.table == t.name);
+            let unavailable = of_table.clone().filter(|r| !r.available).count();
+            json!({"name": t.name, "description": t.description, "source": t.source, "columns": t.columns,
+                   "agents_reported": of_table.count(), "agents_unavailable": unavailable})
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({ "tables": tables })))
+}
+
+pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventory) -> ToolResult {
+    ensure_known(ctx, &args.agent_id)?;
+    let table = table(&args.table)?;
+    let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
+    let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
+    let store = ctx.services().fleet().store();
+    let status = store.inventory_status(Some(&args.agent_id)).await?.into_iter().find(|s| s.table == table.name);
+    let Some(status) = status else {
+        return Err(ToolError::NotFound(format!(
+            "agent {} has not reported `{}` yet: agents report every table when they connect (get_agent_details shows its status)",
+            args.agent_id, table.name
+        )));
+    };
+    let (offset, limit) = paging(args.offset, args.limit);
+    let filter = Box::new(move |_: &str, row: &Map<String, Value>| query::matches(&conditions, row));
+    let page = store.inventory_rows(table.name, Some(&args.agent_id), filter, offset, limit).await?;
+    let rows: Vec<Map<String, Value>> = page.rows.into_iter().map(|(_, row)| query::project(row, &columns)).collect();
+    let next = next_offset(offset, rows.len(), page.more);
+    Ok(ToolOutput::Structured(json!({
+        "agent_id": args.agent_id,
+        "table": table.name,
+        "available": status.available,
+        "reason": status.reason,
+        "collected_at_ms": status.collected_at_ms,
+        "rows": rows,
+        "next_offset": next,
+    })))
+}
+
+/// Rows of `table` across the fleet (or `agents`), each with its agent id and host name.
+async fn fleet_rows(
+    ctx: &ToolContext,
+    table: &'static Table,
+    conditions: Vec<Condition>,
+    agents: Option<HashSet<String>>,
+    one_agent: Option<&str>,
+    (offset, limit): (usize, usize),
+) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, Option<usize>), ToolError> {
+    let filter = Box::new(move |agent: &str, row: &Map<String, Value>| {
+        agents.as_ref().is_none_or(|a| a.contains(agent)) && query::matches(&conditions, row)
+    });
+    let fleet = ctx.services().fleet();
+    let page = fleet.store().inventory_rows(table.name, one_agent, filter, offset, limit).await?;
+    let page_agents: HashSet<&str> = page.rows.iter().map(|(a, _)| a.as_str()).collect();
+    let hostnames: HashMap<String, Option<String>> = fleet
+        .each(|view| page_agents.contains(view.agent_id).then(|| (view.agent_id.to_string(), hostname(view))))
+        .into_iter()
+        .collect();
+    let next = next_offset(offset, page.rows.len(), page.more);
+    let rows = page
+        .rows
+        .into_iter()
+        .map(|(agent, row)| {
+            let host = hostnames.get(&agent).cloned().flatten();
+            (agent, host, row)
+        })
+        .collect();
+    Ok((rows, next))
+}
+
+pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> ToolResult {
+    let table = table(&args.table)?;
+    let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
+    let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
+    let agents = match &args.scope {
+        Some(expression) => Some(chosen_agents(ctx, expression).await?),
+        None => None,
+    };
+    let (rows, next) = fleet_rows(ctx, table, conditions, agents, None, paging(args.offset, args.limit)).await?;
+    let rows: Vec<Map<String, Value>> = rows
+        .into_iter()
+        .map(|(agent, host, row)| {
+            let mut out = Map::new();
+            out.insert("agent_id".into(), json!(agent));
+            out.insert("hostname".into(), json!(host));
+            out.extend(query::project(row, &columns));
+            out
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({"table": table.name, "rows": rows, "next_offset": next})))
+}
+
+pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
+    if let Some(agent_id) = &args.agent_id {
+        ensure_known(ctx, agent_id)?;
+    }
+    let table = table("installed_software")?;
+    let mut wanted: Vec<(&str, &str, Value)> = Vec::new();
+    if let Some(name) = &args.name {
+        let op = if name.contains(['*', '?']) { "~" } else { "=" };
+        wanted.push(("name", op, json!(name)));
+    }
+    if let Some(below) = &args.version_below {
+        wanted.push(("version", "<", json!(below)));
+    }
+    if let Some(at_least) = &args.version_at_least {
+        wanted.push(("version", ">=", json!(at_least)));
+    }
+    let filters = wanted.iter().map(|(column, op, value)| Filter { column, op, value });
+    let (conditions, _) = checked(table, filters, &[])?;
+    let paging = paging(args.offset, args.limit);
+    let (rows, next) = fleet_rows(ctx, table, conditions, None, args.agent_id.as_deref(), paging).await?;
+    let packages: Vec<Value> = rows
+        .into_iter()
+        .map(|(agent, host, row)| {
+            json!({"agent_id": agent, "hostname": host, "name": row.get("name"), "version": row.get("version"),
+                   "architecture": row.get("architecture"), "source": row.get("source")})
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({"packages": packages, "next_offset": next})))
+}

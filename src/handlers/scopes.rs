@@ -1,0 +1,85 @@
+//! Scope expressions (docs/scope.md): validate, preview against the fleet, discover.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_domain::fleet::scope::{self, ATTRIBUTES, MAX_EXPRESSION_CHARS, Scope};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_fleet::TagIndex;
+
+use super::fleet::{hostname, tag_index};
+use crate::registry::args;
+use crate::services::ToolContext;
+
+const GRAMMAR: &str = "expression := term { or term }; term := factor { and factor }; \
+factor := not factor | ( expression ) | condition; condition := field op value | field in ( value, ... ) | field exists; \
+field := attribute | tag:KEY; op := = | != | ~ (glob) | < | <= | > | >=; keywords are case-insensitive";
+
+const EXAMPLES: &[&str] = &[
+    r#"os.name = "Debian GNU/Linux" and tag:env in ("prod", "staging")"#,
+    r#"status = online and hostname ~ "web-*""#,
+    r#"kernel < "6.0" or not tag:owner exists"#,
+];
+
+/// Parses an expression and checks its tag keys against the fleet's.
+fn parsed(expression: &str, tags: &TagIndex) -> Result<Scope, scope::ScopeError> {
+    let scope = scope::parse(expression)?;
+    scope.check_tag_keys(tags.keys())?;
+    Ok(scope)
+}
+
+fn refused(expression: &str, e: &scope::ScopeError) -> ToolError {
+    let shown: String = expression.chars().take(200).collect();
+    ToolError::InvalidArguments(format!("scope `{shown}`: {e} (validate_scope explains; discover_scope_kinds lists the attributes)"))
+}
+
+/// The ids of the agents a scope chooses; an invalid scope is the caller's error.
+pub(crate) async fn chosen_agents(ctx: &ToolContext, expression: &str) -> Result<HashSet<String>, ToolError> {
+    let tags = tag_index(ctx).await?;
+    let scope = parsed(expression, &tags).map_err(|e| refused(expression, &e))?;
+    Ok(ctx
+        .services()
+        .fleet()
+        .each_with_tags(&tags, |view| scope.matches(view).then(|| view.agent_id.to_string()))
+        .into_iter()
+        .collect())
+}
+
+pub async fn validate_scope(ctx: &ToolContext, args: args::ValidateScope) -> ToolResult {
+    let tags = tag_index(ctx).await?;
+    Ok(ToolOutput::Structured(match parsed(&args.expression, &tags) {
+        Ok(scope) => json!({"valid": true, "canonical": scope.canonical(), "tree": scope, "error": null}),
+        Err(e) => json!({"valid": false, "canonical": null, "tree": null, "error": e}),
+    }))
+}
+
+pub async fn preview_scope_targets(ctx: &ToolContext, args: args::PreviewScopeTargets) -> ToolResult {
+    let tags = tag_index(ctx).await?;
+    let scope = parsed(&args.expression, &tags).map_err(|e| refused(&args.expression, &e))?;
+    let limit = args.limit.unwrap_or(20).clamp(1, 1000) as usize;
+    let (mut count, mut online) = (0usize, 0usize);
+    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+        if !scope.matches(view) {
+            return None;
+        }
+        count += 1;
+        online += usize::from(view.status == AgentStatus::Online);
+        (count <= limit).then(|| json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status}))
+    });
+    Ok(ToolOutput::Structured(json!({"canonical": scope.canonical(), "count": count, "online": online, "agents": agents})))
+}
+
+pub async fn discover_scope_kinds(ctx: &ToolContext, _args: args::DiscoverScopeKinds) -> ToolResult {
+    let tags = tag_index(ctx).await?;
+    let attributes: Vec<Value> = ATTRIBUTES
+        .iter()
+        .map(|a| json!({"name": a.name, "kind": a.kind, "description": a.description, "operators": a.kind.operators()}))
+        .collect();
+    Ok(ToolOutput::Structured(json!({
+        "attributes": attributes,
+        "tag_keys": tags.keys(),
+        "grammar": format!("{GRAMMAR}; at most {MAX_EXPRESSION_CHARS} characters"),
+        "examples": EXAMPLES,
+    })))
+}
