@@ -55,9 +55,13 @@ pub fn start_logging_to(
         None => Stdio::null(),
     };
     let mut stdout_copy = log_dir.map(|dir| std::fs::File::create(dir.join("stdout")).unwrap());
+    // Any free port, unless the test chose one (a restart on the same address, say).
+    let listen: &[&str] = if extra.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
     let mut child = Command::new(bin())
         .envs(env.iter().copied())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg("serve")
+        .args(listen)
+        .arg("--data-dir")
         .arg(data_dir.path())
         .args(extra)
         .stdout(Stdio::piped())
