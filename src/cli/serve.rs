@@ -72,6 +72,9 @@ pub struct ServeArgs {
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections)]
     max_agent_connections: usize,
+    /// Agents' report uploads taken at once; past it one is refused as busy (the agent retries).
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_concurrent_reports: u64,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -106,6 +109,7 @@ impl ServeArgs {
                 missed_heartbeats: self.agent_missed_heartbeats,
                 inventory_interval_ms: (self.agent_inventory_interval.max(1) * 1000) as u64,
                 max_connections: self.max_agent_connections,
+                max_concurrent_reports: self.max_concurrent_reports as usize,
             },
             local_agent: self.local_agent,
         }

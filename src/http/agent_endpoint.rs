@@ -18,6 +18,8 @@ use super::AppState;
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a report connection may wait for its next frame.
+const REPORT_FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tungstenite's buffers default to 128 KiB each; an idle agent needs far less.
 const BUFFER_BYTES: usize = 4 * 1024;
 
@@ -66,6 +68,7 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
     let Some(first) = first_text(&mut socket).await else { return };
     let (mut connection, welcome) = match session::handshake(&hub, &first).await {
         Handshake::Welcome { connection, reply } => (connection, reply),
+        Handshake::Report { agent_id, reply } => return take_report(&hub, socket, &agent_id, reply).await,
         Handshake::Refused(refusal) => {
             tracing::info!("agent refused: {refusal:?}");
             close(socket, refusal, "refused").await;
@@ -79,16 +82,18 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
         return;
     }
     let ended = loop {
+        // The close frames are rare and their futures large: boxed, so that the state every
+        // idle connection keeps stays small.
         tokio::select! {
             kick = &mut connection.kicked => {
                 match kick.unwrap_or(Kick::Replaced) {
                     Kick::Revoked => {
                         let message = format!("agent {agent_id} was revoked on the server");
-                        close(socket, ServerMessage::Revoked { message }, "revoked").await;
+                        Box::pin(close(socket, ServerMessage::Revoked { message }, "revoked")).await;
                     }
                     Kick::Silent => {
                         let message = "no heartbeat within the window: reconnect".to_string();
-                        close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "silent").await;
+                        Box::pin(close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "silent")).await;
                     }
                     Kick::Replaced => {}
                 }
@@ -96,16 +101,9 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
             }
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) => {
-                    if let Err(e) = session::receive(&hub, &connection, text.as_str()).await {
+                    if let Err(e) = Box::pin(session::receive(&hub, &connection, text.as_str())).await {
                         tracing::warn!(%agent_id, "{e}");
-                        // A store fault is the server's: the agent comes back later. A bad
-                        // frame is the agent's and will not improve by retrying.
-                        let code = match e {
-                            FrameError::Malformed(_) => RefusalCode::Malformed,
-                            FrameError::Store(_) => RefusalCode::Busy,
-                        };
-                        let refusal = ServerMessage::Refused { code, message: e.to_string() };
-                        close(socket, refusal, "bad frame").await;
+                        Box::pin(close(socket, refusal(&e), "bad frame")).await;
                         break "a bad frame";
                     }
                 }
@@ -120,4 +118,43 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
     };
     tracing::info!(%agent_id, "agent disconnected ({ended})");
     hub.disconnect(&connection).await;
+}
+
+/// A store fault is the server's: the agent comes back later. A bad frame is the agent's and
+/// will not improve by retrying.
+fn refusal(e: &FrameError) -> ServerMessage {
+    let code = match e {
+        FrameError::Malformed(_) => RefusalCode::Malformed,
+        FrameError::Store(_) => RefusalCode::Busy,
+    };
+    ServerMessage::Refused { code, message: e.to_string() }
+}
+
+/// A report connection: facts and inventory frames until the agent closes, each frame within
+/// [`REPORT_FRAME_TIMEOUT`]. Its buffers go when it closes.
+async fn take_report(hub: &Hub, mut socket: WebSocket, agent_id: &str, welcome: ServerMessage) {
+    let Some(_permit) = hub.report_permit() else {
+        let message = "the server is taking as many reports as it may at once; retrying later".to_string();
+        close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "busy").await;
+        return;
+    };
+    if send(&mut socket, &welcome).await.is_err() {
+        return;
+    }
+    loop {
+        let frame = match tokio::time::timeout(REPORT_FRAME_TIMEOUT, socket.recv()).await {
+            Ok(Some(Ok(Message::Text(text)))) => text,
+            Ok(Some(Ok(Message::Close(_)) | Err(_)) | None) => return,
+            Ok(Some(Ok(_))) => continue,
+            Err(_) => {
+                tracing::warn!(%agent_id, "a report connection idled past {REPORT_FRAME_TIMEOUT:?}; closed");
+                return;
+            }
+        };
+        if let Err(e) = session::receive_report(hub, agent_id, frame.as_str()).await {
+            tracing::warn!(%agent_id, "report: {e}");
+            close(socket, refusal(&e), "bad report").await;
+            return;
+        }
+    }
 }

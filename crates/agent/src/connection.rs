@@ -1,5 +1,6 @@
 //! The connection loop: connect, hello (or enroll), report, heartbeat; reconnect with backoff.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -7,7 +8,10 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use toolgate_domain::CancellationToken;
-use toolgate_domain::fleet::wire::{AGENT_PATH, AgentMessage, PROTOCOL_VERSION, RefusalCode, ServerMessage};
+use toolgate_domain::fleet::HostFacts;
+use toolgate_domain::fleet::wire::{
+    AGENT_PATH, AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
+};
 use toolgate_domain::secrets::random_bytes;
 
 use crate::state::{self, Identity};
@@ -20,7 +24,7 @@ const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_RETRY_MS: u64 = 1_000;
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
@@ -53,8 +57,32 @@ enum Ended {
     Failed(String),
 }
 
+/// What the agent reports on connect and on the server's schedule.
+pub trait Reporter: Send + Sync + 'static {
+    /// The host's facts and every inventory table, read now (called off the async threads).
+    fn read(&self) -> (HostFacts, Vec<InventoryReport>);
+}
+
+/// The real thing: this host, read by the collectors.
+pub struct ThisHost;
+
+impl Reporter for ThisHost {
+    fn read(&self) -> (HostFacts, Vec<InventoryReport>) {
+        (collect::host_facts(), collect::all_tables(now_ms))
+    }
+}
+
 /// Runs until `stop` is cancelled or the server refuses the agent for good.
 pub async fn run(options: AgentOptions, stop: CancellationToken) -> Result<(), AgentError> {
+    run_with(options, stop, Arc::new(ThisHost)).await
+}
+
+/// [`run`] with another source of reports (the fleet load benchmark's simulated agents).
+pub async fn run_with(
+    options: AgentOptions,
+    stop: CancellationToken,
+    reporter: Arc<dyn Reporter>,
+) -> Result<(), AgentError> {
     let url = endpoint(&options.server)?;
     let mut identity = state::load(&options.state_dir)?;
     if identity.is_none() && options.enroll_token.is_none() {
@@ -66,7 +94,7 @@ pub async fn run(options: AgentOptions, stop: CancellationToken) -> Result<(), A
     let mut failures: u32 = 0;
     loop {
         let ended = tokio::select! {
-            ended = session(&url, &options, &mut identity) => ended?,
+            ended = session(&url, &options, &mut identity, &reporter) => ended?,
             _ = stop.cancelled() => return Ok(()),
         };
         let wait = match ended {
@@ -96,34 +124,62 @@ async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String>
     socket.send(Message::text(text)).await.map_err(|e| e.to_string())
 }
 
-/// One connection: handshake, then reports and heartbeats until it ends.
-async fn session(url: &str, options: &AgentOptions, identity: &mut Option<Identity>) -> Result<Ended, AgentError> {
+/// Connects and sends the first frame; the server's answer.
+async fn open(url: &str, first: &AgentMessage) -> Result<(Socket, ServerMessage), String> {
     let connected = tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::connect_async(url)).await;
     let mut socket = match connected {
         Ok(Ok((socket, _))) => socket,
-        Ok(Err(e)) => return Ok(Ended::Failed(e.to_string())),
-        Err(_) => return Ok(Ended::Failed("timed out".into())),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("timed out".into()),
     };
+    send(&mut socket, first).await?;
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(&mut socket)).await {
+        Ok(Ok(answer)) => Ok((socket, answer)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("no answer to the handshake".into()),
+    }
+}
+
+fn hello(identity: &Identity, purpose: Purpose) -> AgentMessage {
+    AgentMessage::Hello {
+        protocol: PROTOCOL_VERSION,
+        agent_id: identity.agent_id.clone(),
+        credential: identity.credential.clone(),
+        agent_version: AGENT_VERSION.into(),
+        purpose,
+    }
+}
+
+/// Aborts the report in flight when the session ends.
+struct ReportTask(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for ReportTask {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// One session: handshake, then heartbeats, with a report on connect and on schedule, until
+/// the connection ends.
+async fn session(
+    url: &str,
+    options: &AgentOptions,
+    identity: &mut Option<Identity>,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<Ended, AgentError> {
     let first = match identity {
-        Some(id) => AgentMessage::Hello {
-            protocol: PROTOCOL_VERSION,
-            agent_id: id.agent_id.clone(),
-            credential: id.credential.clone(),
-            agent_version: AGENT_VERSION.into(),
-        },
+        Some(id) => hello(id, Purpose::Session),
         None => AgentMessage::Enroll {
             protocol: PROTOCOL_VERSION,
             enroll_token: options.enroll_token.clone().unwrap_or_default(),
             agent_version: AGENT_VERSION.into(),
         },
     };
-    if let Err(e) = send(&mut socket, &first).await {
-        return Ok(Ended::Failed(e));
-    }
-    let answer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(&mut socket)).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => return Ok(Ended::Failed(e)),
-        Err(_) => return Ok(Ended::Failed("no answer to the handshake".into())),
+    let (mut socket, answer) = match open(url, &first).await {
+        Ok(opened) => opened,
+        Err(e) => return Ok(Ended::Failed(e)),
     };
     let (heartbeat_ms, inventory_ms) = match answer {
         ServerMessage::Welcome { agent_id, credential, heartbeat_ms, inventory_interval_ms } => {
@@ -139,14 +195,18 @@ async fn session(url: &str, options: &AgentOptions, identity: &mut Option<Identi
         ServerMessage::Refused { code, message } => return Err(AgentError::Refused { code, message }),
         ServerMessage::Revoked { message } => return Err(AgentError::Revoked(message)),
     };
+    let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
     let mut heartbeat = tokio::time::interval(Duration::from_millis(heartbeat_ms));
     let mut inventory = tokio::time::interval(Duration::from_millis(inventory_ms));
     heartbeat.tick().await;
+    let mut reporting = ReportTask(None);
     loop {
         tokio::select! {
             _ = inventory.tick() => {
-                if let Err(e) = report(&mut socket).await {
-                    return Ok(Ended::Lost(e));
+                // One report at a time; a slow one is not piled on.
+                if reporting.0.as_ref().is_none_or(|task| task.is_finished()) {
+                    let task = report(url.to_string(), me.clone(), reporter.clone(), options.reconnect_max_ms);
+                    reporting.0 = Some(tokio::spawn(task));
                 }
             }
             _ = heartbeat.tick() => {
@@ -167,19 +227,55 @@ async fn session(url: &str, options: &AgentOptions, identity: &mut Option<Identi
     }
 }
 
-/// Reads the host (off the async threads) and sends the facts and every table.
-async fn report(socket: &mut Socket) -> Result<(), String> {
-    let (facts, tables) = tokio::task::spawn_blocking(|| {
-        let facts = AgentMessage::Facts { collected_at_ms: now_ms(), facts: Box::new(collect::host_facts()) };
-        (facts, collect::all_tables(now_ms))
-    })
-    .await
-    .map_err(|e| format!("the collectors failed: {e}"))?;
-    send(socket, &facts).await?;
-    for table in tables {
-        send(socket, &AgentMessage::Inventory(table)).await?;
+/// Reads the host (off the async threads) and uploads the facts and every table over a
+/// connection of its own, retried with jittered backoff until it is taken (a server busy with
+/// a whole fleet's reports says so) or the session ends.
+async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, max_wait_ms: u64) {
+    let read = tokio::task::spawn_blocking(move || reporter.read()).await;
+    let Ok((facts, tables)) = read else {
+        tracing::error!("the collectors failed; the next scheduled report tries again");
+        return;
+    };
+    let mut frames = vec![AgentMessage::Facts { collected_at_ms: now_ms(), facts: Box::new(facts) }];
+    frames.extend(tables.into_iter().map(AgentMessage::Inventory));
+    let mut ceiling = FIRST_RETRY_MS;
+    loop {
+        match upload(&url, &identity, &frames).await {
+            Ok(()) => return,
+            Err(e) => {
+                let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
+                tracing::debug!("the report was not taken ({e}); retrying in {} ms", wait.as_millis());
+                tokio::time::sleep(wait).await;
+                ceiling = ceiling.saturating_mul(2).min(max_wait_ms.max(FIRST_RETRY_MS));
+            }
+        }
     }
-    Ok(())
+}
+
+async fn upload(url: &str, identity: &Identity, frames: &[AgentMessage]) -> Result<(), String> {
+    let (mut socket, answer) = open(url, &hello(identity, Purpose::Report)).await?;
+    if let ServerMessage::Refused { message, .. } | ServerMessage::Revoked { message } = answer {
+        return Err(message);
+    }
+    for frame in frames {
+        send(&mut socket, frame).await?;
+    }
+    // Close and wait for the server's close: it has then read (and stored) every frame.
+    socket.close(None).await.map_err(|e| e.to_string())?;
+    let drained = async {
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    if let Ok(ServerMessage::Refused { message, .. }) = serde_json::from_str(&text) {
+                        return Err(message);
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return Ok(()),
+            }
+        }
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, drained).await.map_err(|_| "the server did not close".to_string())?
 }
 
 /// The next message from the server (pings are answered by the library as it reads).

@@ -9,7 +9,7 @@ pub mod state;
 
 use std::path::PathBuf;
 
-pub use connection::run;
+pub use connection::{Reporter, ThisHost, now_ms, run, run_with};
 use toolgate_domain::fleet::wire::RefusalCode;
 
 /// How the agent runs.

@@ -24,11 +24,21 @@ pub struct FleetSettings {
     pub inventory_interval_ms: u64,
     /// Agent connections open at once; past it a new one is refused as busy.
     pub max_connections: usize,
+    /// Report uploads taken at once; past it one is refused as busy and the agent retries.
+    /// Reports are large and the store takes them one at a time anyway: this bounds the
+    /// memory a whole fleet reporting at once (after a server restart) can claim.
+    pub max_concurrent_reports: usize,
 }
 
 impl Default for FleetSettings {
     fn default() -> Self {
-        Self { heartbeat_ms: 30_000, missed_heartbeats: 3, inventory_interval_ms: 3_600_000, max_connections: 20_000 }
+        Self {
+            heartbeat_ms: 30_000,
+            missed_heartbeats: 3,
+            inventory_interval_ms: 3_600_000,
+            max_connections: 20_000,
+            max_concurrent_reports: 16,
+        }
     }
 }
 
@@ -71,6 +81,7 @@ pub struct Hub {
     next_connection: AtomicU64,
     /// When the last sweep looked for revocations made elsewhere (the console).
     revocations_checked_ms: AtomicI64,
+    reports: Arc<tokio::sync::Semaphore>,
 }
 
 /// A live connection's handle: the edge waits on `kicked` beside the socket.
@@ -107,7 +118,13 @@ impl Hub {
             agents: RwLock::new(agents),
             next_connection: AtomicU64::new(1),
             revocations_checked_ms,
+            reports: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_reports.max(1))),
         })
+    }
+
+    /// A place among the report uploads in progress, or None when all are taken.
+    pub fn report_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.reports.clone().try_acquire_owned().ok()
     }
 
     pub fn settings(&self) -> &FleetSettings {

@@ -3,13 +3,24 @@
 
 use toolgate_domain::fleet::agent::AgentAuth;
 use toolgate_domain::fleet::inventory;
-use toolgate_domain::fleet::wire::{AgentMessage, InventoryReport, PROTOCOL_VERSION, RefusalCode, ServerMessage};
+use toolgate_domain::fleet::wire::{
+    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
+};
 
 use crate::hub::{Connection, Hub};
 
 /// How a handshake ended.
 pub enum Handshake {
-    Welcome { connection: Connection, reply: ServerMessage },
+    /// A session: the agent's live connection.
+    Welcome {
+        connection: Connection,
+        reply: ServerMessage,
+    },
+    /// A report connection: facts and inventory follow, then the agent closes.
+    Report {
+        agent_id: String,
+        reply: ServerMessage,
+    },
     Refused(ServerMessage),
 }
 
@@ -25,7 +36,7 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
             return refused(RefusalCode::Malformed, format!("the first frame must be an enroll or hello message: {e}"));
         }
     };
-    let (agent_id, credential) = match message {
+    let (agent_id, credential, purpose) = match message {
         AgentMessage::Enroll { protocol, .. } | AgentMessage::Hello { protocol, .. }
             if protocol != PROTOCOL_VERSION =>
         {
@@ -37,42 +48,46 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
             );
         }
         AgentMessage::Enroll { enroll_token, .. } => match hub.enroll(&enroll_token).await {
-            Ok(Ok((agent_id, credential))) => (agent_id, Some(credential)),
+            Ok(Ok((agent_id, credential))) => (agent_id, Some(credential), Purpose::Session),
             Ok(Err(refusal)) => return refused(refusal.into(), refusal.message()),
             Err(e) => return refused(RefusalCode::Busy, format!("the server could not enroll the agent now: {e}")),
         },
-        AgentMessage::Hello { agent_id, credential, .. } => match hub.authenticate(&agent_id, &credential).await {
-            Ok(AgentAuth::Valid) => (agent_id, None),
-            Ok(AgentAuth::Revoked) => {
-                return refused(
-                    RefusalCode::AgentRevoked,
-                    format!("agent {agent_id} was revoked: enroll it again with a new enrollment token"),
-                );
+        AgentMessage::Hello { agent_id, credential, purpose, .. } => {
+            match hub.authenticate(&agent_id, &credential).await {
+                Ok(AgentAuth::Valid) => (agent_id, None, purpose),
+                Ok(AgentAuth::Revoked) => {
+                    return refused(
+                        RefusalCode::AgentRevoked,
+                        format!("agent {agent_id} was revoked: enroll it again with a new enrollment token"),
+                    );
+                }
+                Ok(AgentAuth::Unknown) => {
+                    return refused(
+                        RefusalCode::AgentUnknown,
+                        format!(
+                            "this server has no agent {agent_id} (another server's state dir?): enroll it with an enrollment token"
+                        ),
+                    );
+                }
+                Ok(AgentAuth::BadCredential) => {
+                    return refused(RefusalCode::BadCredential, format!("the credential is not agent {agent_id}'s"));
+                }
+                Err(e) => return refused(RefusalCode::Busy, format!("the server could not check the agent now: {e}")),
             }
-            Ok(AgentAuth::Unknown) => {
-                return refused(
-                    RefusalCode::AgentUnknown,
-                    format!(
-                        "this server has no agent {agent_id} (another server's state dir?): enroll it with an enrollment token"
-                    ),
-                );
-            }
-            Ok(AgentAuth::BadCredential) => {
-                return refused(RefusalCode::BadCredential, format!("the credential is not agent {agent_id}'s"));
-            }
-            Err(e) => return refused(RefusalCode::Busy, format!("the server could not check the agent now: {e}")),
-        },
+        }
         _ => return refused(RefusalCode::Malformed, "the first frame must be an enroll or hello message"),
     };
-    let connection = hub.connect(&agent_id);
     let settings = hub.settings();
     let reply = ServerMessage::Welcome {
-        agent_id,
+        agent_id: agent_id.clone(),
         credential,
         heartbeat_ms: settings.heartbeat_ms,
         inventory_interval_ms: settings.inventory_interval_ms,
     };
-    Handshake::Welcome { connection, reply }
+    match purpose {
+        Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id), reply },
+        Purpose::Report => Handshake::Report { agent_id, reply },
+    }
 }
 
 /// A frame the server will not take; the edge closes the connection with it.
@@ -84,22 +99,42 @@ pub enum FrameError {
     Store(#[from] toolgate_domain::StoreError),
 }
 
-/// Handles one frame after the handshake.
+fn parse(frame: &str) -> Result<AgentMessage, FrameError> {
+    serde_json::from_str::<AgentMessage>(frame).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Handles one frame of a session (after the handshake): heartbeats. Facts and inventory are
+/// taken here too, though this agent sends them over a report connection.
 pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<(), FrameError> {
-    let message = serde_json::from_str::<AgentMessage>(frame).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    let message = parse(frame)?;
     hub.seen(connection);
     match message {
         AgentMessage::Heartbeat => Ok(()),
-        AgentMessage::Facts { collected_at_ms, facts } => {
-            Ok(hub.save_facts(&connection.agent_id, *facts, collected_at_ms).await?)
-        }
-        AgentMessage::Inventory(report) => {
-            check_report(&report)?;
-            Ok(hub.save_inventory(&connection.agent_id, report).await?)
-        }
         AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
             Err(FrameError::Malformed("enroll and hello come once, as the first frame".into()))
         }
+        report => store_report(hub, &connection.agent_id, report).await,
+    }
+}
+
+/// Handles one frame of a report connection: facts and inventory only.
+pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<(), FrameError> {
+    match parse(frame)? {
+        AgentMessage::Heartbeat | AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
+            Err(FrameError::Malformed("a report connection carries facts and inventory only".into()))
+        }
+        report => store_report(hub, agent_id, report).await,
+    }
+}
+
+async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage) -> Result<(), FrameError> {
+    match message {
+        AgentMessage::Facts { collected_at_ms, facts } => Ok(hub.save_facts(agent_id, *facts, collected_at_ms).await?),
+        AgentMessage::Inventory(report) => {
+            check_report(&report)?;
+            Ok(hub.save_inventory(agent_id, report).await?)
+        }
+        _ => Ok(()),
     }
 }
 

@@ -4,8 +4,11 @@
 //!    [`AgentMessage::Hello`] (its agent id and credential, kept in its state dir).
 //! 2. The server answers [`ServerMessage::Welcome`] (with the credential, once, after an
 //!    enrollment, and the intervals to keep) or [`ServerMessage::Refused`] and closes.
-//! 3. Then the agent sends its facts and inventory on connect and on its schedule, and a
-//!    heartbeat every interval; silence past the window marks it offline.
+//! 3. On that (session) connection the agent sends a heartbeat every interval; silence past
+//!    the window marks it offline. Facts and inventory go over a short-lived second
+//!    connection (a hello with `purpose: report`), on connect and on the server's schedule:
+//!    a table can be large, and a WebSocket keeps its largest frame's buffer for its whole
+//!    life, so bulk reports never pass through the connection that stays open.
 //! 4. The server may send [`ServerMessage::Revoked`] and close: the agent must not come back.
 
 use serde::{Deserialize, Serialize};
@@ -23,11 +26,36 @@ pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AgentMessage {
-    Enroll { protocol: u32, enroll_token: String, agent_version: String },
-    Hello { protocol: u32, agent_id: String, credential: String, agent_version: String },
-    Facts { collected_at_ms: i64, facts: Box<HostFacts> },
+    Enroll {
+        protocol: u32,
+        enroll_token: String,
+        agent_version: String,
+    },
+    Hello {
+        protocol: u32,
+        agent_id: String,
+        credential: String,
+        agent_version: String,
+        #[serde(default)]
+        purpose: Purpose,
+    },
+    Facts {
+        collected_at_ms: i64,
+        facts: Box<HostFacts>,
+    },
     Inventory(InventoryReport),
     Heartbeat,
+}
+
+/// What a connection is for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// The one connection that stays open: heartbeats, and what the server sends.
+    #[default]
+    Session,
+    /// A short-lived upload of facts and inventory, closed by the agent when done.
+    Report,
 }
 
 /// One inventory table as collected on the host.
@@ -127,6 +155,7 @@ mod tests {
             agent_id: "agt-0123456789abcdef".into(),
             credential: "tga_x".into(),
             agent_version: "0.1.0".into(),
+            purpose: Purpose::Session,
         };
         let text = serde_json::to_string(&hello).unwrap();
         assert!(text.starts_with(r#"{"type":"hello""#), "{text}");
