@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::inventory::{self, TABLES, Table};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::query::{self, Condition, Filter};
+use toolgate_store::RowFilter;
 
 use super::fleet::{ensure_known, hostname, next_offset, paging};
 use super::scopes::chosen_agents;
@@ -55,8 +56,10 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
         )));
     };
     let (offset, limit) = paging(args.offset, args.limit);
-    let filter = Box::new(move |_: &str, row: &Map<String, Value>| query::matches(&conditions, row));
-    let page = store.inventory_rows(table.name, Some(&args.agent_id), filter, offset, limit).await?;
+    let (in_store, rest) = query::split_for_store(conditions);
+    let filter: Option<RowFilter> = (!rest.is_empty())
+        .then(|| Box::new(move |_: &str, row: &Map<String, Value>| query::matches(&rest, row)) as RowFilter);
+    let page = store.inventory_rows(table.name, Some(&args.agent_id), &in_store, filter, offset, limit).await?;
     let rows: Vec<Map<String, Value>> = page.rows.into_iter().map(|(_, row)| query::project(row, &columns)).collect();
     let next = next_offset(offset, rows.len(), page.more);
     Ok(ToolOutput::Structured(json!({
@@ -79,11 +82,14 @@ async fn fleet_rows(
     one_agent: Option<&str>,
     (offset, limit): (usize, usize),
 ) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, Option<usize>), ToolError> {
-    let filter = Box::new(move |agent: &str, row: &Map<String, Value>| {
-        agents.as_ref().is_none_or(|a| a.contains(agent)) && query::matches(&conditions, row)
+    let (in_store, rest) = query::split_for_store(conditions);
+    let filter: Option<RowFilter> = (agents.is_some() || !rest.is_empty()).then(|| {
+        Box::new(move |agent: &str, row: &Map<String, Value>| {
+            agents.as_ref().is_none_or(|a| a.contains(agent)) && query::matches(&rest, row)
+        }) as RowFilter
     });
     let fleet = ctx.services().fleet();
-    let page = fleet.store().inventory_rows(table.name, one_agent, filter, offset, limit).await?;
+    let page = fleet.store().inventory_rows(table.name, one_agent, &in_store, filter, offset, limit).await?;
     let page_agents: HashSet<&str> = page.rows.iter().map(|(a, _)| a.as_str()).collect();
     let hostnames: HashMap<String, Option<String>> = fleet
         .each(|view| page_agents.contains(view.agent_id).then(|| (view.agent_id.to_string(), hostname(view))))

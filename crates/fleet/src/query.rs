@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use toolgate_domain::fleet::compare::{ValueKind, compare};
 use toolgate_domain::fleet::inventory::Table;
 use toolgate_domain::fleet::scope::Op;
+use toolgate_store::{ColumnCondition, ColumnValue};
 
 /// One checked condition.
 #[derive(Clone, Debug)]
@@ -58,6 +59,28 @@ fn text_of(value: Option<&Value>) -> Option<String> {
     }
 }
 
+/// Splits conditions into those the store evaluates itself (= and != on text and integer
+/// columns) and those left for [`matches`] (globs, orderings, anything on versions, which
+/// compare by Debian's rules rather than as text).
+pub fn split_for_store(conditions: Vec<Condition>) -> (Vec<ColumnCondition>, Vec<Condition>) {
+    let mut in_store = Vec::new();
+    let mut rest = Vec::new();
+    for c in conditions {
+        let value = match c.kind {
+            ValueKind::Text => Some(ColumnValue::Text(c.value.clone())),
+            ValueKind::Integer => c.value.parse::<i64>().ok().map(ColumnValue::Integer),
+            ValueKind::Version => None,
+        };
+        match (c.op, value) {
+            (Op::Eq | Op::Ne, Some(value)) => {
+                in_store.push(ColumnCondition { column: c.column.to_string(), equal: c.op == Op::Eq, value })
+            }
+            _ => rest.push(c),
+        }
+    }
+    (in_store, rest)
+}
+
 /// Whether a row meets every condition.
 pub fn matches(conditions: &[Condition], row: &Map<String, Value>) -> bool {
     conditions.iter().all(|c| text_of(row.get(c.column)).is_some_and(|actual| compare(c.kind, c.op, &actual, &c.value)))
@@ -96,6 +119,23 @@ mod tests {
         assert!(matches(&conditions, &row("3.0.11-1~deb12u2")));
         assert!(!matches(&conditions, &row("3.0.15-1~deb12u1")));
         assert!(!matches(&conditions, &row("3.0.15-1")));
+    }
+
+    #[test]
+    fn equality_on_text_and_integers_goes_to_the_store_the_rest_stays() {
+        let software = table("installed_software").unwrap();
+        let (name, version, glob) = (json!("openssl"), json!("3.0"), json!("lib*"));
+        let all = conditions(
+            software,
+            &[filter("name", "=", &name), filter("version", "=", &version), filter("name", "~", &glob)],
+        )
+        .unwrap();
+        let (in_store, rest) = split_for_store(all);
+        assert_eq!(
+            in_store,
+            [ColumnCondition { column: "name".into(), equal: true, value: ColumnValue::Text("openssl".into()) }]
+        );
+        assert_eq!(rest.len(), 2, "versions compare by Debian's rules, globs in Rust");
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub use cached::CachedCredentials;
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
-    ApprovalStore, AuditStore, CredentialStore, FleetStore, GroupStore, HealthStore, InventoryPage, PluginConfigStore,
-    RowFilter, TagStore,
+    ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
+    InventoryPage, PluginConfigStore, RowFilter, TagStore,
 };
 
 /// The file name of the embedded store inside a data directory.

@@ -121,6 +121,21 @@ pub trait HealthStore: Send + Sync {
 /// Decides whether an inventory row (with its agent id) is wanted; runs where the rows are read.
 pub type RowFilter = Box<dyn Fn(&str, &Map<String, Value>) -> bool + Send>;
 
+/// A condition the store evaluates itself, where the rows are: one column of the row equal
+/// (or not equal) to a value. Columns are declared names (checked before they get here).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnCondition {
+    pub column: String,
+    pub equal: bool,
+    pub value: ColumnValue,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnValue {
+    Text(String),
+    Integer(i64),
+}
+
 /// A page of inventory rows, each with its agent id; `more` when rows past the page matched.
 #[derive(Debug, Default)]
 pub struct InventoryPage {
@@ -154,12 +169,14 @@ pub trait FleetStore: Send + Sync {
     async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()>;
     /// What each agent last reported of each table (one agent's, or all).
     async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>>;
-    /// Rows of `table` (one agent's, or the fleet's) that `filter` keeps, in agent order.
+    /// Rows of `table` (one agent's, or the fleet's) that meet every condition and that
+    /// `filter` (when given) keeps, in agent order.
     async fn inventory_rows(
         &self,
         table: &str,
         agent_id: Option<&str>,
-        filter: RowFilter,
+        conditions: &[ColumnCondition],
+        filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
     ) -> Result<InventoryPage>;

@@ -12,7 +12,7 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, Enrollmen
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
 use super::SqliteStore;
-use crate::{FleetStore, InventoryPage, RowFilter};
+use crate::{ColumnCondition, ColumnValue, FleetStore, InventoryPage, RowFilter};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -105,6 +105,61 @@ fn replace_inventory(
         ],
     )?;
     tx.commit()
+}
+
+/// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the column's
+/// JSON path and the value bound as parameters); when there is no filter left for Rust, SQL
+/// does the paging too, so a deep page costs no decoding of the rows before it.
+fn scan(
+    c: &mut Connection,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
+    filter: Option<RowFilter>,
+    offset: usize,
+    limit: usize,
+) -> rusqlite::Result<InventoryPage> {
+    let mut sql =
+        String::from("SELECT agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)");
+    let mut values: Vec<rusqlite::types::Value> =
+        vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
+    for condition in conditions {
+        sql.push_str(if condition.equal { " AND json_extract(row, ?) = ?" } else { " AND json_extract(row, ?) != ?" });
+        values.push(format!("$.{}", condition.column).into());
+        values.push(match &condition.value {
+            ColumnValue::Text(text) => text.clone().into(),
+            ColumnValue::Integer(n) => (*n).into(),
+        });
+    }
+    sql.push_str(" ORDER BY agent_id, rowid");
+    let in_sql = filter.is_none();
+    if in_sql {
+        // One more than the page: whether there is a next one.
+        sql.push_str(" LIMIT ? OFFSET ?");
+        values.push((limit as i64 + 1).into());
+        values.push((offset as i64).into());
+    }
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
+    let (mut page, mut skipped) = (InventoryPage::default(), 0);
+    while let Some(r) = rows.next()? {
+        let agent: String = r.get(0)?;
+        let text: String = r.get(1)?;
+        // A row that is not a JSON object cannot have been written by this store.
+        let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
+        if filter.as_ref().is_some_and(|keep| !keep(&agent, &row)) {
+            continue;
+        }
+        if !in_sql && skipped < offset {
+            skipped += 1;
+        } else if page.rows.len() < limit {
+            page.rows.push((agent, row));
+        } else {
+            page.more = true;
+            break;
+        }
+    }
+    Ok(page)
 }
 
 #[async_trait]
@@ -265,38 +320,13 @@ impl FleetStore for SqliteStore {
         &self,
         table: &str,
         agent_id: Option<&str>,
-        filter: RowFilter,
+        conditions: &[ColumnCondition],
+        filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
     ) -> Result<InventoryPage> {
-        let (table, agent_id) = (table.to_string(), agent_id.map(str::to_string));
-        self.run(move |c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT agent_id, row FROM inventory_row WHERE table_name = ?1 AND (?2 IS NULL OR agent_id = ?2)
-                 ORDER BY agent_id, rowid",
-            )?;
-            let mut rows = stmt.query(params![table, agent_id])?;
-            let (mut page, mut skipped) = (InventoryPage::default(), 0);
-            while let Some(r) = rows.next()? {
-                let agent: String = r.get(0)?;
-                let text: String = r.get(1)?;
-                // A row that is not a JSON object cannot have been written by this store.
-                let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
-                if !filter(&agent, &row) {
-                    continue;
-                }
-                if skipped < offset {
-                    skipped += 1;
-                } else if page.rows.len() < limit {
-                    page.rows.push((agent, row));
-                } else {
-                    page.more = true;
-                    break;
-                }
-            }
-            Ok(page)
-        })
-        .await
+        let (table, agent_id, conditions) = (table.to_string(), agent_id.map(str::to_string), conditions.to_vec());
+        self.run(move |c| scan(c, &table, agent_id.as_deref(), &conditions, filter, offset, limit)).await
     }
 
     async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
@@ -305,5 +335,60 @@ impl FleetStore for SqliteStore {
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn report(table: &str, ports: &[i64]) -> InventoryReport {
+        let rows = ports.iter().map(|p| json!({"port": p, "process": format!("p{p}")}).as_object().unwrap().clone());
+        InventoryReport { table: table.into(), collected_at_ms: 1, available: true, reason: None, rows: rows.collect() }
+    }
+
+    #[tokio::test]
+    async fn conditions_and_pages_in_sql_or_in_the_filter_agree() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let (_, secret) = store.create_enrollment_token(i64::MAX, 2, 0).await.unwrap();
+        let (a, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+        let (b, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+        store.save_inventory(&a, report("listening_ports", &[22, 80, 443]), 2).await.unwrap();
+        store.save_inventory(&b, report("listening_ports", &[22, 8080]), 2).await.unwrap();
+        // A second report replaces the first.
+        store.save_inventory(&b, report("listening_ports", &[22, 8080, 9090]), 3).await.unwrap();
+        let not_22 = [ColumnCondition { column: "port".into(), equal: false, value: ColumnValue::Integer(22) }];
+        let page = |offset, filter: Option<RowFilter>| {
+            let (store, not_22) = (store.clone(), not_22.clone());
+            async move { store.inventory_rows("listening_ports", None, &not_22, filter, offset, 2).await.unwrap() }
+        };
+        let ports = |p: &InventoryPage| p.rows.iter().map(|(_, r)| r["port"].as_i64().unwrap()).collect::<Vec<_>>();
+        let (first, second) = (page(0, None).await, page(2, None).await);
+        let expected: Vec<i64> = if a < b { vec![80, 443, 8080, 9090] } else { vec![8080, 9090, 80, 443] };
+        assert_eq!((ports(&first), first.more), (expected[..2].to_vec(), true));
+        assert_eq!((ports(&second), second.more), (expected[2..].to_vec(), false));
+        // The same pages with a filter left for Rust (which keeps everything).
+        let keep_all = || Some(Box::new(|_: &str, _: &Map<String, Value>| true) as RowFilter);
+        assert_eq!(ports(&page(0, keep_all()).await), expected[..2].to_vec());
+        assert_eq!(ports(&page(2, keep_all()).await), expected[2..].to_vec());
+        let text =
+            [ColumnCondition { column: "process".into(), equal: true, value: ColumnValue::Text("p8080".into()) }];
+        let only = store.inventory_rows("listening_ports", Some(&b), &text, None, 0, 10).await.unwrap();
+        assert_eq!(ports(&only), [8080]);
+        let status = store.inventory_status(Some(&b)).await.unwrap();
+        assert_eq!((status[0].rows, status[0].collected_at_ms, status[0].received_at_ms), (3, 1, 3));
+    }
+
+    #[tokio::test]
+    async fn enrollment_tokens_refuse_in_their_own_words() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(store.enroll("tge_nope", 0).await.unwrap(), Err(EnrollRefusal::Unknown));
+        let (_, once) = store.create_enrollment_token(100, 1, 0).await.unwrap();
+        assert!(store.enroll(&once, 99).await.unwrap().is_ok());
+        assert_eq!(store.enroll(&once, 99).await.unwrap(), Err(EnrollRefusal::UsedUp));
+        let (_, late) = store.create_enrollment_token(100, 5, 0).await.unwrap();
+        assert_eq!(store.enroll(&late, 100).await.unwrap(), Err(EnrollRefusal::Expired));
     }
 }
