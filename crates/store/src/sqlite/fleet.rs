@@ -11,7 +11,7 @@ use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
-use super::SqliteStore;
+use super::{SqliteStore, without_fsync};
 use crate::{ColumnCondition, ColumnValue, FleetStore, InventoryPage, RowFilter};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -107,8 +107,8 @@ fn replace_inventory(
     tx.commit()
 }
 
-/// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the column's
-/// JSON path and the value bound as parameters); when there is no filter left for Rust, SQL
+/// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the value bound
+/// as a parameter); when there is no filter left for Rust, SQL
 /// does the paging too, so a deep page costs no decoding of the rows before it.
 fn scan(
     c: &mut Connection,
@@ -124,8 +124,13 @@ fn scan(
     let mut values: Vec<rusqlite::types::Value> =
         vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
     for condition in conditions {
-        sql.push_str(if condition.equal { " AND json_extract(row, ?) = ?" } else { " AND json_extract(row, ?) != ?" });
-        values.push(format!("$.{}", condition.column).into());
+        // The path is written into the SQL (not bound) so that the expression indexes of
+        // 0008_inventory_indexes apply; a column is a declared name, checked again here.
+        if condition.column.is_empty() || !condition.column.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err(rusqlite::Error::InvalidColumnName(condition.column.clone()));
+        }
+        let op = if condition.equal { "=" } else { "!=" };
+        sql.push_str(&format!(" AND json_extract(row, '$.{}') {op} ?", condition.column));
         values.push(match &condition.value {
             ColumnValue::Text(text) => text.clone().into(),
             ColumnValue::Integer(n) => (*n).into(),
@@ -243,11 +248,14 @@ impl FleetStore for SqliteStore {
 
     async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()> {
         let (agent_id, facts) = (agent_id.to_string(), serde_json::to_string(facts).map_err(StoreError::backend)?);
+        // Reports are sent again on the next connection or schedule: no fsync for them.
         self.run(move |c| {
-            c.execute(
-                "UPDATE agent SET facts = ?2, facts_at_ms = ?3 WHERE agent_id = ?1",
-                params![agent_id, facts, collected_at_ms],
-            )
+            without_fsync(c, |c| {
+                c.execute(
+                    "UPDATE agent SET facts = ?2, facts_at_ms = ?3 WHERE agent_id = ?1",
+                    params![agent_id, facts, collected_at_ms],
+                )
+            })
             .map(drop)
         })
         .await
@@ -255,15 +263,18 @@ impl FleetStore for SqliteStore {
 
     async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()> {
         let seen = seen.to_vec();
+        // When an agent was last seen is a hint, written again at the next sweep: no fsync.
         self.run(move |c| {
-            let tx = c.transaction()?;
-            {
-                let mut update = tx.prepare_cached("UPDATE agent SET last_seen_ms = ?2 WHERE agent_id = ?1")?;
-                for (agent_id, at) in &seen {
-                    update.execute(params![agent_id, at])?;
+            without_fsync(c, |c| {
+                let tx = c.transaction()?;
+                {
+                    let mut update = tx.prepare_cached("UPDATE agent SET last_seen_ms = ?2 WHERE agent_id = ?1")?;
+                    for (agent_id, at) in &seen {
+                        update.execute(params![agent_id, at])?;
+                    }
                 }
-            }
-            tx.commit()
+                tx.commit()
+            })
         })
         .await
     }
@@ -290,7 +301,7 @@ impl FleetStore for SqliteStore {
 
     async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()> {
         let agent_id = agent_id.to_string();
-        self.run(move |c| replace_inventory(c, &agent_id, &report, received_at_ms)).await
+        self.run(move |c| without_fsync(c, |c| replace_inventory(c, &agent_id, &report, received_at_ms))).await
     }
 
     async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>> {

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0005_readiness", include_str!("../../migrations/sqlite/0005_readiness.sql")),
     ("0006_approval_sensitive_digest", include_str!("../../migrations/sqlite/0006_approval_sensitive_digest.sql")),
     ("0007_fleet", include_str!("../../migrations/sqlite/0007_fleet.sql")),
+    ("0008_inventory_indexes", include_str!("../../migrations/sqlite/0008_inventory_indexes.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
@@ -176,6 +177,20 @@ impl Area {
             Area::Fleet => &["agent", "enrollment_token", "inventory_table", "inventory_row"],
         }
     }
+}
+
+/// Runs `work` with commits that skip the fsync (WAL, `synchronous=NORMAL`): a commit is in
+/// the WAL file, so it survives the process being killed, but not necessarily a power loss.
+/// For rows that are sent again if lost (agents' reports) or that nobody waits on (the audit
+/// rows of reads); every other write keeps the connection's `FULL`.
+fn without_fsync<T>(
+    c: &mut Connection,
+    work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.pragma_update(None, "synchronous", "NORMAL")?;
+    let done = work(c);
+    c.pragma_update(None, "synchronous", "FULL")?;
+    done
 }
 
 /// Reads the current value with `select`, then runs `upsert`, in one transaction: returns the

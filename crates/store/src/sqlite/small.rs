@@ -7,7 +7,7 @@ use toolgate_domain::StoreError;
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 
-use super::{SqliteStore, delete_returning, replace_returning_previous};
+use super::{SqliteStore, delete_returning, replace_returning_previous, without_fsync};
 use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -38,20 +38,9 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
 impl AuditStore for SqliteStore {
     async fn append(&self, events: &[AuditEvent], durable: bool) -> Result<()> {
         let events = events.to_vec();
-        self.run(move |c| {
-            // WAL with synchronous=NORMAL: the commit is in the WAL file (it survives the
-            // process being killed) without an fsync; FULL (the connection's setting for every
-            // other write) fsyncs. Only a batch nobody waits on skips the fsync.
-            if !durable {
-                c.pragma_update(None, "synchronous", "NORMAL")?;
-            }
-            let committed = append_rows(c, &events);
-            if !durable {
-                c.pragma_update(None, "synchronous", "FULL")?;
-            }
-            committed
-        })
-        .await
+        // A batch nobody waits on skips the fsync; a state-changing call's row does not.
+        self.run(move |c| if durable { append_rows(c, &events) } else { without_fsync(c, |c| append_rows(c, &events)) })
+            .await
     }
 
     async fn query(&self, f: &AuditFilter) -> Result<Vec<AuditEvent>> {
