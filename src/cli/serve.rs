@@ -72,7 +72,8 @@ pub struct ServeArgs {
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections)]
     max_agent_connections: usize,
-    /// Agents' report uploads taken at once; past it one is refused as busy (the agent retries).
+    /// Agents' report uploads taken at once; others wait their turn (up to 1,024 of them for up
+    /// to 30 s; past that the agent is told the server is busy and retries later).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..))]
     max_concurrent_reports: u64,
 }

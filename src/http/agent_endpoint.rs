@@ -133,7 +133,7 @@ fn refusal(e: &FrameError) -> ServerMessage {
 /// A report connection: facts and inventory frames until the agent closes, each frame within
 /// [`REPORT_FRAME_TIMEOUT`]. Its buffers go when it closes.
 async fn take_report(hub: &Hub, mut socket: WebSocket, agent_id: &str, welcome: ServerMessage) {
-    let Some(_permit) = hub.report_permit() else {
+    let Some(_permit) = hub.report_slot().await else {
         let message = "the server is taking as many reports as it may at once; retrying later".to_string();
         close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "busy").await;
         return;

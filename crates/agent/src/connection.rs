@@ -124,8 +124,12 @@ async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String>
     socket.send(Message::text(text)).await.map_err(|e| e.to_string())
 }
 
-/// Connects and sends the first frame; the server's answer.
-async fn open(url: &str, first: &AgentMessage) -> Result<(Socket, ServerMessage), String> {
+/// How long a report waits for the server's answer: it may queue behind a fleet's reports
+/// (the server waits at most 30 s before saying it is busy).
+const REPORT_ANSWER_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// Connects and sends the first frame; the server's answer, within `answer_timeout`.
+async fn open(url: &str, first: &AgentMessage, answer_timeout: Duration) -> Result<(Socket, ServerMessage), String> {
     let connected = tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::connect_async(url)).await;
     let mut socket = match connected {
         Ok(Ok((socket, _))) => socket,
@@ -133,7 +137,7 @@ async fn open(url: &str, first: &AgentMessage) -> Result<(Socket, ServerMessage)
         Err(_) => return Err("timed out".into()),
     };
     send(&mut socket, first).await?;
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(&mut socket)).await {
+    match tokio::time::timeout(answer_timeout, next_message(&mut socket)).await {
         Ok(Ok(answer)) => Ok((socket, answer)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err("no answer to the handshake".into()),
@@ -177,7 +181,7 @@ async fn session(
             agent_version: AGENT_VERSION.into(),
         },
     };
-    let (mut socket, answer) = match open(url, &first).await {
+    let (mut socket, answer) = match open(url, &first, HANDSHAKE_TIMEOUT).await {
         Ok(opened) => opened,
         Err(e) => return Ok(Ended::Failed(e)),
     };
@@ -253,7 +257,7 @@ async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, ma
 }
 
 async fn upload(url: &str, identity: &Identity, frames: &[AgentMessage]) -> Result<(), String> {
-    let (mut socket, answer) = open(url, &hello(identity, Purpose::Report)).await?;
+    let (mut socket, answer) = open(url, &hello(identity, Purpose::Report), REPORT_ANSWER_TIMEOUT).await?;
     if let ServerMessage::Refused { message, .. } | ServerMessage::Revoked { message } = answer {
         return Err(message);
     }

@@ -24,7 +24,7 @@ pub struct FleetSettings {
     pub inventory_interval_ms: u64,
     /// Agent connections open at once; past it a new one is refused as busy.
     pub max_connections: usize,
-    /// Report uploads taken at once; past it one is refused as busy and the agent retries.
+    /// Report uploads taken at once; the others wait their turn (see [`Hub::report_slot`]).
     /// Reports are large and the store takes them one at a time anyway: this bounds the
     /// memory a whole fleet reporting at once (after a server restart) can claim.
     pub max_concurrent_reports: usize,
@@ -82,7 +82,13 @@ pub struct Hub {
     /// When the last sweep looked for revocations made elsewhere (the console).
     revocations_checked_ms: AtomicI64,
     reports: Arc<tokio::sync::Semaphore>,
+    reports_waiting: AtomicU64,
 }
+
+/// Report connections that may wait for a place at once.
+pub const MAX_WAITING_REPORTS: u64 = 1024;
+/// How long a report connection waits for a place before it is told the server is busy.
+pub const REPORT_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A live connection's handle: the edge waits on `kicked` beside the socket.
 pub struct Connection {
@@ -119,12 +125,28 @@ impl Hub {
             next_connection: AtomicU64::new(1),
             revocations_checked_ms,
             reports: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_reports.max(1))),
+            reports_waiting: AtomicU64::new(0),
         })
     }
 
-    /// A place among the report uploads in progress, or None when all are taken.
-    pub fn report_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.reports.clone().try_acquire_owned().ok()
+    /// A place among the report uploads in progress. A report waits for one in a queue of at
+    /// most [`MAX_WAITING_REPORTS`], for at most [`REPORT_QUEUE_WAIT`]; None past either (the
+    /// agent is told the server is busy and comes back later). Queueing rather than refusing
+    /// at once keeps the store busy while a whole fleet reports after a restart; the bound
+    /// keeps waiting connections (each a descriptor) well below the process's file limit.
+    pub async fn report_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        struct Waiting<'a>(&'a AtomicU64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let waiting = Waiting(&self.reports_waiting);
+        if waiting.0.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_REPORTS {
+            return None;
+        }
+        let acquired = tokio::time::timeout(REPORT_QUEUE_WAIT, self.reports.clone().acquire_owned()).await;
+        acquired.ok()?.ok()
     }
 
     pub fn settings(&self) -> &FleetSettings {
