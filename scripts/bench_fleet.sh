@@ -21,8 +21,9 @@ trap cleanup EXIT
 
 start_server() {
   : >"$WORK/server.log"
+  # Default limits: agents have their own handshake and connection caps.
   taskset -c 0 target/release/toolgate serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
-    --max-unauthenticated-connections 1024 >>"$WORK/server.log" 2>"$WORK/server.err" &
+    >>"$WORK/server.log" 2>"$WORK/server.err" &
   SERVER=$!
   for _ in $(seq 200); do grep -q 'serving MCP on' "$WORK/server.log" 2>/dev/null && return; sleep 0.05; done
   echo "the server did not start"; cat "$WORK/server.err"; exit 1

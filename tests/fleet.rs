@@ -38,7 +38,7 @@ impl Drop for Agent {
 /// (as root; otherwise inside a user namespace that maps this user to root).
 fn spawn_agent(server: &Server, token: Option<&str>, state_dir: &Path, hostname: Option<&str>) -> Agent {
     let log = state_dir.with_extension("log");
-    let url = format!("http://{}", server.addr);
+    let url = format!("http://{}", server.agents);
     let mut run = vec![
         "agent".to_string(),
         "run".into(),
@@ -409,4 +409,62 @@ fn bad_expired_and_used_up_enrollment_tokens_are_refused_each_in_its_own_words()
     assert_eq!(bare.wait_for_exit(), 2, "{}", bare.log_text());
     assert!(bare.log_text().contains("not enrolled"), "{}", bare.log_text());
     assert!(first.state_dir.join("agent.json").exists());
+}
+
+/// Opens a WebSocket upgrade to /agent/v1 by hand and returns the socket and the status line.
+fn upgrade(s: &Server) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(s.agents).unwrap();
+    let request = format!(
+        "GET /agent/v1 HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        s.agents
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+    (stream, status)
+}
+
+#[test]
+fn the_agent_surface_has_caps_of_its_own() {
+    // On a listener of its own (--agent-listen), with the MCP endpoint's allowance of
+    // unauthenticated connections used up by idle sockets, an agent still enrolls at once.
+    // The idle sockets hold their places for 120 s (the header-read timeout); the agent must
+    // enroll well within that, so the test cannot pass by waiting them out.
+    let caps = [
+        "--max-unauthenticated-connections",
+        "2",
+        "--header-read-timeout",
+        "120s",
+        "--max-agent-handshakes",
+        "1",
+        "--agent-listen",
+        "127.0.0.1:0",
+    ];
+    let s = start(&[FAST, &caps[..]].concat());
+    assert_ne!(s.agents, s.addr);
+    let idle: Vec<std::net::TcpStream> = (0..2).map(|_| std::net::TcpStream::connect(s.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &[]);
+    let mut agent = spawn_agent(&s, Some(&token), &states.path().join("a"), None);
+    let deadline = Instant::now() + PATIENCE;
+    while !states.path().join("a").join("agent.json").exists() {
+        assert!(Instant::now() < deadline, "the agent did not enroll: {}", agent.log_text());
+        assert!(agent.child.try_wait().unwrap().is_none(), "the agent exited: {}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(idle);
+    // The agent surface's own cap: one handshake at a time; a second connection that has not
+    // said hello yet is refused (503), at the HTTP level or at accept.
+    let (_held, first) = upgrade(&s);
+    assert!(first.contains("101"), "{first}");
+    let (_, second) = upgrade(&s);
+    assert!(second.contains("503") || second.is_empty(), "{second}");
 }

@@ -65,6 +65,7 @@ async fn app() -> App {
         auth_cache_ttl_ms: 1000,
         fleet: FleetSettings::default(),
         local_agent: false,
+        agent_listen: None,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer, agent }

@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// milliseconds: a revocation made elsewhere (the console) takes at most this long.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     auth_cache_ttl_ms: i64,
+    /// Serve agents on a listener of their own (e.g. 0.0.0.0:8443), with caps of their own from
+    /// the first byte; without it agents connect to --listen.
+    #[arg(long, value_name = "ADDRESS")]
+    agent_listen: Option<std::net::SocketAddr>,
     /// Also run an agent on this machine, so the fleet has a real host from the first minute.
     /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
     #[arg(long)]
@@ -72,6 +76,10 @@ pub struct ServeArgs {
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections)]
     max_agent_connections: usize,
+    /// Agent connections still in their handshake at once; past it a new one gets 503 and
+    /// retries. Agents do not use --max-unauthenticated-connections (the MCP endpoint's).
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_handshakes)]
+    max_agent_handshakes: usize,
     /// Agents' report uploads taken at once; others wait their turn (up to 1,024 of them for up
     /// to 30 s; past that the agent is told the server is busy and retries later).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..))]
@@ -110,9 +118,11 @@ impl ServeArgs {
                 missed_heartbeats: self.agent_missed_heartbeats,
                 inventory_interval_ms: (self.agent_inventory_interval.max(1) * 1000) as u64,
                 max_connections: self.max_agent_connections,
+                max_handshakes: self.max_agent_handshakes,
                 max_concurrent_reports: self.max_concurrent_reports as usize,
             },
             local_agent: self.local_agent,
+            agent_listen: self.agent_listen,
         }
     }
 }

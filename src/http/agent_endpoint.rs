@@ -7,14 +7,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use serde_json::json;
+use tokio::sync::OwnedSemaphorePermit;
 use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RefusalCode, ServerMessage};
 use toolgate_fleet::session::{self, FrameError, Handshake};
 use toolgate_fleet::{Hub, Kick};
 
-use super::AppState;
+use super::listener::ConnectionGate;
+use super::{AppState, json_response};
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,14 +28,29 @@ const REPORT_FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tungstenite's buffers default to 128 KiB each; an idle agent needs far less.
 const BUFFER_BYTES: usize = 4 * 1024;
 
-pub async fn agent_socket(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+pub async fn agent_socket(
+    State(state): State<Arc<AppState>>,
+    gate: Option<Extension<ConnectionGate>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
     let hub = state.mcp.services().fleet().clone();
+    let Some(handshake) = hub.handshake_permit() else {
+        let body = json!({"error": "busy", "message": "too many agents are connecting at once; retry shortly"});
+        let mut response = json_response(StatusCode::SERVICE_UNAVAILABLE, body.to_string());
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    // From here the connection counts against the agent surface's own caps (handshakes, then
+    // agent connections), not the MCP endpoint's allowance of unauthenticated connections.
+    if let Some(Extension(gate)) = gate {
+        gate.authenticated();
+    }
     upgrade
         .read_buffer_size(BUFFER_BYTES)
         .write_buffer_size(0)
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| converse(hub, socket))
+        .on_upgrade(move |socket| converse(hub, socket, handshake))
 }
 
 async fn send(socket: &mut WebSocket, message: &ServerMessage) -> Result<(), axum::Error> {
@@ -59,14 +79,16 @@ async fn first_text(socket: &mut WebSocket) -> Option<String> {
     tokio::time::timeout(HELLO_TIMEOUT, read).await.ok().flatten()
 }
 
-async fn converse(hub: Arc<Hub>, mut socket: WebSocket) {
+async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphorePermit) {
     if hub.connected() >= hub.settings().max_connections {
         let message = "the server is at its cap of agent connections; retrying later";
         close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message: message.into() }, "busy").await;
         return;
     }
     let Some(first) = first_text(&mut socket).await else { return };
-    let (mut connection, welcome) = match session::handshake(&hub, &first).await {
+    let answer = session::handshake(&hub, &first).await;
+    drop(handshake);
+    let (mut connection, welcome) = match answer {
         Handshake::Welcome { connection, reply } => (connection, reply),
         Handshake::Report { agent_id, reply } => return take_report(&hub, socket, &agent_id, reply).await,
         Handshake::Refused(refusal) => {

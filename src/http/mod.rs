@@ -56,6 +56,8 @@ pub struct Config {
     pub fleet: toolgate_fleet::FleetSettings,
     /// Also run an agent on this machine, enrolled on first start (`--local-agent`).
     pub local_agent: bool,
+    /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
+    pub agent_listen: Option<SocketAddr>,
 }
 
 /// What every request handler shares.
@@ -70,6 +72,14 @@ impl AppState {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
         Self { config, mcp, auth_failures }
     }
+}
+
+/// The agent surface alone, for `--agent-listen` (a listener with caps of its own).
+pub fn agent_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(toolgate_domain::fleet::wire::AGENT_PATH, get(agent_endpoint::agent_socket))
+        .fallback(not_found)
+        .with_state(state)
 }
 
 pub fn router(state: Arc<AppState>) -> Router {

@@ -11,7 +11,7 @@ use toolgate_fleet::Hub;
 use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
 
 use super::upkeep::Upkeep;
-use super::{AppState, Config, router};
+use super::{AppState, Config, ConnectionLimits, agent_router, router};
 use crate::mcp::{McpServer, Options};
 use crate::registry::{DEMO_TOKEN_TIER, FIRST_START_ROLE, ToolId};
 use crate::services::Services;
@@ -66,6 +66,18 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local = listener.local_addr()?;
+    let agent_listener = match config.agent_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for agents on {address}"))?,
+        ),
+        None => None,
+    };
+    let agents_at = match &agent_listener {
+        Some(l) => l.local_addr()?,
+        None => local,
+    };
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
     let hub = Arc::new(
@@ -89,16 +101,36 @@ pub async fn serve(config: Config) -> Result<()> {
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
     let local_agent = match state.config.local_agent {
-        true => Some(super::local_agent::start(&hub, &state.config.data_dir, local, stop_upkeep.clone()).await?),
+        true => Some(super::local_agent::start(&hub, &state.config.data_dir, agents_at, stop_upkeep.clone()).await?),
         false => None,
     };
     drop(services);
     // Installed before the address is announced: a SIGTERM right after it must still drain.
     let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot install the SIGTERM handler")?;
+    // Agents on a listener of their own have caps of their own, from the first byte: idle
+    // sockets on the MCP port cannot keep them out, nor they MCP clients.
+    let stop_agents = CancellationToken::new();
+    let agent_surface =
+        agent_listener.map(|l| {
+            let limits = ConnectionLimits {
+                header_read: std::time::Duration::from_secs(10),
+                body_read: std::time::Duration::from_secs(10),
+                max_unauthenticated: state.config.fleet.max_handshakes,
+            };
+            let stop = stop_agents.clone();
+            tokio::spawn(super::listener::serve(l, agent_router(state.clone()), limits, async move {
+                stop.cancelled().await
+            }))
+        });
+    println!("toolgate: agents connect to http://{agents_at}");
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
     let limits = state.config.connections;
     let served = super::listener::serve(listener, router(state), limits, shutdown_signal(terminate)).await;
+    stop_agents.cancel();
+    if let Some(surface) = agent_surface {
+        let _ = surface.await;
+    }
     // The upkeep writes its last summaries and lets go of the audit writer.
     stop_upkeep.cancel();
     let _ = upkeep.await;

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// Where agents connect (`--agent-listen`, or the same address).
+    pub agents: SocketAddr,
     pub data_dir: tempfile::TempDir,
     /// The operator-tier demo token printed on first start.
     pub token: String,
@@ -70,6 +72,7 @@ pub fn start_logging_to(
         .expect("the toolgate binary starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut token = std::fs::read_to_string(data_dir.path().join("demo-token")).unwrap_or_default();
+    let mut agents = None;
     let addr = loop {
         let line = lines.next().expect("the server printed its address").unwrap();
         if let Some(f) = stdout_copy.as_mut() {
@@ -79,6 +82,9 @@ pub fn start_logging_to(
             && token.is_empty()
         {
             token = t.to_string();
+        }
+        if let Some(rest) = line.strip_prefix("toolgate: agents connect to http://") {
+            agents = rest.trim().parse().ok();
         }
         if let Some(rest) = line.strip_prefix("toolgate: serving MCP on http://") {
             break rest.split('/').next().unwrap().parse().unwrap();
@@ -93,7 +99,7 @@ pub fn start_logging_to(
     });
     // The demo token is printed only on the first start: keep it for restarts.
     std::fs::write(data_dir.path().join("demo-token"), &token).unwrap();
-    Server { child, addr, data_dir, token }
+    Server { child, addr, agents: agents.unwrap_or(addr), data_dir, token }
 }
 
 impl Server {

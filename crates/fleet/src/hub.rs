@@ -24,6 +24,10 @@ pub struct FleetSettings {
     pub inventory_interval_ms: u64,
     /// Agent connections open at once; past it a new one is refused as busy.
     pub max_connections: usize,
+    /// Agent connections between the upgrade and their first frame, at once; past it a new
+    /// one is refused (503) and the agent retries. The agent surface's own budget: agents do
+    /// not use the MCP endpoint's allowance of unauthenticated connections.
+    pub max_handshakes: usize,
     /// Report uploads taken at once; the others wait their turn (see [`Hub::report_slot`]).
     /// Reports are large and the store takes them one at a time anyway: this bounds the
     /// memory a whole fleet reporting at once (after a server restart) can claim.
@@ -37,6 +41,7 @@ impl Default for FleetSettings {
             missed_heartbeats: 3,
             inventory_interval_ms: 3_600_000,
             max_connections: 20_000,
+            max_handshakes: 1024,
             max_concurrent_reports: 16,
         }
     }
@@ -83,6 +88,7 @@ pub struct Hub {
     revocations_checked_ms: AtomicI64,
     reports: Arc<tokio::sync::Semaphore>,
     reports_waiting: AtomicU64,
+    handshakes: Arc<tokio::sync::Semaphore>,
 }
 
 /// Report connections that may wait for a place at once.
@@ -126,7 +132,13 @@ impl Hub {
             revocations_checked_ms,
             reports: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_reports.max(1))),
             reports_waiting: AtomicU64::new(0),
+            handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
         })
+    }
+
+    /// A place among the connections still in their handshake, or None when all are taken.
+    pub fn handshake_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.handshakes.clone().try_acquire_owned().ok()
     }
 
     /// A place among the report uploads in progress. A report waits for one in a queue of at
