@@ -340,23 +340,18 @@ impl Hub {
     }
 
     /// Calls `visit` with every agent, in agent id order, under one read of the registry.
-    pub fn each<T>(&self, mut visit: impl FnMut(&AgentView<'_>) -> Option<T>) -> Vec<T> {
-        let now = self.clock.now_ms();
-        let agents = self.read();
-        let mut ids: Vec<&String> = agents.keys().collect();
-        ids.sort_unstable();
-        ids.into_iter()
-            .filter_map(|id| {
-                let entry = &agents[id];
-                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags: None })
-            })
-            .collect()
+    pub fn each<T>(&self, visit: impl FnMut(&AgentView<'_>) -> Option<T>) -> Vec<T> {
+        self.visit_all(None, visit)
     }
 
     /// Like [`Hub::each`], with each agent's tags (for filters and scopes that name tags).
-    pub fn each_with_tags<T>(
+    pub fn each_with_tags<T>(&self, tags: &crate::TagIndex, visit: impl FnMut(&AgentView<'_>) -> Option<T>) -> Vec<T> {
+        self.visit_all(Some(tags), visit)
+    }
+
+    fn visit_all<T>(
         &self,
-        tags: &crate::TagIndex,
+        tags: Option<&crate::TagIndex>,
         mut visit: impl FnMut(&AgentView<'_>) -> Option<T>,
     ) -> Vec<T> {
         let now = self.clock.now_ms();
@@ -366,7 +361,8 @@ impl Hub {
         ids.into_iter()
             .filter_map(|id| {
                 let entry = &agents[id];
-                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags: Some(tags.of(id)) })
+                let tags = tags.map(|t| t.of(id));
+                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags })
             })
             .collect()
     }
