@@ -468,3 +468,16 @@ fn the_agent_surface_has_caps_of_its_own() {
     let (_, second) = upgrade(&s);
     assert!(second.contains("503") || second.is_empty(), "{second}");
 }
+
+#[test]
+fn a_revocation_on_the_console_applies_within_the_sweep_not_the_heartbeat_interval() {
+    // Heartbeats every 10 minutes: were revocations picked up once per heartbeat interval,
+    // the agent would outlive this test's patience by far.
+    let s = start(&["--agent-heartbeat-ms", "600000"]);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &[]);
+    let mut agent = spawn_agent(&s, Some(&token), &states.path().join("a"), None);
+    let id = common::wait_for_agents(&s, &s.token, 1).remove(0);
+    s.cli(&["agent", "revoke", &id]);
+    assert_eq!(agent.wait_for_exit(), 4, "{}", agent.log_text());
+}

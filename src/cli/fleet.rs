@@ -1,7 +1,7 @@
 //! Console commands for the fleet: enrollment tokens, the agents list, revocation, and
 //! `agent run` (the endpoint process itself). Like the other console commands they open the
 //! server's SQLite file directly, so they work while it runs; a running server notices a
-//! revocation made here within one heartbeat interval and disconnects the agent.
+//! revocation made here within a second and disconnects the agent.
 
 use std::path::PathBuf;
 
@@ -80,7 +80,7 @@ pub async fn agent_revoke(store: &Repositories, agent_id: &str) -> Result<String
         eprintln!("warning: the audit row could not be written ({err})");
     }
     Ok(format!(
-        "revoked {agent_id}; a running server disconnects it within one heartbeat interval, and it cannot \
+        "revoked {agent_id}; a running server disconnects it within a second, and it cannot \
          reconnect without a new enrollment\n"
     ))
 }

@@ -148,15 +148,22 @@ pub async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-/// Every heartbeat interval: close silent agent connections and those revoked elsewhere.
+/// At least every second: close silent agent connections and those revoked elsewhere; about
+/// once a heartbeat interval, also save when each agent was last seen.
 async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
-    let every = std::time::Duration::from_millis(hub.settings().heartbeat_ms);
+    let every = hub.sweep_interval();
+    let save_every = std::time::Duration::from_millis(hub.settings().heartbeat_ms);
+    let mut saved_at = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = hub.sweep().await {
+        let save = saved_at.elapsed() >= save_every;
+        if save {
+            saved_at = std::time::Instant::now();
+        }
+        if let Err(e) = hub.sweep(save).await {
             tracing::warn!("the agent sweep failed: {e}");
         }
     }

@@ -91,6 +91,9 @@ pub struct Hub {
     handshakes: Arc<tokio::sync::Semaphore>,
 }
 
+/// The longest pause between sweeps, in ms (revocations from the console apply within it).
+const SWEEP_AT_LEAST_EVERY_MS: u64 = 1_000;
+
 /// Report connections that may wait for a place at once.
 pub const MAX_WAITING_REPORTS: u64 = 1024;
 /// How long a report connection waits for a place before it is told the server is busy.
@@ -289,9 +292,16 @@ impl Hub {
         }
     }
 
-    /// Closes silent connections and those of agents revoked elsewhere (the console); saves
-    /// when the connected agents were last seen. Run every heartbeat interval.
-    pub async fn sweep(&self) -> Result<(), StoreError> {
+    /// How often [`Hub::sweep`] should run: often enough that a revocation made on the
+    /// console disconnects its agent within a second, whatever the heartbeat interval.
+    pub fn sweep_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.settings.heartbeat_ms.clamp(10, SWEEP_AT_LEAST_EVERY_MS))
+    }
+
+    /// Closes silent connections and those of agents revoked elsewhere (the console). With
+    /// `save_last_seen`, also writes when each connected agent was last seen (the caller does
+    /// that about once a heartbeat interval, not every sweep).
+    pub async fn sweep(&self, save_last_seen: bool) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         let window = self.settings.offline_after_ms();
         let mut seen = Vec::new();
@@ -308,7 +318,9 @@ impl Hub {
                     tracing::info!(%agent_id, "no heartbeat for {} ms: offline", now - last);
                     let _ = live.kick.send(Kick::Silent);
                 }
-                seen.push((agent_id.clone(), last));
+                if save_last_seen {
+                    seen.push((agent_id.clone(), last));
+                }
             }
         }
         // Revocations made by another process: look back a little past the last check, so a

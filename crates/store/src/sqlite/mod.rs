@@ -5,6 +5,8 @@
 mod approvals;
 mod credentials;
 mod fleet;
+#[cfg(test)]
+mod fleet_tests;
 mod small;
 
 use std::path::{Path, PathBuf};
