@@ -96,13 +96,14 @@ impl Request<'_> {
             let message = invalid.message();
             let reply = if self.era.arguments_as_tool_result() {
                 let text = format!("{message}. {}", invalid.remediation());
+                let details = serde_json::to_value(&details).unwrap_or_default();
                 self.era.success(
                     self.id,
                     server,
                     json!({"content": [{"type": "text", "text": text}], "structuredContent": details, "isError": true}),
                 )
             } else {
-                Reply::error(StatusCode::OK, self.id, code, &message, Some(details))
+                Reply::error_with(StatusCode::OK, self.id, code, &message, &details)
             };
             return Outcome { reply, result: AuditOutcome::Denied, detail: message };
         }

@@ -2,7 +2,8 @@
 //! writing results and errors. Bodies are parsed by hand, never by an extractor whose own
 //! rejections would bypass the JSON-RPC error mapping.
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 pub use super::codes::*;
 
@@ -131,17 +132,33 @@ pub fn result(id: &Value, result: &Value) -> String {
 }
 
 pub fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
-    let mut error = Map::new();
-    error.insert("code".into(), json!(code));
-    error.insert("message".into(), json!(message));
-    if let Some(data) = data {
-        error.insert("data".into(), data);
+    error_with(id, code, message, data.as_ref())
+}
+
+/// A JSON-RPC error whose `data` is any serializable value, written straight out (no JSON
+/// tree built for it).
+pub fn error_with<D: Serialize>(id: &Value, code: i64, message: &str, data: Option<&D>) -> String {
+    #[derive(Serialize)]
+    struct Envelope<'a, D> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        error: Body<'a, D>,
     }
-    serde_json::to_string(&json!({"jsonrpc": "2.0", "id": id, "error": error})).expect("JSON values serialize")
+    #[derive(Serialize)]
+    struct Body<'a, D> {
+        code: i64,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        data: Option<&'a D>,
+    }
+    serde_json::to_string(&Envelope { jsonrpc: "2.0", id, error: Body { code, message, data } })
+        .expect("JSON values serialize")
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

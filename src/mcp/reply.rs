@@ -53,4 +53,9 @@ impl Reply {
     pub fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Self {
         Self::json(status, jsonrpc::error(id, code, message, data))
     }
+
+    /// An error whose `data` is serialized as it is (see [`jsonrpc::error_with`]).
+    pub fn error_with(status: StatusCode, id: &Value, code: i64, message: &str, data: &impl serde::Serialize) -> Self {
+        Self::json(status, jsonrpc::error_with(id, code, message, Some(data)))
+    }
 }

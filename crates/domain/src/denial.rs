@@ -1,6 +1,9 @@
 //! Every reason the gate refuses a call, typed. Each says what happened, what to do next and
 //! whether retrying helps; the MCP layer maps each to its JSON-RPC code.
 
+use std::sync::Arc;
+
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::StoreError;
@@ -54,50 +57,82 @@ pub enum RecallRefusal {
 }
 
 /// One problem with the arguments: where (JSON pointer) and what.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ArgumentProblem {
     pub pointer: String,
     pub message: String,
+}
+
+/// What every invalid-arguments answer for one tool says besides its problems, computed once
+/// per tool when the server starts (an invalid call then copies nothing of it).
+#[derive(Debug)]
+pub struct ArgumentHints {
+    /// The schema's `required` list.
+    pub required: Value,
+    /// A minimal valid `arguments` object.
+    pub example: Option<Value>,
+    pub remediation: String,
+}
+
+impl ArgumentHints {
+    pub fn new(required: Value, example: Option<Value>) -> Self {
+        let remediation = match &example {
+            Some(e) => format!("fix the arguments named above; required: {required}; a minimal valid call: {e}"),
+            None => format!("fix the arguments named above; required: {required}"),
+        };
+        Self { required, example, remediation }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct InvalidArguments {
     pub tool: &'static str,
     pub problems: Vec<ArgumentProblem>,
-    /// The schema's `required` list.
-    pub required: Value,
-    /// A minimal valid `arguments` object.
-    pub example: Option<Value>,
+    pub hints: Arc<ArgumentHints>,
+}
+
+/// The structured details of an invalid-arguments answer, serialized as they are (no JSON
+/// tree is built for them).
+#[derive(Serialize)]
+pub struct InvalidArgumentsDetails<'a> {
+    error: &'static str,
+    errors: &'a [ArgumentProblem],
+    required: &'a Value,
+    example: &'a Option<Value>,
+    correlation_id: &'a str,
+    retry_after_ms: Option<u64>,
+    remediation: &'a str,
 }
 
 impl InvalidArguments {
     pub fn message(&self) -> String {
-        let lines: Vec<String> = self
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", if p.pointer.is_empty() { "(arguments)" } else { &p.pointer }, p.message))
-            .collect();
-        format!("invalid arguments for {}: {}", self.tool, lines.join("; "))
+        let mut message = format!("invalid arguments for {}: ", self.tool);
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                message.push_str("; ");
+            }
+            message.push_str(if p.pointer.is_empty() { "(arguments)" } else { &p.pointer });
+            message.push_str(": ");
+            message.push_str(&p.message);
+        }
+        message
     }
 
-    pub fn remediation(&self) -> String {
-        match &self.example {
-            Some(e) => format!("fix the arguments named above; required: {}; a minimal valid call: {e}", self.required),
-            None => format!("fix the arguments named above; required: {}", self.required),
-        }
+    pub fn remediation(&self) -> &str {
+        &self.hints.remediation
     }
 
     /// The structured details a client (or a model) can act on.
-    pub fn details(&self, correlation_id: &str) -> Value {
-        json!({
-            "error": "invalid_arguments",
-            "errors": self.problems.iter().map(|p| json!({"pointer": p.pointer, "message": p.message})).collect::<Vec<_>>(),
-            "required": self.required,
-            "example": self.example,
-            "correlation_id": correlation_id,
-            "retry_after_ms": Value::Null,
-            "remediation": self.remediation(),
-        })
+    pub fn details<'a>(&'a self, correlation_id: &'a str) -> InvalidArgumentsDetails<'a> {
+        InvalidArgumentsDetails {
+            error: "invalid_arguments",
+            errors: &self.problems,
+            required: &self.hints.required,
+            example: &self.hints.example,
+            correlation_id,
+            retry_after_ms: None,
+            remediation: &self.hints.remediation,
+        }
     }
 }
 
@@ -142,7 +177,7 @@ impl Denial {
             Denial::NotGranted { tool, pair } => {
                 format!("ask an administrator for a role that grants {pair} (`toolgate explain {tool}` lists them)")
             }
-            Denial::InvalidArguments(invalid) => invalid.remediation(),
+            Denial::InvalidArguments(invalid) => invalid.remediation().to_string(),
             Denial::ApprovalPending { approval: a, .. } => format!(
                 "ask a reviewer to approve {} (toolgate approvals approve {} --as <reviewer>), then call again with the same arguments plus \"approval_id\": \"{}\"",
                 a.id, a.id, a.id

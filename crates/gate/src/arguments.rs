@@ -2,9 +2,11 @@
 //! (strictly: `1.0` is not an integer) before any approval work; in debug builds results are
 //! checked against the outputSchema.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
-use toolgate_domain::denial::{ArgumentProblem, Denial, InvalidArguments};
+use toolgate_domain::denial::{ArgumentHints, ArgumentProblem, Denial, InvalidArguments};
 use toolgate_domain::redact::{is_sensitive, truncated};
 
 /// An invalid-arguments reply names at most this many problems, each at most this long, so
@@ -26,9 +28,9 @@ pub struct Schemas {
     input_json: Vec<Value>,
     output: Vec<Option<jsonschema::Validator>>,
     required_capabilities: Vec<Option<Value>>,
-    /// Per tool, its `required` list and a minimal valid call, for invalid-arguments replies.
-    required: Vec<Value>,
-    examples: Vec<Option<Value>>,
+    /// Per tool, its `required` list, a minimal valid call and the remediation built from
+    /// them, for invalid-arguments replies.
+    hints: Vec<Arc<ArgumentHints>>,
 }
 
 fn compile(
@@ -53,20 +55,16 @@ impl Schemas {
             input_json: Vec::new(),
             output: Vec::new(),
             required_capabilities: Vec::new(),
-            required: Vec::new(),
-            examples: Vec::new(),
+            hints: Vec::new(),
         };
         for meta in catalogue.tools {
             let (validator, json) = compile(meta.input_schema, "inputSchema", meta.name)?;
             schemas.input.push(validator);
-            schemas.required.push(json.get("required").cloned().unwrap_or(Value::Array(Vec::new())));
+            let required = json.get("required").cloned().unwrap_or(Value::Array(Vec::new()));
             schemas.input_json.push(json);
             let example = meta.example_arguments.map(serde_json::from_str).transpose();
-            schemas.examples.push(example.map_err(|e| SchemaError {
-                what: "example",
-                tool: meta.name,
-                why: e.to_string(),
-            })?);
+            let example = example.map_err(|e| SchemaError { what: "example", tool: meta.name, why: e.to_string() })?;
+            schemas.hints.push(Arc::new(ArgumentHints::new(required, example)));
             let output = meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?;
             schemas.output.push(output.map(|(v, _)| v));
             let capabilities = meta
@@ -107,8 +105,8 @@ impl Schemas {
             };
         }
         problems.truncate(MAX_PROBLEMS);
-        let (required, example) = (self.required[tool.index].clone(), self.examples[tool.index].clone());
-        Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, required, example }))
+        let hints = self.hints[tool.index].clone();
+        Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, hints }))
     }
 
     /// Where a handler's result breaks the tool's outputSchema (a bug in the handler).
