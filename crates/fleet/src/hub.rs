@@ -89,6 +89,8 @@ pub struct Hub {
     reports: Arc<tokio::sync::Semaphore>,
     reports_waiting: AtomicU64,
     handshakes: Arc<tokio::sync::Semaphore>,
+    /// How many entries hold a live connection; changed under the registry's write lock.
+    live_connections: AtomicU64,
 }
 
 /// The longest pause between sweeps, in ms (revocations from the console apply within it).
@@ -136,6 +138,7 @@ impl Hub {
             reports: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_reports.max(1))),
             reports_waiting: AtomicU64::new(0),
             handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
+            live_connections: AtomicU64::new(0),
         })
     }
 
@@ -206,9 +209,9 @@ impl Hub {
         self.store.authenticate_agent(agent_id, credential).await
     }
 
-    /// Live connections now.
+    /// Live connections now (kept as a count: every new connection asks).
     pub fn connected(&self) -> usize {
-        self.read().values().filter(|e| e.live.is_some()).count()
+        self.live_connections.load(Ordering::Relaxed) as usize
     }
 
     /// Registers a live connection of an authenticated agent; a previous one is closed.
@@ -226,8 +229,13 @@ impl Hub {
             last_seen_ms: None,
             live: None,
         });
-        if let Some(previous) = entry.live.replace(Live { id, kick }) {
-            let _ = previous.kick.send(Kick::Replaced);
+        match entry.live.replace(Live { id, kick }) {
+            Some(previous) => {
+                let _ = previous.kick.send(Kick::Replaced);
+            }
+            None => {
+                self.live_connections.fetch_add(1, Ordering::Relaxed);
+            }
         }
         entry.last_seen_ms = Some(now);
         Connection { agent_id: agent_id.to_string(), id, kicked }
@@ -250,6 +258,7 @@ impl Hub {
             let Some(entry) = agents.get_mut(&connection.agent_id) else { return };
             if entry.live.as_ref().is_some_and(|l| l.id == connection.id) {
                 entry.live = None;
+                self.live_connections.fetch_sub(1, Ordering::Relaxed);
             }
             entry.last_seen_ms
         };
@@ -287,6 +296,7 @@ impl Hub {
         if let Some(entry) = self.write().get_mut(agent_id) {
             entry.revoked_at_ms.get_or_insert(at_ms);
             if let Some(live) = entry.live.take() {
+                self.live_connections.fetch_sub(1, Ordering::Relaxed);
                 let _ = live.kick.send(Kick::Revoked);
             }
         }
@@ -316,6 +326,7 @@ impl Hub {
                     && let Some(live) = entry.live.take()
                 {
                     tracing::info!(%agent_id, "no heartbeat for {} ms: offline", now - last);
+                    self.live_connections.fetch_sub(1, Ordering::Relaxed);
                     let _ = live.kick.send(Kick::Silent);
                 }
                 if save_last_seen {

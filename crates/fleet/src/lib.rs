@@ -5,6 +5,8 @@
 //! knows no HTTP or WebSocket; the edge hands it the frames ([`session`]).
 
 mod hub;
+#[cfg(test)]
+mod hub_tests;
 pub mod query;
 pub mod session;
 mod view;

@@ -1,0 +1,58 @@
+//! The hub's bookkeeping over a real (in-memory) store and a stopped clock.
+
+use std::sync::Arc;
+
+use toolgate_domain::Clock;
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_store::SqliteStore;
+
+use crate::{FleetSettings, Hub, Kick};
+
+async fn hub_with_agents(clock: &Clock, n: i64) -> (Hub, Vec<String>) {
+    let store = SqliteStore::open_in_memory().unwrap().repositories().fleet;
+    let (_, secret) = store.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
+    let settings = FleetSettings { heartbeat_ms: 100, missed_heartbeats: 3, ..FleetSettings::default() };
+    let hub = Hub::load(Arc::clone(&store), clock.clone(), settings).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(hub.enroll(&secret).await.unwrap().unwrap().0);
+    }
+    (hub, ids)
+}
+
+fn status(hub: &Hub, id: &str) -> AgentStatus {
+    hub.summary(id).unwrap().status
+}
+
+#[tokio::test]
+async fn live_connections_are_counted_through_every_way_out() {
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 3).await;
+    assert_eq!(hub.connected(), 0);
+    let a = hub.connect(&ids[0]);
+    let mut a_again = hub.connect(&ids[0]);
+    let b = hub.connect(&ids[1]);
+    let c = hub.connect(&ids[2]);
+    assert_eq!(hub.connected(), 3, "a replaced connection is not counted twice");
+    assert_eq!(a.kicked.await, Ok(Kick::Replaced));
+    // The replaced connection's end does not take the agent offline.
+    hub.disconnect(&crate::hub::Connection {
+        agent_id: ids[0].clone(),
+        id: 0,
+        kicked: tokio::sync::oneshot::channel().1,
+    })
+    .await;
+    assert_eq!((hub.connected(), status(&hub, &ids[0])), (3, AgentStatus::Online));
+    hub.disconnect(&b).await;
+    assert_eq!((hub.connected(), status(&hub, &ids[1])), (2, AgentStatus::Offline));
+    assert!(hub.revoke(&ids[2]).await.unwrap());
+    assert_eq!((hub.connected(), status(&hub, &ids[2])), (1, AgentStatus::Revoked));
+    drop(c);
+    // Silent past the window (3 heartbeats of 100 ms): the sweep closes it.
+    hub.seen(&a_again);
+    clock.advance_ms(301);
+    assert_eq!(status(&hub, &ids[0]), AgentStatus::Offline, "offline as soon as the window passes");
+    hub.sweep(true).await.unwrap();
+    assert_eq!(hub.connected(), 0);
+    assert_eq!((&mut a_again.kicked).await, Ok(Kick::Silent));
+}
