@@ -11,47 +11,8 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, HostFacts
 use toolgate_domain::{Clock, StoreError};
 use toolgate_store::FleetStore;
 
+use crate::settings::FleetSettings;
 use crate::view::AgentView;
-
-/// How agents are kept: the intervals they are told in their welcome and the server's caps.
-#[derive(Clone, Copy, Debug)]
-pub struct FleetSettings {
-    /// How often an agent sends a heartbeat.
-    pub heartbeat_ms: u64,
-    /// An agent silent for this many heartbeats is offline (and its connection is closed).
-    pub missed_heartbeats: u32,
-    /// How often an agent re-reads its host and reports its inventory.
-    pub inventory_interval_ms: u64,
-    /// Agent connections open at once; past it a new one is refused as busy.
-    pub max_connections: usize,
-    /// Agent connections between the upgrade and their first frame, at once; past it a new
-    /// one is refused (503) and the agent retries. The agent surface's own budget: agents do
-    /// not use the MCP endpoint's allowance of unauthenticated connections.
-    pub max_handshakes: usize,
-    /// Report uploads taken at once; the others wait their turn (see [`Hub::report_slot`]).
-    /// Reports are large and the store takes them one at a time anyway: this bounds the
-    /// memory a whole fleet reporting at once (after a server restart) can claim.
-    pub max_concurrent_reports: usize,
-}
-
-impl Default for FleetSettings {
-    fn default() -> Self {
-        Self {
-            heartbeat_ms: 30_000,
-            missed_heartbeats: 3,
-            inventory_interval_ms: 3_600_000,
-            max_connections: 20_000,
-            max_handshakes: 1024,
-            max_concurrent_reports: 16,
-        }
-    }
-}
-
-impl FleetSettings {
-    pub fn offline_after_ms(&self) -> i64 {
-        (self.heartbeat_ms as i64).saturating_mul(i64::from(self.missed_heartbeats.max(1)))
-    }
-}
 
 /// Why the hub closes a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

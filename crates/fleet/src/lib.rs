@@ -9,7 +9,9 @@ mod hub;
 mod hub_tests;
 pub mod query;
 pub mod session;
+mod settings;
 mod view;
 
-pub use hub::{FleetSettings, Hub, Kick};
+pub use hub::{Hub, Kick};
+pub use settings::FleetSettings;
 pub use view::{AgentView, TagIndex};
