@@ -15,7 +15,7 @@ pub struct FleetSettings {
     /// one is refused (503) and the agent retries. The agent surface's own budget: agents do
     /// not use the MCP endpoint's allowance of unauthenticated connections.
     pub max_handshakes: usize,
-    /// Report uploads taken at once; the others wait their turn (see [`Hub::report_slot`]).
+    /// Report uploads taken at once; the others wait their turn (see [`crate::Hub::report_slot`]).
     /// Reports are large and the store takes them one at a time anyway: this bounds the
     /// memory a whole fleet reporting at once (after a server restart) can claim.
     pub max_concurrent_reports: usize,
