@@ -248,7 +248,13 @@ async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, ma
             Ok(()) => return,
             Err(e) => {
                 let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
-                tracing::debug!("the report was not taken ({e}); retrying in {} ms", wait.as_millis());
+                // A busy server is routine after a restart; still failing at the longest wait
+                // is worth an operator's eye (a refusal that retrying will not cure, say).
+                if ceiling >= max_wait_ms {
+                    tracing::warn!("the report is still not taken ({e}); retrying in {} ms", wait.as_millis());
+                } else {
+                    tracing::debug!("the report was not taken ({e}); retrying in {} ms", wait.as_millis());
+                }
                 tokio::time::sleep(wait).await;
                 ceiling = ceiling.saturating_mul(2).min(max_wait_ms.max(FIRST_RETRY_MS));
             }
