@@ -90,11 +90,13 @@ async fn fleet_rows(
     });
     let fleet = ctx.services().fleet();
     let page = fleet.store().inventory_rows(table.name, one_agent, &in_store, filter, offset, limit).await?;
-    let page_agents: HashSet<&str> = page.rows.iter().map(|(a, _)| a.as_str()).collect();
-    let hostnames: HashMap<String, Option<String>> = fleet
-        .each(|view| page_agents.contains(view.agent_id).then(|| (view.agent_id.to_string(), hostname(view))))
-        .into_iter()
-        .collect();
+    // Host names of the page's agents only (at most a page of lookups, not a walk of the fleet).
+    let mut hostnames: HashMap<String, Option<String>> = HashMap::new();
+    for (agent, _) in &page.rows {
+        if !hostnames.contains_key(agent) {
+            hostnames.insert(agent.clone(), fleet.with_agent(agent, hostname).flatten());
+        }
+    }
     let next = next_offset(offset, page.rows.len(), page.more);
     let rows = page
         .rows

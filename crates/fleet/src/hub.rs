@@ -1,6 +1,6 @@
 //! Agents in memory: one entry per enrolled agent, with its live connection if any.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -39,11 +39,25 @@ pub(crate) struct Entry {
     live: Option<Live>,
 }
 
+impl Entry {
+    /// An agent just enrolled: nothing reported, never seen.
+    fn enrolled_at(ms: i64) -> Self {
+        Entry {
+            enrolled_at_ms: ms,
+            revoked_at_ms: None,
+            facts: None,
+            facts_at_ms: None,
+            last_seen_ms: None,
+            live: None,
+        }
+    }
+}
+
 pub struct Hub {
     store: Arc<dyn FleetStore>,
     clock: Clock,
     settings: FleetSettings,
-    agents: RwLock<HashMap<String, Entry>>,
+    agents: RwLock<BTreeMap<String, Entry>>,
     next_connection: AtomicU64,
     /// When the last sweep looked for revocations made elsewhere (the console).
     revocations_checked_ms: AtomicI64,
@@ -140,11 +154,11 @@ impl Hub {
         self.store.as_ref()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Entry>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Entry>> {
         self.agents.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Entry>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
         self.agents.write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -153,15 +167,7 @@ impl Hub {
         let now = self.clock.now_ms();
         let enrolled = self.store.enroll(secret, now).await?;
         if let Ok((agent_id, _)) = &enrolled {
-            let entry = Entry {
-                enrolled_at_ms: now,
-                revoked_at_ms: None,
-                facts: None,
-                facts_at_ms: None,
-                last_seen_ms: None,
-                live: None,
-            };
-            self.write().insert(agent_id.clone(), entry);
+            self.write().insert(agent_id.clone(), Entry::enrolled_at(now));
         }
         Ok(enrolled)
     }
@@ -181,15 +187,8 @@ impl Hub {
         let (kick, kicked) = oneshot::channel();
         let now = self.clock.now_ms();
         let mut agents = self.write();
-        let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry {
-            // Enrolled by another process after this hub loaded (the store said it is valid).
-            enrolled_at_ms: now,
-            revoked_at_ms: None,
-            facts: None,
-            facts_at_ms: None,
-            last_seen_ms: None,
-            live: None,
-        });
+        // Absent: enrolled by another process after this hub loaded (the store said it is valid).
+        let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry::enrolled_at(now));
         match entry.live.replace(Live { id, kick }) {
             Some(previous) => {
                 let _ = previous.kick.send(Kick::Replaced);
@@ -339,23 +338,26 @@ impl Hub {
         mut visit: impl FnMut(&AgentView<'_>) -> Option<T>,
     ) -> Vec<T> {
         let now = self.clock.now_ms();
-        let agents = self.read();
-        let mut ids: Vec<&String> = agents.keys().collect();
-        ids.sort_unstable();
-        ids.into_iter()
-            .filter_map(|id| {
-                let entry = &agents[id];
+        // The registry is ordered by id: pages come out in id order without a sort.
+        self.read()
+            .iter()
+            .filter_map(|(id, entry)| {
                 let tags = tags.map(|t| t.of(id));
                 visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags })
             })
             .collect()
     }
 
-    pub fn summary(&self, agent_id: &str) -> Option<AgentSummary> {
+    /// Calls `look` with one agent, if enrolled.
+    pub fn with_agent<T>(&self, agent_id: &str, look: impl FnOnce(&AgentView<'_>) -> T) -> Option<T> {
         let now = self.clock.now_ms();
         let agents = self.read();
-        let entry = agents.get(agent_id)?;
-        Some(AgentView { agent_id, entry, status: self.status(entry, now), tags: None }.summary())
+        let (agent_id, entry) = agents.get_key_value(agent_id)?;
+        Some(look(&AgentView { agent_id, entry, status: self.status(entry, now), tags: None }))
+    }
+
+    pub fn summary(&self, agent_id: &str) -> Option<AgentSummary> {
+        self.with_agent(agent_id, |view| view.summary())
     }
 
     /// Whether the agent is enrolled (revoked or not).
@@ -365,8 +367,6 @@ impl Hub {
 
     /// Every agent id, for "did you mean" answers.
     pub fn agent_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.read().keys().cloned().collect();
-        ids.sort_unstable();
-        ids
+        self.read().keys().cloned().collect()
     }
 }
