@@ -238,6 +238,10 @@ fn three_real_agents_enroll_report_go_offline_come_back_and_are_revoked() {
         assert_eq!(reported_packages(&s, &schemas, &ids[name]), dpkg, "{name}");
     }
 
+    let tables = structured(&s, &schemas, "list_inventory_tables", json!({}));
+    let software = tables["tables"].as_array().unwrap().iter().find(|t| t["name"] == "installed_software").unwrap();
+    assert_eq!((software["agents_reported"].clone(), software["agents_unavailable"].clone()), (json!(3), json!(0)));
+
     tags_and_scopes(&s, &schemas, &ids);
 
     // Silent (stopped, its socket still open): offline after the heartbeat window; resumed:

@@ -108,7 +108,7 @@ pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -
         return Err(ToolError::NotFound(format!("agent `{}` is gone; list_agents lists them", args.agent_id)));
     };
     let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
-    let inventory = fleet.store().inventory_status(Some(&args.agent_id)).await?;
+    let inventory = fleet.store().inventory_status(&args.agent_id).await?;
     Ok(ToolOutput::Structured(json!({
         "agent_id": agent.agent_id,
         "status": agent.status,

@@ -29,14 +29,14 @@ fn checked<'a>(
 }
 
 pub async fn list_inventory_tables(ctx: &ToolContext, _args: args::ListInventoryTables) -> ToolResult {
-    let reported = ctx.services().fleet().store().inventory_status(None).await?;
+    let coverage = ctx.services().fleet().store().inventory_coverage().await?;
     let tables: Vec<Value> = TABLES
         .iter()
         .map(|t| {
-            let of_table = reported.iter().filter(|r| r.table == t.name);
-            let unavailable = of_table.clone().filter(|r| !r.available).count();
+            let (reported, unavailable) =
+                coverage.iter().find(|(table, ..)| table == t.name).map_or((0, 0), |(_, r, u)| (*r, *u));
             json!({"name": t.name, "description": t.description, "source": t.source, "columns": t.columns,
-                   "agents_reported": of_table.count(), "agents_unavailable": unavailable})
+                   "agents_reported": reported, "agents_unavailable": unavailable})
         })
         .collect();
     Ok(ToolOutput::Structured(json!({ "tables": tables })))
@@ -48,7 +48,7 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
     let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
     let store = ctx.services().fleet().store();
-    let status = store.inventory_status(Some(&args.agent_id)).await?.into_iter().find(|s| s.table == table.name);
+    let status = store.inventory_status(&args.agent_id).await?.into_iter().find(|s| s.table == table.name);
     let Some(status) = status else {
         return Err(ToolError::NotFound(format!(
             "agent {} has not reported `{}` yet: agents report every table when they connect (get_agent_details shows its status)",

@@ -167,8 +167,11 @@ pub trait FleetStore: Send + Sync {
     async fn revoked_since(&self, since_ms: i64) -> Result<Vec<String>>;
     /// Replaces the agent's copy of one table.
     async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()>;
-    /// What each agent last reported of each table (one agent's, or all).
-    async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>>;
+    /// What one agent last reported of each table.
+    async fn inventory_status(&self, agent_id: &str) -> Result<Vec<InventoryStatus>>;
+    /// Per table reported by any agent: how many agents reported it, and how many of those
+    /// said it is not available on their host.
+    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>>;
     /// Rows of `table` (one agent's, or the fleet's) that meet every condition and that
     /// `filter` (when given) keeps, in agent order.
     async fn inventory_rows(

@@ -304,12 +304,12 @@ impl FleetStore for SqliteStore {
         self.run(move |c| without_fsync(c, |c| replace_inventory(c, &agent_id, &report, received_at_ms))).await
     }
 
-    async fn inventory_status(&self, agent_id: Option<&str>) -> Result<Vec<InventoryStatus>> {
-        let agent_id = agent_id.map(str::to_string);
+    async fn inventory_status(&self, agent_id: &str) -> Result<Vec<InventoryStatus>> {
+        let agent_id = agent_id.to_string();
         self.run(move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT agent_id, table_name, collected_at_ms, received_at_ms, available, reason, row_count FROM inventory_table
-                 WHERE (?1 IS NULL OR agent_id = ?1) ORDER BY agent_id, table_name",
+                 WHERE agent_id = ?1 ORDER BY table_name",
             )?;
             stmt.query_map(params![agent_id], |r| {
                 Ok(InventoryStatus {
@@ -323,6 +323,16 @@ impl FleetStore for SqliteStore {
                 })
             })?
             .collect()
+        })
+        .await
+    }
+
+    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>> {
+        self.run(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT table_name, count(*), sum(available = 0) FROM inventory_table GROUP BY table_name ORDER BY table_name",
+            )?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
         })
         .await
     }

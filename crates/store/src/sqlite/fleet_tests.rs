@@ -41,8 +41,9 @@ async fn conditions_and_pages_in_sql_or_in_the_filter_agree() {
     let text = [ColumnCondition { column: "process".into(), equal: true, value: ColumnValue::Text("p8080".into()) }];
     let only = store.inventory_rows("listening_ports", Some(&b), &text, None, 0, 10).await.unwrap();
     assert_eq!(ports(&only), [8080]);
-    let status = store.inventory_status(Some(&b)).await.unwrap();
+    let status = store.inventory_status(&b).await.unwrap();
     assert_eq!((status[0].rows, status[0].collected_at_ms, status[0].received_at_ms), (3, 1, 3));
+    assert_eq!(store.inventory_coverage().await.unwrap(), [("listening_ports".to_string(), 2, 0)]);
 }
 
 #[tokio::test]
