@@ -58,6 +58,23 @@ fn inventory_tables() {
     committed_equals("docs/inventory.md", &toolgate_domain::fleet::inventory::markdown());
 }
 
+/// The scope attributes table in docs/scope.md, between its markers, is the parser's own.
+#[test]
+fn scope_attributes_in_the_docs() {
+    let (begin, end) = ("<!-- generated: scope attributes", "<!-- end: scope attributes -->");
+    let path = "docs/scope.md";
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let start = committed.find(begin).and_then(|i| committed[i..].find('\n').map(|n| i + n + 1)).expect("begin marker");
+    let stop = committed.find(end).expect("end marker");
+    let generated = format!(
+        "{}{}{}",
+        &committed[..start],
+        toolgate_domain::fleet::scope::attributes_markdown(),
+        &committed[stop..]
+    );
+    committed_equals(path, &generated);
+}
+
 #[test]
 fn editor_schemas() {
     for (name, schema) in toolgate_codegen::editor_schemas() {

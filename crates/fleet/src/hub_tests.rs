@@ -56,3 +56,39 @@ async fn live_connections_are_counted_through_every_way_out() {
     assert_eq!(hub.connected(), 0);
     assert_eq!((&mut a_again.kicked).await, Ok(Kick::Silent));
 }
+
+/// Every attribute the scope language declares is answered by an agent's view: a new
+/// attribute without its arm in `AgentView::attribute` fails here, not in a user's scope.
+#[tokio::test]
+async fn every_declared_scope_attribute_has_a_value() {
+    use toolgate_domain::fleet::HostFacts;
+    use toolgate_domain::fleet::scope::{ATTRIBUTES, Subject};
+
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 1).await;
+    let facts = HostFacts {
+        hostname: "h".into(),
+        os_name: "Debian GNU/Linux".into(),
+        os_id: "debian".into(),
+        os_version: "12".into(),
+        os_pretty_name: "Debian GNU/Linux 12".into(),
+        kernel: "6.1.0".into(),
+        arch: "x86_64".into(),
+        cpu_model: "cpu".into(),
+        cpu_count: 2,
+        memory_total_bytes: 1,
+        memory_available_bytes: 1,
+        uptime_secs: 1,
+        boot_time: 1,
+        ip_addresses: vec!["10.0.0.1".into()],
+        disks: vec![],
+        agent_version: "0.1.0".into(),
+    };
+    hub.save_facts(&ids[0], facts, 1).await.unwrap();
+    let missing: Vec<&str> = hub
+        .with_agent(&ids[0], |view| {
+            ATTRIBUTES.iter().filter(|a| view.attribute(a.name).is_empty()).map(|a| a.name).collect()
+        })
+        .unwrap();
+    assert!(missing.is_empty(), "no value for {missing:?}");
+}

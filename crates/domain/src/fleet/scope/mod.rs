@@ -53,6 +53,17 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr("ip", ValueKind::Text, "Any of the host's IP addresses."),
 ];
 
+/// The attributes as a Markdown table (docs/scope.md holds it between markers; a test fails
+/// when the two drift).
+pub fn attributes_markdown() -> String {
+    let mut out = String::from("| attribute | type | what |\n|---|---|---|\n");
+    for a in ATTRIBUTES {
+        out.push_str(&format!("| `{}` | {} | {} |\n", a.name, a.kind.as_str(), a.description));
+    }
+    out.push_str("| `tag:KEY` | text | The value of the agent's tag `KEY`. |\n");
+    out
+}
+
 /// A mistake in an expression, at a 1-based character column.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("column {column}: {message}")]
