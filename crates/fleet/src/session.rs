@@ -134,7 +134,8 @@ async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage) -> Resul
             check_report(&report)?;
             Ok(hub.save_inventory(agent_id, report).await?)
         }
-        _ => Ok(()),
+        // The callers pass reports only; anything else is refused, never silently dropped.
+        _ => Err(FrameError::Malformed("expected facts or inventory".into())),
     }
 }
 
