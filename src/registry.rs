@@ -10,3 +10,11 @@ pub mod args {
 }
 
 include!(concat!(env!("OUT_DIR"), "/dispatch.rs"));
+
+/// The instruction definitions and plugin manifests, checked by the build
+/// (`instructions.yaml`, `crates/agent/plugins/*.yaml`).
+pub static INSTRUCTIONS: std::sync::LazyLock<toolgate_domain::fleet::instruction::InstructionSet> =
+    std::sync::LazyLock::new(|| {
+        serde_json::from_str(include_str!(concat!(env!("OUT_DIR"), "/instructions.json")))
+            .expect("the build wrote the instruction set it checked")
+    });

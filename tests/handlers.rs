@@ -14,7 +14,10 @@ use toolgate_store::{AuditWriter, SqliteStore};
 async fn services() -> Arc<Services> {
     let repositories = SqliteStore::open_in_memory().unwrap().repositories();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    let hub = Hub::load(repositories.fleet.clone(), Clock::default(), FleetSettings::default()).await.unwrap();
+    let hub =
+        Hub::load(repositories.fleet.clone(), repositories.work.clone(), Clock::default(), FleetSettings::default())
+            .await
+            .unwrap();
     Arc::new(Services::new(repositories, Clock::default(), audit, Arc::new(hub)))
 }
 

@@ -46,7 +46,10 @@ async fn app() -> App {
     let (_, operator) = credentials.create_token(token("alice", Some("operator"))).await.unwrap();
     let (_, reviewer) = credentials.create_token(token("admin", None)).await.unwrap();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
-    let hub = Hub::load(repositories.fleet.clone(), Clock::default(), FleetSettings::default()).await.unwrap();
+    let hub =
+        Hub::load(repositories.fleet.clone(), repositories.work.clone(), Clock::default(), FleetSettings::default())
+            .await
+            .unwrap();
     let now = Clock::default().now_ms();
     let (_, enrollment) = repositories.fleet.create_enrollment_token(now + 60_000, 1, now).await.unwrap();
     let (agent, _) = hub.enroll(&enrollment).await.unwrap().unwrap();

@@ -8,6 +8,7 @@ pub mod args;
 pub mod check;
 pub mod diag;
 pub mod emit;
+pub mod instructions;
 pub mod load;
 pub mod model;
 pub mod policy;
@@ -55,10 +56,12 @@ pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
 /// The JSON Schemas of the two formats, for editors (`schemas/*.json`).
 pub fn editor_schemas() -> Vec<(&'static str, String)> {
     let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
-    vec![
+    let mut schemas = vec![
         ("tools.schema.json", pretty(load::schema_of::<model::Catalogue>())),
         ("policy.schema.json", pretty(load::schema_of::<model::Policy>())),
-    ]
+    ];
+    schemas.extend(instructions::editor_schemas().into_iter().map(|(name, schema)| (name, pretty(schema))));
+    schemas
 }
 
 /// Writes the files whose contents changed, so cargo does not rebuild what did not.
@@ -126,7 +129,24 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
         policy: policy_path.display().to_string(),
         handlers_dir: handlers_dir.display().to_string(),
     };
-    let files = emit::all(&checked, &paths);
+    let mut files = emit::all(&checked, &paths);
+    println!("cargo::rerun-if-changed={}", manifest_dir.join(instructions::MANIFESTS_DIR).display());
+    println!("cargo::rerun-if-changed={}", manifest_dir.join(instructions::DEFINITIONS_FILE).display());
+    let instruction_set = instructions::InstructionInputs::read(manifest_dir)
+        .map_err(|e| vec![e])
+        .and_then(|inputs| instructions::check(&inputs).map_err(|d| d.iter().map(Diagnostic::one_line).collect()));
+    match instruction_set {
+        Ok(set) => files.push(OutputFile {
+            name: "instructions.json".into(),
+            contents: serde_json::to_string(&set).expect("the instruction set serializes"),
+        }),
+        Err(errors) => {
+            for e in errors {
+                println!("cargo::error={e}");
+            }
+            return false;
+        }
+    }
     if let Err(e) = write_if_changed(out_dir, &files) {
         println!("cargo::error=cannot write generated files to {}: {e}", out_dir.display());
         return false;

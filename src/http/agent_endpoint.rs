@@ -103,6 +103,10 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
         hub.disconnect(&connection).await;
         return;
     }
+    if let Err(e) = hub.welcome_work(&agent_id).await {
+        // Its runs stay due: the next connection is sent them.
+        tracing::warn!(%agent_id, "could not look up the runs due: {e}");
+    }
     let ended = loop {
         // The close frames are rare and their futures large: boxed, so that the state every
         // idle connection keeps stays small.
@@ -120,6 +124,12 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
                     Kick::Replaced => {}
                 }
                 break "closed by the server";
+            }
+            Some(message) = connection.outbox.recv() => {
+                if let Err(e) = send(&mut socket, &message).await {
+                    tracing::debug!(%agent_id, "could not send to the agent: {e}");
+                    break "a connection error";
+                }
             }
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) => {

@@ -81,7 +81,9 @@ pub async fn serve(config: Config) -> Result<()> {
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
     let hub = Arc::new(
-        Hub::load(repositories.fleet.clone(), clock.clone(), config.fleet).await.context("cannot load the agents")?,
+        Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
+            .await
+            .context("cannot load the agents")?,
     );
     let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()));
     let options =

@@ -15,6 +15,7 @@ use toolgate_domain::fleet::wire::{
 use toolgate_domain::secrets::random_bytes;
 
 use crate::state::{self, Identity};
+use crate::worker::Worker;
 use crate::{AgentError, AgentOptions, collect};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -91,10 +92,11 @@ pub async fn run_with(
     if let Some(id) = &identity {
         tracing::info!(agent_id = %id.agent_id, "enrolled; connecting to {url}");
     }
+    let worker = Arc::new(Worker::new(&options, &url)?);
     let mut failures: u32 = 0;
     loop {
         let ended = tokio::select! {
-            ended = session(&url, &options, &mut identity, &reporter) => ended?,
+            ended = session(&url, &options, &mut identity, &reporter, &worker) => ended?,
             _ = stop.cancelled() => return Ok(()),
         };
         let wait = match ended {
@@ -172,6 +174,7 @@ async fn session(
     options: &AgentOptions,
     identity: &mut Option<Identity>,
     reporter: &Arc<dyn Reporter>,
+    worker: &Arc<Worker>,
 ) -> Result<Ended, AgentError> {
     let first = match identity {
         Some(id) => hello(id, Purpose::Session),
@@ -198,19 +201,30 @@ async fn session(
         ServerMessage::Refused { code: RefusalCode::Busy, message } => return Ok(Ended::Failed(message)),
         ServerMessage::Refused { code, message } => return Err(AgentError::Refused { code, message }),
         ServerMessage::Revoked { message } => return Err(AgentError::Revoked(message)),
+        other => return Ok(Ended::Failed(format!("expected a welcome, got {other:?}"))),
     };
     let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
     let mut heartbeat = tokio::time::interval(Duration::from_millis(heartbeat_ms));
     let mut inventory = tokio::time::interval(Duration::from_millis(inventory_ms));
     heartbeat.tick().await;
     let mut reporting = ReportTask(None);
+    // Frames the worker's tasks want sent on this session (started, quarantine state).
+    let (outgoing, mut to_send) = tokio::sync::mpsc::unbounded_channel();
+    if let Err(e) = send(&mut socket, &worker.quarantine_state()).await {
+        return Ok(Ended::Lost(e));
+    }
     loop {
         tokio::select! {
             _ = inventory.tick() => {
                 // One report at a time; a slow one is not piled on.
                 if reporting.0.as_ref().is_none_or(|task| task.is_finished()) {
-                    let task = report(url.to_string(), me.clone(), reporter.clone(), options.reconnect_max_ms);
+                    let task = report(url.to_string(), me.clone(), reporter.clone(), worker.clone(), options.reconnect_max_ms);
                     reporting.0 = Some(tokio::spawn(task));
+                }
+            }
+            Some(frame) = to_send.recv() => {
+                if let Err(e) = send(&mut socket, &frame).await {
+                    return Ok(Ended::Lost(e));
                 }
             }
             _ = heartbeat.tick() => {
@@ -224,36 +238,45 @@ async fn session(
                     return Err(AgentError::Refused { code, message })
                 }
                 Ok(ServerMessage::Refused { message, .. }) => return Ok(Ended::Lost(message)),
-                Ok(other) => tracing::debug!("ignored a message from the server: {other:?}"),
+                Ok(ServerMessage::Welcome { .. }) => tracing::debug!("ignored a second welcome"),
+                Ok(work) => {
+                    worker.take(work, &me, &outgoing);
+                }
                 Err(e) => return Ok(Ended::Lost(e)),
             },
         }
     }
 }
 
-/// Reads the host (off the async threads) and uploads the facts and every table over a
-/// connection of its own, retried with jittered backoff until it is taken (a server busy with
-/// a whole fleet's reports says so) or the session ends.
-async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, max_wait_ms: u64) {
-    let read = tokio::task::spawn_blocking(move || reporter.read()).await;
-    let Ok((facts, tables)) = read else {
+/// Reads the host (off the async threads) and uploads the facts, every table and the
+/// compliance outcomes (once the server has sent rules).
+async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, worker: Arc<Worker>, max_wait_ms: u64) {
+    let read = tokio::task::spawn_blocking(move || (reporter.read(), worker.compliance_frame())).await;
+    let Ok(((facts, tables), compliance)) = read else {
         tracing::error!("the collectors failed; the next scheduled report tries again");
         return;
     };
     let mut frames = vec![AgentMessage::Facts { collected_at_ms: now_ms(), facts: Box::new(facts) }];
     frames.extend(tables.into_iter().map(AgentMessage::Inventory));
+    frames.extend(compliance);
+    deliver(&url, &identity, &frames, max_wait_ms).await;
+}
+
+/// Uploads frames over a connection of their own, retried with jittered backoff until the
+/// server takes them (a server busy with a whole fleet's reports says so).
+pub(crate) async fn deliver(url: &str, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
     let mut ceiling = FIRST_RETRY_MS;
     loop {
-        match upload(&url, &identity, &frames).await {
+        match upload(url, identity, frames).await {
             Ok(()) => return,
             Err(e) => {
                 let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
                 // A busy server is routine after a restart; still failing at the longest wait
                 // is worth an operator's eye (a refusal that retrying will not cure, say).
                 if ceiling >= max_wait_ms {
-                    tracing::warn!("the report is still not taken ({e}); retrying in {} ms", wait.as_millis());
+                    tracing::warn!("an upload is still not taken ({e}); retrying in {} ms", wait.as_millis());
                 } else {
-                    tracing::debug!("the report was not taken ({e}); retrying in {} ms", wait.as_millis());
+                    tracing::debug!("an upload was not taken ({e}); retrying in {} ms", wait.as_millis());
                 }
                 tokio::time::sleep(wait).await;
                 ceiling = ceiling.saturating_mul(2).min(max_wait_ms.max(FIRST_RETRY_MS));

@@ -1,11 +1,16 @@
 //! toolgate's endpoint agent. It enrolls once with an enrollment token, keeps its identity in
 //! its state dir, and holds one outbound WebSocket to the server: facts and inventory on
 //! connect and on the server's schedule, a heartbeat every interval, and a jittered backoff
-//! whenever the connection is lost. It never runs a shell; it reads its host ([`collect`]).
+//! whenever the connection is lost. It never runs a shell: it reads its host ([`collect`]) and
+//! runs the actions its plugin manifests declare ([`plugins`]), changes at most once ([`journal`]).
 
 pub mod collect;
+mod compliance;
 mod connection;
+pub mod journal;
+pub mod plugins;
 pub mod state;
+mod worker;
 
 use std::path::PathBuf;
 

@@ -38,13 +38,19 @@ pub fn load(state_dir: &Path) -> Result<Option<Identity>, AgentError> {
     }
 }
 
-/// Writes the identity (mode 0600, in a 0700 dir) through a temporary file and a rename, so a
-/// crash leaves the old file or the new one, never half of one.
+/// Writes the identity (mode 0600, in a 0700 dir), durably.
 pub fn save(state_dir: &Path, identity: &Identity) -> Result<(), AgentError> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state_dir).map_err(|e| state_error(state_dir, e))?;
-    let path = path(state_dir);
-    let temporary = state_dir.join(format!(".{STATE_FILE}.tmp"));
-    let text = serde_json::to_string_pretty(identity).map_err(|e| state_error(&path, e))?;
+    let text = serde_json::to_string_pretty(identity).map_err(|e| state_error(&path(state_dir), e))?;
+    write_durably(state_dir, STATE_FILE, text.as_bytes())
+}
+
+/// Writes `dir/name` (mode 0600, in a 0700 dir) through a temporary file and a rename, both
+/// flushed to disk, so a crash leaves the old file or the new one, never half of one, and a
+/// file this returns for survives a power cut.
+pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), AgentError> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| state_error(dir, e))?;
+    let path = dir.join(name);
+    let temporary = dir.join(format!(".{name}.tmp"));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -54,8 +60,35 @@ pub fn save(state_dir: &Path, identity: &Identity) -> Result<(), AgentError> {
         .map_err(|e| state_error(&temporary, e))?;
     // The mode given to open() applies only when the file is created.
     file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| state_error(&temporary, e))?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| state_error(&temporary, e))?;
-    std::fs::rename(&temporary, &path).map_err(|e| state_error(&path, e))
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| state_error(&temporary, e))?;
+    std::fs::rename(&temporary, &path).map_err(|e| state_error(&path, e))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| state_error(dir, e))
+}
+
+/// The quarantine state the agent keeps across restarts (`quarantine.json`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantine {
+    pub quarantined: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+pub const QUARANTINE_FILE: &str = "quarantine.json";
+
+pub fn load_quarantine(state_dir: &Path) -> Result<Quarantine, AgentError> {
+    let path = state_dir.join(QUARANTINE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            serde_json::from_str(&text).map_err(|e| state_error(&path, format!("is not a quarantine state file ({e})")))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Quarantine::default()),
+        Err(e) => Err(state_error(&path, e)),
+    }
+}
+
+pub fn save_quarantine(state_dir: &Path, quarantine: &Quarantine) -> Result<(), AgentError> {
+    let text = serde_json::to_string(quarantine).map_err(|e| state_error(state_dir, e))?;
+    write_durably(state_dir, QUARANTINE_FILE, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use toolgate_domain::fleet::agent::AgentAuth;
-use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::compliance::Rule;
+use toolgate_domain::fleet::wire::{InventoryReport, ServerMessage};
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, HostFacts};
 use toolgate_domain::{Clock, StoreError};
-use toolgate_store::FleetStore;
+use toolgate_store::{FleetStore, WorkStore};
 
 use crate::settings::FleetSettings;
 use crate::view::AgentView;
@@ -28,6 +29,8 @@ pub enum Kick {
 struct Live {
     id: u64,
     kick: oneshot::Sender<Kick>,
+    /// Messages for the agent (runs, quarantine, rules); boxed so an idle channel stays small.
+    outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
 }
 
 pub(crate) struct Entry {
@@ -36,6 +39,11 @@ pub(crate) struct Entry {
     pub(crate) facts: Option<Arc<HostFacts>>,
     pub(crate) facts_at_ms: Option<i64>,
     pub(crate) last_seen_ms: Option<i64>,
+    /// Whether the server wants the agent quarantined, and why.
+    pub(crate) quarantine: Option<Arc<str>>,
+    pub(crate) quarantine_wanted: bool,
+    /// What the agent last said it is in (None: it has not said since it was enrolled).
+    pub(crate) quarantine_reported: Option<bool>,
     live: Option<Live>,
 }
 
@@ -48,6 +56,9 @@ impl Entry {
             facts: None,
             facts_at_ms: None,
             last_seen_ms: None,
+            quarantine: None,
+            quarantine_wanted: false,
+            quarantine_reported: None,
             live: None,
         }
     }
@@ -55,6 +66,11 @@ impl Entry {
 
 pub struct Hub {
     store: Arc<dyn FleetStore>,
+    pub(crate) work: Arc<dyn WorkStore>,
+    /// The compliance rules agents evaluate (the last good compliance.yaml).
+    pub(crate) rules: RwLock<Arc<Vec<Rule>>>,
+    /// When the last sweep expired overdue executions.
+    pub(crate) expired_at_ms: AtomicI64,
     clock: Clock,
     settings: FleetSettings,
     agents: RwLock<BTreeMap<String, Entry>>,
@@ -81,22 +97,35 @@ pub struct Connection {
     pub agent_id: String,
     pub id: u64,
     pub kicked: oneshot::Receiver<Kick>,
+    /// What the hub wants sent to the agent, in order.
+    pub outbox: mpsc::UnboundedReceiver<Box<ServerMessage>>,
 }
 
 impl Hub {
     /// Loads every enrolled agent from the store; none is online until it connects.
-    pub async fn load(store: Arc<dyn FleetStore>, clock: Clock, settings: FleetSettings) -> Result<Self, StoreError> {
+    pub async fn load(
+        store: Arc<dyn FleetStore>,
+        work: Arc<dyn WorkStore>,
+        clock: Clock,
+        settings: FleetSettings,
+    ) -> Result<Self, StoreError> {
+        let quarantines: BTreeMap<String, _> =
+            work.quarantines().await?.into_iter().map(|q| (q.agent_id.clone(), q)).collect();
         let agents = store
             .agents()
             .await?
             .into_iter()
             .map(|a| {
+                let quarantine = quarantines.get(&a.agent_id).cloned().unwrap_or_default();
                 let entry = Entry {
                     enrolled_at_ms: a.enrolled_at_ms,
                     revoked_at_ms: a.revoked_at_ms,
                     facts: a.facts.map(Arc::new),
                     facts_at_ms: a.facts_at_ms,
                     last_seen_ms: a.last_seen_ms,
+                    quarantine: quarantine.reason.map(Arc::from),
+                    quarantine_wanted: quarantine.wanted,
+                    quarantine_reported: quarantine.reported,
                     live: None,
                 };
                 (a.agent_id, entry)
@@ -105,6 +134,9 @@ impl Hub {
         let revocations_checked_ms = AtomicI64::new(clock.now_ms());
         Ok(Self {
             store,
+            work,
+            rules: RwLock::new(Arc::new(Vec::new())),
+            expired_at_ms: AtomicI64::new(0),
             clock,
             settings,
             agents: RwLock::new(agents),
@@ -154,7 +186,25 @@ impl Hub {
         self.store.as_ref()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Entry>> {
+    /// Queues a message for the agent's live connection; false when it has none.
+    pub fn send(&self, agent_id: &str, message: ServerMessage) -> bool {
+        self.read()
+            .get(agent_id)
+            .and_then(|e| e.live.as_ref())
+            .is_some_and(|live| live.outbox.send(Box::new(message)).is_ok())
+    }
+
+    /// Calls `change` on one agent's entry; false when it is not enrolled.
+    pub(crate) fn update(&self, agent_id: &str, change: impl FnOnce(&mut Entry)) -> bool {
+        self.write().get_mut(agent_id).map(change).is_some()
+    }
+
+    /// The agents with a live connection now.
+    pub fn live_agent_ids(&self) -> Vec<String> {
+        self.read().iter().filter(|(_, e)| e.live.is_some()).map(|(id, _)| id.clone()).collect()
+    }
+
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Entry>> {
         self.agents.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -185,11 +235,12 @@ impl Hub {
     pub fn connect(&self, agent_id: &str) -> Connection {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let (kick, kicked) = oneshot::channel();
+        let (outbox, outbox_rx) = mpsc::unbounded_channel();
         let now = self.clock.now_ms();
         let mut agents = self.write();
         // Absent: enrolled by another process after this hub loaded (the store said it is valid).
         let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry::enrolled_at(now));
-        match entry.live.replace(Live { id, kick }) {
+        match entry.live.replace(Live { id, kick, outbox }) {
             Some(previous) => {
                 let _ = previous.kick.send(Kick::Replaced);
             }
@@ -198,7 +249,7 @@ impl Hub {
             }
         }
         entry.last_seen_ms = Some(now);
-        Connection { agent_id: agent_id.to_string(), id, kicked }
+        Connection { agent_id: agent_id.to_string(), id, kicked, outbox: outbox_rx }
     }
 
     /// Any message from the agent: it is alive.
@@ -307,7 +358,7 @@ impl Hub {
         if !seen.is_empty() {
             self.store.save_last_seen(&seen).await?;
         }
-        Ok(())
+        self.expire_overdue().await
     }
 
     fn status(&self, entry: &Entry, now: i64) -> AgentStatus {

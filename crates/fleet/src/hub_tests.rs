@@ -9,10 +9,11 @@ use toolgate_store::SqliteStore;
 use crate::{FleetSettings, Hub, Kick};
 
 async fn hub_with_agents(clock: &Clock, n: i64) -> (Hub, Vec<String>) {
-    let store = SqliteStore::open_in_memory().unwrap().repositories().fleet;
+    let repositories = SqliteStore::open_in_memory().unwrap().repositories();
+    let store = repositories.fleet;
     let (_, secret) = store.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
     let settings = FleetSettings { heartbeat_ms: 100, missed_heartbeats: 3, ..FleetSettings::default() };
-    let hub = Hub::load(Arc::clone(&store), clock.clone(), settings).await.unwrap();
+    let hub = Hub::load(Arc::clone(&store), repositories.work, clock.clone(), settings).await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
         ids.push(hub.enroll(&secret).await.unwrap().unwrap().0);
@@ -40,6 +41,7 @@ async fn live_connections_are_counted_through_every_way_out() {
         agent_id: ids[0].clone(),
         id: 0,
         kicked: tokio::sync::oneshot::channel().1,
+        outbox: tokio::sync::mpsc::unbounded_channel().1,
     })
     .await;
     assert_eq!((hub.connected(), status(&hub, &ids[0])), (3, AgentStatus::Online));
@@ -91,4 +93,55 @@ async fn every_declared_scope_attribute_has_a_value() {
         })
         .unwrap();
     assert!(missing.is_empty(), "no value for {missing:?}");
+}
+
+fn order_step() -> toolgate_domain::fleet::wire::RunStep {
+    toolgate_domain::fleet::wire::RunStep {
+        definition: "os_facts".into(),
+        plugin: "host".into(),
+        action: "facts".into(),
+        class: toolgate_domain::fleet::instruction::ActionClass::Read,
+        diagnostic: true,
+        params: Default::default(),
+        timeout_ms: 1000,
+    }
+}
+
+/// Rows first, then messages: a connected target is sent the run at once, an offline one on
+/// its next connection, and one that never comes is `offline` after the deadline.
+#[tokio::test]
+async fn executions_reach_connected_agents_now_and_the_others_when_they_connect() {
+    use toolgate_domain::fleet::instruction::{StepStatus, TargetStatus};
+    use toolgate_domain::fleet::wire::{RunResult, ServerMessage, StepResult};
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 3).await;
+    let mut online = hub.connect(&ids[0]);
+    let execution = toolgate_store::NewExecution {
+        execution_id: "exe-0001".into(),
+        kind: "instruction".into(),
+        steps: vec![order_step()],
+        scope: None,
+        requested_by: "test".into(),
+        created_at_ms: 1_000_000,
+        deadline_ms: 1_060_000,
+        targets: ids.clone(),
+    };
+    hub.start_execution(execution).await.unwrap();
+    assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
+    let mut later = hub.connect(&ids[1]);
+    hub.welcome_work(&ids[1]).await.unwrap();
+    assert!(matches!(*later.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "due on connect");
+    let result = RunResult {
+        execution_id: "exe-0001".into(),
+        steps: vec![StepResult { status: StepStatus::Succeeded, error: None, rows: vec![Default::default()] }],
+    };
+    assert_eq!(hub.take_result(&ids[0], result.clone()).await.unwrap(), toolgate_store::Taken::Stored);
+    assert_eq!(hub.take_result(&ids[0], result).await.unwrap(), toolgate_store::Taken::AlreadyFinal);
+    clock.advance_ms(61_000);
+    hub.sweep(false).await.unwrap();
+    let targets = hub.work.targets("exe-0001").await.unwrap();
+    let status_of = |id: &str| targets.iter().find(|t| t.agent_id == id).unwrap().status;
+    assert_eq!(status_of(&ids[0]), TargetStatus::Succeeded);
+    assert_eq!(status_of(&ids[1]), TargetStatus::TimedOut, "delivered, no result");
+    assert_eq!(status_of(&ids[2]), TargetStatus::Offline, "never delivered");
 }

@@ -11,6 +11,7 @@ pub mod query;
 pub mod session;
 mod settings;
 mod view;
+mod work;
 
 pub use hub::{Hub, Kick};
 pub use settings::FleetSettings;

@@ -109,7 +109,10 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
     let message = parse(frame)?;
     hub.seen(connection);
     match message {
-        AgentMessage::Heartbeat => Ok(()),
+        AgentMessage::Heartbeat | AgentMessage::Started { .. } => Ok(()),
+        AgentMessage::QuarantineState { quarantined, .. } => {
+            Ok(hub.quarantine_reported(&connection.agent_id, quarantined).await?)
+        }
         AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
             Err(FrameError::Malformed("enroll and hello come once, as the first frame".into()))
         }
@@ -120,9 +123,13 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
 /// Handles one frame of a report connection: facts and inventory only.
 pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<(), FrameError> {
     match parse(frame)? {
-        AgentMessage::Heartbeat | AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
-            Err(FrameError::Malformed("a report connection carries facts and inventory only".into()))
-        }
+        AgentMessage::Heartbeat
+        | AgentMessage::Enroll { .. }
+        | AgentMessage::Hello { .. }
+        | AgentMessage::Started { .. }
+        | AgentMessage::QuarantineState { .. } => Err(FrameError::Malformed(
+            "a report connection carries facts, inventory, results and compliance only".into(),
+        )),
         report => store_report(hub, agent_id, report).await,
     }
 }
@@ -134,8 +141,15 @@ async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage) -> Resul
             check_report(&report)?;
             Ok(hub.save_inventory(agent_id, report).await?)
         }
+        AgentMessage::Result(result) => {
+            hub.take_result(agent_id, result).await?;
+            Ok(())
+        }
+        AgentMessage::Compliance { evaluated_at_ms, results } => {
+            Ok(hub.take_compliance(agent_id, results, evaluated_at_ms).await?)
+        }
         // The callers pass reports only; anything else is refused, never silently dropped.
-        _ => Err(FrameError::Malformed("expected facts or inventory".into())),
+        _ => Err(FrameError::Malformed("expected facts, inventory, a result or compliance".into())),
     }
 }
 

@@ -6,6 +6,7 @@ mod audit_writer;
 mod cached;
 pub mod sqlite;
 mod traits;
+mod work;
 
 use std::sync::Arc;
 
@@ -15,7 +16,11 @@ pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
-    InventoryPage, PluginConfigStore, RowFilter, TagStore,
+    PluginConfigStore, RowFilter, RowPage, TagStore,
+};
+pub use work::{
+    Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
+    WorkStore,
 };
 
 /// The file name of the embedded store inside a data directory.
@@ -31,6 +36,7 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
     pub fleet: Arc<dyn FleetStore>,
+    pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
 }
 

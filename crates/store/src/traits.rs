@@ -136,9 +136,9 @@ pub enum ColumnValue {
     Integer(i64),
 }
 
-/// A page of inventory rows, each with its agent id; `more` when rows past the page matched.
+/// A page of rows (inventory or responses), each with its agent id; `more` when rows past the page matched.
 #[derive(Debug, Default)]
-pub struct InventoryPage {
+pub struct RowPage {
     pub rows: Vec<(String, Map<String, Value>)>,
     pub more: bool,
 }
@@ -182,7 +182,7 @@ pub trait FleetStore: Send + Sync {
         filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
-    ) -> Result<InventoryPage>;
+    ) -> Result<RowPage>;
     /// Every tag of every agent: (agent id, key, value).
     async fn all_tags(&self) -> Result<Vec<(String, String, String)>>;
 }

@@ -1,10 +1,13 @@
 //! The fleet's shared vocabulary: what an agent is ([`agent`]), what it says to the server and
 //! hears back ([`wire`]), the inventory tables it reports ([`inventory`]), how software
-//! versions compare ([`version`]) and the scope language that chooses agents ([`scope`]).
+//! versions compare ([`version`]), the scope language that chooses agents ([`scope`]), the
+//! instructions agents run ([`instruction`]) and the compliance rules they check ([`compliance`]).
 //! The agent process and the server both speak these types; neither owns them.
 
 pub mod agent;
 pub mod compare;
+pub mod compliance;
+pub mod instruction;
 pub mod inventory;
 pub mod scope;
 pub mod version;

@@ -10,11 +10,21 @@
 //!    a table can be large, and a WebSocket keeps its largest frame's buffer for its whole
 //!    life, so bulk reports never pass through the connection that stays open.
 //! 4. The server may send [`ServerMessage::Revoked`] and close: the agent must not come back.
+//! 5. Work: the server sends [`ServerMessage::Run`] (on the session; again after a reconnect
+//!    while the run is unfinished), the agent answers [`AgentMessage::Started`] on the session
+//!    and [`AgentMessage::Result`] over a report connection. A changing step runs at most once
+//!    per execution: the agent journals it (durably) before and after, and answers a repeated
+//!    order from its journal. [`ServerMessage::Quarantine`] sets the state the agent keeps
+//!    across restarts (it confirms with [`AgentMessage::QuarantineState`]);
+//!    [`ServerMessage::Evaluate`] hands over the compliance rules, evaluated at once, on the
+//!    inventory schedule and whenever they come again ([`AgentMessage::Compliance`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::agent::{EnrollRefusal, HostFacts};
+use super::compliance::{Rule, RuleResult};
+use super::instruction::{ActionClass, StepStatus};
 
 /// The WebSocket path agents connect to.
 pub const AGENT_PATH: &str = "/agent/v1";
@@ -45,6 +55,65 @@ pub enum AgentMessage {
     },
     Inventory(InventoryReport),
     Heartbeat,
+    /// A run order was received and is being worked on (session).
+    Started {
+        execution_id: String,
+    },
+    /// How a run ended, every step (report connection).
+    Result(RunResult),
+    /// The quarantine state the agent is in now (session).
+    QuarantineState {
+        quarantined: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Every rule's outcome on this host (report connection).
+    Compliance {
+        evaluated_at_ms: i64,
+        results: Vec<RuleResult>,
+    },
+}
+
+/// What to run: ordered steps, each a plugin action with its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunOrder {
+    pub execution_id: String,
+    /// Unix ms after which the server no longer waits for the result.
+    pub deadline_ms: i64,
+    pub steps: Vec<RunStep>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStep {
+    /// The definition's name, for the agent's log.
+    pub definition: String,
+    pub plugin: String,
+    pub action: String,
+    pub class: ActionClass,
+    /// Allowed while the agent is quarantined.
+    pub diagnostic: bool,
+    pub params: Map<String, Value>,
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    pub execution_id: String,
+    /// One per step of the order, in order (steps after a failure are `skipped`).
+    pub steps: Vec<StepResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepResult {
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub rows: Vec<Map<String, Value>>,
 }
 
 /// What a connection is for.
@@ -91,6 +160,17 @@ pub enum ServerMessage {
     /// The agent's credential was revoked; it must stop and not reconnect.
     Revoked {
         message: String,
+    },
+    Run(RunOrder),
+    /// The quarantine state the agent must be in (sent on connect and on every change).
+    Quarantine {
+        quarantined: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The compliance rules: evaluate them now and on the inventory schedule.
+    Evaluate {
+        rules: Vec<Rule>,
     },
 }
 

@@ -12,7 +12,7 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, Enrollmen
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
 use super::{SqliteStore, without_fsync};
-use crate::{ColumnCondition, ColumnValue, FleetStore, InventoryPage, RowFilter};
+use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -107,6 +107,34 @@ fn replace_inventory(
     tx.commit()
 }
 
+/// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
+pub(super) fn push_conditions(
+    conditions: &[ColumnCondition],
+    sql: &mut String,
+    values: &mut Vec<rusqlite::types::Value>,
+) -> rusqlite::Result<()> {
+    for condition in conditions {
+        // The path is written into the SQL (not bound) so that the expression indexes of
+        // 0008_inventory_indexes apply; a column is a declared name, checked again here.
+        json_path(&condition.column)?;
+        let op = if condition.equal { "=" } else { "!=" };
+        sql.push_str(&format!(" AND json_extract(row, '$.{}') {op} ?", condition.column));
+        values.push(match &condition.value {
+            ColumnValue::Text(text) => text.clone().into(),
+            ColumnValue::Integer(n) => (*n).into(),
+        });
+    }
+    Ok(())
+}
+
+/// A column name fit to be written into a JSON path: declared names only.
+pub(super) fn json_path(column: &str) -> rusqlite::Result<String> {
+    if column.is_empty() || !column.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(rusqlite::Error::InvalidColumnName(column.to_string()));
+    }
+    Ok(format!("$.{column}"))
+}
+
 /// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the value bound
 /// as a parameter); when there is no filter left for Rust, SQL
 /// does the paging too, so a deep page costs no decoding of the rows before it.
@@ -118,24 +146,12 @@ fn scan(
     filter: Option<RowFilter>,
     offset: usize,
     limit: usize,
-) -> rusqlite::Result<InventoryPage> {
+) -> rusqlite::Result<RowPage> {
     let mut sql =
         String::from("SELECT agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)");
     let mut values: Vec<rusqlite::types::Value> =
         vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
-    for condition in conditions {
-        // The path is written into the SQL (not bound) so that the expression indexes of
-        // 0008_inventory_indexes apply; a column is a declared name, checked again here.
-        if condition.column.is_empty() || !condition.column.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
-            return Err(rusqlite::Error::InvalidColumnName(condition.column.clone()));
-        }
-        let op = if condition.equal { "=" } else { "!=" };
-        sql.push_str(&format!(" AND json_extract(row, '$.{}') {op} ?", condition.column));
-        values.push(match &condition.value {
-            ColumnValue::Text(text) => text.clone().into(),
-            ColumnValue::Integer(n) => (*n).into(),
-        });
-    }
+    push_conditions(conditions, &mut sql, &mut values)?;
     sql.push_str(" ORDER BY agent_id, rowid");
     let in_sql = filter.is_none();
     if in_sql {
@@ -146,7 +162,7 @@ fn scan(
     }
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    let (mut page, mut skipped) = (InventoryPage::default(), 0);
+    let (mut page, mut skipped) = (RowPage::default(), 0);
     while let Some(r) = rows.next()? {
         let agent: String = r.get(0)?;
         let text: String = r.get(1)?;
@@ -345,7 +361,7 @@ impl FleetStore for SqliteStore {
         filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
-    ) -> Result<InventoryPage> {
+    ) -> Result<RowPage> {
         let (table, agent_id, conditions) = (table.to_string(), agent_id.map(str::to_string), conditions.to_vec());
         self.run(move |c| scan(c, &table, agent_id.as_deref(), &conditions, filter, offset, limit)).await
     }

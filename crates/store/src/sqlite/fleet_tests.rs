@@ -7,7 +7,7 @@ use toolgate_domain::fleet::EnrollRefusal;
 use toolgate_domain::fleet::wire::InventoryReport;
 
 use super::SqliteStore;
-use crate::{ColumnCondition, ColumnValue, FleetStore, InventoryPage, RowFilter};
+use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
 
 fn report(table: &str, ports: &[i64]) -> InventoryReport {
     let rows = ports.iter().map(|p| json!({"port": p, "process": format!("p{p}")}).as_object().unwrap().clone());
@@ -29,7 +29,7 @@ async fn conditions_and_pages_in_sql_or_in_the_filter_agree() {
         let (store, not_22) = (store.clone(), not_22.clone());
         async move { store.inventory_rows("listening_ports", None, &not_22, filter, offset, 2).await.unwrap() }
     };
-    let ports = |p: &InventoryPage| p.rows.iter().map(|(_, r)| r["port"].as_i64().unwrap()).collect::<Vec<_>>();
+    let ports = |p: &RowPage| p.rows.iter().map(|(_, r)| r["port"].as_i64().unwrap()).collect::<Vec<_>>();
     let (first, second) = (page(0, None).await, page(2, None).await);
     let expected: Vec<i64> = if a < b { vec![80, 443, 8080, 9090] } else { vec![8080, 9090, 80, 443] };
     assert_eq!((ports(&first), first.more), (expected[..2].to_vec(), true));

@@ -8,6 +8,7 @@ mod fleet;
 #[cfg(test)]
 mod fleet_tests;
 mod small;
+mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_approval_sensitive_digest", include_str!("../../migrations/sqlite/0006_approval_sensitive_digest.sql")),
     ("0007_fleet", include_str!("../../migrations/sqlite/0007_fleet.sql")),
     ("0008_inventory_indexes", include_str!("../../migrations/sqlite/0008_inventory_indexes.sql")),
+    ("0009_executions", include_str!("../../migrations/sqlite/0009_executions.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
@@ -91,6 +93,7 @@ impl SqliteStore {
             plugin_config: Arc::new(self.clone()),
             groups: Arc::new(self.clone()),
             fleet: Arc::new(self.clone()),
+            work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
         }
     }

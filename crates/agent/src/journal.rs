@@ -1,0 +1,168 @@
+//! Running orders, at most once per changing step. Before a changing step runs, the agent
+//! writes "started" to `STATE_DIR/runs/<execution_id>.json` and flushes it; after, the outcome.
+//! An order that comes again (the server restarted, the connection dropped) is answered from
+//! that file: a finished step's outcome, or `failed: interrupted` for a step that started but
+//! never recorded an outcome (the agent died in between). Read-only steps simply run again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toolgate_domain::fleet::instruction::{ActionClass, StepStatus};
+use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RunOrder, RunResult, RunStep, StepResult};
+
+use crate::plugins::{self, PluginContext};
+use crate::state::{self, Quarantine};
+
+const RUNS_DIR: &str = "runs";
+/// Journals older than this are removed at start (no execution's deadline is that far).
+const KEEP_JOURNALS: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A result larger than this could not be uploaded in one frame: the step fails instead.
+const MAX_RESULT_BYTES: usize = MAX_FRAME_BYTES / 4 * 3;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Entry {
+    Started,
+    Done { result: StepResult },
+}
+
+fn runs_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join(RUNS_DIR)
+}
+
+/// An execution id is `exe-` and hex digits: anything else never becomes a file name.
+fn journal_name(execution_id: &str) -> Result<String, String> {
+    let hex = execution_id.strip_prefix("exe-").unwrap_or("");
+    if hex.is_empty() || hex.len() > 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("`{execution_id}` is not an execution id"));
+    }
+    Ok(format!("{execution_id}.json"))
+}
+
+struct Journal {
+    dir: PathBuf,
+    name: String,
+    entries: BTreeMap<usize, Entry>,
+}
+
+impl Journal {
+    fn open(state_dir: &Path, execution_id: &str) -> Result<Self, String> {
+        let name = journal_name(execution_id)?;
+        let dir = runs_dir(state_dir);
+        let entries = match std::fs::read_to_string(dir.join(&name)) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| format!("the run journal {name} is damaged: {e}"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(format!("cannot read the run journal {name}: {e}")),
+        };
+        Ok(Self { dir, name, entries })
+    }
+
+    fn record(&mut self, step: usize, entry: Entry) -> Result<(), String> {
+        self.entries.insert(step, entry);
+        let text = serde_json::to_vec(&self.entries).map_err(|e| e.to_string())?;
+        state::write_durably(&self.dir, &self.name, &text).map_err(|e| format!("cannot write the run journal: {e}"))
+    }
+}
+
+fn failed(status: StepStatus, error: impl Into<String>) -> StepResult {
+    StepResult { status, error: Some(error.into()), rows: Vec::new() }
+}
+
+/// Runs one step's action on a thread of its own, waiting at most its timeout.
+fn run_step(ctx: &PluginContext, step: &RunStep) -> StepResult {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ctx, owned) = (ctx.clone(), step.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(plugins::run(&ctx, &owned.plugin, &owned.action, &owned.params));
+    });
+    match rx.recv_timeout(Duration::from_millis(step.timeout_ms.max(1))) {
+        Ok(Ok(rows)) => {
+            let size: usize = rows.iter().map(|r| serde_json::to_vec(r).map_or(0, |v| v.len())).sum();
+            if size > MAX_RESULT_BYTES {
+                return failed(
+                    StepStatus::Failed,
+                    format!("the result is too large ({} rows, {size} bytes): narrow the parameters", rows.len()),
+                );
+            }
+            StepResult { status: StepStatus::Succeeded, error: None, rows }
+        }
+        Ok(Err(message)) => failed(StepStatus::Failed, message),
+        Err(_) => {
+            failed(StepStatus::TimedOut, format!("{} did not finish within {} ms", step.definition, step.timeout_ms))
+        }
+    }
+}
+
+/// Runs an order's steps in order; the first unsuccessful step ends it (the rest are skipped).
+pub fn execute(ctx: &PluginContext, order: &RunOrder, quarantine: &Quarantine) -> RunResult {
+    let mut journal = match Journal::open(&ctx.state_dir, &order.execution_id) {
+        Ok(journal) => Some(journal),
+        Err(e) => {
+            tracing::error!("{e}");
+            None
+        }
+    };
+    let mut steps = Vec::with_capacity(order.steps.len());
+    let mut stopped = false;
+    for (i, step) in order.steps.iter().enumerate() {
+        let result = if stopped {
+            failed(StepStatus::Skipped, "an earlier step did not succeed")
+        } else if quarantine.quarantined && !step.diagnostic {
+            failed(StepStatus::Failed, "quarantined: this agent runs only diagnostic instructions until it is released")
+        } else if step.class == ActionClass::Read {
+            run_step(ctx, step)
+        } else {
+            run_change(ctx, step, i, journal.as_mut())
+        };
+        stopped = result.status != StepStatus::Succeeded;
+        steps.push(result);
+    }
+    RunResult { execution_id: order.execution_id.clone(), steps }
+}
+
+fn run_change(ctx: &PluginContext, step: &RunStep, i: usize, journal: Option<&mut Journal>) -> StepResult {
+    let Some(journal) = journal else {
+        return failed(StepStatus::Failed, "the run journal cannot be read: a change is never run without it");
+    };
+    match journal.entries.get(&i) {
+        Some(Entry::Done { result }) => return result.clone(),
+        Some(Entry::Started) => {
+            let result = failed(
+                StepStatus::Failed,
+                "interrupted: the agent stopped after this change started and before its outcome was recorded; it is not run again",
+            );
+            if let Err(e) = journal.record(i, Entry::Done { result: result.clone() }) {
+                tracing::error!("{e}");
+            }
+            return result;
+        }
+        None => {}
+    }
+    if let Err(e) = journal.record(i, Entry::Started) {
+        return failed(StepStatus::Failed, format!("not run: {e}"));
+    }
+    tracing::info!(definition = %step.definition, "running a change ({}.{})", step.plugin, step.action);
+    let result = run_step(ctx, step);
+    if let Err(e) = journal.record(i, Entry::Done { result: result.clone() }) {
+        // The change ran; a repeated order will say `interrupted`, never run it twice.
+        tracing::error!("{e}");
+    }
+    result
+}
+
+/// Removes journals older than a week.
+pub fn prune(state_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs_dir(state_dir)) else { return };
+    for entry in entries.flatten() {
+        let old = entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+        if old.is_some_and(|age| age > KEEP_JOURNALS) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "journal_tests.rs"]
+mod tests;

@@ -1,0 +1,81 @@
+use serde_json::{Map, json};
+use toolgate_domain::fleet::instruction::ActionClass;
+
+use super::*;
+
+fn order(execution_id: &str, steps: Vec<RunStep>) -> RunOrder {
+    RunOrder { execution_id: execution_id.into(), deadline_ms: i64::MAX, steps }
+}
+
+fn append(line: &str, diagnostic: bool) -> RunStep {
+    RunStep {
+        definition: "append_line".into(),
+        plugin: "workspace".into(),
+        action: "append_line".into(),
+        class: ActionClass::Change,
+        diagnostic,
+        params: json!({"file": "f", "line": line}).as_object().cloned().unwrap(),
+        timeout_ms: 10_000,
+    }
+}
+
+fn facts() -> RunStep {
+    RunStep {
+        definition: "os_facts".into(),
+        plugin: "host".into(),
+        action: "facts".into(),
+        class: ActionClass::Read,
+        diagnostic: true,
+        params: Map::new(),
+        timeout_ms: 10_000,
+    }
+}
+
+fn setup() -> (tempfile::TempDir, PluginContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = PluginContext { state_dir: dir.path().to_path_buf() };
+    (dir, ctx)
+}
+
+fn lines(ctx: &PluginContext) -> usize {
+    std::fs::read_to_string(ctx.work_dir().join("f")).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn a_repeated_order_runs_a_change_once_and_answers_from_the_journal() {
+    let (_dir, ctx) = setup();
+    let order = order("exe-00aa", vec![append("x", false)]);
+    let first = execute(&ctx, &order, &Quarantine::default());
+    let again = execute(&ctx, &order, &Quarantine::default());
+    assert_eq!(first.steps[0].status, StepStatus::Succeeded);
+    assert_eq!(again, first, "the second answer is the first one, from the journal");
+    assert_eq!(lines(&ctx), 1);
+}
+
+#[test]
+fn a_change_started_but_never_recorded_is_interrupted_not_rerun() {
+    let (_dir, ctx) = setup();
+    // What a crash between "started" and the outcome leaves behind.
+    let mut journal = Journal::open(&ctx.state_dir, "exe-00bb").unwrap();
+    journal.record(0, Entry::Started).unwrap();
+    let result = execute(&ctx, &order("exe-00bb", vec![append("x", false)]), &Quarantine::default());
+    assert_eq!(result.steps[0].status, StepStatus::Failed);
+    assert!(result.steps[0].error.as_deref().unwrap().starts_with("interrupted"));
+    assert_eq!(lines(&ctx), 0, "never run after an interruption");
+}
+
+#[test]
+fn a_bundle_stops_at_its_first_failure_and_quarantine_allows_diagnostics_only() {
+    let (_dir, ctx) = setup();
+    let bad =
+        RunStep { params: json!({"file": "../x", "line": "y"}).as_object().cloned().unwrap(), ..append("", false) };
+    let result = execute(&ctx, &order("exe-00cc", vec![facts(), bad, append("z", false)]), &Quarantine::default());
+    let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
+    assert_eq!(statuses, [StepStatus::Succeeded, StepStatus::Failed, StepStatus::Skipped]);
+    let quarantined = Quarantine { quarantined: true, reason: Some("test".into()) };
+    let result = execute(&ctx, &order("exe-00dd", vec![facts(), append("q", false)]), &quarantined);
+    assert_eq!(result.steps[0].status, StepStatus::Succeeded, "a diagnostic runs");
+    assert!(result.steps[1].error.as_deref().unwrap().starts_with("quarantined"));
+    assert_eq!(lines(&ctx), 0);
+    assert!(Journal::open(&ctx.state_dir, "../etc").is_err(), "an id is never a path");
+}

@@ -1,0 +1,77 @@
+use serde_json::json;
+
+use super::*;
+use crate::collect::row;
+
+fn params(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn context() -> (tempfile::TempDir, PluginContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = PluginContext { state_dir: dir.path().join("state") };
+    std::fs::create_dir_all(&ctx.state_dir).unwrap();
+    (dir, ctx)
+}
+
+#[test]
+fn host_actions_read_this_machine() {
+    let (_dir, ctx) = context();
+    let facts = run(&ctx, "host", "facts", &Map::new()).unwrap();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(facts[0]["hostname"], json!(hostname.trim()));
+    let own = run(&ctx, "host", "processes", &params(json!({"name": "*"}))).unwrap();
+    assert!(own.iter().any(|r| r["pid"] == json!(std::process::id())), "this test's own process is listed");
+    assert!(
+        run(&ctx, "host", "disk_usage", &params(json!({"mount": "/no/such/mount"})))
+            .unwrap_err()
+            .contains("no local filesystem")
+    );
+}
+
+#[test]
+fn files_hash_and_tail_within_their_roots() {
+    let (_dir, ctx) = context();
+    let log = ctx.state_dir.join("app.log");
+    std::fs::write(&log, "one\ntwo\nthree\n").unwrap();
+    let path = log.display().to_string();
+    let hash = run(&ctx, "files", "sha256", &params(json!({"path": path}))).unwrap();
+    // printf 'one\ntwo\nthree\n' | sha256sum
+    assert_eq!(hash[0]["sha256"], json!("b6285c57e8797db5d4c51c80d6f11938afda9b11c6a003549709189e9b4b92a2"));
+    assert_eq!(hash[0]["size_bytes"], json!(14));
+    let tail = run(&ctx, "files", "tail", &params(json!({"path": path, "lines": 2}))).unwrap();
+    assert_eq!(
+        tail,
+        vec![
+            row([("line_number", json!(2)), ("line", json!("two"))]),
+            row([("line_number", json!(3)), ("line", json!("three"))])
+        ]
+    );
+    let refused = run(&ctx, "files", "tail", &params(json!({"path": "/etc/passwd"}))).unwrap_err();
+    assert!(refused.contains("outside /var/log"), "{refused}");
+    assert!(
+        run(&ctx, "files", "sha256", &params(json!({"path": "relative"})))
+            .unwrap_err()
+            .contains("not an absolute path")
+    );
+}
+
+#[test]
+fn workspace_changes_stay_in_the_work_dir() {
+    let (_dir, ctx) = context();
+    let append =
+        |line: &str| run(&ctx, "workspace", "append_line", &params(json!({"file": "notes.txt", "line": line})));
+    append("first").unwrap();
+    let second = append("second").unwrap();
+    assert_eq!(second[0]["line_count"], json!(2));
+    assert_eq!(std::fs::read_to_string(ctx.work_dir().join("notes.txt")).unwrap(), "first\nsecond\n");
+    let escape = run(&ctx, "workspace", "append_line", &params(json!({"file": "../agent.json", "line": "x"})));
+    assert!(escape.unwrap_err().contains("not a plain file name"));
+    run(&ctx, "workspace", "write_marker", &params(json!({"name": "m", "text": "hi"}))).unwrap();
+    assert_eq!(std::fs::read_to_string(ctx.work_dir().join("m")).unwrap(), "hi");
+    std::fs::create_dir_all(ctx.work_dir().join("cache")).unwrap();
+    std::fs::write(ctx.work_dir().join("cache/a"), "a").unwrap();
+    std::fs::write(ctx.work_dir().join("cache/b"), "b").unwrap();
+    assert_eq!(run(&ctx, "workspace", "clear_cache", &Map::new()).unwrap()[0]["removed_files"], json!(2));
+    assert!(run(&ctx, "nope", "x", &Map::new()).unwrap_err().contains("no action `nope.x`"));
+}

@@ -1,0 +1,63 @@
+//! `workspace`: changes confined to `STATE_DIR/work`, real and observable, harmless anywhere.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+use serde_json::{Map, Value, json};
+
+use super::{PluginContext, plain_file_name, required_text, text};
+use crate::collect::{Row, row};
+
+fn work_dir(ctx: &PluginContext) -> Result<std::path::PathBuf, String> {
+    let dir = ctx.work_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+pub fn append_line(ctx: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
+    let name = plain_file_name(required_text(params, "file")?)?;
+    let line = required_text(params, "line")?;
+    if line.contains(['\n', '\r']) {
+        return Err("the line must not contain a line break".into());
+    }
+    let path = work_dir(ctx)?.join(name);
+    let failed = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
+    let mut file = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(&path).map_err(failed)?;
+    file.write_all(format!("{line}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(failed)?;
+    let count = std::fs::read(&path).map_err(failed)?.iter().filter(|b| **b == b'\n').count();
+    Ok(vec![row([("file", json!(path.display().to_string())), ("line_count", json!(count))])])
+}
+
+pub fn write_marker(ctx: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
+    let name = plain_file_name(required_text(params, "name")?)?;
+    let contents = text(params, "text").unwrap_or("");
+    let dir = work_dir(ctx)?;
+    crate::state::write_durably(&dir, name, contents.as_bytes()).map_err(|e| e.to_string())?;
+    let path = dir.join(name);
+    Ok(vec![row([("file", json!(path.display().to_string())), ("size_bytes", json!(contents.len()))])])
+}
+
+pub fn clear_cache(ctx: &PluginContext, _: &Map<String, Value>) -> Result<Vec<Row>, String> {
+    let cache = work_dir(ctx)?.join("cache");
+    let entries = match std::fs::read_dir(&cache) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(vec![row([("removed_files", json!(0))])]);
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", cache.display())),
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // Files only: the cache holds no directories, and a link is removed, never followed.
+        if entry.file_type().is_ok_and(|t| !t.is_dir()) {
+            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            removed += 1;
+        }
+    }
+    Ok(vec![row([("removed_files", json!(removed))])])
+}

@@ -1,0 +1,123 @@
+//! What the agent does when the server asks: run orders (journaled, see [`crate::journal`]),
+//! enter or leave quarantine, evaluate compliance rules. Work outlives the session that
+//! brought it: a result is uploaded over a report connection of its own, retried until taken.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::UnboundedSender;
+use toolgate_domain::fleet::compliance::Rule;
+use toolgate_domain::fleet::wire::{AgentMessage, RunOrder, ServerMessage};
+
+use crate::connection::{deliver, now_ms};
+use crate::plugins::PluginContext;
+use crate::state::{self, Identity, Quarantine};
+use crate::{AgentError, AgentOptions, compliance, journal};
+
+pub(crate) struct Worker {
+    ctx: PluginContext,
+    url: String,
+    max_wait_ms: u64,
+    /// Executions being worked on: an order that comes again meanwhile is not run twice.
+    in_flight: Mutex<HashSet<String>>,
+    quarantine: Mutex<Quarantine>,
+    /// The compliance rules last received; None until the server sends them.
+    rules: Mutex<Option<Vec<Rule>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Worker {
+    pub(crate) fn new(options: &AgentOptions, url: &str) -> Result<Self, AgentError> {
+        journal::prune(&options.state_dir);
+        let quarantine = state::load_quarantine(&options.state_dir)?;
+        if quarantine.quarantined {
+            tracing::warn!(
+                "quarantined ({}): running diagnostic instructions only",
+                quarantine.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+        Ok(Self {
+            ctx: PluginContext { state_dir: options.state_dir.clone() },
+            url: url.to_string(),
+            max_wait_ms: options.reconnect_max_ms,
+            in_flight: Mutex::new(HashSet::new()),
+            quarantine: Mutex::new(quarantine),
+            rules: Mutex::new(None),
+        })
+    }
+
+    /// The quarantine state, as the agent tells the server on every connection.
+    pub(crate) fn quarantine_state(&self) -> AgentMessage {
+        let q = lock(&self.quarantine).clone();
+        AgentMessage::QuarantineState { quarantined: q.quarantined, reason: q.reason }
+    }
+
+    /// Handles a message that asks for work; false when it is not one.
+    pub(crate) fn take(
+        self: &Arc<Self>,
+        message: ServerMessage,
+        me: &Identity,
+        session: &UnboundedSender<AgentMessage>,
+    ) -> bool {
+        match message {
+            ServerMessage::Run(order) => self.start(order, me.clone(), session.clone()),
+            ServerMessage::Quarantine { quarantined, reason } => {
+                let wanted = Quarantine { quarantined, reason };
+                if let Err(e) = state::save_quarantine(&self.ctx.state_dir, &wanted) {
+                    // Not confirmed: the server keeps asking on every connection.
+                    tracing::error!("cannot keep the quarantine state: {e}");
+                    return true;
+                }
+                tracing::warn!(quarantined, "quarantine state changed by the server");
+                *lock(&self.quarantine) = wanted;
+                let _ = session.send(self.quarantine_state());
+            }
+            ServerMessage::Evaluate { rules } => {
+                *lock(&self.rules) = Some(rules);
+                let worker = self.clone();
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let evaluating = worker.clone();
+                    if let Ok(Some(frame)) = tokio::task::spawn_blocking(move || evaluating.compliance_frame()).await {
+                        deliver(&worker.url, &me, &[frame], worker.max_wait_ms).await;
+                    }
+                });
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn start(self: &Arc<Self>, order: RunOrder, me: Identity, session: UnboundedSender<AgentMessage>) {
+        if !lock(&self.in_flight).insert(order.execution_id.clone()) {
+            tracing::debug!(execution_id = %order.execution_id, "already running; the repeated order is ignored");
+            return;
+        }
+        let worker = self.clone();
+        tokio::spawn(async move {
+            let _ = session.send(AgentMessage::Started { execution_id: order.execution_id.clone() });
+            let execution_id = order.execution_id.clone();
+            let running = worker.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                let quarantine = lock(&running.quarantine).clone();
+                journal::execute(&running.ctx, &order, &quarantine)
+            })
+            .await;
+            match result {
+                Ok(result) => deliver(&worker.url, &me, &[AgentMessage::Result(result)], worker.max_wait_ms).await,
+                Err(e) => tracing::error!(%execution_id, "the run failed: {e}"),
+            }
+            lock(&worker.in_flight).remove(&execution_id);
+        });
+    }
+
+    /// The compliance outcomes now, if the server has sent rules (blocking: reads the host).
+    pub(crate) fn compliance_frame(&self) -> Option<AgentMessage> {
+        let rules = lock(&self.rules).clone()?;
+        let results = compliance::evaluate(&self.ctx, &rules);
+        Some(AgentMessage::Compliance { evaluated_at_ms: now_ms(), results })
+    }
+}

@@ -1,0 +1,157 @@
+//! The fleet's work: executions go to the store first (durable), then to every target that is
+//! connected; an agent that connects later is sent what is still due. Quarantine and the
+//! compliance rules travel the same way: the server's wish is kept, and repeated until the
+//! agent says it complies.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::compliance::{Rule, RuleResult};
+use toolgate_domain::fleet::wire::{RunOrder, RunResult, ServerMessage};
+use toolgate_store::{NewExecution, Taken};
+
+use crate::hub::Hub;
+
+/// How often, at most, the sweep looks for executions past their deadline.
+const EXPIRE_EVERY_MS: i64 = 1_000;
+
+impl Hub {
+    /// Stores the execution and its targets, then sends the run to every target connected now.
+    pub async fn start_execution(&self, execution: NewExecution) -> Result<(), StoreError> {
+        let order = RunOrder {
+            execution_id: execution.execution_id.clone(),
+            deadline_ms: execution.deadline_ms,
+            steps: execution.steps.clone(),
+        };
+        let targets = execution.targets.clone();
+        self.work.create_execution(execution).await?;
+        for agent_id in &targets {
+            self.deliver(agent_id, order.clone()).await;
+        }
+        Ok(())
+    }
+
+    async fn deliver(&self, agent_id: &str, order: RunOrder) {
+        let execution_id = order.execution_id.clone();
+        if self.send(agent_id, ServerMessage::Run(order))
+            && let Err(e) = self.work.mark_delivered(&execution_id, agent_id, self.clock().now_ms()).await
+        {
+            // Still pending in the store: it is sent again on the agent's next connection,
+            // and the agent answers a repeated order from its journal.
+            tracing::warn!(%agent_id, %execution_id, "could not record the delivery: {e}");
+        }
+    }
+
+    /// A session just began: the rules, and every run still due.
+    pub async fn welcome_work(&self, agent_id: &str) -> Result<(), StoreError> {
+        let rules = self.rules();
+        if !rules.is_empty() {
+            self.send(agent_id, ServerMessage::Evaluate { rules: rules.to_vec() });
+        }
+        for order in self.work.due_for(agent_id, self.clock().now_ms()).await? {
+            self.deliver(agent_id, order).await;
+        }
+        Ok(())
+    }
+
+    /// Sets the quarantine the server wants for an agent, and tells it if connected (else on
+    /// its next connection). False when the agent is not enrolled.
+    pub async fn set_quarantine(
+        &self,
+        agent_id: &str,
+        wanted: bool,
+        reason: Option<String>,
+    ) -> Result<bool, StoreError> {
+        if !self.knows(agent_id) {
+            return Ok(false);
+        }
+        self.work.set_quarantine(agent_id, wanted, reason.as_deref()).await?;
+        self.update(agent_id, |e| {
+            e.quarantine_wanted = wanted;
+            e.quarantine = reason.as_deref().map(Arc::from);
+        });
+        self.send(agent_id, ServerMessage::Quarantine { quarantined: wanted, reason });
+        Ok(true)
+    }
+
+    /// The agent said which quarantine state it is in; if not the wanted one, it is told again.
+    pub async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<(), StoreError> {
+        let mut changed = false;
+        let mut wanted = None;
+        self.update(agent_id, |e| {
+            changed = e.quarantine_reported != Some(quarantined);
+            e.quarantine_reported = Some(quarantined);
+            wanted = Some((e.quarantine_wanted, e.quarantine.as_deref().map(str::to_string)));
+        });
+        if changed {
+            self.work.quarantine_reported(agent_id, quarantined).await?;
+        }
+        if let Some((wanted, reason)) = wanted
+            && wanted != quarantined
+        {
+            self.send(agent_id, ServerMessage::Quarantine { quarantined: wanted, reason });
+        }
+        Ok(())
+    }
+
+    /// The compliance rules agents evaluate now.
+    pub fn rules(&self) -> Arc<Vec<Rule>> {
+        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the rules and hands them to every connected agent, which evaluates them at once.
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        let rules = Arc::new(rules);
+        *self.rules.write().unwrap_or_else(|e| e.into_inner()) = rules.clone();
+        for agent_id in self.live_agent_ids() {
+            self.send(&agent_id, ServerMessage::Evaluate { rules: rules.to_vec() });
+        }
+    }
+
+    /// Asks the connected ones of `agent_ids` to evaluate the rules now; how many were asked.
+    pub fn evaluate_now(&self, agent_ids: &[String]) -> usize {
+        let rules = self.rules();
+        agent_ids.iter().filter(|id| self.send(id, ServerMessage::Evaluate { rules: rules.to_vec() })).count()
+    }
+
+    pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {
+        let execution_id = result.execution_id.clone();
+        let taken = self.work.save_result(agent_id, result, self.clock().now_ms()).await?;
+        if taken != Taken::Stored {
+            tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}");
+        }
+        Ok(taken)
+    }
+
+    pub async fn take_compliance(
+        &self,
+        agent_id: &str,
+        results: Vec<RuleResult>,
+        at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.work.save_compliance(agent_id, results, at_ms).await
+    }
+
+    /// Finishes the targets whose execution is past its deadline (at most once a second).
+    pub(crate) async fn expire_overdue(&self) -> Result<(), StoreError> {
+        let now = self.clock().now_ms();
+        let last = self.expired_at_ms.load(Ordering::Relaxed);
+        if now - last < EXPIRE_EVERY_MS {
+            return Ok(());
+        }
+        self.expired_at_ms.store(now, Ordering::Relaxed);
+        let expired = self.work.expire(now).await?;
+        if expired > 0 {
+            tracing::info!("{expired} execution target(s) passed their deadline");
+        }
+        Ok(())
+    }
+
+    /// Whether the agent is quarantined: (wanted, reported, reason).
+    pub fn quarantine_of(&self, agent_id: &str) -> Option<(bool, Option<bool>, Option<String>)> {
+        let agents = self.read();
+        let e = agents.get(agent_id)?;
+        Some((e.quarantine_wanted, e.quarantine_reported, e.quarantine.as_deref().map(str::to_string)))
+    }
+}

@@ -1,0 +1,423 @@
+//! Executions, responses, quarantine and compliance in SQLite.
+//!
+//! Results and compliance outcomes commit without an fsync (see `without_fsync`): a result
+//! lost to a power cut leaves its target unfinished, so the run is sent again when the agent
+//! reconnects and the agent answers from its journal; a lost compliance row comes back with
+//! the next evaluation. Executions themselves are committed with the full fsync before their
+//! id is returned.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Map, Value};
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::fleet::instruction::{TargetStatus, target_status};
+use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+
+use super::fleet::{json_path, push_conditions};
+use super::{SqliteStore, without_fsync};
+use crate::RowPage;
+use crate::work::{
+    Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
+    WorkStore,
+};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
+    TargetStatus::parse(text).map_err(rusqlite::Error::InvalidColumnName)
+}
+
+fn steps_of(text: &str) -> rusqlite::Result<Vec<RunStep>> {
+    serde_json::from_str(text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))
+}
+
+const HEADER_COLUMNS: &str =
+    "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms";
+
+fn header(c: &Connection, r: &rusqlite::Row) -> rusqlite::Result<ExecutionHeader> {
+    let execution_id: String = r.get(0)?;
+    let mut stmt = c.prepare_cached(
+        "SELECT status, count(*) FROM execution_target WHERE execution_id = ?1 GROUP BY status ORDER BY status",
+    )?;
+    let counts = stmt
+        .query_map(params![execution_id], |r| Ok((status_of(&r.get::<_, String>(0)?)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(ExecutionHeader {
+        execution_id,
+        kind: r.get(1)?,
+        steps: steps_of(&r.get::<_, String>(2)?)?,
+        scope: r.get(3)?,
+        requested_by: r.get(4)?,
+        created_at_ms: r.get(5)?,
+        deadline_ms: r.get(6)?,
+        cancelled_at_ms: r.get(7)?,
+        counts,
+    })
+}
+
+fn target_row(r: &rusqlite::Row) -> rusqlite::Result<TargetRecord> {
+    Ok(TargetRecord {
+        agent_id: r.get(0)?,
+        status: status_of(&r.get::<_, String>(1)?)?,
+        error: r.get(2)?,
+        updated_at_ms: r.get(3)?,
+    })
+}
+
+fn targets(c: &Connection, execution_id: &str) -> rusqlite::Result<Vec<TargetRecord>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT agent_id, status, error, updated_at_ms FROM execution_target WHERE execution_id = ?1 ORDER BY agent_id",
+    )?;
+    stmt.query_map(params![execution_id], target_row)?.collect()
+}
+
+fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<()> {
+    let steps = serde_json::to_string(&e.steps).expect("run steps serialize");
+    let tx = c.transaction()?;
+    tx.execute(
+        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms],
+    )?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) VALUES (?1, ?2, 'pending', ?3)",
+        )?;
+        for agent_id in &e.targets {
+            insert.execute(params![e.execution_id, agent_id, e.created_at_ms])?;
+        }
+    }
+    tx.commit()
+}
+
+fn store_result(c: &mut Connection, agent_id: &str, result: &RunResult, now_ms: i64) -> rusqlite::Result<Taken> {
+    let tx = c.transaction()?;
+    let known: Option<String> = tx
+        .query_row(
+            "SELECT status FROM execution_target WHERE execution_id = ?1 AND agent_id = ?2",
+            params![result.execution_id, agent_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if known.is_none() {
+        return Ok(Taken::Unknown);
+    }
+    let stored: i64 = tx.query_row(
+        "SELECT count(*) FROM execution_step WHERE execution_id = ?1 AND agent_id = ?2",
+        params![result.execution_id, agent_id],
+        |r| r.get(0),
+    )?;
+    if stored > 0 {
+        return Ok(Taken::AlreadyFinal);
+    }
+    {
+        let mut step_insert = tx.prepare_cached(
+            "INSERT INTO execution_step (execution_id, agent_id, step, status, error, row_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        let mut row_insert = tx.prepare_cached(
+            "INSERT INTO response (execution_id, step, agent_id, row_index, row) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for (i, step) in result.steps.iter().enumerate() {
+            step_insert.execute(params![
+                result.execution_id,
+                agent_id,
+                i as i64,
+                step.status.as_str(),
+                step.error,
+                step.rows.len() as i64
+            ])?;
+            for (j, row) in step.rows.iter().enumerate() {
+                let text = serde_json::to_string(row).expect("a row serializes");
+                row_insert.execute(params![result.execution_id, i as i64, agent_id, j as i64, text])?;
+            }
+        }
+    }
+    let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
+    let error = result.steps.iter().find_map(|s| s.error.clone());
+    tx.execute(
+        "UPDATE execution_target SET status = ?3, error = ?4, updated_at_ms = ?5 WHERE execution_id = ?1 AND agent_id = ?2",
+        params![result.execution_id, agent_id, target_status(&statuses).as_str(), error, now_ms],
+    )?;
+    tx.commit()?;
+    Ok(Taken::Stored)
+}
+
+fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<RowPage> {
+    let mut sql = String::from(
+        "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
+         WHERE r.execution_id = ? AND r.step = ? AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)",
+    );
+    let status = q.status.map(|s| s.as_str().to_string());
+    let mut values: Vec<rusqlite::types::Value> = vec![
+        q.execution_id.clone().into(),
+        (q.step as i64).into(),
+        q.agent_id.clone().into(),
+        q.agent_id.clone().into(),
+        status.clone().into(),
+        status.into(),
+    ];
+    push_conditions(&q.conditions, &mut sql, &mut values)?;
+    sql.push_str(" ORDER BY r.agent_id, r.row_index LIMIT ? OFFSET ?");
+    values.push((q.limit as i64 + 1).into());
+    values.push((q.offset as i64).into());
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows: Vec<(String, Map<String, Value>)> = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+        .filter_map(|r| r.map(|(agent, text)| serde_json::from_str(&text).ok().map(|row| (agent, row))).transpose())
+        .collect::<rusqlite::Result<_>>()?;
+    let more = rows.len() > q.limit;
+    rows.truncate(q.limit);
+    Ok(RowPage { rows, more })
+}
+
+fn sql_value(v: rusqlite::types::Value) -> Value {
+    use rusqlite::types::Value as V;
+    match v {
+        V::Null => Value::Null,
+        V::Integer(i) => Value::from(i),
+        V::Real(f) => Value::from(f),
+        V::Text(t) => Value::from(t),
+        V::Blob(_) => Value::Null,
+    }
+}
+
+#[async_trait]
+impl WorkStore for SqliteStore {
+    async fn create_execution(&self, execution: NewExecution) -> Result<()> {
+        self.run(move |c| create(c, &execution)).await
+    }
+
+    async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT e.execution_id, e.deadline_ms, e.steps FROM execution_target t JOIN execution e ON e.execution_id = t.execution_id \
+                 WHERE t.agent_id = ?1 AND t.status IN ('pending', 'running') AND e.deadline_ms > ?2 AND e.cancelled_at_ms IS NULL \
+                 ORDER BY e.created_at_ms",
+            )?;
+            stmt.query_map(params![agent_id, now_ms], |r| {
+                Ok(RunOrder { execution_id: r.get(0)?, deadline_ms: r.get(1)?, steps: steps_of(&r.get::<_, String>(2)?)? })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn mark_delivered(&self, execution_id: &str, agent_id: &str, now_ms: i64) -> Result<()> {
+        let (execution_id, agent_id) = (execution_id.to_string(), agent_id.to_string());
+        self.run(move |c| {
+            without_fsync(c, |c| {
+                c.execute(
+                    "UPDATE execution_target SET status = 'running', updated_at_ms = ?3 WHERE execution_id = ?1 AND agent_id = ?2 AND status = 'pending'",
+                    params![execution_id, agent_id, now_ms],
+                )
+            })
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| without_fsync(c, |c| store_result(c, &agent_id, &result, now_ms))).await
+    }
+
+    async fn expire(&self, now_ms: i64) -> Result<u64> {
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut changed = 0;
+            for (from, to) in [("pending", "offline"), ("running", "timed_out")] {
+                changed += tx.execute(
+                    &format!(
+                        "UPDATE execution_target SET status = '{to}', updated_at_ms = ?1 WHERE status = '{from}' \
+                         AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= ?1)"
+                    ),
+                    params![now_ms],
+                )?;
+            }
+            tx.commit()?;
+            Ok(changed as u64)
+        })
+        .await
+    }
+
+    async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>> {
+        let execution_id = execution_id.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let found = tx.execute(
+                "UPDATE execution SET cancelled_at_ms = coalesce(cancelled_at_ms, ?2) WHERE execution_id = ?1",
+                params![execution_id, now_ms],
+            )?;
+            if found == 0 {
+                return Ok(None);
+            }
+            let stopped = tx.execute(
+                "UPDATE execution_target SET status = 'cancelled', updated_at_ms = ?2 WHERE execution_id = ?1 AND status = 'pending'",
+                params![execution_id, now_ms],
+            )? as i64;
+            let targets = targets(&tx, &execution_id)?;
+            tx.commit()?;
+            Ok(Some(Cancelled { stopped, targets }))
+        })
+        .await
+    }
+
+    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>> {
+        let execution_id = execution_id.to_string();
+        self.run(move |c| {
+            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = ?1");
+            let mut stmt = c.prepare_cached(&sql)?;
+            stmt.query_row(params![execution_id], |r| header(c, r)).optional()
+        })
+        .await
+    }
+
+    async fn targets(&self, execution_id: &str) -> Result<Vec<TargetRecord>> {
+        let execution_id = execution_id.to_string();
+        self.run(move |c| targets(c, &execution_id)).await
+    }
+
+    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>> {
+        // A step names its definition in the steps JSON; the pattern is bound, never spliced.
+        let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        self.run(move |c| {
+            let sql = format!(
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE (?1 IS NULL OR steps LIKE ?1) ORDER BY created_at_ms DESC, execution_id LIMIT ?2 OFFSET ?3"
+            );
+            let mut stmt = c.prepare_cached(&sql)?;
+            stmt.query_map(params![pattern, limit as i64, offset as i64], |r| header(c, r))?.collect()
+        })
+        .await
+    }
+
+    async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>> {
+        let execution_id = execution_id.to_string();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, step, status, error, row_count FROM execution_step WHERE execution_id = ?1 ORDER BY agent_id, step",
+            )?;
+            stmt.query_map(params![execution_id], |r| {
+                Ok(StepRecord {
+                    agent_id: r.get(0)?,
+                    step: r.get::<_, i64>(1)? as usize,
+                    status: r.get(2)?,
+                    error: r.get(3)?,
+                    row_count: r.get(4)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn responses(&self, query: ResponseQuery) -> Result<RowPage> {
+        self.run(move |c| responses(c, &query)).await
+    }
+
+    async fn aggregate(
+        &self,
+        execution_id: &str,
+        step: usize,
+        group_by: &str,
+        of: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Group>> {
+        let (execution_id, group_by, of) = (execution_id.to_string(), group_by.to_string(), of.map(str::to_string));
+        self.run(move |c| {
+            let group = json_path(&group_by)?;
+            let measure = match &of {
+                Some(column) => format!("json_extract(row, '{}')", json_path(column)?),
+                None => "NULL".into(),
+            };
+            let sql = format!(
+                "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}) FROM response \
+                 WHERE execution_id = ?1 AND step = ?2 GROUP BY g ORDER BY count(*) DESC, g LIMIT ?3"
+            );
+            let mut stmt = c.prepare(&sql)?;
+            stmt.query_map(params![execution_id, step as i64, limit as i64], |r| {
+                Ok(Group {
+                    value: sql_value(r.get(0)?),
+                    count: r.get(1)?,
+                    min: sql_value(r.get(2)?),
+                    max: sql_value(r.get(3)?),
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()> {
+        let (agent_id, reason) = (agent_id.to_string(), reason.map(str::to_string));
+        self.run(move |c| {
+            c.execute(
+                "UPDATE agent SET quarantine_wanted = ?2, quarantine_reason = ?3 WHERE agent_id = ?1",
+                params![agent_id, wanted, reason],
+            )
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| {
+            c.execute("UPDATE agent SET quarantine_reported = ?2 WHERE agent_id = ?1", params![agent_id, quarantined])
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn quarantines(&self) -> Result<Vec<QuarantineRecord>> {
+        self.run(|c| {
+            let mut stmt = c.prepare(
+                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported FROM agent \
+                 WHERE quarantine_wanted = 1 OR quarantine_reported IS NOT NULL ORDER BY agent_id",
+            )?;
+            stmt.query_map([], |r| {
+                Ok(QuarantineRecord { agent_id: r.get(0)?, wanted: r.get(1)?, reason: r.get(2)?, reported: r.get(3)? })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn save_compliance(&self, agent_id: &str, results: Vec<RuleResult>, evaluated_at_ms: i64) -> Result<()> {
+        let agent_id = agent_id.to_string();
+        self.run(move |c| {
+            without_fsync(c, |c| {
+                let tx = c.transaction()?;
+                tx.execute("DELETE FROM compliance_result WHERE agent_id = ?1", params![agent_id])?;
+                {
+                    let mut insert = tx.prepare_cached(
+                        "INSERT INTO compliance_result (agent_id, rule_id, status, evidence, evaluated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?;
+                    for r in &results {
+                        insert.execute(params![agent_id, r.rule_id, r.status.as_str(), r.evidence, evaluated_at_ms])?;
+                    }
+                }
+                tx.commit()
+            })
+        })
+        .await
+    }
+
+    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>> {
+        let rule_id = rule_id.map(str::to_string);
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result \
+                 WHERE (?1 IS NULL OR rule_id = ?1) ORDER BY rule_id, agent_id",
+            )?;
+            stmt.query_map(params![rule_id], |r| {
+                let status: String = r.get(2)?;
+                let status = ComplianceStatus::parse(&status).ok_or(rusqlite::Error::InvalidColumnName(status))?;
+                Ok((r.get(0)?, RuleResult { rule_id: r.get(1)?, status, evidence: r.get(3)? }, r.get(4)?))
+            })?
+            .collect()
+        })
+        .await
+    }
+}

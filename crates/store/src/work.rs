@@ -1,0 +1,146 @@
+//! What the store keeps of the fleet's work: executions and their responses, quarantine
+//! states and compliance outcomes.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::compliance::RuleResult;
+use toolgate_domain::fleet::instruction::TargetStatus;
+use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+
+use crate::{ColumnCondition, RowPage};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// An execution as created: its steps and every agent it targets.
+#[derive(Clone, Debug)]
+pub struct NewExecution {
+    pub execution_id: String,
+    /// `instruction` or `bundle`.
+    pub kind: String,
+    pub steps: Vec<RunStep>,
+    pub scope: Option<String>,
+    pub requested_by: String,
+    pub created_at_ms: i64,
+    pub deadline_ms: i64,
+    pub targets: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutionHeader {
+    pub execution_id: String,
+    pub kind: String,
+    pub steps: Vec<RunStep>,
+    pub scope: Option<String>,
+    pub requested_by: String,
+    pub created_at_ms: i64,
+    pub deadline_ms: i64,
+    pub cancelled_at_ms: Option<i64>,
+    /// How many targets are in each status.
+    pub counts: Vec<(TargetStatus, i64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetRecord {
+    pub agent_id: String,
+    pub status: TargetStatus,
+    pub error: Option<String>,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRecord {
+    pub agent_id: String,
+    pub step: usize,
+    pub status: String,
+    pub error: Option<String>,
+    pub row_count: i64,
+}
+
+/// Which responses to read.
+#[derive(Clone, Debug, Default)]
+pub struct ResponseQuery {
+    pub execution_id: String,
+    pub step: usize,
+    pub agent_id: Option<String>,
+    pub status: Option<TargetStatus>,
+    pub conditions: Vec<ColumnCondition>,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+/// One group of an aggregate: the column's value, how many rows, and the min and max of
+/// another column when one was asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub value: Value,
+    pub count: i64,
+    pub min: Value,
+    pub max: Value,
+}
+
+/// How a result was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    Stored,
+    /// The target had already finished (a repeated upload): nothing changed.
+    AlreadyFinal,
+    /// No such execution or target.
+    Unknown,
+}
+
+/// Cancelling: how many targets were stopped before delivery, and every target's status after.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cancelled {
+    pub stopped: i64,
+    pub targets: Vec<TargetRecord>,
+}
+
+/// One agent's quarantine: what the server wants, and what the agent last reported.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct QuarantineRecord {
+    pub agent_id: String,
+    pub wanted: bool,
+    pub reason: Option<String>,
+    pub reported: Option<bool>,
+}
+
+#[async_trait]
+pub trait WorkStore: Send + Sync {
+    async fn create_execution(&self, execution: NewExecution) -> Result<()>;
+    /// The unfinished, uncancelled runs for one agent whose deadline is still ahead.
+    async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>>;
+    /// The run was sent to the agent: pending becomes running.
+    async fn mark_delivered(&self, execution_id: &str, agent_id: &str, now_ms: i64) -> Result<()>;
+    /// Stores an agent's result (steps and rows) and finishes its target, in one transaction.
+    async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken>;
+    /// Targets past their deadline: pending -> offline, running -> timed_out. How many changed.
+    async fn expire(&self, now_ms: i64) -> Result<u64>;
+    /// Stops the targets not yet delivered; None when there is no such execution.
+    async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>>;
+    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>>;
+    async fn targets(&self, execution_id: &str) -> Result<Vec<TargetRecord>>;
+    /// Newest first; `definition` keeps executions with a step of that definition.
+    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>>;
+    async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;
+    /// A page of rows (each with its agent id) and whether more matched.
+    async fn responses(&self, query: ResponseQuery) -> Result<RowPage>;
+    /// Rows of one step grouped by a column, biggest groups first.
+    async fn aggregate(
+        &self,
+        execution_id: &str,
+        step: usize,
+        group_by: &str,
+        of: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Group>>;
+
+    async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()>;
+    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()>;
+    async fn quarantines(&self) -> Result<Vec<QuarantineRecord>>;
+
+    /// Replaces one agent's compliance outcomes.
+    async fn save_compliance(&self, agent_id: &str, results: Vec<RuleResult>, evaluated_at_ms: i64) -> Result<()>;
+    /// (agent id, outcome, when) for one rule or all.
+    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>>;
+}
