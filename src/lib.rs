@@ -7,8 +7,10 @@
 //! [`services`]. Every outcome is audited. [`cli`] holds the console commands.
 
 pub mod cli;
+pub mod compliance;
 pub mod handlers;
 pub mod http;
+pub mod instructions;
 pub mod mcp;
 pub mod registry;
 pub mod services;

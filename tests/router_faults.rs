@@ -68,6 +68,7 @@ async fn app() -> App {
         auth_cache_ttl_ms: 1000,
         fleet: FleetSettings::default(),
         local_agent: false,
+        compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
         agent_listen: None,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();

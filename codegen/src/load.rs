@@ -164,6 +164,38 @@ fn shape_diagnostics(
             push(d);
         }
         ValidationErrorKind::AnyOf { context } | ValidationErrorKind::OneOfNotValid { context } => {
+            // One key per alternative (a tagged choice, e.g. a compliance check): a key that is
+            // none of them is named as such, with the closest, not as one alternative's miss.
+            let variants: Vec<String> = context
+                .iter()
+                .filter_map(|branch| {
+                    branch.iter().find_map(|e| match e.kind() {
+                        ValidationErrorKind::Required { property } => property.as_str().map(str::to_string),
+                        _ => None,
+                    })
+                })
+                .collect();
+            let found: Vec<String> = json
+                .pointer(&pointer)
+                .and_then(Value::as_object)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            if variants.len() == context.len()
+                && variants.len() > 1
+                && !found.is_empty()
+                && found.iter().all(|k| !variants.contains(k))
+            {
+                let expected: Vec<String> = variants.iter().map(|v| format!("`{v}`")).collect();
+                for key in &found {
+                    let at = format!("{pointer}/{}", source::escape_token(key));
+                    let message = format!("{here} cannot be `{key}`: it is exactly one of {}", expected.join(", "));
+                    push(
+                        Diagnostic::error(&file.name, map.key(&at), message)
+                            .help(did_you_mean(key, variants.iter().map(String::as_str))),
+                    );
+                }
+                return;
+            }
             // Report the alternative that came closest: its errors say what to fix.
             match context.iter().min_by_key(|branch| branch.len()) {
                 Some(branch) if !branch.is_empty() => {

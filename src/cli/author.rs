@@ -98,7 +98,9 @@ pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<b
     } else {
         ""
     };
+    let instructions_ok = check_instructions(tools.parent().unwrap_or(Path::new(".")));
     match result {
+        Ok(_) if !instructions_ok => Ok(false),
         Ok(checked) => {
             println!(
                 "{} and {}: {} tools, {} tiers, {} roles; {errors} errors, {warnings} warnings ({elapsed} ms){handler_note}",
@@ -116,6 +118,45 @@ pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<b
                 inputs.tools.name, inputs.policy.name
             );
             Ok(false)
+        }
+    }
+}
+
+/// The instruction definitions and plugin manifests beside the tools file, by the build's
+/// rules; prints what it found. False on errors (a tree without them has nothing to check).
+fn check_instructions(root: &Path) -> bool {
+    use toolgate_codegen::instructions::{self, DEFINITIONS_FILE, InstructionInputs};
+    if !root.join(DEFINITIONS_FILE).is_file() {
+        println!("{DEFINITIONS_FILE}: not found next to the tools file; instructions not checked");
+        return true;
+    }
+    let inputs = match InstructionInputs::read(root) {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return false;
+        }
+    };
+    match instructions::check(&inputs) {
+        Ok(set) => {
+            println!(
+                "{DEFINITIONS_FILE} and {} manifest(s): {} definitions, {} plugins; 0 errors",
+                inputs.manifests.len(),
+                set.definitions.len(),
+                set.plugins.len()
+            );
+            true
+        }
+        Err(diagnostics) => {
+            for d in &diagnostics {
+                let text = std::iter::once(&inputs.definitions)
+                    .chain(&inputs.manifests)
+                    .find(|f| f.name == d.file)
+                    .map(|f| f.text.as_str());
+                eprintln!("{}", d.render(text));
+            }
+            println!("{DEFINITIONS_FILE} and its manifests: {} errors", diagnostics.len());
+            false
         }
     }
 }

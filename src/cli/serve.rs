@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// the first byte; without it agents connect to --listen.
     #[arg(long, value_name = "ADDRESS")]
     agent_listen: Option<std::net::SocketAddr>,
+    /// The compliance rules agents evaluate [default: DATA_DIR/compliance.yaml, if present].
+    /// Checked at start (a bad file stops the server) and re-read on SIGHUP (a bad file is
+    /// logged and the previous rules stay).
+    #[arg(long, value_name = "FILE")]
+    compliance: Option<PathBuf>,
     /// Also run an agent on this machine, so the fleet has a real host from the first minute.
     /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
     #[arg(long)]
@@ -93,6 +98,7 @@ fn seconds(text: &str) -> Result<i64, String> {
 
 impl ServeArgs {
     pub fn into_config(self) -> Config {
+        let data_dir = self.data_dir.clone();
         Config {
             listen: self.listen,
             data_dir: self.data_dir,
@@ -122,6 +128,7 @@ impl ServeArgs {
                 max_concurrent_reports: self.max_concurrent_reports as usize,
             },
             local_agent: self.local_agent,
+            compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             agent_listen: self.agent_listen,
         }
     }

@@ -52,6 +52,7 @@ fn agent_row(view: &AgentView<'_>) -> Value {
         "arch": facts.map(|f| &f.arch),
         "agent_version": facts.map(|f| &f.agent_version),
         "last_seen_ms": view.last_seen_ms(),
+        "quarantine": super::quarantine::quarantine_state(view.quarantine().0, view.quarantine().1),
     })
 }
 
@@ -84,6 +85,7 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
             && os.as_deref().is_none_or(|os| {
                 view.facts().is_some_and(|f| f.os_id.to_lowercase() == os || f.os_name.to_lowercase().starts_with(os))
             })
+            && args.quarantined.is_none_or(|q| view.quarantine().0 == q)
             && args.name_prefix.as_deref().is_none_or(|p| view.facts().is_some_and(|f| f.hostname.starts_with(p)))
             && tag.as_ref().is_none_or(|(k, v)| {
                 view.tags().iter().any(|(key, value)| key == k && v.as_ref().is_none_or(|v| v == value))

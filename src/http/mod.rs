@@ -56,6 +56,8 @@ pub struct Config {
     pub fleet: toolgate_fleet::FleetSettings,
     /// Also run an agent on this machine, enrolled on first start (`--local-agent`).
     pub local_agent: bool,
+    /// Where the compliance rules come from (`--compliance`).
+    pub compliance: crate::compliance::RuleSource,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
 }

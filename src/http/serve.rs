@@ -85,6 +85,9 @@ pub async fn serve(config: Config) -> Result<()> {
             .await
             .context("cannot load the agents")?,
     );
+    let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
+    println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
+    hub.set_rules(rules);
     let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()));
     let options =
         Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
@@ -102,6 +105,11 @@ pub async fn serve(config: Config) -> Result<()> {
         .run(stop_upkeep.clone()),
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
+    let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
+        hub.clone(),
+        state.config.compliance.clone(),
+        stop_upkeep.clone(),
+    ));
     let local_agent = match state.config.local_agent {
         true => Some(super::local_agent::start(&hub, &state.config.data_dir, agents_at, stop_upkeep.clone()).await?),
         false => None,
@@ -137,6 +145,7 @@ pub async fn serve(config: Config) -> Result<()> {
     stop_upkeep.cancel();
     let _ = upkeep.await;
     let _ = sweeper.await;
+    let _ = reloader.await;
     if let Some(agent) = local_agent {
         let _ = agent.await;
     }

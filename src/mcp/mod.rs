@@ -72,7 +72,8 @@ impl McpServer {
     pub fn new(services: Arc<Services>, options: Options) -> Result<Self, SchemaError> {
         let clock = services.clock().clone();
         let catalogue = services.catalogue();
-        let gate = Gate::new(catalogue, services.repositories().approvals.clone(), clock, options.read_only)?;
+        let gate = Gate::new(catalogue, services.repositories().approvals.clone(), clock, options.read_only)?
+            .with_argument_check(Arc::new(crate::instructions::InstructionCheck));
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let lists = lists::precompute(&gate, &server_info, options);
         Ok(Self {

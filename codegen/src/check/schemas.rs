@@ -250,6 +250,10 @@ fn example_of(schema: &Value, depth: usize) -> Option<Value> {
     if let Some(c) = schema.get("const") {
         return Some(c.clone());
     }
+    // An author's own example wins: it can satisfy rules beyond the schema (a handler's).
+    if let Some(first) = schema.get("examples").and_then(Value::as_array).and_then(|e| e.first()) {
+        return Some(first.clone());
+    }
     if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
         return Some(first.clone());
     }

@@ -6,7 +6,6 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{mpsc, oneshot};
 use toolgate_domain::fleet::agent::AgentAuth;
-use toolgate_domain::fleet::compliance::Rule;
 use toolgate_domain::fleet::wire::{InventoryReport, ServerMessage};
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, HostFacts};
 use toolgate_domain::{Clock, StoreError};
@@ -68,7 +67,7 @@ pub struct Hub {
     store: Arc<dyn FleetStore>,
     pub(crate) work: Arc<dyn WorkStore>,
     /// The compliance rules agents evaluate (the last good compliance.yaml).
-    pub(crate) rules: RwLock<Arc<Vec<Rule>>>,
+    pub(crate) rules: RwLock<Arc<crate::RuleSet>>,
     /// When the last sweep expired overdue executions.
     pub(crate) expired_at_ms: AtomicI64,
     clock: Clock,
@@ -135,7 +134,7 @@ impl Hub {
         Ok(Self {
             store,
             work,
-            rules: RwLock::new(Arc::new(Vec::new())),
+            rules: RwLock::new(Arc::new(crate::RuleSet::default())),
             expired_at_ms: AtomicI64::new(0),
             clock,
             settings,

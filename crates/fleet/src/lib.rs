@@ -16,3 +16,4 @@ mod work;
 pub use hub::{Hub, Kick};
 pub use settings::FleetSettings;
 pub use view::{AgentView, TagIndex};
+pub use work::RuleSet;

@@ -53,6 +53,11 @@ impl AgentView<'_> {
         self.entry.facts_at_ms
     }
 
+    /// Whether the server wants the agent quarantined, and what the agent last said it is in.
+    pub fn quarantine(&self) -> (bool, Option<bool>) {
+        (self.entry.quarantine_wanted, self.entry.quarantine_reported)
+    }
+
     pub fn tags(&self) -> &[(String, String)] {
         self.tags.unwrap_or(&[])
     }

@@ -13,12 +13,20 @@ use toolgate_store::{NewExecution, Taken};
 
 use crate::hub::Hub;
 
+/// The compliance rules in force and the file they came from.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSet {
+    pub source: String,
+    pub rules: Vec<Rule>,
+}
+
 /// How often, at most, the sweep looks for executions past their deadline.
 const EXPIRE_EVERY_MS: i64 = 1_000;
 
 impl Hub {
-    /// Stores the execution and its targets, then sends the run to every target connected now.
-    pub async fn start_execution(&self, execution: NewExecution) -> Result<(), StoreError> {
+    /// Stores the execution and its targets, then sends the run to every target connected now;
+    /// how many that was.
+    pub async fn start_execution(&self, execution: NewExecution) -> Result<usize, StoreError> {
         let order = RunOrder {
             execution_id: execution.execution_id.clone(),
             deadline_ms: execution.deadline_ms,
@@ -26,28 +34,32 @@ impl Hub {
         };
         let targets = execution.targets.clone();
         self.work.create_execution(execution).await?;
+        let mut delivered = 0;
         for agent_id in &targets {
-            self.deliver(agent_id, order.clone()).await;
+            delivered += usize::from(self.deliver(agent_id, order.clone()).await);
         }
-        Ok(())
+        Ok(delivered)
     }
 
-    async fn deliver(&self, agent_id: &str, order: RunOrder) {
+    /// Sends a run to the agent if it is connected; whether it was.
+    async fn deliver(&self, agent_id: &str, order: RunOrder) -> bool {
         let execution_id = order.execution_id.clone();
-        if self.send(agent_id, ServerMessage::Run(order))
-            && let Err(e) = self.work.mark_delivered(&execution_id, agent_id, self.clock().now_ms()).await
-        {
+        if !self.send(agent_id, ServerMessage::Run(order)) {
+            return false;
+        }
+        if let Err(e) = self.work.mark_delivered(&execution_id, agent_id, self.clock().now_ms()).await {
             // Still pending in the store: it is sent again on the agent's next connection,
             // and the agent answers a repeated order from its journal.
             tracing::warn!(%agent_id, %execution_id, "could not record the delivery: {e}");
         }
+        true
     }
 
     /// A session just began: the rules, and every run still due.
     pub async fn welcome_work(&self, agent_id: &str) -> Result<(), StoreError> {
         let rules = self.rules();
-        if !rules.is_empty() {
-            self.send(agent_id, ServerMessage::Evaluate { rules: rules.to_vec() });
+        if !rules.rules.is_empty() {
+            self.send(agent_id, ServerMessage::Evaluate { rules: rules.rules.clone() });
         }
         for order in self.work.due_for(agent_id, self.clock().now_ms()).await? {
             self.deliver(agent_id, order).await;
@@ -96,23 +108,23 @@ impl Hub {
     }
 
     /// The compliance rules agents evaluate now.
-    pub fn rules(&self) -> Arc<Vec<Rule>> {
+    pub fn rules(&self) -> Arc<RuleSet> {
         self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Replaces the rules and hands them to every connected agent, which evaluates them at once.
-    pub fn set_rules(&self, rules: Vec<Rule>) {
+    pub fn set_rules(&self, rules: RuleSet) {
         let rules = Arc::new(rules);
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = rules.clone();
         for agent_id in self.live_agent_ids() {
-            self.send(&agent_id, ServerMessage::Evaluate { rules: rules.to_vec() });
+            self.send(&agent_id, ServerMessage::Evaluate { rules: rules.rules.clone() });
         }
     }
 
     /// Asks the connected ones of `agent_ids` to evaluate the rules now; how many were asked.
     pub fn evaluate_now(&self, agent_ids: &[String]) -> usize {
         let rules = self.rules();
-        agent_ids.iter().filter(|id| self.send(id, ServerMessage::Evaluate { rules: rules.to_vec() })).count()
+        agent_ids.iter().filter(|id| self.send(id, ServerMessage::Evaluate { rules: rules.rules.clone() })).count()
     }
 
     pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {

@@ -109,6 +109,16 @@ impl Schemas {
         Err(Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, hints }))
     }
 
+    /// The invalid-arguments denial for problems found beyond the schema (see [`crate::ArgumentCheck`]).
+    pub fn refuse(&self, tool: &ToolMeta, mut problems: Vec<ArgumentProblem>) -> Denial {
+        for problem in &mut problems {
+            problem.message = truncated(&problem.message, MAX_PROBLEM_BYTES);
+        }
+        problems.truncate(MAX_PROBLEMS);
+        let hints = self.hints[tool.index].clone();
+        Denial::InvalidArguments(InvalidArguments { tool: tool.name, problems, hints })
+    }
+
     /// Where a handler's result breaks the tool's outputSchema (a bug in the handler).
     pub fn output_problem(&self, tool: &ToolMeta, value: &Value) -> Option<String> {
         let validator = self.output[tool.index].as_ref()?;

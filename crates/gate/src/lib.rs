@@ -28,9 +28,18 @@ pub struct Passed {
     pub approval: Option<Box<Approval>>,
 }
 
+/// Checks some tools' arguments beyond their schema, before any approval work: what the
+/// schema cannot know (an instruction's own parameter schema, say). A human is then never
+/// asked to approve a call that would fail on its arguments.
+pub trait ArgumentCheck: Send + Sync {
+    /// Every problem with `arguments` of `tool` (empty: fine, or not a tool it checks).
+    fn problems(&self, tool: &ToolMeta, arguments: &Value) -> Vec<toolgate_domain::denial::ArgumentProblem>;
+}
+
 pub struct Gate {
     catalogue: &'static Catalogue,
     schemas: Schemas,
+    argument_check: Option<Arc<dyn ArgumentCheck>>,
     approvals: Arc<dyn ApprovalStore>,
     clock: Clock,
     read_only: bool,
@@ -44,7 +53,13 @@ impl Gate {
         clock: Clock,
         read_only: bool,
     ) -> Result<Self, SchemaError> {
-        Ok(Self { catalogue, schemas: Schemas::compile(catalogue)?, approvals, clock, read_only })
+        Ok(Self { catalogue, schemas: Schemas::compile(catalogue)?, argument_check: None, approvals, clock, read_only })
+    }
+
+    /// Adds checks beyond the schemas, run right after them.
+    pub fn with_argument_check(mut self, check: Arc<dyn ArgumentCheck>) -> Self {
+        self.argument_check = Some(check);
+        self
     }
 
     pub fn catalogue(&self) -> &'static Catalogue {
@@ -72,6 +87,12 @@ impl Gate {
         let decision = self.authorize(caller, tool)?;
         // Arguments before any approval is looked up, minted or consumed.
         self.schemas.check(tool, &arguments)?;
+        if let Some(check) = &self.argument_check {
+            let problems = check.problems(tool, &arguments);
+            if !problems.is_empty() {
+                return Err(self.schemas.refuse(tool, problems));
+            }
+        }
         // `approval_id` is the gate's argument only on gated tools (it is in their published
         // schema); elsewhere it is the tool's own.
         let approval_id = match tool.approval_gated {

@@ -1,0 +1,175 @@
+//! The instruction rules, one broken definition (or manifest, or compliance file) at a time:
+//! each is refused with its message at its `file:line:col`, and the good set passes.
+
+use toolgate_codegen::SourceFile;
+use toolgate_codegen::instructions::{InstructionInputs, check, check_compliance};
+
+const MANIFEST: &str = "\
+plugin: files
+description: Files.
+actions:
+  - name: sha256
+    description: Hash.
+    class: read
+    params:
+      - {name: path, type: string, required: true, description: A path.}
+    columns:
+      - {name: sha256, type: text, description: The hash.}
+  - name: append
+    description: Append.
+    class: change
+    params:
+      - {name: line, type: string, required: true, description: The line.}
+    columns:
+      - {name: count, type: integer, description: Lines.}
+";
+
+const GOOD: &str = "\
+definitions:
+  - name: file_hash
+    description: Hash a file.
+    plugin: files
+    action: sha256
+    class: read
+    parameters:
+      type: object
+      properties:
+        path: {type: string}
+      required: [path]
+      additionalProperties: false
+    timeout_ms: 1000
+    diagnostic: true
+";
+
+fn run(definitions: &str) -> Vec<String> {
+    let inputs = InstructionInputs {
+        manifests: vec![SourceFile::new("plugins/files.yaml", MANIFEST)],
+        definitions: SourceFile::new("instructions.yaml", definitions),
+    };
+    match check(&inputs) {
+        Ok(_) => Vec::new(),
+        Err(diagnostics) => diagnostics.iter().map(|d| d.one_line()).collect(),
+    }
+}
+
+#[test]
+fn the_good_set_passes() {
+    assert_eq!(run(GOOD), Vec::<String>::new());
+}
+
+#[test]
+fn each_broken_definition_is_refused_where_it_is_broken() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "action: sha256",
+            "action: sha265",
+            "instructions.yaml:5:13: error: definition `file_hash`: plugin `files` declares no action `sha265` (help: did you mean `sha256`?)",
+        ),
+        (
+            "plugin: files",
+            "plugin: file",
+            "instructions.yaml:4:13: error: definition `file_hash`: no plugin manifest declares plugin `file` (help: did you mean `files`?",
+        ),
+        (
+            "class: read",
+            "class: change",
+            "instructions.yaml:6:12: error: definition `file_hash`: class `change` contradicts action `files.sha256`, which is `read`",
+        ),
+        (
+            "path: {type: string}",
+            "path: {type: strin}",
+            "instructions.yaml:10:22: error: definition `file_hash`: parameters is not valid JSON Schema 2020-12",
+        ),
+        (
+            "path: {type: string}",
+            "path: {type: string, pattern: \"(\"}",
+            "instructions.yaml:8:7: error: definition `file_hash`: parameters does not compile",
+        ),
+        (
+            "path: {type: string}",
+            "path: {type: integer}",
+            "instructions.yaml:10:15: error: definition `file_hash`: parameter `path` must be `type: string`, as the action declares",
+        ),
+        (
+            "path: {type: string}",
+            "paht: {type: string}",
+            "instructions.yaml:10:15: error: definition `file_hash`: action `sha256` takes no parameter `paht` (help: did you mean `path`?)",
+        ),
+        (
+            "      required: [path]\n",
+            "",
+            "instructions.yaml:8:7: error: definition `file_hash`: action `sha256` cannot run without `path`",
+        ),
+        (
+            "      additionalProperties: false\n",
+            "",
+            "instructions.yaml:8:7: error: definition `file_hash`: parameters must say `additionalProperties: false`",
+        ),
+        (
+            "timeout_ms: 1000",
+            "timeout_ms: 0",
+            "instructions.yaml:13:17: error: definition `file_hash`: timeout_ms must be 1-3600000, not 0",
+        ),
+        (
+            "timeout_ms: 1000",
+            "timeout_ms: 1000\n    columns: [sha265]",
+            "instructions.yaml:14:15: error: definition `file_hash`: action `files.sha256` has no column `sha265` (help: did you mean `sha256`?)",
+        ),
+        (
+            "timeout_ms: 1000",
+            "timeout_ms: 1000\n    colour: red",
+            "instructions.yaml:14:5: error: unknown key `colour`",
+        ),
+    ];
+    for (from, to, expected) in cases {
+        let broken = GOOD.replace(from, to);
+        assert_ne!(broken, GOOD, "{from}");
+        let got = run(&broken);
+        assert!(got.iter().any(|d| d.starts_with(expected)), "{to}:\n  expected {expected}\n  got {got:#?}");
+    }
+}
+
+#[test]
+fn a_diagnostic_change_and_a_duplicate_name_are_refused() {
+    let change = GOOD
+        .replace("name: file_hash", "name: add")
+        .replace("action: sha256", "action: append")
+        .replace("class: read", "class: change")
+        .replace("path", "line");
+    let got = run(&change);
+    assert!(
+        got.iter().any(|d| d.contains("14:17") && d.contains("only read-only definitions can be diagnostic")),
+        "{got:#?}"
+    );
+    let twice = format!("{GOOD}{}", GOOD.trim_start_matches("definitions:\n"));
+    assert!(run(&twice).iter().any(|d| d.contains("another definition has this name")), "{:#?}", run(&twice));
+}
+
+#[test]
+fn compliance_files_are_checked_at_their_lines() {
+    let good = "rules:\n  - id: ssh-config\n    description: x\n    check: {file_contains_line: {path: /etc/ssh/sshd_config, line: PermitRootLogin no}}\n";
+    assert_eq!(check_compliance(&SourceFile::new("compliance.yaml", good)).unwrap().rules.len(), 1);
+    let cases = [
+        (
+            good.replace("/etc/ssh", "etc/ssh"),
+            "compliance.yaml:4:33: error: rule `ssh-config`: path `etc/ssh/sshd_config` must be absolute",
+        ),
+        (
+            good.replace("file_contains_line", "file_contains_lines"),
+            "compliance.yaml:4:13: error: `check` cannot be `file_contains_lines`: it is exactly one of `package_at_least`, `file_contains_line`, `port_not_listening`, `file_sha256` (help: did you mean `file_contains_line`?)",
+        ),
+        (good.replace("ssh-config", "SSH config"), "compliance.yaml:2:9: error: rule id `SSH config` must match"),
+        (
+            format!("{good}{}", good.trim_start_matches("rules:\n")),
+            "compliance.yaml:5:9: error: another rule has the id `ssh-config`",
+        ),
+    ];
+    for (text, expected) in cases {
+        let got: Vec<String> = check_compliance(&SourceFile::new("compliance.yaml", text.clone()))
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        assert!(got.iter().any(|d| d.starts_with(expected)), "{text}\n  expected {expected}\n  got {got:#?}");
+    }
+}

@@ -1,0 +1,147 @@
+//! Compliance: the rules in force (compliance.yaml) and what agents found on their hosts.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Value, json};
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_domain::fleet::compliance::{ComplianceStatus, Rule, RuleResult};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_policy::did_you_mean;
+
+use super::executions::resolve_targets;
+use super::fleet::{next_offset, paging};
+use crate::registry::args;
+use crate::services::ToolContext;
+
+/// Counts per status for one rule: compliant, non_compliant, unknown.
+fn tally<'a>(results: impl Iterator<Item = &'a RuleResult>) -> [i64; 3] {
+    let mut counts = [0; 3];
+    for r in results {
+        counts[ComplianceStatus::ALL.iter().position(|s| *s == r.status).unwrap_or(2)] += 1;
+    }
+    counts
+}
+
+fn rule<'a>(rules: &'a [Rule], id: &str) -> Result<&'a Rule, ToolError> {
+    rules.iter().find(|r| r.id == id).ok_or_else(|| {
+        let hint = if rules.is_empty() {
+            "no rules are loaded (compliance.yaml in the data dir, or --compliance FILE)".into()
+        } else {
+            did_you_mean(id, rules.iter().map(|r| r.id.as_str()))
+        };
+        ToolError::NotFound(format!("no compliance policy `{id}`: {hint}; list_policies lists them"))
+    })
+}
+
+/// Enrolled, unrevoked agents: those a rule applies to.
+fn active_agents(ctx: &ToolContext) -> Vec<String> {
+    ctx.services().fleet().each(|v| (v.status != AgentStatus::Revoked).then(|| v.agent_id.to_string()))
+}
+
+pub async fn list_policies(ctx: &ToolContext, args: args::ListPolicies) -> ToolResult {
+    let set = ctx.services().fleet().rules();
+    let results = ctx.services().repositories().work.compliance(None).await?;
+    let policies: Vec<Value> = set
+        .rules
+        .iter()
+        .filter(|r| args.enabled.is_none_or(|e| e == r.enabled))
+        .map(|r| {
+            let [compliant, non_compliant, unknown] = tally(results.iter().filter(|(_, x, _)| x.rule_id == r.id).map(|(_, x, _)| x));
+            json!({
+                "id": r.id,
+                "description": r.description,
+                "enabled": r.enabled,
+                "check": r.check,
+                "compliant": compliant,
+                "non_compliant": non_compliant,
+                "unknown": unknown,
+            })
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({"source": set.source, "policies": policies})))
+}
+
+pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetComplianceSummary) -> ToolResult {
+    let set = ctx.services().fleet().rules();
+    let rule = rule(&set.rules, &args.policy_id)?;
+    let wanted = args.status.as_deref().and_then(ComplianceStatus::parse);
+    let results = ctx.services().repositories().work.compliance(Some(&rule.id)).await?;
+    let active: HashSet<String> = active_agents(ctx).into_iter().collect();
+    let results: Vec<_> = results.into_iter().filter(|(agent, _, _)| active.contains(agent)).collect();
+    let [compliant, non_compliant, unknown] = tally(results.iter().map(|(_, r, _)| r));
+    let (offset, limit) = paging(args.offset, args.limit);
+    let fleet = ctx.services().fleet();
+    let matching: Vec<_> = results.iter().filter(|(_, r, _)| wanted.is_none_or(|w| r.status == w)).collect();
+    let agents: Vec<Value> = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(agent_id, r, at)| {
+            let hostname = fleet.with_agent(agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten();
+            json!({"agent_id": agent_id, "hostname": hostname, "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
+        })
+        .collect();
+    let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());
+    Ok(ToolOutput::Structured(json!({
+        "policy_id": rule.id,
+        "description": rule.description,
+        "counts": {"compliant": compliant, "non_compliant": non_compliant, "unknown": unknown},
+        "not_evaluated": active.len() as i64 - results.len() as i64,
+        "agents": agents,
+        "next_offset": next,
+    })))
+}
+
+pub async fn get_fleet_compliance(ctx: &ToolContext, _args: args::GetFleetCompliance) -> ToolResult {
+    let set = ctx.services().fleet().rules();
+    let rules: Vec<&Rule> = set.rules.iter().filter(|r| r.enabled).collect();
+    let active: HashSet<String> = active_agents(ctx).into_iter().collect();
+    let results = ctx.services().repositories().work.compliance(None).await?;
+    // Per agent: how many enabled rules it was found compliant with, and whether any failed.
+    let mut per_agent: BTreeMap<&str, (usize, bool)> = BTreeMap::new();
+    let per_rule: Vec<Value> = rules
+        .iter()
+        .map(|rule| {
+            let mine: Vec<&(String, RuleResult, i64)> =
+                results.iter().filter(|(a, r, _)| r.rule_id == rule.id && active.contains(a)).collect();
+            for (agent, r, _) in &mine {
+                let entry = per_agent.entry(agent.as_str()).or_default();
+                entry.0 += usize::from(r.status == ComplianceStatus::Compliant);
+                entry.1 |= r.status == ComplianceStatus::NonCompliant;
+            }
+            let [compliant, non_compliant, unknown] = tally(mine.iter().map(|(_, r, _)| r));
+            json!({
+                "id": rule.id,
+                "compliant": compliant,
+                "non_compliant": non_compliant,
+                "unknown": unknown,
+                "not_evaluated": active.len() as i64 - mine.len() as i64,
+            })
+        })
+        .collect();
+    let fully = per_agent.values().filter(|(ok, _)| *ok == rules.len()).count();
+    let violations = per_agent.values().filter(|(_, bad)| *bad).count();
+    Ok(ToolOutput::Structured(json!({
+        "rules": rules.len(),
+        "agents": active.len(),
+        "fully_compliant": if rules.is_empty() { 0 } else { fully },
+        "with_violations": violations,
+        "per_rule": per_rule,
+    })))
+}
+
+pub async fn evaluate_compliance(ctx: &ToolContext, args: args::EvaluateCompliance) -> ToolResult {
+    let set = ctx.services().fleet().rules();
+    if set.rules.is_empty() {
+        return Err(ToolError::InvalidArguments(format!(
+            "no compliance rules are loaded ({}): add rules to compliance.yaml and send the server SIGHUP",
+            set.source
+        )));
+    }
+    let targets = match (&args.agent_ids, &args.scope) {
+        (None, None) => active_agents(ctx),
+        _ => resolve_targets(ctx, args.agent_ids, args.scope).await?.0,
+    };
+    let asked = ctx.services().fleet().evaluate_now(&targets);
+    Ok(ToolOutput::Structured(json!({"rules": set.rules.len(), "asked": asked, "offline": targets.len() - asked})))
+}

@@ -1,0 +1,301 @@
+//! Running instructions on agents and following them: executions and bundles are stored
+//! before anything is sent (the hub's `start_execution`), so the answer's id is good even if
+//! the client goes away at once.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_domain::fleet::instruction::{TargetStatus, new_execution_id};
+use toolgate_domain::fleet::wire::RunStep;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_store::{ExecutionHeader, NewExecution, TargetRecord};
+
+use super::fleet::{ensure_known, next_offset, paging};
+use super::scopes::chosen_agents;
+use crate::instructions::{definition, parameter_problems};
+use crate::registry::args;
+use crate::services::ToolContext;
+
+/// The seeds' poll floor: how long a client should wait before asking again.
+pub(crate) const RETRY_AFTER_MS: i64 = 2_000;
+const DEFAULT_DEADLINE_SECONDS: i64 = 600;
+
+/// The agents an execution runs on: the listed ones, or the scope's; never none.
+pub(crate) async fn resolve_targets(
+    ctx: &ToolContext,
+    agent_ids: Option<Vec<String>>,
+    scope: Option<String>,
+) -> Result<(Vec<String>, Option<String>), ToolError> {
+    let fleet = ctx.services().fleet();
+    let revoked = |id: &str| fleet.with_agent(id, |v| v.status == AgentStatus::Revoked).unwrap_or(false);
+    match (agent_ids, scope) {
+        (Some(ids), None) => {
+            for id in &ids {
+                ensure_known(ctx, id)?;
+                if revoked(id) {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "agent `{id}` was revoked: it can run nothing; leave it out"
+                    )));
+                }
+            }
+            Ok((ids, None))
+        }
+        (None, Some(scope)) => {
+            let mut ids: Vec<String> = chosen_agents(ctx, &scope).await?.into_iter().filter(|id| !revoked(id)).collect();
+            if ids.is_empty() {
+                return Err(ToolError::InvalidArguments(format!(
+                    "scope `{scope}` chooses no enrolled, unrevoked agent, so nothing would run; preview_scope_targets shows what a scope chooses"
+                )));
+            }
+            ids.sort();
+            Ok((ids, Some(scope)))
+        }
+        _ => Err(ToolError::InvalidArguments(
+            "give exactly one of `agent_ids` or `scope`: an execution never targets the whole fleet by default".into(),
+        )),
+    }
+}
+
+/// One run step from a definition and its parameters (checked again here: the gate checked
+/// them before approval, and a handler never trusts what it did not check).
+fn step(name: &str, params: Option<Map<String, Value>>) -> Result<RunStep, ToolError> {
+    let definition = definition(name)?;
+    let params = params.unwrap_or_default();
+    if let Some(problem) = parameter_problems(definition, &params, "/params").into_iter().next() {
+        return Err(ToolError::InvalidArguments(format!("{}: {}", problem.pointer, problem.message)));
+    }
+    Ok(RunStep {
+        definition: definition.name.clone(),
+        plugin: definition.plugin.clone(),
+        action: definition.action.clone(),
+        class: definition.class,
+        diagnostic: definition.diagnostic,
+        params,
+        timeout_ms: definition.timeout_ms,
+    })
+}
+
+struct Started {
+    execution_id: String,
+    targeted: usize,
+    delivered_now: usize,
+    deadline_ms: i64,
+}
+
+async fn start(
+    ctx: &ToolContext,
+    kind: &str,
+    steps: Vec<RunStep>,
+    agent_ids: Option<Vec<String>>,
+    scope: Option<String>,
+    deadline_seconds: Option<i64>,
+) -> Result<Started, ToolError> {
+    let (targets, scope) = resolve_targets(ctx, agent_ids, scope).await?;
+    let now = ctx.services().clock().now_ms();
+    let deadline_ms = now + deadline_seconds.unwrap_or(DEFAULT_DEADLINE_SECONDS) * 1000;
+    let execution_id = new_execution_id();
+    let targeted = targets.len();
+    let execution = NewExecution {
+        execution_id: execution_id.clone(),
+        kind: kind.into(),
+        steps,
+        scope,
+        requested_by: ctx.principal().name.clone(),
+        created_at_ms: now,
+        deadline_ms,
+        targets,
+    };
+    let delivered_now = ctx.services().fleet().start_execution(execution).await?;
+    Ok(Started { execution_id, targeted, delivered_now, deadline_ms })
+}
+
+pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
+    let run = step(&args.definition, args.params)?;
+    let s = start(ctx, "instruction", vec![run], args.agent_ids, args.scope, args.deadline_seconds).await?;
+    Ok(ToolOutput::Structured(json!({
+        "execution_id": s.execution_id,
+        "definition": args.definition,
+        "targeted": s.targeted,
+        "delivered_now": s.delivered_now,
+        "deadline_ms": s.deadline_ms,
+        "retry_after_ms": RETRY_AFTER_MS,
+    })))
+}
+
+pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> ToolResult {
+    let steps = args.steps.into_iter().map(|s| step(&s.definition, s.params)).collect::<Result<Vec<_>, _>>()?;
+    let count = steps.len();
+    let s = start(ctx, "bundle", steps, args.agent_ids, args.scope, args.deadline_seconds).await?;
+    Ok(ToolOutput::Structured(json!({
+        "bundle_id": s.execution_id,
+        "steps": count,
+        "targeted": s.targeted,
+        "delivered_now": s.delivered_now,
+        "deadline_ms": s.deadline_ms,
+        "retry_after_ms": RETRY_AFTER_MS,
+    })))
+}
+
+pub(crate) async fn header(ctx: &ToolContext, execution_id: &str) -> Result<ExecutionHeader, ToolError> {
+    ctx.services().repositories().work.execution(execution_id).await?.ok_or_else(|| {
+        ToolError::NotFound(format!("no execution `{execution_id}`; list_executions lists them, newest first"))
+    })
+}
+
+fn counts(header: &ExecutionHeader) -> (Map<String, Value>, i64, bool) {
+    let counts: Map<String, Value> = header.counts.iter().map(|(s, n)| (s.as_str().to_string(), json!(n))).collect();
+    let targeted = header.counts.iter().map(|(_, n)| n).sum();
+    let finished = header.counts.iter().all(|(s, n)| s.is_final() || *n == 0);
+    (counts, targeted, finished)
+}
+
+fn definitions(header: &ExecutionHeader) -> Vec<&str> {
+    header.steps.iter().map(|s| s.definition.as_str()).collect()
+}
+
+fn hostname(ctx: &ToolContext, agent_id: &str) -> Option<String> {
+    ctx.services().fleet().with_agent(agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten()
+}
+
+fn retry_after(finished: bool) -> Value {
+    if finished { Value::Null } else { json!(RETRY_AFTER_MS) }
+}
+
+pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionStatus) -> ToolResult {
+    let header = header(ctx, &args.execution_id).await?;
+    let wanted = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
+    let (offset, limit) = paging(args.offset, args.limit);
+    let targets = ctx.services().repositories().work.targets(&args.execution_id).await?;
+    let matching: Vec<&TargetRecord> = targets.iter().filter(|t| wanted.is_none_or(|w| t.status == w)).collect();
+    let agents: Vec<Value> = matching
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|t| {
+            json!({
+                "agent_id": t.agent_id,
+                "hostname": hostname(ctx, &t.agent_id),
+                "status": t.status.as_str(),
+                "error": t.error,
+                "updated_at_ms": t.updated_at_ms,
+            })
+        })
+        .collect();
+    let (counts, targeted, finished) = counts(&header);
+    let responded = header.counts.iter().filter(|(s, _)| s.is_final()).map(|(_, n)| n).sum::<i64>();
+    let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());
+    Ok(ToolOutput::Structured(json!({
+        "execution_id": header.execution_id,
+        "kind": header.kind,
+        "definitions": definitions(&header),
+        "requested_by": header.requested_by,
+        "created_at_ms": header.created_at_ms,
+        "deadline_ms": header.deadline_ms,
+        "cancelled_at_ms": header.cancelled_at_ms,
+        "targeted": targeted,
+        "responded": responded,
+        "finished": finished,
+        "counts": counts,
+        "agents": agents,
+        "next_offset": next,
+        "retry_after_ms": retry_after(finished),
+    })))
+}
+
+pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> ToolResult {
+    if let Some(name) = &args.definition {
+        definition(name)?;
+    }
+    let offset = args.offset.unwrap_or(0).max(0) as usize;
+    let limit = args.limit.unwrap_or(50).clamp(1, 200) as usize;
+    let work = &ctx.services().repositories().work;
+    let mut page = work.executions(args.definition.as_deref(), offset, limit + 1).await?;
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let executions: Vec<Value> = page
+        .iter()
+        .map(|h| {
+            let (counts, targeted, finished) = counts(h);
+            json!({
+                "execution_id": h.execution_id,
+                "kind": h.kind,
+                "definitions": definitions(h),
+                "requested_by": h.requested_by,
+                "created_at_ms": h.created_at_ms,
+                "deadline_ms": h.deadline_ms,
+                "targeted": targeted,
+                "finished": finished,
+                "counts": counts,
+            })
+        })
+        .collect();
+    let next = next_offset(offset, executions.len(), more);
+    Ok(ToolOutput::Structured(json!({"executions": executions, "next_offset": next})))
+}
+
+/// How many `already_ran` entries a cancellation lists.
+const SHOWN_ALREADY_RAN: usize = 100;
+
+pub async fn cancel_execution(ctx: &ToolContext, args: args::CancelExecution) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let Some(cancelled) = ctx.services().repositories().work.cancel(&args.execution_id, now).await? else {
+        return Err(ToolError::NotFound(format!("no execution `{}`; list_executions lists them", args.execution_id)));
+    };
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for t in &cancelled.targets {
+        *counts.entry(t.status.as_str()).or_default() += 1;
+    }
+    let already_ran: Vec<Value> = cancelled
+        .targets
+        .iter()
+        .filter(|t| !matches!(t.status, TargetStatus::Cancelled | TargetStatus::Pending | TargetStatus::Offline))
+        .take(SHOWN_ALREADY_RAN)
+        .map(|t| json!({"agent_id": t.agent_id, "status": t.status.as_str()}))
+        .collect();
+    Ok(ToolOutput::Structured(json!({
+        "execution_id": args.execution_id,
+        "stopped": cancelled.stopped,
+        "counts": counts,
+        "already_ran": already_ran,
+    })))
+}
+
+pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -> ToolResult {
+    let header = header(ctx, &args.bundle_id).await?;
+    if let Some(agent_id) = &args.agent_id {
+        ensure_known(ctx, agent_id)?;
+    }
+    let work = &ctx.services().repositories().work;
+    let targets = work.targets(&args.bundle_id).await?;
+    let steps = work.steps(&args.bundle_id).await?;
+    let names = definitions(&header);
+    let agents: Vec<Value> = targets
+        .iter()
+        .filter(|t| args.agent_id.as_ref().is_none_or(|a| a == &t.agent_id))
+        .map(|t| {
+            let own: Vec<Value> = steps
+                .iter()
+                .filter(|s| s.agent_id == t.agent_id)
+                .map(|s| {
+                    json!({
+                        "step": s.step,
+                        "definition": names.get(s.step).copied().unwrap_or("?"),
+                        "status": s.status,
+                        "error": s.error,
+                        "rows": s.row_count,
+                    })
+                })
+                .collect();
+            json!({"agent_id": t.agent_id, "status": t.status.as_str(), "steps": own})
+        })
+        .collect();
+    let (_, _, finished) = counts(&header);
+    Ok(ToolOutput::Structured(json!({
+        "bundle_id": header.execution_id,
+        "steps": names,
+        "finished": finished,
+        "agents": agents,
+        "retry_after_ms": retry_after(finished),
+    })))
+}

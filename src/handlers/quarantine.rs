@@ -1,0 +1,44 @@
+//! Quarantine: the server's wish is stored, sent to the agent (now, or when it reconnects),
+//! and kept by the agent across its restarts; the agent confirms the state it is in.
+
+use serde_json::json;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+
+use super::fleet::ensure_known;
+use crate::registry::args;
+use crate::services::ToolContext;
+
+/// What an operator reads: the wish and whether the agent has confirmed it.
+pub(crate) fn quarantine_state(wanted: bool, reported: Option<bool>) -> &'static str {
+    match (wanted, reported == Some(true)) {
+        (true, true) => "active",
+        (true, false) => "entering",
+        (false, true) => "releasing",
+        (false, false) => "none",
+    }
+}
+
+async fn set(ctx: &ToolContext, agent_id: &str, wanted: bool, reason: Option<String>) -> ToolResult {
+    ensure_known(ctx, agent_id)?;
+    let fleet = ctx.services().fleet();
+    if fleet.with_agent(agent_id, |v| v.summary().revoked_at_ms.is_some()).unwrap_or(false) {
+        return Err(ToolError::InvalidArguments(format!("agent `{agent_id}` was revoked: it cannot connect to be told")));
+    }
+    fleet.set_quarantine(agent_id, wanted, reason).await?;
+    let told_now = fleet.with_agent(agent_id, |v| v.status == toolgate_domain::fleet::AgentStatus::Online).unwrap_or(false);
+    let (_, reported, _) = fleet.quarantine_of(agent_id).unwrap_or_default();
+    Ok(ToolOutput::Structured(json!({
+        "agent_id": agent_id,
+        "quarantined": wanted,
+        "told_now": told_now,
+        "state": quarantine_state(wanted, reported),
+    })))
+}
+
+pub async fn quarantine_device(ctx: &ToolContext, args: args::QuarantineDevice) -> ToolResult {
+    set(ctx, &args.agent_id, true, Some(args.reason)).await
+}
+
+pub async fn release_quarantine(ctx: &ToolContext, args: args::ReleaseQuarantine) -> ToolResult {
+    set(ctx, &args.agent_id, false, None).await
+}

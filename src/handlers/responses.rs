@@ -1,0 +1,133 @@
+//! The rows agents returned: read with filters, or grouped. Columns are the definition's
+//! declared ones; a wrong one is an error naming the closest.
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::fleet::compare::ValueKind;
+use toolgate_domain::fleet::instruction::{Definition, ResultColumn, TargetStatus};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_policy::did_you_mean;
+use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
+
+use super::executions::header;
+use super::fleet::{ensure_known, next_offset, paging};
+use crate::instructions::{definition, instructions};
+use crate::registry::args;
+use crate::services::ToolContext;
+
+/// The definition of one step of an execution, and its columns.
+async fn step_definition(
+    ctx: &ToolContext,
+    execution_id: &str,
+    step: Option<i64>,
+) -> Result<(usize, &'static Definition, Vec<&'static ResultColumn>), ToolError> {
+    let header = header(ctx, execution_id).await?;
+    let step = step.unwrap_or(0).max(0) as usize;
+    let Some(run) = header.steps.get(step) else {
+        return Err(ToolError::InvalidArguments(format!(
+            "execution `{execution_id}` has {} step(s), numbered from 0: there is no step {step}",
+            header.steps.len()
+        )));
+    };
+    let definition = definition(&run.definition)?;
+    Ok((step, definition, instructions().columns(definition)))
+}
+
+fn column<'a>(columns: &[&'a ResultColumn], definition: &Definition, name: &str) -> Result<&'a ResultColumn, ToolError> {
+    columns.iter().copied().find(|c| c.name == name).ok_or_else(|| {
+        let names = columns.iter().map(|c| c.name.as_str());
+        ToolError::InvalidArguments(format!(
+            "definition `{}` has no column `{name}`: {}",
+            definition.name,
+            did_you_mean(name, names)
+        ))
+    })
+}
+
+fn conditions(
+    filters: Option<Map<String, Value>>,
+    columns: &[&ResultColumn],
+    definition: &Definition,
+) -> Result<Vec<ColumnCondition>, ToolError> {
+    filters
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| {
+            let c = column(columns, definition, &name)?;
+            let value = match (c.kind, &value) {
+                (ValueKind::Integer, Value::Number(n)) if n.is_i64() => ColumnValue::Integer(n.as_i64().unwrap_or(0)),
+                (ValueKind::Integer, _) => {
+                    return Err(ToolError::InvalidArguments(format!("column `{name}` holds integers: give an integer, not {value}")));
+                }
+                (_, Value::String(s)) => ColumnValue::Text(s.clone()),
+                _ => return Err(ToolError::InvalidArguments(format!("column `{name}` holds text: give a string, not {value}"))),
+            };
+            Ok(ColumnCondition { column: name, equal: true, value })
+        })
+        .collect()
+}
+
+pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> ToolResult {
+    let (step, definition, columns) = step_definition(ctx, &args.execution_id, args.step).await?;
+    if let Some(agent_id) = &args.agent_id {
+        ensure_known(ctx, agent_id)?;
+    }
+    let status = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
+    let (offset, limit) = paging(args.offset, args.limit);
+    let query = ResponseQuery {
+        execution_id: args.execution_id.clone(),
+        step,
+        agent_id: args.agent_id.clone(),
+        status,
+        conditions: conditions(args.where_, &columns, definition)?,
+        offset,
+        limit,
+    };
+    let page = ctx.services().repositories().work.responses(query).await?;
+    let fleet = ctx.services().fleet();
+    let rows: Vec<Value> = page
+        .rows
+        .into_iter()
+        .map(|(agent_id, values)| {
+            let hostname = fleet.with_agent(&agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten();
+            json!({"agent_id": agent_id, "hostname": hostname, "values": values})
+        })
+        .collect();
+    let next = next_offset(offset, rows.len(), page.more);
+    Ok(ToolOutput::Structured(json!({
+        "execution_id": args.execution_id,
+        "definition": definition.name,
+        "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        "rows": rows,
+        "next_offset": next,
+    })))
+}
+
+pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateResponses) -> ToolResult {
+    let (step, definition, columns) = step_definition(ctx, &args.execution_id, args.step).await?;
+    column(&columns, definition, &args.group_by)?;
+    if let Some(of) = &args.of {
+        let c = column(&columns, definition, of)?;
+        if c.kind != ValueKind::Integer {
+            return Err(ToolError::InvalidArguments(format!(
+                "`of` takes an integer column (its min and max are numbers); `{of}` holds {}",
+                c.kind.as_str()
+            )));
+        }
+    }
+    let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let groups = ctx
+        .services()
+        .repositories()
+        .work
+        .aggregate(&args.execution_id, step, &args.group_by, args.of.as_deref(), limit)
+        .await?;
+    let groups: Vec<Value> =
+        groups.into_iter().map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max})).collect();
+    Ok(ToolOutput::Structured(json!({
+        "execution_id": args.execution_id,
+        "definition": definition.name,
+        "group_by": args.group_by,
+        "of": args.of,
+        "groups": groups,
+    })))
+}

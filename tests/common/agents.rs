@@ -1,0 +1,177 @@
+//! Real agent processes for the fleet tests: `toolgate agent run`, each in a UTS namespace of
+//! its own (its own hostname), and the polling helpers the tests wait with. Every wait is a
+//! poll with a generous bound, so a loaded machine makes a test slower, never flaky.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Server, bin, call_as};
+
+pub const FAST: &[&str] = &["--agent-heartbeat-ms", "200", "--agent-missed-heartbeats", "3"];
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// An agent process; its standard error goes to `log`.
+pub struct Agent {
+    pub child: Child,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `toolgate agent run`, in a new UTS namespace named `hostname` when one is given
+/// (as root; otherwise inside a user namespace that maps this user to root).
+pub fn spawn_agent(server: &Server, token: Option<&str>, state_dir: &Path, hostname: Option<&str>) -> Agent {
+    spawn_agent_in(server, token, state_dir, hostname, None)
+}
+
+/// [`spawn_agent`] with a working directory of its own: `/proc/self/cwd/FILE` then names a
+/// different file for each agent, at one absolute path.
+pub fn spawn_agent_in(
+    server: &Server,
+    token: Option<&str>,
+    state_dir: &Path,
+    hostname: Option<&str>,
+    cwd: Option<&Path>,
+) -> Agent {
+    let log = state_dir.with_extension("log");
+    let url = format!("http://{}", server.agents);
+    let mut run = vec![
+        "agent".to_string(),
+        "run".into(),
+        "--server".into(),
+        url,
+        "--state-dir".into(),
+        state_dir.display().to_string(),
+        "--reconnect-spread-ms".into(),
+        "200".into(),
+        "--reconnect-max-ms".into(),
+        "1000".into(),
+    ];
+    if let Some(token) = token {
+        run.extend(["--enroll-token".to_string(), token.to_string()]);
+    }
+    let mut command = match hostname {
+        Some(name) => {
+            let mut c = Command::new("unshare");
+            if !is_root() {
+                c.args(["--user", "--map-root-user"]);
+            }
+            c.args(["--uts", "sh", "-c", r#"hostname "$0" && exec "$@""#, name, bin()]);
+            c
+        }
+        None => Command::new(bin()),
+    };
+    if let Some(dir) = cwd {
+        command.current_dir(dir);
+    }
+    let child = command
+        .args(&run)
+        .env("TOOLGATE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("unshare (util-linux) and the toolgate binary run");
+    Agent { child, state_dir: state_dir.to_path_buf(), log }
+}
+
+impl Agent {
+    pub fn wait_for_exit(&mut self) -> i32 {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "the agent did not exit: {}", self.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        assert!(Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap().success());
+    }
+}
+
+pub fn mint(server: &Server, args: &[&str]) -> String {
+    let mut all = vec!["enroll-token", "create"];
+    all.extend_from_slice(args);
+    let out = server.cli(&all);
+    out.split_whitespace().find(|w| w.starts_with("tge_")).unwrap_or_else(|| panic!("no secret in: {out}")).to_string()
+}
+
+/// Calls a tool that must succeed; checks its structured result against its outputSchema.
+pub fn structured(s: &Server, schemas: &HashMap<String, Value>, tool: &str, arguments: Value) -> Value {
+    let answer = call_as(s, &s.token, tool, arguments.clone()).json();
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{tool} {arguments}: {answer}");
+    let content = result["structuredContent"].clone();
+    let validator = jsonschema::validator_for(&schemas[tool]).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&content).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{tool} broke its outputSchema: {errors:?}\n{content}");
+    content
+}
+
+pub fn output_schemas(s: &Server) -> HashMap<String, Value> {
+    let listed = super::request(
+        s.addr,
+        "POST",
+        &[("Authorization", &format!("Bearer {}", s.token)), ("MCP-Protocol-Version", "2025-11-25")],
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()),
+    )
+    .json();
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| Some((t["name"].as_str()?.to_string(), t.get("outputSchema")?.clone())))
+        .collect()
+}
+
+/// Polls get_agent_details until the agent has `status`.
+pub fn wait_for_status(s: &Server, schemas: &HashMap<String, Value>, agent_id: &str, status: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let details = structured(s, schemas, "get_agent_details", json!({"agent_id": agent_id}));
+        if details["status"] == status {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{agent_id} not {status} after {PATIENCE:?}: {details}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The online agents' ids by hostname, once `count` have enrolled and reported their facts.
+pub fn online_by_hostname(s: &Server, schemas: &HashMap<String, Value>, count: usize) -> HashMap<String, String> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let listed = structured(s, schemas, "list_agents", json!({"status": "online"}));
+        let reported: HashMap<String, String> = listed["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| Some((a["hostname"].as_str()?.to_string(), a["agent_id"].as_str()?.to_string())))
+            .collect();
+        if reported.len() >= count {
+            return reported;
+        }
+        assert!(Instant::now() < deadline, "fewer than {count} agents reported: {listed}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
