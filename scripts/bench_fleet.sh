@@ -3,7 +3,9 @@
 # real agent loop and protocol (bench/agents) against a release server on this machine.
 # Prints: time for all to enroll and connect, server memory per connected agent, latency of
 # list_agents / query_inventory / posture at N agents, and the time for all N to reconnect
-# after a server restart. Server pinned to core 0, the load to core 1.
+# after a server restart; then one read-only instruction to all N: time until every response
+# is stored, peak server memory meanwhile, query_responses latency over the N rows.
+# Server pinned to core 0, the load to core 1.
 # Usage: scripts/bench_fleet.sh [N]   (LOAD_TABLES=users,listening_ports,installed_software for bigger reports)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +58,8 @@ sleep 2
 RSS_FULL=$(rss_kib "$SERVER")
 python3 -c "print(f'RESULT server RSS: idle {$RSS_IDLE/1024:.1f} MiB, with $N agents {$RSS_FULL/1024:.1f} MiB: {($RSS_FULL-$RSS_IDLE)*1024/$N/1024:.1f} KiB per connected agent')"
 python3 scripts/bench/fleet_probe.py "127.0.0.1:$PORT" "$TOKEN" 200
+echo "one read-only instruction (os_facts) to all $N agents..."
+python3 scripts/bench/fleet_probe.py "127.0.0.1:$PORT" "$TOKEN" --execute "$SERVER" 100
 
 echo "restarting the server..."
 kill -TERM "$SERVER"; wait "$SERVER" 2>/dev/null || true

@@ -5,6 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Snapshots are never written in CI: a stale one fails the run (see snapshots/).
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
+# The network-isolation test changes nftables rules inside a network namespace it creates:
+# it needs nft, ip and nsenter (Debian: nftables, iproute2, util-linux), installed here as
+# root when missing. Elsewhere the test says what it needs.
+if [ "$(id -u)" = 0 ] && ! { command -v nft && command -v ip && command -v nsenter; } >/dev/null; then
+  echo "installing nftables and iproute2 (Debian packages) for the network-isolation test"
+  apt-get update -qq && apt-get install -y -qq nftables iproute2 util-linux >/dev/null
+fi
 # Formatting and lints first: they are the cheapest to fail on.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -q -- -D warnings

@@ -5,79 +5,18 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Response, Server, api_credential, call_as, start, start_in};
+use common::{Server, api_credential, call_as, start, start_in};
 use serde_json::{Value, json};
-
-/// The file each agent reads at one absolute path: its own working directory's.
-const PROBE: &str = "/proc/self/cwd/probe.txt";
 
 fn sha256_of(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
-}
-
-/// Three agents named fleet-a/b/c, each in `states/<name>` and working in `states/<name>.cwd`
-/// whose probe.txt holds text of its own. Returns them and their ids by hostname.
-fn three_agents(s: &Server, states: &Path) -> (Vec<Agent>, HashMap<String, String>) {
-    let token = mint(s, &["--uses", "3"]);
-    let agents = ["fleet-a", "fleet-b", "fleet-c"]
-        .iter()
-        .map(|name| {
-            let cwd = states.join(format!("{name}.cwd"));
-            std::fs::create_dir_all(&cwd).unwrap();
-            std::fs::write(cwd.join("probe.txt"), format!("probe of {name}\n")).unwrap();
-            spawn_agent_in(s, Some(&token), &states.join(name), Some(name), Some(&cwd))
-        })
-        .collect();
-    let schemas = output_schemas(s);
-    (agents, online_by_hostname(s, &schemas, 3))
-}
-
-fn restart_agent(s: &Server, states: &Path, name: &str) -> Agent {
-    let cwd = states.join(format!("{name}.cwd"));
-    spawn_agent_in(s, None, &states.join(name), Some(name), Some(&cwd))
-}
-
-/// Polls get_execution_status until it is finished; the last answer.
-fn wait_finished(s: &Server, schemas: &HashMap<String, Value>, token: &str, execution_id: &str) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = structured_as(s, schemas, token, "get_execution_status", json!({"execution_id": execution_id}));
-        if status["finished"] == true {
-            assert_eq!(status["retry_after_ms"], Value::Null);
-            return status;
-        }
-        assert_eq!(status["retry_after_ms"], 2000, "the poll floor while unfinished: {status}");
-        assert!(Instant::now() < deadline, "{execution_id} unfinished after {PATIENCE:?}: {status}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn structured_as(s: &Server, schemas: &HashMap<String, Value>, token: &str, tool: &str, arguments: Value) -> Value {
-    let answer = call_as(s, token, tool, arguments.clone()).json();
-    let result = &answer["result"];
-    assert_eq!(result["isError"], false, "{tool} {arguments}: {answer}");
-    let content = result["structuredContent"].clone();
-    let validator = jsonschema::validator_for(&schemas[tool]).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&content).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{tool} broke its outputSchema: {errors:?}\n{content}");
-    content
-}
-
-/// The text of an error answer: a JSON-RPC error's message and data, or an isError result.
-fn refusal(r: &Response) -> String {
-    let v = r.json();
-    if v.get("error").is_some() {
-        return v["error"].to_string();
-    }
-    assert_eq!(v["result"]["isError"], true, "expected a refusal: {v}");
-    v["result"]["content"][0]["text"].as_str().unwrap().to_string()
 }
 
 fn statuses(status: &Value) -> BTreeMap<String, String> {
@@ -276,28 +215,6 @@ fn an_offline_agent_runs_the_command_when_it_reconnects_before_the_deadline_and_
     assert!(!states.path().join("fleet-c/work/cancelled").exists(), "a cancelled run is never sent");
 }
 
-fn approval_id(r: &Response) -> String {
-    let v = r.json();
-    assert_eq!(v["error"]["code"], -32006, "expected an approval ticket: {v}");
-    v["error"]["data"]["approval_id"].as_str().unwrap().to_string()
-}
-
-fn approve(s: &Server, api: &str, id: &str) {
-    let r = s.http("POST", &format!("/api/v1/approvals/{id}/approve"), Some(api), Some(r#"{"comment":"ok"}"#));
-    assert_eq!(r.status, 200, "{r:?}");
-}
-
-/// A supervised-tier call: its ticket, a person's approval, the recall. The recall's answer.
-fn approved(s: &Server, token: &str, api: &str, tool: &str, arguments: Value) -> (Value, Value) {
-    let id = approval_id(&call_as(s, token, tool, arguments.clone()));
-    approve(s, api, &id);
-    let mut recall = arguments;
-    recall["approval_id"] = json!(id);
-    let answer = call_as(s, token, tool, recall.clone()).json();
-    assert_eq!(answer["result"]["isError"], false, "{answer}");
-    (answer["result"]["structuredContent"].clone(), recall)
-}
-
 fn line_count(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
@@ -342,76 +259,6 @@ fn an_approved_change_runs_exactly_once_per_agent_across_agent_and_server_crashe
     for name in ["fleet-a", "fleet-b", "fleet-c"] {
         assert_eq!(line_count(&states.path().join(name).join("work/audit.log")), 1, "{name}");
     }
-}
-
-#[test]
-fn quarantine_survives_an_agent_restart_blocks_changes_allows_diagnostics_and_is_released() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (mut agents, ids) = three_agents(&s, states.path());
-    let supervised = s.token("admin", "supervised", "1h");
-    let api = api_credential(&s, "reviewer");
-    let operator_denied =
-        call_as(&s, &s.token, "quarantine_device", json!({"agent_id": ids["fleet-a"], "reason": "x"}));
-    assert!(refusal(&operator_denied).contains("operator"), "{operator_denied:?}");
-
-    let (answer, _) = approved(
-        &s,
-        &supervised,
-        &api,
-        "quarantine_device",
-        json!({"agent_id": ids["fleet-a"], "reason": "suspicious process"}),
-    );
-    assert_eq!((answer["quarantined"].clone(), answer["told_now"].clone()), (json!(true), json!(true)), "{answer}");
-    let quarantine_of = |s: &Server| {
-        let listed = structured(s, &schemas, "list_agents", json!({"quarantined": true}));
-        listed["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| (a["hostname"].as_str().unwrap().to_string(), a["quarantine"].as_str().unwrap().to_string()))
-            .collect::<Vec<_>>()
-    };
-    let deadline = Instant::now() + PATIENCE;
-    while quarantine_of(&s) != [("fleet-a".to_string(), "active".to_string())] {
-        assert!(Instant::now() < deadline, "{:?}", quarantine_of(&s));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    // The agent restarts: still quarantined, by its own state.
-    agents[0].child.kill().unwrap();
-    agents[0].child.wait().unwrap();
-    agents[0] = restart_agent(&s, states.path(), "fleet-a");
-    wait_for_status(&s, &schemas, &ids["fleet-a"], "online");
-    let run = |definition: &str, params: Value| {
-        let started = structured(
-            &s,
-            &schemas,
-            "execute_instruction",
-            json!({"definition": definition, "params": params, "agent_ids": [ids["fleet-a"]]}),
-        );
-        wait_finished(&s, &schemas, &s.token, started["execution_id"].as_str().unwrap())
-    };
-    let blocked = run("write_marker", json!({"name": "m"}));
-    assert_eq!(blocked["agents"][0]["status"], "failed", "{blocked}");
-    assert!(blocked["agents"][0]["error"].as_str().unwrap().starts_with("quarantined"), "{blocked}");
-    assert!(!states.path().join("fleet-a/work/m").exists());
-    let diagnostic = run("os_facts", json!({}));
-    assert_eq!(diagnostic["agents"][0]["status"], "succeeded", "a diagnostic runs in quarantine: {diagnostic}");
-
-    let (released, _) = approved(&s, &supervised, &api, "release_quarantine", json!({"agent_id": ids["fleet-a"]}));
-    assert_eq!(released["quarantined"], false);
-    let deadline = Instant::now() + PATIENCE;
-    while !structured(&s, &schemas, "list_agents", json!({"name_prefix": "fleet-a"}))["agents"][0]["quarantine"]
-        .eq("none")
-    {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let allowed = run("write_marker", json!({"name": "m"}));
-    assert_eq!(allowed["agents"][0]["status"], "succeeded", "{allowed}");
-    assert!(states.path().join("fleet-a/work/m").exists());
 }
 
 #[test]

@@ -58,21 +58,27 @@ fn inventory_tables() {
     committed_equals("docs/inventory.md", &toolgate_domain::fleet::inventory::markdown());
 }
 
+/// Replaces the block of `path` between `<!-- generated: NAME` and `<!-- end: NAME -->` with
+/// `content`, or checks that it already is.
+fn generated_block(path: &str, name: &str, content: &str) {
+    let (begin, end) = (format!("<!-- generated: {name}"), format!("<!-- end: {name} -->"));
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let start =
+        committed.find(&begin).and_then(|i| committed[i..].find('\n').map(|n| i + n + 1)).expect("begin marker");
+    let stop = committed.find(&end).expect("end marker");
+    committed_equals(path, &format!("{}{content}{}", &committed[..start], &committed[stop..]));
+}
+
 /// The scope attributes table in docs/scope.md, between its markers, is the parser's own.
 #[test]
 fn scope_attributes_in_the_docs() {
-    let (begin, end) = ("<!-- generated: scope attributes", "<!-- end: scope attributes -->");
-    let path = "docs/scope.md";
-    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
-    let start = committed.find(begin).and_then(|i| committed[i..].find('\n').map(|n| i + n + 1)).expect("begin marker");
-    let stop = committed.find(end).expect("end marker");
-    let generated = format!(
-        "{}{}{}",
-        &committed[..start],
-        toolgate_domain::fleet::scope::attributes_markdown(),
-        &committed[stop..]
-    );
-    committed_equals(path, &generated);
+    generated_block("docs/scope.md", "scope attributes", &toolgate_domain::fleet::scope::attributes_markdown());
+}
+
+/// docs/instructions.md's reference tables are the checked definitions and manifests.
+#[test]
+fn instruction_tables_in_the_docs() {
+    generated_block("docs/instructions.md", "instructions", &toolgate::registry::INSTRUCTIONS.markdown());
 }
 
 #[test]

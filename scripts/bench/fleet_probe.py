@@ -4,6 +4,9 @@
 usage: fleet_probe.py HOST:PORT TOKEN COUNT     -> prints one RESULT line per tool
        fleet_probe.py HOST:PORT TOKEN --online  -> prints the number of online agents
        fleet_probe.py HOST:PORT TOKEN --reported -> prints the fewest agents that reported any table
+       fleet_probe.py HOST:PORT TOKEN --execute PID COUNT -> one read-only instruction to every
+           online agent: seconds until every response is stored, the server's peak RSS (PID)
+           meanwhile, then query_responses latency over those rows
 """
 import http.client
 import json
@@ -34,6 +37,51 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(len(values) * p / 100))]
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+
+
+def execute(call, pid, count):
+    start = time.perf_counter()
+    started = call("execute_instruction", {"definition": "os_facts", "scope": "status = online"})
+    accepted = time.perf_counter() - start
+    execution, targeted = started["execution_id"], started["targeted"]
+    peak = rss_kib(pid)
+    while True:
+        status = call("get_execution_status", {"execution_id": execution, "limit": 1})
+        peak = max(peak, rss_kib(pid))
+        if status["finished"]:
+            break
+        time.sleep(0.1)
+    elapsed = time.perf_counter() - start
+    print(f"RESULT execute_instruction os_facts to {targeted} agents: answered in {accepted * 1000:.0f} ms, "
+          f"every response stored in {elapsed:.1f} s ({status['counts']}); server peak RSS meanwhile {peak / 1024:.1f} MiB")
+    rows = 0
+    offset = 0
+    while offset is not None:
+        page = call("query_responses", {"execution_id": execution, "offset": offset, "limit": 1000})
+        rows += len(page["rows"])
+        offset = page["next_offset"]
+    loads = {
+        f"query_responses over {rows} rows, a page of 100 at a random offset":
+            lambda: call("query_responses", {"execution_id": execution, "limit": 100, "offset": random.randrange(max(1, rows - 100))}),
+        f"query_responses over {rows} rows, where arch = this host's (every row matches; first page)":
+            lambda: call("query_responses", {"execution_id": execution, "limit": 100, "where": {"arch": "x86_64"}}),
+        f"aggregate_responses over {rows} rows, group by kernel":
+            lambda: call("aggregate_responses", {"execution_id": execution, "group_by": "kernel", "of": "cpu_count"}),
+    }
+    for name, load in loads.items():
+        for _ in range(3):
+            load()
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            load()
+            times.append((time.perf_counter() - t0) * 1000)
+        print(f"RESULT {name}: p50 {percentile(times, 50):.2f} ms, p99 {percentile(times, 99):.2f} ms ({count} calls)")
+
+
 def main():
     address, token = sys.argv[1], sys.argv[2]
     call = caller(address, token)
@@ -44,6 +92,9 @@ def main():
         tables = call("list_inventory_tables", {})["tables"]
         print(min(t["agents_reported"] for t in tables if t["agents_reported"] > 0) if any(
             t["agents_reported"] for t in tables) else 0)
+        return
+    if sys.argv[3] == "--execute":
+        execute(call, int(sys.argv[4]), int(sys.argv[5]))
         return
     count = int(sys.argv[3])
     total = call("list_agents", {"limit": 1})["total"]

@@ -104,6 +104,11 @@ pub struct AgentRunArgs {
     /// Failed attempts back off exponentially up to this (ms).
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub reconnect_max_ms: u64,
+    /// While quarantined, also cut this host's network except the connection to the server
+    /// (an nftables table of the agent's own, `toolgate_quarantine`). Needs root and nft;
+    /// without it quarantine is soft: instructions are refused, the network is left alone.
+    #[arg(long)]
+    pub allow_network_isolation: bool,
 }
 
 impl AgentRunArgs {
@@ -114,6 +119,7 @@ impl AgentRunArgs {
             state_dir: self.state_dir,
             reconnect_spread_ms: self.reconnect_spread_ms,
             reconnect_max_ms: self.reconnect_max_ms,
+            allow_network_isolation: self.allow_network_isolation,
         }
     }
 }

@@ -46,6 +46,8 @@ pub async fn start(
         state_dir,
         reconnect_spread_ms: 1_000,
         reconnect_max_ms: 30_000,
+        // The server's own host: quarantining it never cuts the machine's network.
+        allow_network_isolation: false,
     };
     println!("toolgate: a local agent reports this machine ({})", options.state_dir.display());
     Ok(tokio::spawn(async move {

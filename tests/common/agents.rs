@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Server, bin, call_as};
+use super::{Response, Server, bin, call_as};
 
 pub const FAST: &[&str] = &["--agent-heartbeat-ms", "200", "--agent-missed-heartbeats", "3"];
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -174,4 +174,87 @@ pub fn online_by_hostname(s: &Server, schemas: &HashMap<String, Value>, count: u
         assert!(Instant::now() < deadline, "fewer than {count} agents reported: {listed}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Polls get_execution_status until it is finished; the last answer.
+pub fn wait_finished(s: &Server, schemas: &HashMap<String, Value>, token: &str, execution_id: &str) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = structured_as(s, schemas, token, "get_execution_status", json!({"execution_id": execution_id}));
+        if status["finished"] == true {
+            assert_eq!(status["retry_after_ms"], Value::Null);
+            return status;
+        }
+        assert_eq!(status["retry_after_ms"], 2000, "the poll floor while unfinished: {status}");
+        assert!(Instant::now() < deadline, "{execution_id} unfinished after {PATIENCE:?}: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn structured_as(s: &Server, schemas: &HashMap<String, Value>, token: &str, tool: &str, arguments: Value) -> Value {
+    let answer = call_as(s, token, tool, arguments.clone()).json();
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{tool} {arguments}: {answer}");
+    let content = result["structuredContent"].clone();
+    let validator = jsonschema::validator_for(&schemas[tool]).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&content).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{tool} broke its outputSchema: {errors:?}\n{content}");
+    content
+}
+
+/// The text of an error answer: a JSON-RPC error's message and data, or an isError result.
+pub fn refusal(r: &Response) -> String {
+    let v = r.json();
+    if v.get("error").is_some() {
+        return v["error"].to_string();
+    }
+    assert_eq!(v["result"]["isError"], true, "expected a refusal: {v}");
+    v["result"]["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+pub fn approval_id(r: &Response) -> String {
+    let v = r.json();
+    assert_eq!(v["error"]["code"], -32006, "expected an approval ticket: {v}");
+    v["error"]["data"]["approval_id"].as_str().unwrap().to_string()
+}
+
+pub fn approve(s: &Server, api: &str, id: &str) {
+    let r = s.http("POST", &format!("/api/v1/approvals/{id}/approve"), Some(api), Some(r#"{"comment":"ok"}"#));
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// A supervised-tier call: its ticket, a person's approval, the recall. The recall's answer.
+pub fn approved(s: &Server, token: &str, api: &str, tool: &str, arguments: Value) -> (Value, Value) {
+    let id = approval_id(&call_as(s, token, tool, arguments.clone()));
+    approve(s, api, &id);
+    let mut recall = arguments;
+    recall["approval_id"] = json!(id);
+    let answer = call_as(s, token, tool, recall.clone()).json();
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    (answer["result"]["structuredContent"].clone(), recall)
+}
+
+/// The file each agent reads at one absolute path: its own working directory's.
+pub const PROBE: &str = "/proc/self/cwd/probe.txt";
+
+/// Three agents named fleet-a/b/c, each in `states/<name>` and working in `states/<name>.cwd`
+/// whose probe.txt holds text of its own. Returns them and their ids by hostname.
+pub fn three_agents(s: &Server, states: &Path) -> (Vec<Agent>, HashMap<String, String>) {
+    let token = mint(s, &["--uses", "3"]);
+    let agents = ["fleet-a", "fleet-b", "fleet-c"]
+        .iter()
+        .map(|name| {
+            let cwd = states.join(format!("{name}.cwd"));
+            std::fs::create_dir_all(&cwd).unwrap();
+            std::fs::write(cwd.join("probe.txt"), format!("probe of {name}\n")).unwrap();
+            spawn_agent_in(s, Some(&token), &states.join(name), Some(name), Some(&cwd))
+        })
+        .collect();
+    let schemas = output_schemas(s);
+    (agents, online_by_hostname(s, &schemas, 3))
+}
+
+pub fn restart_agent(s: &Server, states: &Path, name: &str) -> Agent {
+    let cwd = states.join(format!("{name}.cwd"));
+    spawn_agent_in(s, None, &states.join(name), Some(name), Some(&cwd))
 }

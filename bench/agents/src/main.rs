@@ -61,6 +61,7 @@ async fn main() {
             state_dir: PathBuf::from(root).join(format!("{i:05}")),
             reconnect_spread_ms: spread_ms,
             reconnect_max_ms: 30_000,
+            allow_network_isolation: false,
         };
         let stop = stop.clone();
         tasks.push(tokio::spawn(async move {

@@ -7,6 +7,7 @@
 pub mod collect;
 mod compliance;
 mod connection;
+pub mod isolation;
 pub mod journal;
 pub mod plugins;
 pub mod state;
@@ -30,6 +31,8 @@ pub struct AgentOptions {
     pub reconnect_spread_ms: u64,
     /// Failed attempts back off exponentially from one second up to this.
     pub reconnect_max_ms: u64,
+    /// While quarantined, also cut the host's network but for the server (nftables; root).
+    pub allow_network_isolation: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +45,8 @@ pub enum AgentError {
     State { path: PathBuf, message: String },
     #[error("bad --server URL `{0}`: expected http://host:port or ws://host:port")]
     BadServerUrl(String),
+    #[error("--allow-network-isolation needs root (it changes the host's nftables rule set)")]
+    IsolationNeedsRoot,
     #[error(
         "not enrolled: {state} holds no identity; pass --enroll-token (mint one on the server with `toolgate enroll-token create`)",
         state = .0.display()
@@ -56,7 +61,7 @@ impl AgentError {
             AgentError::Refused { .. } => 3,
             AgentError::Revoked(_) => 4,
             AgentError::State { .. } | AgentError::NotEnrolled(_) => 2,
-            AgentError::BadServerUrl(_) => 2,
+            AgentError::BadServerUrl(_) | AgentError::IsolationNeedsRoot => 2,
         }
     }
 }

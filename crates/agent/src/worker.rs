@@ -12,17 +12,21 @@ use toolgate_domain::fleet::wire::{AgentMessage, RunOrder, ServerMessage};
 use crate::connection::{deliver, now_ms};
 use crate::plugins::PluginContext;
 use crate::state::{self, Identity, Quarantine};
-use crate::{AgentError, AgentOptions, compliance, journal};
+use crate::{AgentError, AgentOptions, compliance, isolation, journal};
 
 pub(crate) struct Worker {
     ctx: PluginContext,
     url: String,
+    /// The server's base URL, whose addresses isolation keeps reachable.
+    server: String,
     max_wait_ms: u64,
     /// Executions being worked on: an order that comes again meanwhile is not run twice.
     in_flight: Mutex<HashSet<String>>,
     quarantine: Mutex<Quarantine>,
     /// The compliance rules last received; None until the server sends them.
     rules: Mutex<Option<Vec<Rule>>>,
+    /// Cut the network but for the server while quarantined (`--allow-network-isolation`).
+    isolate_network: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -32,6 +36,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Worker {
     pub(crate) fn new(options: &AgentOptions, url: &str) -> Result<Self, AgentError> {
         journal::prune(&options.state_dir);
+        if options.allow_network_isolation && !isolation::is_root() {
+            return Err(AgentError::IsolationNeedsRoot);
+        }
         let quarantine = state::load_quarantine(&options.state_dir)?;
         if quarantine.quarantined {
             tracing::warn!(
@@ -39,14 +46,34 @@ impl Worker {
                 quarantine.reason.as_deref().unwrap_or("no reason given")
             );
         }
-        Ok(Self {
+        let worker = Self {
             ctx: PluginContext { state_dir: options.state_dir.clone() },
             url: url.to_string(),
+            server: options.server.clone(),
             max_wait_ms: options.reconnect_max_ms,
             in_flight: Mutex::new(HashSet::new()),
-            quarantine: Mutex::new(quarantine),
+            quarantine: Mutex::new(quarantine.clone()),
             rules: Mutex::new(None),
-        })
+            isolate_network: options.allow_network_isolation,
+        };
+        // A restart keeps the host isolated: the rules are set again before anything else (and
+        // a table left by an agent that died after a release is lifted).
+        worker.apply_network(&quarantine);
+        Ok(worker)
+    }
+
+    /// Isolates or releases the network to match `quarantine`, when allowed to; a failure
+    /// leaves the soft quarantine (instructions refused) in force and is logged.
+    fn apply_network(&self, quarantine: &Quarantine) {
+        if !self.isolate_network {
+            return;
+        }
+        let done = if quarantine.quarantined { isolation::isolate(&self.server) } else { isolation::lift() };
+        match done {
+            Ok(()) if quarantine.quarantined => tracing::warn!("network isolated: only the server is reachable"),
+            Ok(()) => tracing::debug!("no network isolation in force"),
+            Err(e) => tracing::error!("network isolation not applied ({e}); the quarantine stays soft"),
+        }
     }
 
     /// The quarantine state, as the agent tells the server on every connection.
@@ -72,6 +99,7 @@ impl Worker {
                     return true;
                 }
                 tracing::warn!(quarantined, "quarantine state changed by the server");
+                self.apply_network(&wanted);
                 *lock(&self.quarantine) = wanted;
                 let _ = session.send(self.quarantine_state());
             }

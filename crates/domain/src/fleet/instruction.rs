@@ -248,3 +248,72 @@ pub fn target_status(steps: &[StepStatus]) -> TargetStatus {
         Some(_) => TargetStatus::Failed,
     }
 }
+
+impl InstructionSet {
+    /// The reference tables of docs/instructions.md: every definition, then every plugin's actions.
+    pub fn markdown(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from(
+            "| definition | runs | class | diagnostic | timeout | parameters |\n|---|---|---|---|---|---|\n",
+        );
+        for d in &self.definitions {
+            let params = d.parameters.get("properties").and_then(Value::as_object);
+            let required: Vec<&str> = d
+                .parameters
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let params: Vec<String> = params
+                .into_iter()
+                .flatten()
+                .map(
+                    |(name, _)| {
+                        if required.contains(&name.as_str()) { format!("`{name}`*") } else { format!("`{name}`") }
+                    },
+                )
+                .collect();
+            let _ = writeln!(
+                out,
+                "| `{}` | `{}.{}` | {} | {} | {} s | {} |",
+                d.name,
+                d.plugin,
+                d.action,
+                d.class.as_str(),
+                if d.diagnostic { "yes" } else { "no" },
+                d.timeout_ms as f64 / 1000.0,
+                if params.is_empty() { "none".to_string() } else { params.join(", ") },
+            );
+        }
+        out.push_str("\n\\* required.\n");
+        for p in &self.plugins {
+            let _ = write!(
+                out,
+                "\n### Plugin `{}`\n\n{}\n\n| action | class | parameters | columns |\n|---|---|---|---|\n",
+                p.plugin, p.description
+            );
+            for a in &p.actions {
+                let params: Vec<String> = a
+                    .params
+                    .iter()
+                    .map(|x| {
+                        format!("`{}` ({}{})", x.name, x.kind.json_type(), if x.required { ", required" } else { "" })
+                    })
+                    .collect();
+                let columns: Vec<String> =
+                    a.columns.iter().map(|c| format!("`{}` ({})", c.name, c.kind.as_str())).collect();
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {} | {} |",
+                    a.name,
+                    a.class.as_str(),
+                    if params.is_empty() { "none".into() } else { params.join(", ") },
+                    columns.join(", ")
+                );
+            }
+        }
+        out
+    }
+}
