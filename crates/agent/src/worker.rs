@@ -14,6 +14,9 @@ use crate::plugins::PluginContext;
 use crate::state::{self, Identity, Quarantine};
 use crate::{AgentError, AgentOptions, compliance, isolation, journal};
 
+/// The largest result sent over the session (the server reads sessions with 4 KiB buffers).
+const SESSION_FRAME_BYTES: usize = 3 * 1024;
+
 pub(crate) struct Worker {
     ctx: PluginContext,
     url: String,
@@ -107,10 +110,11 @@ impl Worker {
                 *lock(&self.rules) = Some(rules);
                 let worker = self.clone();
                 let me = me.clone();
+                let session = session.clone();
                 tokio::spawn(async move {
                     let evaluating = worker.clone();
                     if let Ok(Some(frame)) = tokio::task::spawn_blocking(move || evaluating.compliance_frame()).await {
-                        deliver(&worker.url, &me, &[frame], worker.max_wait_ms).await;
+                        worker.send_back(frame, &me, &session).await;
                     }
                 });
             }
@@ -135,11 +139,28 @@ impl Worker {
             })
             .await;
             match result {
-                Ok(result) => deliver(&worker.url, &me, &[AgentMessage::Result(result)], worker.max_wait_ms).await,
+                Ok(result) => worker.send_back(AgentMessage::Result(result), &me, &session).await,
                 Err(e) => tracing::error!(%execution_id, "the run failed: {e}"),
             }
             lock(&worker.in_flight).remove(&execution_id);
         });
+    }
+
+    /// Sends a result back: a small one over the session (no new connection; a fleet's
+    /// answers to one instruction then cost the server no handshakes), a large one over a
+    /// report connection of its own, so the session's buffers stay small. A result lost with
+    /// the session is not lost for good: its run is still unfinished on the server, which
+    /// sends it again on the next connection.
+    async fn send_back(&self, frame: AgentMessage, me: &Identity, session: &UnboundedSender<AgentMessage>) {
+        let small = serde_json::to_vec(&frame).is_ok_and(|bytes| bytes.len() <= SESSION_FRAME_BYTES);
+        let frame = match small {
+            true => match session.send(frame) {
+                Ok(()) => return,
+                Err(unsent) => unsent.0,
+            },
+            false => frame,
+        };
+        deliver(&self.url, me, &[frame], self.max_wait_ms).await;
     }
 
     /// The compliance outcomes now, if the server has sent rules (blocking: reads the host).

@@ -34,25 +34,23 @@ impl Hub {
         };
         let targets = execution.targets.clone();
         self.work.create_execution(execution).await?;
-        let mut delivered = 0;
-        for agent_id in &targets {
-            delivered += usize::from(self.deliver(agent_id, order.clone()).await);
-        }
-        Ok(delivered)
+        let delivered: Vec<String> =
+            targets.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
+        let count = delivered.len();
+        self.record_delivery(&order.execution_id, delivered).await;
+        Ok(count)
     }
 
-    /// Sends a run to the agent if it is connected; whether it was.
-    async fn deliver(&self, agent_id: &str, order: RunOrder) -> bool {
-        let execution_id = order.execution_id.clone();
-        if !self.send(agent_id, ServerMessage::Run(order)) {
-            return false;
+    /// Records that runs were sent. A failure leaves them pending in the store: they are sent
+    /// again on the agents' next connections, and an agent answers a repeated order from its
+    /// journal.
+    async fn record_delivery(&self, execution_id: &str, agent_ids: Vec<String>) {
+        if agent_ids.is_empty() {
+            return;
         }
-        if let Err(e) = self.work.mark_delivered(&execution_id, agent_id, self.clock().now_ms()).await {
-            // Still pending in the store: it is sent again on the agent's next connection,
-            // and the agent answers a repeated order from its journal.
-            tracing::warn!(%agent_id, %execution_id, "could not record the delivery: {e}");
+        if let Err(e) = self.work.mark_delivered(execution_id, agent_ids, self.clock().now_ms()).await {
+            tracing::warn!(%execution_id, "could not record the delivery: {e}");
         }
-        true
     }
 
     /// A session just began: the rules, and every run still due.
@@ -62,7 +60,10 @@ impl Hub {
             self.send(agent_id, ServerMessage::Evaluate { rules: rules.rules.clone() });
         }
         for order in self.work.due_for(agent_id, self.clock().now_ms()).await? {
-            self.deliver(agent_id, order).await;
+            let execution_id = order.execution_id.clone();
+            if self.send(agent_id, ServerMessage::Run(order)) {
+                self.record_delivery(&execution_id, vec![agent_id.to_string()]).await;
+            }
         }
         Ok(())
     }

@@ -204,18 +204,23 @@ impl WorkStore for SqliteStore {
         .await
     }
 
-    async fn mark_delivered(&self, execution_id: &str, agent_id: &str, now_ms: i64) -> Result<()> {
-        let (execution_id, agent_id) = (execution_id.to_string(), agent_id.to_string());
+    async fn mark_delivered(&self, execution_id: &str, agent_ids: Vec<String>, now_ms: i64) -> Result<()> {
+        let execution_id = execution_id.to_string();
         self.run(move |c| {
             without_fsync(c, |c| {
-                c.execute(
-                    "UPDATE execution_target SET status = 'running', updated_at_ms = ?3 WHERE execution_id = ?1 AND agent_id = ?2 AND status = 'pending'",
-                    params![execution_id, agent_id, now_ms],
-                )
+                let tx = c.transaction()?;
+                {
+                    let mut update = tx.prepare_cached(
+                        "UPDATE execution_target SET status = 'running', updated_at_ms = ?3 WHERE execution_id = ?1 AND agent_id = ?2 AND status = 'pending'",
+                    )?;
+                    for agent_id in &agent_ids {
+                        update.execute(params![execution_id, agent_id, now_ms])?;
+                    }
+                }
+                tx.commit()
             })
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
