@@ -104,6 +104,9 @@ impl App {
         if arguments["agent_id"] == AGENT {
             arguments["agent_id"] = json!(self.agent);
         }
+        if arguments["agent_ids"] == json!([AGENT]) {
+            arguments["agent_ids"] = json!([self.agent]);
+        }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
         self.send("POST", "/mcp", &self.operator, Some(body)).await
     }
@@ -172,6 +175,12 @@ async fn each_handler_area_fault_is_an_internal_error_with_retry() {
         (Area::Fleet, "get_agent_inventory", json!({"agent_id": AGENT, "table": "users"})),
         (Area::Fleet, "query_inventory", json!({"table": "users"})),
         (Area::Fleet, "get_agent_details", json!({"agent_id": AGENT})),
+        (Area::Work, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [AGENT]})),
+        (Area::Work, "list_executions", json!({})),
+        (Area::Work, "get_execution_status", json!({"execution_id": "exe-00"})),
+        (Area::Work, "query_responses", json!({"execution_id": "exe-00"})),
+        (Area::Work, "cancel_execution", json!({"execution_id": "exe-00"})),
+        (Area::Work, "get_fleet_compliance", json!({})),
         (Area::PluginConfig, "list_plugin_config", json!({})),
         (Area::PluginConfig, "get_plugin_kill_switch", json!({"plugin": "p"})),
         (Area::Groups, "list_management_groups", json!({})),

@@ -9,6 +9,8 @@ mod fleet;
 mod fleet_tests;
 mod small;
 mod work;
+#[cfg(test)]
+mod work_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -167,6 +169,8 @@ pub enum Area {
     PluginConfig,
     Groups,
     Fleet,
+    /// Executions, responses and compliance outcomes.
+    Work,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -180,6 +184,7 @@ impl Area {
             Area::PluginConfig => &["plugin_config", "plugin_kill_switch"],
             Area::Groups => &["management_group"],
             Area::Fleet => &["agent", "enrollment_token", "inventory_table", "inventory_row"],
+            Area::Work => &["execution", "execution_target", "execution_step", "response", "compliance_result"],
         }
     }
 }

@@ -1,0 +1,165 @@
+//! The work area of the SQLite store (executions, responses, quarantine, compliance), against
+//! a real (in-memory) database.
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::fleet::instruction::{ActionClass, StepStatus, TargetStatus};
+use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
+
+use super::SqliteStore;
+use crate::{ColumnCondition, ColumnValue, FleetStore, NewExecution, ResponseQuery, Taken, WorkStore};
+
+fn step(definition: &str) -> RunStep {
+    RunStep {
+        definition: definition.into(),
+        plugin: "files".into(),
+        action: "sha256".into(),
+        class: ActionClass::Read,
+        diagnostic: true,
+        params: Map::new(),
+        timeout_ms: 1000,
+    }
+}
+
+fn row(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn succeeded(rows: Vec<Map<String, Value>>) -> StepResult {
+    StepResult { status: StepStatus::Succeeded, error: None, rows }
+}
+
+async fn store_with_agents(n: i64) -> (SqliteStore, Vec<String>) {
+    let store = SqliteStore::open_in_memory().unwrap();
+    let (_, secret) = store.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(store.enroll(&secret, 0).await.unwrap().unwrap().0);
+    }
+    ids.sort();
+    (store, ids)
+}
+
+async fn execution(store: &SqliteStore, id: &str, targets: &[String], deadline_ms: i64) {
+    let e = NewExecution {
+        execution_id: id.into(),
+        kind: "bundle".into(),
+        steps: vec![step("file_hash"), step("os_facts")],
+        scope: Some("status = online".into()),
+        requested_by: "alice".into(),
+        created_at_ms: 10,
+        deadline_ms,
+        targets: targets.to_vec(),
+    };
+    store.create_execution(e).await.unwrap();
+}
+
+#[tokio::test]
+async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped() {
+    let (store, ids) = store_with_agents(3).await;
+    execution(&store, "exe-01", &ids, 1_000).await;
+    assert_eq!(store.due_for(&ids[0], 20).await.unwrap().len(), 1);
+    store.mark_delivered("exe-01", vec![ids[0].clone(), ids[1].clone()], 20).await.unwrap();
+    let result = |agent: usize, hash: &str| RunResult {
+        execution_id: "exe-01".into(),
+        steps: vec![
+            succeeded(vec![row(json!({"path": "/f", "sha256": hash, "size_bytes": agent}))]),
+            StepResult { status: StepStatus::Failed, error: Some(format!("broken {agent}")), rows: Vec::new() },
+        ],
+    };
+    assert_eq!(store.save_result(&ids[0], result(0, "aa"), 30).await.unwrap(), Taken::Stored);
+    assert_eq!(
+        store.save_result(&ids[0], result(0, "zz"), 31).await.unwrap(),
+        Taken::AlreadyFinal,
+        "the first answer stands"
+    );
+    assert_eq!(store.save_result(&ids[1], result(1, "aa"), 32).await.unwrap(), Taken::Stored);
+    assert_eq!(store.save_result("agt-nobody", result(1, "aa"), 32).await.unwrap(), Taken::Unknown);
+
+    let targets = store.targets("exe-01").await.unwrap();
+    let statuses: Vec<TargetStatus> = targets.iter().map(|t| t.status).collect();
+    assert_eq!(statuses, [TargetStatus::Failed, TargetStatus::Failed, TargetStatus::Pending]);
+    assert_eq!(targets[0].error.as_deref(), Some("broken 0"));
+    let header = store.execution("exe-01").await.unwrap().unwrap();
+    assert_eq!(header.counts, [(TargetStatus::Failed, 2), (TargetStatus::Pending, 1)]);
+    assert_eq!(header.steps.len(), 2);
+
+    let query = |conditions: Vec<ColumnCondition>, offset, limit| ResponseQuery {
+        execution_id: "exe-01".into(),
+        step: 0,
+        conditions,
+        offset,
+        limit,
+        ..ResponseQuery::default()
+    };
+    let all = store.responses(query(Vec::new(), 0, 1)).await.unwrap();
+    assert_eq!((all.rows.len(), all.more), (1, true));
+    let aa = ColumnCondition { column: "sha256".into(), equal: true, value: ColumnValue::Text("aa".into()) };
+    assert_eq!(store.responses(query(vec![aa], 0, 10)).await.unwrap().rows.len(), 2);
+    let size1 = ColumnCondition { column: "size_bytes".into(), equal: true, value: ColumnValue::Integer(1) };
+    let one = store.responses(query(vec![size1], 0, 10)).await.unwrap();
+    assert_eq!(one.rows[0].0, ids[1]);
+    let groups = store.aggregate("exe-01", 0, "sha256", Some("size_bytes"), 10).await.unwrap();
+    assert_eq!(
+        (groups[0].value.clone(), groups[0].count, groups[0].min.clone(), groups[0].max.clone()),
+        (json!("aa"), 2, json!(0), json!(1))
+    );
+    assert!(
+        store.aggregate("exe-01", 0, "sha256'); DROP TABLE response; --", None, 10).await.is_err(),
+        "a column is never spliced raw"
+    );
+    let steps = store.steps("exe-01").await.unwrap();
+    assert_eq!(steps.len(), 4);
+    assert_eq!((steps[1].status.as_str(), steps[1].row_count), ("failed", 0));
+}
+
+#[tokio::test]
+async fn deadlines_cancellation_and_listing() {
+    let (store, ids) = store_with_agents(3).await;
+    execution(&store, "exe-02", &ids, 1_000).await;
+    store.mark_delivered("exe-02", vec![ids[0].clone()], 20).await.unwrap();
+    let cancelled = store.cancel("exe-02", 50).await.unwrap().unwrap();
+    assert_eq!(cancelled.stopped, 2, "the two never delivered");
+    assert_eq!(store.cancel("exe-02", 60).await.unwrap().unwrap().stopped, 0);
+    assert!(store.cancel("exe-nope", 60).await.unwrap().is_none());
+    assert!(store.due_for(&ids[0], 60).await.unwrap().is_empty(), "a cancelled execution is never sent again");
+
+    execution(&store, "exe-03", &ids, 100).await;
+    store.mark_delivered("exe-03", vec![ids[0].clone()], 20).await.unwrap();
+    assert_eq!(store.expire(99).await.unwrap(), 0);
+    assert!(store.expire(100).await.unwrap() >= 3);
+    let statuses: Vec<TargetStatus> = store.targets("exe-03").await.unwrap().iter().map(|t| t.status).collect();
+    assert_eq!(statuses, [TargetStatus::TimedOut, TargetStatus::Offline, TargetStatus::Offline]);
+    // exe-02's delivered target waits for its own deadline, cancelled or not.
+    assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::Running);
+    store.expire(1_000).await.unwrap();
+    assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::TimedOut);
+    let listed = store.executions(Some("file_hash"), 0, 10).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(store.executions(Some("nothing"), 0, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn quarantine_and_compliance_are_kept_per_agent() {
+    let (store, ids) = store_with_agents(2).await;
+    store.set_quarantine(&ids[0], true, Some("why")).await.unwrap();
+    store.quarantine_reported(&ids[0], true).await.unwrap();
+    let q = store.quarantines().await.unwrap();
+    assert_eq!((q.len(), q[0].wanted, q[0].reason.as_deref(), q[0].reported), (1, true, Some("why"), Some(true)));
+    let result = |rule: &str, status| RuleResult { rule_id: rule.into(), status, evidence: "seen".into() };
+    store
+        .save_compliance(
+            &ids[0],
+            vec![result("r1", ComplianceStatus::Compliant), result("r2", ComplianceStatus::Unknown)],
+            5,
+        )
+        .await
+        .unwrap();
+    store.save_compliance(&ids[0], vec![result("r1", ComplianceStatus::NonCompliant)], 6).await.unwrap();
+    store.save_compliance(&ids[1], vec![result("r1", ComplianceStatus::Compliant)], 6).await.unwrap();
+    let all = store.compliance(None).await.unwrap();
+    assert_eq!(all.len(), 2, "a new evaluation replaces the agent's last");
+    let r1 = store.compliance(Some("r1")).await.unwrap();
+    let mine = r1.iter().find(|(a, _, _)| a == &ids[0]).unwrap();
+    assert_eq!((mine.1.status, mine.2), (ComplianceStatus::NonCompliant, 6));
+}
