@@ -145,8 +145,7 @@ fn an_offline_agent_runs_the_command_when_it_reconnects_before_the_deadline_and_
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
     let (mut agents, ids) = three_agents(&s, states.path());
-    agents[1].child.kill().unwrap();
-    agents[1].child.wait().unwrap();
+    agents[1].kill();
     wait_for_status(&s, &schemas, &ids["fleet-b"], "offline");
 
     let marker = |name: &str| states.path().join(name).join("work/marker");
@@ -168,8 +167,7 @@ fn an_offline_agent_runs_the_command_when_it_reconnects_before_the_deadline_and_
     assert_eq!(std::fs::read_to_string(marker("fleet-b")).unwrap(), "hello");
 
     // Offline past the deadline: never run, `offline`; the connected one ran it.
-    agents[2].child.kill().unwrap();
-    agents[2].child.wait().unwrap();
+    agents[2].kill();
     wait_for_status(&s, &schemas, &ids["fleet-c"], "offline");
     let started = structured(
         &s,
@@ -187,8 +185,7 @@ fn an_offline_agent_runs_the_command_when_it_reconnects_before_the_deadline_and_
     assert!(!states.path().join("fleet-c/work/late").exists(), "nothing runs after its deadline");
 
     // Cancelling: what has not reached an agent stops; what ran is reported, not undone.
-    agents[2].child.kill().unwrap();
-    agents[2].child.wait().unwrap();
+    agents[2].kill();
     wait_for_status(&s, &schemas, &ids["fleet-c"], "offline");
     let started = structured(
         &s,
@@ -234,8 +231,7 @@ fn an_approved_change_runs_exactly_once_per_agent_across_agent_and_server_crashe
     let (started, recall) = approved(&s, &supervised, &api, "execute_instruction", arguments);
     let execution = started["execution_id"].as_str().unwrap().to_string();
     // The server and fleet-b die mid-execution; both come back.
-    agents[1].child.kill().unwrap();
-    agents[1].child.wait().unwrap();
+    agents[1].kill();
     let addr = s.addr.to_string();
     let dir = s.crash();
     let s = start_in(dir, &[FAST, &["--listen", &addr]].concat());

@@ -102,8 +102,7 @@ fn three_real_agents_enroll_report_go_offline_come_back_and_are_revoked() {
     wait_for_status(&s, &schemas, &ids["fleet-a"], "online");
 
     // Killed: offline; restarted from its state dir without a token: the same agent, online.
-    agents[0].child.kill().unwrap();
-    agents[0].child.wait().unwrap();
+    agents[0].kill();
     wait_for_status(&s, &schemas, &ids["fleet-a"], "offline");
     agents[0] = spawn_agent(&s, None, &states.path().join("fleet-a"), Some("fleet-a"));
     wait_for_status(&s, &schemas, &ids["fleet-a"], "online");

@@ -65,8 +65,7 @@ fn quarantine_survives_an_agent_restart_blocks_changes_allows_diagnostics_and_is
     wait_quarantine(&s, &schemas, "fleet-a", "active");
 
     // The agent restarts: still quarantined, by its own state.
-    agents[0].child.kill().unwrap();
-    agents[0].child.wait().unwrap();
+    agents[0].kill();
     agents[0] = restart_agent(&s, states.path(), "fleet-a");
     wait_for_status(&s, &schemas, &ids["fleet-a"], "online");
     let run = |definition: &str, params: Value| run_on(&s, &schemas, &ids["fleet-a"], definition, params);

@@ -27,8 +27,7 @@ pub struct Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -100,6 +99,12 @@ impl Agent {
         }
     }
 
+    /// Kills the agent (SIGKILL: no goodbye) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -118,14 +123,7 @@ pub fn mint(server: &Server, args: &[&str]) -> String {
 
 /// Calls a tool that must succeed; checks its structured result against its outputSchema.
 pub fn structured(s: &Server, schemas: &HashMap<String, Value>, tool: &str, arguments: Value) -> Value {
-    let answer = call_as(s, &s.token, tool, arguments.clone()).json();
-    let result = &answer["result"];
-    assert_eq!(result["isError"], false, "{tool} {arguments}: {answer}");
-    let content = result["structuredContent"].clone();
-    let validator = jsonschema::validator_for(&schemas[tool]).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&content).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{tool} broke its outputSchema: {errors:?}\n{content}");
-    content
+    structured_as(s, schemas, &s.token, tool, arguments)
 }
 
 pub fn output_schemas(s: &Server) -> HashMap<String, Value> {
@@ -191,6 +189,7 @@ pub fn wait_finished(s: &Server, schemas: &HashMap<String, Value>, token: &str, 
     }
 }
 
+/// [`structured`] with another token.
 pub fn structured_as(s: &Server, schemas: &HashMap<String, Value>, token: &str, tool: &str, arguments: Value) -> Value {
     let answer = call_as(s, token, tool, arguments.clone()).json();
     let result = &answer["result"];
