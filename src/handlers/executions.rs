@@ -113,14 +113,54 @@ async fn start(
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
     let run = step(&args.definition, args.params)?;
     let s = start(ctx, "instruction", vec![run], args.agent_ids, args.scope, args.deadline_seconds).await?;
-    Ok(ToolOutput::Structured(json!({
+    let mut answer = json!({
         "execution_id": s.execution_id,
         "definition": args.definition,
         "targeted": s.targeted,
         "delivered_now": s.delivered_now,
         "deadline_ms": s.deadline_ms,
         "retry_after_ms": RETRY_AFTER_MS,
-    })))
+    });
+    if let Some(followed) = follow(ctx, &s).await? {
+        let (counts, _, finished) = counts(&followed);
+        answer["finished"] = json!(finished);
+        answer["counts"] = json!(counts);
+        if finished {
+            answer["retry_after_ms"] = Value::Null;
+        }
+    }
+    Ok(ToolOutput::Structured(answer))
+}
+
+/// How often a followed execution is looked at, and the longest a client is kept waiting
+/// on one (the execution goes on after it; poll get_execution_status).
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+const FOLLOW_AT_MOST: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// When the client asked for progress: reports agents responded / agents targeted as they
+/// answer, until the execution finishes, the client goes away or [`FOLLOW_AT_MOST`] passes.
+/// The last state seen; None when nobody listens.
+async fn follow(ctx: &ToolContext, s: &Started) -> Result<Option<ExecutionHeader>, ToolError> {
+    let progress = ctx.progress();
+    if !progress.is_active() {
+        return Ok(None);
+    }
+    let total = s.targeted as f64;
+    let message = |done: i64| format!("{done} of {} agents responded ({})", s.targeted, s.execution_id);
+    progress.report(0.0, Some(total), Some(&message(0)));
+    let until = tokio::time::Instant::now() + FOLLOW_AT_MOST;
+    loop {
+        let stopped = tokio::select! {
+            _ = ctx.cancellation().cancelled() => true,
+            _ = tokio::time::sleep(FOLLOW_EVERY) => false,
+        };
+        let header = header(ctx, &s.execution_id).await?;
+        let responded: i64 = header.counts.iter().filter(|(status, _)| status.is_final()).map(|(_, n)| n).sum();
+        progress.report(responded as f64, Some(total), Some(&message(responded)));
+        if stopped || responded as usize >= s.targeted || tokio::time::Instant::now() >= until {
+            return Ok(Some(header));
+        }
+    }
 }
 
 pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> ToolResult {

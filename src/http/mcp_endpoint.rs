@@ -65,6 +65,14 @@ fn render(reply: Reply) -> Response {
             let body = Body::new(Chunks { left: chunks.iter().map(|c| c.len() as u64).sum(), chunks: chunks.into() });
             (reply.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
         }
+        Some(Payload::Events(events)) => {
+            let headers = [
+                (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+                (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+            ];
+            (reply.status, headers, Body::from_stream(events)).into_response()
+        }
         None => reply.status.into_response(),
     };
     if let Some(id) = reply.session_id.and_then(|id| HeaderValue::from_str(&id).ok()) {

@@ -65,14 +65,14 @@ pub struct Config {
 /// What every request handler shares.
 pub struct AppState {
     pub config: Config,
-    pub mcp: McpServer,
+    pub mcp: Arc<McpServer>,
     pub auth_failures: Arc<auth_failures::AuthFailures>,
 }
 
 impl AppState {
     pub fn new(config: Config, mcp: McpServer) -> Self {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
-        Self { config, mcp, auth_failures }
+        Self { config, mcp: Arc::new(mcp), auth_failures }
     }
 }
 

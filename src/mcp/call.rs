@@ -2,6 +2,8 @@
 //! headers, required client capabilities), then the gate, then the handler. Every outcome is
 //! audited with the correlation id the client sees.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
@@ -9,14 +11,15 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated};
-use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
+use toolgate_domain::{Caller, CancellationToken, Denial, ProgressSink, ToolContext, ToolError, ToolOutput};
 use toolgate_policy::{Decision, OperationClass};
 
 use super::jsonrpc::{self as rpc};
-use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers};
+use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
 use crate::registry::{ToolId, dispatch};
 
 /// Which era the call came in on, and what that changes.
+#[derive(Clone)]
 pub struct Era {
     pub stateless: bool,
     pub version: String,
@@ -72,11 +75,14 @@ struct Outcome {
     detail: String,
 }
 
-/// One request's identity: its JSON-RPC id, its era and its correlation id.
+/// One request's identity: its JSON-RPC id, its era and its correlation id; where its
+/// progress goes and what tells it the client went away.
 struct Request<'a> {
     id: &'a Value,
     era: &'a Era,
     correlation_id: String,
+    progress: ProgressSink,
+    cancellation: CancellationToken,
 }
 
 impl Request<'_> {
@@ -124,14 +130,43 @@ impl Request<'_> {
 }
 
 pub async fn tools_call(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     id: &Value,
     params: Option<Value>,
     era: &Era,
 ) -> Reply {
-    let request = Request { id, era, correlation_id: server.correlation_id() };
+    if let Some(token) = stream::progress_token(params.as_ref())
+        && stream::accepts_sse(headers)
+    {
+        let (server, caller, headers, id, era) =
+            (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
+        return stream::tools_call(server, caller, headers, id, params, era, token).await;
+    }
+    answer(server, caller, headers, id, params, era, ProgressSink::none(), CancellationToken::new()).await
+}
+
+/// A call whose task failed (a panic in a handler): an internal error, never a hang.
+pub fn task_failed(why: &str) -> Reply {
+    tracing::error!("a tools/call task failed: {why}");
+    Reply::error(StatusCode::OK, &Value::Null, rpc::INTERNAL_ERROR, "the call failed inside the server", None)
+}
+
+/// The call, its audit row and its answer; progress goes to `progress`, and `cancellation`
+/// fires if the client goes away.
+#[allow(clippy::too_many_arguments)]
+pub async fn answer(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<Value>,
+    era: &Era,
+    progress: ProgressSink,
+    cancellation: CancellationToken,
+) -> Reply {
+    let request = Request { id, era, correlation_id: server.correlation_id(), progress, cancellation };
     let mut params = params.unwrap_or(Value::Null);
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let arguments = params.get_mut("arguments").map(Value::take);
@@ -216,6 +251,8 @@ async fn call(
     let ctx = ToolContext::builder(server.services.clone())
         .caller(caller.clone())
         .correlation_id(request.correlation_id.clone())
+        .progress(request.progress.clone())
+        .cancellation(request.cancellation.clone())
         .build();
     run_handler(server, request, tool, &ctx, passed.arguments, approved).await
 }

@@ -1,6 +1,8 @@
 //! The handshake era (2025-03-26 … 2025-11-25): `initialize`, sessions bound to their
 //! principal, batches for 2025-03-26, DELETE to end a session.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
@@ -30,7 +32,7 @@ fn session(server: &McpServer, caller: &Caller, headers: &HeaderMap, id: &Value)
 }
 
 pub async fn handle(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     header_version: Option<&str>,
@@ -90,7 +92,7 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
 }
 
 pub async fn batch(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     header_version: Option<&str>,
@@ -108,6 +110,10 @@ pub async fn batch(
             None,
         );
     }
+    // A batch is answered as one JSON array: its calls never stream.
+    let mut headers = headers.clone();
+    headers.insert(axum::http::header::ACCEPT, axum::http::HeaderValue::from_static("application/json"));
+    let headers = &headers;
     let mut responses = Vec::new();
     for item in items {
         let reply = match item {

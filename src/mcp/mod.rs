@@ -12,6 +12,7 @@ mod reply;
 mod router;
 pub mod sessions;
 mod stateless;
+mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,15 +3,29 @@
 //! which go out without being copied.
 
 use axum::http::StatusCode;
+use std::convert::Infallible;
+
 use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use super::jsonrpc;
 
-#[derive(Debug)]
 pub enum Payload {
     Text(String),
     Chunks(Vec<Bytes>),
+    /// Server-Sent Events, each already framed (see `stream`).
+    Events(BoxStream<'static, Result<Bytes, Infallible>>),
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Payload::Text(t) => f.debug_tuple("Text").field(t).finish(),
+            Payload::Chunks(c) => f.debug_tuple("Chunks").field(c).finish(),
+            Payload::Events(_) => f.write_str("Events(..)"),
+        }
+    }
 }
 
 impl Payload {
@@ -20,6 +34,8 @@ impl Payload {
         match self {
             Payload::Text(text) => text,
             Payload::Chunks(chunks) => chunks.iter().map(|c| String::from_utf8_lossy(c)).collect(),
+            // Never built where a body is joined (batches do not stream).
+            Payload::Events(_) => String::new(),
         }
     }
 }
@@ -44,6 +60,11 @@ impl Reply {
         );
         let chunks = vec![Bytes::from(head), shared.clone(), Bytes::from_static(b"}")];
         Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None }
+    }
+
+    /// A 200 whose body is a stream of Server-Sent Events.
+    pub fn stream(events: BoxStream<'static, Result<Bytes, Infallible>>) -> Self {
+        Self { status: StatusCode::OK, body: Some(Payload::Events(events)), session_id: None }
     }
 
     pub fn accepted() -> Self {

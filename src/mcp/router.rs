@@ -3,6 +3,8 @@
 //! is not a handshake revision, is stateless (2026-07-28); everything else is the handshake
 //! era (2025-03-26 … 2025-11-25), with optional sessions.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use toolgate_domain::Caller;
@@ -33,7 +35,7 @@ impl Method {
 }
 
 /// One request, from its bytes to its reply.
-pub async fn handle(server: &McpServer, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
+pub async fn handle(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
     let header_version = header(headers, "mcp-protocol-version");
     let body = match rpc::parse(bytes) {
         Ok(body) => body,

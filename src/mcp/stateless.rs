@@ -1,6 +1,8 @@
 //! The stateless era (2026-07-28): every request carries its version and capabilities in
 //! `_meta`, mirrored in headers that must agree with the body; no sessions, no initialize.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
@@ -64,7 +66,7 @@ fn check_headers(
 }
 
 pub async fn handle(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     header_version: Option<&str>,

@@ -1,0 +1,142 @@
+//! A tools/call answered as a stream (Server-Sent Events on the POST's response): when the
+//! request carries `_meta.progressToken` (a string of at most 512 bytes, or an integer) and
+//! its `Accept` admits `text/event-stream`, and the call reports progress before its result.
+//! The token is the opt-in; a call that reports nothing before its result is answered with
+//! the plain JSON body, byte for byte as without a token.
+//!
+//! The call runs in a task of its own, so a client that goes away loses nothing: the call
+//! finishes and is audited, and its cancellation token fires, so a handler that was only
+//! waiting to report progress (an execution's) stops waiting. Durable work goes on.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use toolgate_domain::{Caller, CancellationToken, Progress, ProgressSink};
+
+use super::call::{self, Era};
+use super::{McpServer, Payload, Reply};
+
+/// The longest progress token echoed back; anything else means "no progress requested".
+const MAX_TOKEN_BYTES: usize = 512;
+
+/// The request's progress token, if it is one the server honours.
+pub fn progress_token(params: Option<&Value>) -> Option<Value> {
+    let token = params?.get("_meta")?.get("progressToken")?;
+    match token {
+        Value::String(s) if s.len() <= MAX_TOKEN_BYTES => Some(token.clone()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(token.clone()),
+        _ => None,
+    }
+}
+
+/// Whether the client takes an SSE answer. `text/event-stream;q=0` counts too: a client that
+/// sends a progress token and disclaims the stream contradicts itself, and the token wins.
+pub fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|item| item.trim().to_ascii_lowercase().starts_with("text/event-stream")))
+}
+
+fn progress_notification(token: &Value, p: &Progress) -> String {
+    let mut params = json!({"progressToken": token, "progress": p.progress});
+    if let Some(total) = p.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = &p.message {
+        params["message"] = json!(message);
+    }
+    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string()
+}
+
+/// One SSE event of the default `message` type (JSON carries no raw newlines).
+fn event(json: &str) -> Bytes {
+    Bytes::from(format!("data: {json}\n\n"))
+}
+
+/// Fires the call's cancellation token when the stream is dropped before the result went out
+/// (the client went away).
+struct Detach {
+    cancellation: CancellationToken,
+    finished: bool,
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.cancellation.cancel();
+        }
+    }
+}
+
+struct Streaming {
+    first: Option<String>,
+    frames: mpsc::UnboundedReceiver<String>,
+    call: Option<JoinHandle<Reply>>,
+    detach: Detach,
+}
+
+/// Runs the call; answers it as a stream if it reports progress before its result.
+pub async fn tools_call(
+    server: Arc<McpServer>,
+    caller: Caller,
+    headers: HeaderMap,
+    id: Value,
+    params: Option<Value>,
+    era: Era,
+    token: Value,
+) -> Reply {
+    let (frames_tx, mut frames) = mpsc::unbounded_channel();
+    let sink = ProgressSink::new(move |p| {
+        let _ = frames_tx.send(progress_notification(&token, &p));
+    });
+    let cancellation = CancellationToken::new();
+    let detach = Detach { cancellation: cancellation.clone(), finished: false };
+    let mut call =
+        tokio::spawn(
+            async move { call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await },
+        );
+    let first = tokio::select! {
+        biased;
+        Some(frame) = frames.recv() => frame,
+        reply = &mut call => {
+            // Nothing reported before the result: the plain answer.
+            let mut detach = detach;
+            detach.finished = true;
+            return reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+        }
+    };
+    let state = Streaming { first: Some(first), frames, call: Some(call), detach };
+    let events: BoxStream<'static, Result<Bytes, Infallible>> =
+        Box::pin(futures_util::stream::unfold(state, |mut s| async move {
+            if let Some(frame) = s.first.take() {
+                return Some((Ok(event(&frame)), s));
+            }
+            let call = s.call.as_mut()?;
+            tokio::select! {
+                biased;
+                Some(frame) = s.frames.recv() => Some((Ok(event(&frame)), s)),
+                reply = call => {
+                    s.call = None;
+                    s.detach.finished = true;
+                    // Progress reported just before the end goes out before the result.
+                    let mut out = String::new();
+                    while let Ok(frame) = s.frames.try_recv() {
+                        out.push_str(&String::from_utf8_lossy(&event(&frame)));
+                    }
+                    let reply = reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+                    let body = reply.body.map(Payload::into_text).unwrap_or_default();
+                    out.push_str(&String::from_utf8_lossy(&event(&body)));
+                    Some((Ok(Bytes::from(out)), s))
+                }
+            }
+        }));
+    Reply::stream(events)
+}

@@ -1,0 +1,170 @@
+//! tools/call answered as Server-Sent Events: a progress token and an SSE-capable Accept, and
+//! a call that reports progress before its result (an execution, on real agents). Everything
+//! else keeps its plain JSON answer.
+
+mod common;
+
+use common::agents::*;
+use common::{Response, Server, request, start};
+use serde_json::{Value, json};
+
+/// The events of an SSE body sent with chunked transfer encoding, as JSON.
+fn events(r: &Response) -> Vec<Value> {
+    let mut body = String::new();
+    let mut rest = r.body.as_str();
+    // De-chunk: "<hex size>\r\n<data>\r\n" ... "0\r\n\r\n".
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16)
+            .unwrap_or_else(|_| panic!("not a chunk size: {size:?} in {:?}", r.body));
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    body.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data in {e:?}"));
+            serde_json::from_str(data).unwrap()
+        })
+        .collect()
+}
+
+fn call_with(s: &Server, accept: &str, tool: &str, arguments: Value, meta: Value) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments, "_meta": meta}});
+    let auth = format!("Bearer {}", s.token);
+    request(
+        s.addr,
+        "POST",
+        &[("Authorization", &auth), ("MCP-Protocol-Version", "2025-11-25"), ("Accept", accept)],
+        Some(&body.to_string()),
+    )
+}
+
+#[test]
+fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_state() {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (_agents, _ids) = three_agents(&s, states.path());
+    let arguments = json!({"definition": "os_facts", "scope": "hostname ~ \"fleet-*\""});
+
+    let r = call_with(
+        &s,
+        "application/json, text/event-stream",
+        "execute_instruction",
+        arguments.clone(),
+        json!({"progressToken": "p-1"}),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"), "{r:?}");
+    assert_eq!(r.header("cache-control"), Some("no-cache"));
+    assert_eq!(r.header("x-accel-buffering"), Some("no"));
+    let events = events(&r);
+    let (progress, result) = events.split_at(events.len() - 1);
+    assert!(!progress.is_empty(), "{events:?}");
+    let mut last = -1.0;
+    for p in progress {
+        assert_eq!(p["method"], "notifications/progress", "{p}");
+        assert_eq!(
+            (p["params"]["progressToken"].clone(), p["params"]["total"].clone()),
+            (json!("p-1"), json!(3.0)),
+            "{p}"
+        );
+        let value = p["params"]["progress"].as_f64().unwrap();
+        assert!(value > last, "progress is strictly increasing: {events:?}");
+        last = value;
+    }
+    assert_eq!(last, 3.0, "the last progress says every agent responded: {events:?}");
+    let answer = &result[0];
+    assert_eq!(answer["id"], 7, "the result closes the stream: {answer}");
+    let content = &answer["result"]["structuredContent"];
+    assert_eq!(
+        (content["finished"].clone(), content["counts"].clone()),
+        (json!(true), json!({"succeeded": 3})),
+        "{answer}"
+    );
+    assert_eq!(content["retry_after_ms"], Value::Null);
+    let validator = jsonschema::validator_for(&schemas["execute_instruction"]).unwrap();
+    assert!(validator.is_valid(content), "{content}");
+    // The execution is durable and readable like any other.
+    let status = structured(&s, &schemas, "get_execution_status", json!({"execution_id": content["execution_id"]}));
+    assert_eq!(status["counts"], json!({"succeeded": 3}));
+
+    // A numeric token is honoured too; one of another type is no request for progress.
+    let numeric = call_with(
+        &s,
+        "application/json, text/event-stream",
+        "execute_instruction",
+        arguments.clone(),
+        json!({"progressToken": 42}),
+    );
+    assert_eq!(numeric.header("content-type"), Some("text/event-stream"));
+    let ignored = call_with(
+        &s,
+        "application/json, text/event-stream",
+        "execute_instruction",
+        arguments.clone(),
+        json!({"progressToken": {"x": 1}}),
+    );
+    assert_eq!(ignored.header("content-type"), Some("application/json"), "{ignored:?}");
+    // Without SSE in Accept the token does not make a stream: the answer comes at once.
+    let plain = call_with(&s, "application/json", "execute_instruction", arguments, json!({"progressToken": "p-2"}));
+    assert_eq!(plain.header("content-type"), Some("application/json"));
+    assert!(plain.json()["result"]["structuredContent"].get("finished").is_none(), "{plain:?}");
+    // A tool that reports nothing before its result answers with its plain JSON body.
+    let listed =
+        call_with(&s, "application/json, text/event-stream", "list_agents", json!({}), json!({"progressToken": "p-3"}));
+    assert_eq!(listed.header("content-type"), Some("application/json"), "{listed:?}");
+    assert_eq!(listed.json()["result"]["structuredContent"]["total"], 3);
+}
+
+#[test]
+fn a_client_that_leaves_a_stream_detaches_the_execution_which_finishes_and_is_audited() {
+    use std::io::{Read, Write};
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    // fleet-b is stopped: the execution cannot finish while the client is there.
+    agents[1].signal("-STOP");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": "t"}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        s.addr,
+        s.token,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut first = [0u8; 4096];
+    let n = stream.read(&mut first).unwrap();
+    let seen = String::from_utf8_lossy(&first[..n]).to_string();
+    assert!(seen.contains("text/event-stream") && seen.contains("notifications/progress"), "{seen}");
+    let execution =
+        seen.split("exe-").nth(1).map(|rest| format!("exe-{}", &rest[..16])).expect("the progress names the execution");
+    drop(stream);
+    // The client is gone, fleet-b still stopped: the call stops waiting (detached) and is
+    // audited once, as a success; the execution goes on.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let audit = loop {
+        let audit = structured(&s, &schemas, "query_audit_log", json!({"action": "mcp.execute_instruction"}));
+        if audit["count"] == 1 || std::time::Instant::now() > deadline {
+            break audit;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(
+        (audit["count"].clone(), audit["entries"][0]["result"].clone()),
+        (json!(1), json!("success")),
+        "{audit}"
+    );
+    let running = structured(&s, &schemas, "get_execution_status", json!({"execution_id": execution}));
+    assert_eq!(running["finished"], false, "{running}");
+    agents[1].signal("-CONT");
+    let done = wait_finished(&s, &schemas, &s.token, &execution);
+    assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
+}
