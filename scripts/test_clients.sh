@@ -3,6 +3,9 @@
 #   - the official Python SDK (auto mode, which probes 2026-07-28 first, and legacy mode):
 #     connect with a token, list every tool, call one;
 #   - the MCP Inspector CLI: list with --strict (no schema errors) and call a tool;
+#   - the official TypeScript SDK (scripts/clients/ts_client.mjs): connect, list, and a call
+#     with a progress handler; the Python SDK too, in both eras: an instruction on the local
+#     agent streams its progress (SSE) before its result;
 #   - the official conformance suite (0.1.16 active; alpha --requirements 2025-11-25 and
 #     2026-07-28) against a binary built from tests/conformance/tools.yaml, each run with its
 #     expected-failures file (tests/conformance/expected-failures-*.yml).
@@ -60,6 +63,16 @@ check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.s
 expect '^tools: [1-9]' "inspector listed the tools without schema errors"
 CALL=set_tag ARGS="{\"agent_id\":\"$AGENT\",\"key\":\"env\",\"value\":\"prod\"}" check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
 expect '^isError: False' "inspector call succeeded"
+
+EXEC_ARGS="{\"definition\":\"os_facts\",\"agent_ids\":[\"$AGENT\"]}"
+check "python SDK, auto mode: execute_instruction with a progress callback" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --progress
+expect '^last progress: 1/1' "python SDK (2026-07-28) received streamed progress up to 1 of 1 agents"
+check "python SDK, legacy mode: execute_instruction with a progress callback" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call execute_instruction --args "$EXEC_ARGS" --progress
+expect '^last progress: 1/1' "python SDK (2025-11-25) received streamed progress up to 1 of 1 agents"
+ts_client() { (cd "$MCP_CLIENTS_DIR" && source ./env.sh && node "$OLDPWD/scripts/clients/ts_client.mjs" "$@"); }
+check "typescript SDK: connect, list, execute_instruction with onprogress" ts_client "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --progress
+expect '"progressNotifications":[1-9]' "typescript SDK counted the streamed progress notifications"
+expect '"isError":false' "typescript SDK call succeeded"
 
 check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"
 
