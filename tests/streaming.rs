@@ -61,6 +61,7 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
     assert_eq!(r.header("content-type"), Some("text/event-stream"), "{r:?}");
     assert_eq!(r.header("cache-control"), Some("no-cache"));
     assert_eq!(r.header("x-accel-buffering"), Some("no"));
+    assert!(r.header("x-correlation-id").is_some_and(|id| id.starts_with("req-")), "{r:?}");
     let events = events(&r);
     let (progress, result) = events.split_at(events.len() - 1);
     assert!(!progress.is_empty(), "{events:?}");
@@ -167,4 +168,44 @@ fn a_client_that_leaves_a_stream_detaches_the_execution_which_finishes_and_is_au
     agents[1].signal("-CONT");
     let done = wait_finished(&s, &schemas, &s.token, &execution);
     assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
+}
+
+#[test]
+fn every_response_names_its_exchange_in_x_correlation_id_as_the_audit_and_a4_data_do() {
+    let s = start(&[]);
+    let schemas = output_schemas(&s);
+    let auth = format!("Bearer {}", s.token);
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let send = |headers: &[(&str, &str)], body: Value| request(s.addr, "POST", headers, Some(&body.to_string()));
+    let id_of =
+        |r: &Response| r.header("x-correlation-id").unwrap_or_else(|| panic!("no X-Correlation-Id: {r:?}")).to_string();
+
+    let listed = send(&headers, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let unauthenticated =
+        send(&[("MCP-Protocol-Version", "2025-11-25")], json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(unauthenticated.status, 401);
+    let unknown = send(
+        &headers,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_agent", "arguments": {}}}),
+    );
+    let ids = [id_of(&listed), id_of(&unauthenticated), id_of(&unknown)];
+    assert!(ids.iter().all(|i| i.starts_with("req-")), "{ids:?}");
+    assert!(ids[0] != ids[1] && ids[1] != ids[2], "one id per exchange: {ids:?}");
+    assert_eq!(unknown.json()["error"]["data"]["correlation_id"], ids[2], "the A4 data names the same exchange");
+    // The audit row of a call carries the id its response showed.
+    let called = send(
+        &headers,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}}),
+    );
+    let id = id_of(&called);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let audit = structured(&s, &schemas, "query_audit_log", json!({"correlation_id": id}));
+        if audit["count"] == 1 {
+            assert_eq!(audit["entries"][0]["action"], "mcp.list_agents", "{audit}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no audit row for {id}: {audit}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -2,7 +2,7 @@
 //! the body's headers (a Content-Length of at most 4 MiB, no chunking, no compression).
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use std::sync::Arc;
@@ -27,6 +27,20 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
         _ => false,
     }
 }
+
+/// Gives the exchange its correlation id and every response the `X-Correlation-Id` header
+/// (middleware): refusals, lists, calls and streams alike.
+pub async fn correlation(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let id = state.mcp.new_correlation_id();
+    let mut response = crate::mcp::with_correlation_id(id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(CORRELATION_HEADER, value);
+    }
+    response
+}
+
+/// The response header that names the exchange (as the audit log and A4 data do).
+pub const CORRELATION_HEADER: &str = "x-correlation-id";
 
 /// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused (middleware).
 pub async fn host_and_origin(

@@ -58,6 +58,18 @@ pub struct Options {
     pub sessions: sessions::SessionLimits,
 }
 
+tokio::task_local! {
+    /// The correlation id of the HTTP exchange being answered: set once at the edge, so every
+    /// audit row, every A4 `correlation_id` and the `X-Correlation-Id` header agree without
+    /// threading it through each function.
+    static CORRELATION_ID: String;
+}
+
+/// Runs `work` as part of the exchange with correlation id `id`.
+pub async fn with_correlation_id<F: std::future::Future>(id: String, work: F) -> F::Output {
+    CORRELATION_ID.scope(id, work).await
+}
+
 /// Everything MCP requests need, shared by every connection.
 pub struct McpServer {
     services: Arc<Services>,
@@ -93,7 +105,14 @@ impl McpServer {
     }
 
     /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
+    /// The current HTTP exchange's correlation id (the one its `X-Correlation-Id` header
+    /// shows), or a new one outside of any.
     pub fn correlation_id(&self) -> String {
+        CORRELATION_ID.try_with(String::clone).unwrap_or_else(|_| self.new_correlation_id())
+    }
+
+    /// A fresh id: `req-<hex ms>-<hex seq>`.
+    pub fn new_correlation_id(&self) -> String {
         let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
         format!("req-{:x}-{:x}", self.services.clock().now_ms(), seq)
     }

@@ -99,10 +99,11 @@ pub async fn tools_call(
     });
     let cancellation = CancellationToken::new();
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
-    let mut call =
-        tokio::spawn(
-            async move { call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await },
-        );
+    // The task outlives the request: it carries the exchange's correlation id along.
+    let correlation_id = server.correlation_id();
+    let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
+        call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await
+    }));
     let first = tokio::select! {
         biased;
         Some(frame) = frames.recv() => frame,
