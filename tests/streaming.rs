@@ -209,3 +209,65 @@ fn every_response_names_its_exchange_in_x_correlation_id_as_the_audit_and_a4_dat
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_never_in_flight_twice() {
+    use std::io::{Read, Write};
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    agents[1].signal("-STOP");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let sid = s.rpc(&[], init).header("mcp-session-id").expect("a session").to_string();
+    let auth = format!("Bearer {}", s.token);
+    let session_headers =
+        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Session-Id", sid.as_str())];
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": 1}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    let head: String = session_headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\n{head}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{call}",
+        s.addr,
+        call.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut first = [0u8; 4096];
+    let n = stream.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).contains("notifications/progress"));
+
+    // The same id again in the same session, while the first is in flight: 409.
+    let again = request_with(&s, &session_headers, &call);
+    assert_eq!(again.status, 409, "{again:?}");
+    assert!(again.json()["error"]["message"].as_str().unwrap().contains("already in flight"), "{again:?}");
+
+    // The client cancels: the stream ends with the state so far; the execution goes on.
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "enough"}});
+    assert_eq!(request_with(&s, &session_headers, &cancel.to_string()).status, 202);
+    let mut rest = Vec::new();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let _ = stream.read_to_end(&mut rest);
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.contains("\"finished\":false"), "the answer says the execution is unfinished: {text}");
+    let execution = text.split("exe-").nth(1).map(|r| format!("exe-{}", &r[..16])).unwrap();
+    agents[1].signal("-CONT");
+    let done = wait_finished(&s, &schemas, &s.token, &execution);
+    assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
+    // The id is free again once its call has answered.
+    let reused = request_with(
+        &s,
+        &session_headers,
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "list_agents", "arguments": {}}})
+        .to_string(),
+    );
+    assert_eq!(reused.status, 200, "{reused:?}");
+}
+
+fn request_with(s: &Server, headers: &[(&str, &str)], body: &str) -> Response {
+    request(s.addr, "POST", headers, Some(body))
+}

@@ -14,6 +14,7 @@ use toolgate_domain::redact::{redacted, truncated};
 use toolgate_domain::{Caller, CancellationToken, Denial, ProgressSink, ToolContext, ToolError, ToolOutput};
 use toolgate_policy::{Decision, OperationClass};
 
+use super::in_flight::InFlightGuard;
 use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
 use crate::registry::{ToolId, dispatch};
@@ -129,6 +130,8 @@ impl Request<'_> {
     }
 }
 
+/// `in_flight`: the request's registration in its session, whose cancellation token the
+/// client's `notifications/cancelled` fires (None outside a session).
 pub async fn tools_call(
     server: &Arc<McpServer>,
     caller: &Caller,
@@ -136,15 +139,17 @@ pub async fn tools_call(
     id: &Value,
     params: Option<Value>,
     era: &Era,
+    in_flight: Option<InFlightGuard>,
 ) -> Reply {
     if let Some(token) = stream::progress_token(params.as_ref())
         && stream::accepts_sse(headers)
     {
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
-        return stream::tools_call(server, caller, headers, id, params, era, token).await;
+        return stream::tools_call(server, caller, headers, id, params, era, token, in_flight).await;
     }
-    answer(server, caller, headers, id, params, era, ProgressSink::none(), CancellationToken::new()).await
+    let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
+    answer(server, caller, headers, id, params, era, ProgressSink::none(), cancellation).await
 }
 
 /// A call whose task failed (a panic in a handler): an internal error, never a hang.

@@ -39,9 +39,23 @@ pub async fn handle(
     message: Message,
 ) -> Reply {
     let (id, method, params) = match message {
-        Message::Response | Message::Notification { .. } => {
+        Message::Response => {
             if let Err(reply) = session(server, caller, headers, &Value::Null) {
                 return reply;
+            }
+            return Reply::accepted();
+        }
+        Message::Notification { method, params } => {
+            if let Err(reply) = session(server, caller, headers, &Value::Null) {
+                return reply;
+            }
+            // A cancellation names a request of the same session; anything else is noted.
+            if method == "notifications/cancelled"
+                && let (Some(sid), Some(request_id)) =
+                    (header(headers, "mcp-session-id"), params.as_ref().and_then(|p| p.get("requestId")))
+                && server.in_flight.cancel(sid, request_id)
+            {
+                tracing::info!(session = sid, request = %request_id, "the client cancelled a call");
             }
             return Reply::accepted();
         }
@@ -63,7 +77,17 @@ pub async fn handle(
         Some(Method::ToolsList) => list_tools(server, caller, &id, params.as_ref(), false),
         Some(Method::ToolsCall) => {
             let era = Era { stateless: false, version, client_capabilities: session.map(|s| s.client_capabilities) };
-            call::tools_call(server, caller, headers, &id, params, &era).await
+            let in_flight = match header(headers, "mcp-session-id") {
+                Some(sid) => match server.in_flight.register(sid, &id) {
+                    Some(registered) => Some(registered),
+                    None => {
+                        let message = format!("request id {id} is already in flight in this session: use a new id");
+                        return Reply::error(StatusCode::CONFLICT, &id, rpc::INVALID_REQUEST, &message, None);
+                    }
+                },
+                None => None,
+            };
+            call::tools_call(server, caller, headers, &id, params, &era, in_flight).await
         }
         Some(Method::ServerDiscover) | None => method_not_found(StatusCode::OK, &id, &method),
     }

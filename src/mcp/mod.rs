@@ -6,6 +6,7 @@ mod call;
 mod codes;
 mod handshake;
 mod headers;
+mod in_flight;
 pub mod jsonrpc;
 mod lists;
 mod reply;
@@ -75,6 +76,8 @@ pub struct McpServer {
     services: Arc<Services>,
     gate: Gate,
     sessions: sessions::Sessions,
+    /// Handshake-era calls being answered, for `notifications/cancelled`.
+    in_flight: Arc<in_flight::InFlight>,
     lists: Vec<ListResults>,
     server_info: Value,
     options: Options,
@@ -93,6 +96,7 @@ impl McpServer {
             services,
             gate,
             sessions: sessions::Sessions::new(options.sessions),
+            in_flight: Arc::default(),
             lists,
             server_info,
             options,

@@ -119,7 +119,7 @@ pub async fn handle(
         Some(Method::ToolsCall) => {
             let era =
                 Era { stateless: true, version: version.to_string(), client_capabilities: Some(capabilities.clone()) };
-            call::tools_call(server, caller, headers, &id, params, &era).await
+            call::tools_call(server, caller, headers, &id, params, &era, None).await
         }
         // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.
         Some(Method::Ping) | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),

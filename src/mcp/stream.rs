@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use toolgate_domain::{Caller, CancellationToken, Progress, ProgressSink};
 
 use super::call::{self, Era};
+use super::in_flight::InFlightGuard;
 use super::{McpServer, Payload, Reply};
 
 /// The longest progress token echoed back; anything else means "no progress requested".
@@ -84,6 +85,7 @@ struct Streaming {
 }
 
 /// Runs the call; answers it as a stream if it reports progress before its result.
+#[allow(clippy::too_many_arguments)]
 pub async fn tools_call(
     server: Arc<McpServer>,
     caller: Caller,
@@ -92,17 +94,21 @@ pub async fn tools_call(
     params: Option<Value>,
     era: Era,
     token: Value,
+    in_flight: Option<InFlightGuard>,
 ) -> Reply {
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
     let sink = ProgressSink::new(move |p| {
         let _ = frames_tx.send(progress_notification(&token, &p));
     });
-    let cancellation = CancellationToken::new();
+    // The session's registration (notifications/cancelled fires it) goes with the task.
+    let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
-        call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await
+        let reply = call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await;
+        drop(in_flight);
+        reply
     }));
     let first = tokio::select! {
         biased;
