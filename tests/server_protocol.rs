@@ -72,7 +72,7 @@ fn sessions_are_bound_and_end() {
     assert_eq!(s.post(&headers, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).status, 200);
     for bad in ["tgs-00000000000000000000000000000000", "nonsense"] {
         let r = s.post(&[("Mcp-Session-Id", bad)], r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
-        assert_eq!((r.status, r.error_code()), (404, -32001), "{bad}");
+        assert_eq!((r.status, r.error_code()), (404, -32007), "{bad}");
     }
     let auth = format!("Bearer {}", s.token);
     let r = request(s.addr, "DELETE", &[("Authorization", &auth), ("Mcp-Session-Id", &sid)], None);
@@ -100,7 +100,7 @@ fn a_session_belongs_to_its_principal() {
     let bob = s.token("bob", "operator", "1d");
     let r =
         request(s.addr, "POST", &[("Authorization", &format!("Bearer {bob}")), ("Mcp-Session-Id", &sid)], Some(ping));
-    assert_eq!((r.status, r.error_code()), (404, -32001), "another principal's session reads as unknown: {r:?}");
+    assert_eq!((r.status, r.error_code()), (404, -32007), "another principal's session reads as unknown: {r:?}");
     let r = request(s.addr, "DELETE", &[("Authorization", &format!("Bearer {bob}")), ("Mcp-Session-Id", &sid)], None);
     assert_eq!(r.status, 404, "and cannot be ended by them");
     s.cli(&["principal", "remove", "bob"]);
@@ -336,4 +336,24 @@ fn stateless_tools_call() {
     let r = s.rpc(&modern_headers("tools/call", Some("get_tags")), bad).json();
     assert_eq!(r["result"]["isError"], true, "stateless: invalid arguments are a tool result");
     assert_eq!(r["result"]["resultType"], "complete");
+}
+
+#[test]
+fn a_session_serves_any_supported_revision_and_an_unknown_session_says_how_to_recover() {
+    let s = start(&[]);
+    let sid = s.rpc(&[], initialize("2025-06-18")).header("mcp-session-id").unwrap().to_string();
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let same = s.post(&[("MCP-Protocol-Version", "2025-06-18"), ("Mcp-Session-Id", sid.as_str())], ping);
+    assert_eq!(same.status, 200, "{same:?}");
+    // Another supported revision in the session is served (the conformance suite's
+    // server-sse-multiple-streams sends 2025-03-26 in a 2025-11-25 session and expects 200).
+    let other = s.post(&[("MCP-Protocol-Version", "2025-03-26"), ("Mcp-Session-Id", sid.as_str())], ping);
+    assert_eq!(other.status, 200, "{other:?}");
+    // Outside a session, any supported revision goes.
+    assert_eq!(s.post(&[("MCP-Protocol-Version", "2025-11-25")], ping).status, 200);
+    let gone = s.post(&[("Mcp-Session-Id", "tgs-00000000000000000000000000000000")], ping);
+    assert_eq!((gone.status, gone.error_code()), (404, -32007));
+    let data = &gone.json()["error"]["data"];
+    assert!(data["remediation"].as_str().unwrap().contains("initialize again"), "{gone:?}");
+    assert_eq!(data["correlation_id"].as_str(), gone.header("x-correlation-id"));
 }

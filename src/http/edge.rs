@@ -4,7 +4,7 @@
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use super::{ApiError, AppState, MAX_BODY_BYTES};
@@ -43,13 +43,26 @@ pub async fn correlation(State(state): State<Arc<AppState>>, request: Request, n
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
 
 /// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused (middleware).
-pub async fn host_and_origin(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    check_host_and_origin(&state, request.headers())?;
-    Ok(next.run(request).await)
+pub async fn host_and_origin(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    match check_host_and_origin(&state, request.headers()) {
+        Ok(()) => next.run(request).await,
+        // The MCP endpoint answers a foreign Origin in JSON-RPC: -32008 with the A4 data.
+        Err(refusal) if refusal.error() == "forbidden_origin" && request.uri().path().starts_with("/mcp") => {
+            let data = serde_json::json!({
+                "correlation_id": state.mcp.correlation_id(),
+                "retry_after_ms": null,
+                "remediation": "call from a client that sends no Origin, or have the operator allow this one (--allowed-origin scheme://host:port)",
+            });
+            let body = crate::mcp::jsonrpc::error(
+                &serde_json::Value::Null,
+                crate::mcp::jsonrpc::FORBIDDEN_ORIGIN,
+                "this Origin may not call the server",
+                Some(data),
+            );
+            super::json_response(StatusCode::FORBIDDEN, body)
+        }
+        Err(refusal) => refusal.into_response(),
+    }
 }
 
 fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {

@@ -20,6 +20,11 @@ impl ApiError {
         Self { status, error, message: message.into(), headers: Vec::new() }
     }
 
+    /// The machine-readable reason (`forbidden_origin`, `payload_too_large`, ...).
+    pub fn error(&self) -> &'static str {
+        self.error
+    }
+
     pub fn with_header(mut self, name: header::HeaderName, value: &'static str) -> Self {
         self.headers.push((name, value));
         self

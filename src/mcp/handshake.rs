@@ -15,19 +15,24 @@ use super::router::{Method, list_tools, method_not_found};
 use super::sessions::{Session, SessionCap};
 use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
 
-fn session_not_found(id: &Value, message: &str) -> Reply {
-    Reply::error(StatusCode::NOT_FOUND, id, rpc::SESSION_NOT_FOUND, message, None)
+/// 404 with -32007 and the A4 data: unknown, expired, ended and another principal's sessions
+/// read alike (no oracle).
+fn session_not_found(server: &McpServer, id: &Value, message: &str) -> Reply {
+    let data = json!({
+        "correlation_id": server.correlation_id(),
+        "retry_after_ms": null,
+        "remediation": "initialize again for a new Mcp-Session-Id, or call without a session (sessions are optional)",
+    });
+    Reply::error(StatusCode::NOT_FOUND, id, rpc::SESSION_NOT_FOUND, message, Some(data))
 }
 
 /// The session named by `Mcp-Session-Id`, if any: `Err` is the 404 for an unknown one.
 fn session(server: &McpServer, caller: &Caller, headers: &HeaderMap, id: &Value) -> Result<Option<Session>, Reply> {
     match header(headers, "mcp-session-id") {
         None => Ok(None),
-        Some(sid) => server
-            .sessions
-            .touch(sid, &caller.principal.name, server.now_ms())
-            .map(Some)
-            .ok_or_else(|| session_not_found(id, "session not found: it expired or was ended; initialize again")),
+        Some(sid) => server.sessions.touch(sid, &caller.principal.name, server.now_ms()).map(Some).ok_or_else(|| {
+            session_not_found(server, id, "session not found: it expired or was ended; initialize again")
+        }),
     }
 }
 
@@ -176,7 +181,7 @@ impl McpServer {
                 audit_session(self, caller, "session.close", sid);
                 Reply::json(StatusCode::OK, "{}".into())
             }
-            Some(_) => session_not_found(&Value::Null, "session not found"),
+            Some(_) => session_not_found(self, &Value::Null, "session not found"),
         }
     }
 }
