@@ -24,7 +24,11 @@ fn handshake_negotiates_and_mints_sessions() {
         assert_eq!(r.status, 200);
         let result = &r.json()["result"];
         assert_eq!(result["protocolVersion"], answered, "asked {asked}");
-        assert_eq!(result["capabilities"], json!({"tools": {"listChanged": false}}), "declares only what exists");
+        assert_eq!(
+            result["capabilities"],
+            json!({"tools": {"listChanged": false}, "logging": {}}),
+            "declares only what exists"
+        );
         let sid = r.header("mcp-session-id").expect("a session id");
         assert!(sid.len() >= 32 && sid.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{sid}");
     }

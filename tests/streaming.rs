@@ -271,3 +271,81 @@ fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_nev
 fn request_with(s: &Server, headers: &[(&str, &str)], body: &str) -> Response {
     request(s.addr, "POST", headers, Some(body))
 }
+
+#[test]
+fn log_lines_at_the_asked_level_stream_before_the_result_in_both_eras() {
+    let s = start(FAST);
+    let states = tempfile::tempdir().unwrap();
+    let (_agents, ids) = three_agents(&s, states.path());
+    let auth = format!("Bearer {}", s.token);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let initialized = s.rpc(&[], init);
+    assert_eq!(initialized.json()["result"]["capabilities"]["logging"], json!({}), "{initialized:?}");
+    let sid = initialized.header("mcp-session-id").unwrap().to_string();
+    let session = [
+        ("Authorization", auth.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Mcp-Session-Id", sid.as_str()),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let set = |level: &str| {
+        request(
+            s.addr,
+            "POST",
+            &session,
+            Some(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": level}})
+                    .to_string(),
+            ),
+        )
+    };
+    let bad = set("verbose");
+    assert_eq!(bad.error_code(), -32602, "{bad:?}");
+    let sessionless = request(
+        s.addr,
+        "POST",
+        &session[..2],
+        Some(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "info"}}).to_string(),
+        ),
+    );
+    assert!(sessionless.json()["error"]["message"].as_str().unwrap().contains("needs a session"), "{sessionless:?}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"]]}}})
+    .to_string();
+
+    // warning: the info line is not wanted, so nothing comes before the result: plain JSON.
+    assert_eq!(set("warning").json()["result"], json!({}));
+    let quiet = request(s.addr, "POST", &session, Some(&call));
+    assert_eq!(quiet.header("content-type"), Some("application/json"), "{quiet:?}");
+    // info: the line streams, then the result.
+    assert_eq!(set("info").json()["result"], json!({}));
+    let loud = request(s.addr, "POST", &session, Some(&call));
+    assert_eq!(loud.header("content-type"), Some("text/event-stream"), "{loud:?}");
+    let frames = events(&loud);
+    assert_eq!(frames[0]["method"], "notifications/message", "{frames:?}");
+    assert_eq!(frames[0]["params"]["level"], "info");
+    assert!(frames[0]["params"]["data"].as_str().unwrap().contains("sent to 1 of 1 agents"), "{frames:?}");
+    assert_eq!(frames.last().unwrap()["id"], 2, "{frames:?}");
+
+    // 2026-07-28: the level rides in each request's _meta; logging/setLevel is gone.
+    let modern = |level: Value| {
+        let mut body = common::modern(
+            3,
+            "tools/call",
+            json!({"name": "execute_instruction",
+            "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"]]}}),
+        );
+        body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = level;
+        let mut headers = common::modern_headers("tools/call", Some("execute_instruction"));
+        headers.push(("Authorization", auth.as_str()));
+        headers.push(("Accept", "application/json, text/event-stream"));
+        request(s.addr, "POST", &headers, Some(&body.to_string()))
+    };
+    let streamed = modern(json!("debug"));
+    assert_eq!(streamed.header("content-type"), Some("text/event-stream"), "{streamed:?}");
+    assert_eq!(events(&streamed)[0]["method"], "notifications/message");
+    let refused = modern(json!("loud"));
+    assert_eq!((refused.status, refused.error_code()), (400, -32602), "{refused:?}");
+}

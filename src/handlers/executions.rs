@@ -107,6 +107,9 @@ async fn start(
         targets,
     };
     let delivered_now = ctx.services().fleet().start_execution(execution).await?;
+    ctx.log().info(&format!(
+        "{execution_id}: sent to {delivered_now} of {targeted} agents now; the others get it when they connect, until the deadline"
+    ));
     Ok(Started { execution_id, targeted, delivered_now, deadline_ms })
 }
 

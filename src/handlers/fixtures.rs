@@ -18,3 +18,16 @@ pub async fn test_tool_with_progress(ctx: &ToolContext, _args: args::TestToolWit
     }
     Ok(ToolOutput::Structured(json!({"message": "Done: progress reported at 0, 50 and 100 of 100."})))
 }
+
+/// The conformance suite's `tools-call-with-logging`: three info lines about 50 ms apart
+/// (sent only when the client asked for a level that admits them).
+pub async fn test_tool_with_logging(ctx: &ToolContext, _args: args::TestToolWithLogging) -> ToolResult {
+    let lines = ["Tool execution started", "Tool processing data", "Tool execution completed"];
+    for (i, line) in lines.into_iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        ctx.log().info(line);
+    }
+    Ok(ToolOutput::Structured(json!({"message": "Done: three info lines logged."})))
+}

@@ -11,7 +11,9 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated};
-use toolgate_domain::{Caller, CancellationToken, Denial, ProgressSink, ToolContext, ToolError, ToolOutput};
+use toolgate_domain::{
+    Caller, CancellationToken, Denial, LogLevel, LogSink, ProgressSink, ToolContext, ToolError, ToolOutput,
+};
 use toolgate_policy::{Decision, OperationClass};
 
 use super::in_flight::InFlightGuard;
@@ -82,8 +84,7 @@ struct Request<'a> {
     id: &'a Value,
     era: &'a Era,
     correlation_id: String,
-    progress: ProgressSink,
-    cancellation: CancellationToken,
+    listeners: Listeners,
 }
 
 impl Request<'_> {
@@ -130,8 +131,14 @@ impl Request<'_> {
     }
 }
 
-/// `in_flight`: the request's registration in its session, whose cancellation token the
-/// client's `notifications/cancelled` fires (None outside a session).
+/// What the call's session (if any) adds: its registration, whose cancellation token the
+/// client's `notifications/cancelled` fires, and the log level it asked for.
+#[derive(Default)]
+pub struct InSession {
+    pub in_flight: Option<InFlightGuard>,
+    pub log_level: Option<LogLevel>,
+}
+
 pub async fn tools_call(
     server: &Arc<McpServer>,
     caller: &Caller,
@@ -139,17 +146,28 @@ pub async fn tools_call(
     id: &Value,
     params: Option<Value>,
     era: &Era,
-    in_flight: Option<InFlightGuard>,
+    session: InSession,
 ) -> Reply {
-    if let Some(token) = stream::progress_token(params.as_ref())
-        && stream::accepts_sse(headers)
-    {
+    let InSession { in_flight, log_level } = session;
+    let token = stream::progress_token(params.as_ref());
+    if (token.is_some() || log_level.is_some()) && stream::accepts_sse(headers) {
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
-        return stream::tools_call(server, caller, headers, id, params, era, token, in_flight).await;
+        let wants = stream::Wants { progress: token, log_level };
+        return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
     let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
-    answer(server, caller, headers, id, params, era, ProgressSink::none(), cancellation).await
+    let listeners = Listeners { cancellation, ..Listeners::default() };
+    answer(server, caller, headers, id, params, era, listeners).await
+}
+
+/// Who hears from a call while it runs: its progress, its log lines, and whether the
+/// client is still there.
+#[derive(Default)]
+pub struct Listeners {
+    pub progress: ProgressSink,
+    pub log: LogSink,
+    pub cancellation: CancellationToken,
 }
 
 /// A call whose task failed (a panic in a handler): an internal error, never a hang.
@@ -158,9 +176,7 @@ pub fn task_failed(why: &str) -> Reply {
     Reply::error(StatusCode::OK, &Value::Null, rpc::INTERNAL_ERROR, "the call failed inside the server", None)
 }
 
-/// The call, its audit row and its answer; progress goes to `progress`, and `cancellation`
-/// fires if the client goes away.
-#[allow(clippy::too_many_arguments)]
+/// The call, its audit row and its answer, with its listeners.
 pub async fn answer(
     server: &McpServer,
     caller: &Caller,
@@ -168,10 +184,9 @@ pub async fn answer(
     id: &Value,
     params: Option<Value>,
     era: &Era,
-    progress: ProgressSink,
-    cancellation: CancellationToken,
+    listeners: Listeners,
 ) -> Reply {
-    let request = Request { id, era, correlation_id: server.correlation_id(), progress, cancellation };
+    let request = Request { id, era, correlation_id: server.correlation_id(), listeners };
     let mut params = params.unwrap_or(Value::Null);
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let arguments = params.get_mut("arguments").map(Value::take);
@@ -256,8 +271,9 @@ async fn call(
     let ctx = ToolContext::builder(server.services.clone())
         .caller(caller.clone())
         .correlation_id(request.correlation_id.clone())
-        .progress(request.progress.clone())
-        .cancellation(request.cancellation.clone())
+        .progress(request.listeners.progress.clone())
+        .log(request.listeners.log.clone())
+        .cancellation(request.listeners.cancellation.clone())
         .build();
     run_handler(server, request, tool, &ctx, passed.arguments, approved).await
 }

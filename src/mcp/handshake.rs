@@ -11,7 +11,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use super::call::{self, Era};
 use super::headers::header;
 use super::jsonrpc::{self as rpc, Message};
-use super::router::{Method, list_tools, method_not_found};
+use super::router::{Method, invalid_log_level, list_tools, method_not_found};
 use super::sessions::{Session, SessionCap};
 use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
 
@@ -81,7 +81,11 @@ pub async fn handle(
         Some(Method::Ping) => Reply::json(StatusCode::OK, rpc::result_raw(&id, "{}")),
         Some(Method::ToolsList) => list_tools(server, caller, &id, params.as_ref(), false),
         Some(Method::ToolsCall) => {
-            let era = Era { stateless: false, version, client_capabilities: session.map(|s| s.client_capabilities) };
+            let era = Era {
+                stateless: false,
+                version,
+                client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
+            };
             let in_flight = match header(headers, "mcp-session-id") {
                 Some(sid) => match server.in_flight.register(sid, &id) {
                     Some(registered) => Some(registered),
@@ -92,9 +96,39 @@ pub async fn handle(
                 },
                 None => None,
             };
-            call::tools_call(server, caller, headers, &id, params, &era, in_flight).await
+            let log_level = session.as_ref().and_then(|s| s.log_level);
+            call::tools_call(server, caller, headers, &id, params, &era, call::InSession { in_flight, log_level }).await
         }
+        Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
         Some(Method::ServerDiscover) | None => method_not_found(StatusCode::OK, &id, &method),
+    }
+}
+
+/// `logging/setLevel`: the level of the log lines this session's calls send (on their SSE
+/// answers). A level lives in a session; without one there is nowhere to keep it.
+fn set_log_level(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<&Value>,
+) -> Reply {
+    let level = params.and_then(|p| p.get("level")).cloned().unwrap_or(Value::Null);
+    let Some(parsed) = level.as_str().and_then(toolgate_domain::LogLevel::parse) else {
+        return invalid_log_level(StatusCode::OK, id, &level);
+    };
+    match header(headers, "mcp-session-id") {
+        Some(sid) if server.sessions.set_log_level(sid, &caller.principal.name, parsed) => {
+            Reply::json(StatusCode::OK, rpc::result_raw(id, "{}"))
+        }
+        Some(_) => session_not_found(server, id, "session not found: it expired or was ended; initialize again"),
+        None => Reply::error(
+            StatusCode::OK,
+            id,
+            rpc::INVALID_REQUEST,
+            "logging/setLevel needs a session: initialize first and send its Mcp-Session-Id",
+            None,
+        ),
     }
 }
 
@@ -113,7 +147,7 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
     audit_session(server, caller, "session.open", &session_id);
     let result = json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
         "serverInfo": server.server_info,
         "instructions": INSTRUCTIONS,
     });

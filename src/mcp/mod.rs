@@ -46,6 +46,8 @@ pub const LIST_TTL_MS: u64 = 300_000;
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// 2026-07-28: the level of log lines the client wants during this request.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const INSTRUCTIONS: &str = "toolgate serves a reviewed, policy-checked tool catalogue. Each tool's annotations are enforced: \
      a refused call says which tier or permission is needed. discover_permissions lists what this token may do.";
 

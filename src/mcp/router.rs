@@ -20,6 +20,8 @@ pub enum Method {
     ServerDiscover,
     ToolsList,
     ToolsCall,
+    /// Handshake era only (2026-07-28 asks for a level in each request's `_meta`).
+    LoggingSetLevel,
 }
 
 impl Method {
@@ -29,6 +31,7 @@ impl Method {
             "server/discover" => Method::ServerDiscover,
             "tools/list" => Method::ToolsList,
             "tools/call" => Method::ToolsCall,
+            "logging/setLevel" => Method::LoggingSetLevel,
             _ => return None,
         })
     }
@@ -79,4 +82,11 @@ pub fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params: Optio
     }
     let lists = server.list_for(caller.tier);
     Reply::shared_result(id, if stateless { &lists.stateless } else { &lists.handshake })
+}
+
+/// -32602 for a log level that is not one of MCP's eight.
+pub fn invalid_log_level(status: StatusCode, id: &Value, level: &Value) -> Reply {
+    let levels: Vec<&str> = toolgate_domain::LogLevel::ALL.iter().map(|l| l.as_str()).collect();
+    let message = format!("log level {level} is not one of {}", levels.join(", "));
+    Reply::error(status, id, rpc::INVALID_PARAMS, &message, Some(serde_json::json!({"levels": levels})))
 }

@@ -36,6 +36,8 @@ pub struct Session {
     pub version: String,
     pub client_capabilities: Value,
     pub last_seen_ms: i64,
+    /// The level `logging/setLevel` asked for; None: no log lines.
+    pub log_level: Option<toolgate_domain::LogLevel>,
 }
 
 #[derive(Default)]
@@ -70,6 +72,7 @@ impl Sessions {
             version: version.into(),
             client_capabilities: capabilities,
             last_seen_ms: now_ms,
+            log_level: None,
         };
         map.insert(id.clone(), session);
         Ok(id)
@@ -84,6 +87,18 @@ impl Sessions {
         }
         session.last_seen_ms = now_ms;
         Some(session.clone())
+    }
+
+    /// Sets the session's log level; false when it is not the principal's live session.
+    pub fn set_log_level(&self, id: &str, principal: &str, level: toolgate_domain::LogLevel) -> bool {
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get_mut(id) {
+            Some(session) if session.principal == principal => {
+                session.log_level = Some(level);
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn remove(&self, id: &str, principal: &str) -> bool {

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
-use toolgate_domain::Caller;
+use toolgate_domain::{Caller, LogLevel};
 
 use super::call::{self, Era};
 use super::headers::{header, header_value};
 use super::jsonrpc::{self as rpc, Message};
-use super::router::{Method, list_tools, method_not_found};
+use super::router::{Method, invalid_log_level, list_tools, method_not_found};
 use super::{
-    INSTRUCTIONS, LIST_TTL_MS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_SERVER_INFO, McpServer, Reply,
-    STATELESS_VERSIONS,
+    INSTRUCTIONS, LIST_TTL_MS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO,
+    McpServer, Reply, STATELESS_VERSIONS,
 };
 
 fn mismatch(id: &Value, message: String) -> Reply {
@@ -119,9 +119,17 @@ pub async fn handle(
         Some(Method::ToolsCall) => {
             let era =
                 Era { stateless: true, version: version.to_string(), client_capabilities: Some(capabilities.clone()) };
-            call::tools_call(server, caller, headers, &id, params, &era, None).await
+            let log_level = match meta.and_then(|m| m.get(META_LOG_LEVEL)) {
+                None => None,
+                Some(level) => match level.as_str().and_then(LogLevel::parse) {
+                    Some(level) => Some(level),
+                    None => return invalid_log_level(StatusCode::BAD_REQUEST, &id, level),
+                },
+            };
+            let session = call::InSession { in_flight: None, log_level };
+            call::tools_call(server, caller, headers, &id, params, &era, session).await
         }
         // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.
-        Some(Method::Ping) | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),
+        Some(Method::Ping | Method::LoggingSetLevel) | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),
     }
 }

@@ -1,8 +1,9 @@
 //! A tools/call answered as a stream (Server-Sent Events on the POST's response): when the
-//! request carries `_meta.progressToken` (a string of at most 512 bytes, or an integer) and
-//! its `Accept` admits `text/event-stream`, and the call reports progress before its result.
-//! The token is the opt-in; a call that reports nothing before its result is answered with
-//! the plain JSON body, byte for byte as without a token.
+//! request carries `_meta.progressToken` (a string of at most 512 bytes, or an integer) or
+//! the client asked for log lines (a session's `logging/setLevel`, 2026-07-28's `_meta`
+//! level), its `Accept` admits `text/event-stream`, and the call reports progress or logs
+//! before its result. A call that sends nothing before its result is answered with the plain
+//! JSON body, byte for byte as without a token.
 //!
 //! The call runs in a task of its own, so a client that goes away loses nothing: the call
 //! finishes and is audited, and its cancellation token fires, so a handler that was only
@@ -17,7 +18,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use toolgate_domain::{Caller, CancellationToken, Progress, ProgressSink};
+use toolgate_domain::{Caller, CancellationToken, LogLevel, LogSink, Progress, ProgressSink};
 
 use super::call::{self, Era};
 use super::in_flight::InFlightGuard;
@@ -44,6 +45,17 @@ pub fn accepts_sse(headers: &HeaderMap) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.split(',').any(|item| item.trim().to_ascii_lowercase().starts_with("text/event-stream")))
+}
+
+/// What the client asked to hear while the call runs.
+pub struct Wants {
+    pub progress: Option<Value>,
+    pub log_level: Option<LogLevel>,
+}
+
+fn log_notification(level: LogLevel, message: &str) -> String {
+    let params = json!({"level": level.as_str(), "logger": "toolgate", "data": message});
+    json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params}).to_string()
 }
 
 fn progress_notification(token: &Value, p: &Progress) -> String {
@@ -93,20 +105,33 @@ pub async fn tools_call(
     id: Value,
     params: Option<Value>,
     era: Era,
-    token: Value,
+    wants: Wants,
     in_flight: Option<InFlightGuard>,
 ) -> Reply {
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
-    let sink = ProgressSink::new(move |p| {
-        let _ = frames_tx.send(progress_notification(&token, &p));
-    });
+    let progress = match wants.progress {
+        Some(token) => {
+            let frames = frames_tx.clone();
+            ProgressSink::new(move |p| {
+                let _ = frames.send(progress_notification(&token, &p));
+            })
+        }
+        None => ProgressSink::none(),
+    };
+    let log = match wants.log_level {
+        Some(min) => LogSink::new(min, move |level, message| {
+            let _ = frames_tx.send(log_notification(level, message));
+        }),
+        None => LogSink::none(),
+    };
     // The session's registration (notifications/cancelled fires it) goes with the task.
     let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
+    let listeners = call::Listeners { progress, log, cancellation: cancellation.clone() };
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
-        let reply = call::answer(&server, &caller, &headers, &id, params, &era, sink, cancellation).await;
+        let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
         drop(in_flight);
         reply
     }));

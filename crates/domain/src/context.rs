@@ -70,6 +70,7 @@ pub struct ToolContext<S> {
     correlation_id: String,
     services: Arc<S>,
     progress: ProgressSink,
+    log: crate::LogSink,
     cancellation: CancellationToken,
 }
 
@@ -80,6 +81,7 @@ impl<S> Clone for ToolContext<S> {
             correlation_id: self.correlation_id.clone(),
             services: self.services.clone(),
             progress: self.progress.clone(),
+            log: self.log.clone(),
             cancellation: self.cancellation.clone(),
         }
     }
@@ -107,6 +109,7 @@ impl<S> ToolContext<S> {
             },
             correlation_id: "req-test".into(),
             progress: ProgressSink::none(),
+            log: crate::LogSink::none(),
             cancellation: CancellationToken::new(),
         }
     }
@@ -131,6 +134,11 @@ impl<S> ToolContext<S> {
         &self.progress
     }
 
+    /// Log lines for the client (none unless it asked for a level).
+    pub fn log(&self) -> &crate::LogSink {
+        &self.log
+    }
+
     /// Fires when the client cancels the request or goes away.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
@@ -144,6 +152,7 @@ pub struct ToolContextBuilder<S> {
     caller: Caller,
     correlation_id: String,
     progress: ProgressSink,
+    log: crate::LogSink,
     cancellation: CancellationToken,
 }
 
@@ -180,6 +189,11 @@ impl<S> ToolContextBuilder<S> {
         self
     }
 
+    pub fn log(mut self, sink: crate::LogSink) -> Self {
+        self.log = sink;
+        self
+    }
+
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = token;
         self
@@ -191,6 +205,7 @@ impl<S> ToolContextBuilder<S> {
             correlation_id: self.correlation_id,
             services: self.services,
             progress: self.progress,
+            log: self.log,
             cancellation: self.cancellation,
         }
     }
