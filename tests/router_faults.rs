@@ -62,6 +62,7 @@ async fn app() -> App {
         read_only: false,
         mcp_disable: false,
         sessions: Default::default(),
+        streams: Default::default(),
         auth_failure_window_ms: 60_000,
         audit_retention_ms: 365 * 86_400_000,
         connections: Default::default(),

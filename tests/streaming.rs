@@ -349,3 +349,69 @@ fn log_lines_at_the_asked_level_stream_before_the_result_in_both_eras() {
     let refused = modern(json!("loud"));
     assert_eq!((refused.status, refused.error_code()), (400, -32602), "{refused:?}");
 }
+
+#[test]
+fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_comes_back() {
+    use std::io::{Read, Write};
+    let s = start(&[FAST, &["--max-streams-per-principal", "1"]].concat());
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    agents[1].signal("-STOP");
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "execute_instruction",
+            "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-b"]]}, "_meta": {"progressToken": id}}})
+        .to_string()
+    };
+    // The first stream holds the principal's one place while fleet-b is stopped.
+    let first = call(1);
+    let mut held = std::net::TcpStream::connect(s.addr).unwrap();
+    write!(held, "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{first}", s.addr, s.token, first.len()).unwrap();
+    let mut head = [0u8; 2048];
+    let n = held.read(&mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).contains("text/event-stream"));
+
+    let refused = call_with(
+        &s,
+        "application/json, text/event-stream",
+        "execute_instruction",
+        json!({"definition": "os_facts", "agent_ids": [ids["fleet-a"]]}),
+        json!({"progressToken": 2}),
+    );
+    assert_eq!((refused.status, refused.error_code()), (429, -32012), "{refused:?}");
+    let data = &refused.json()["error"]["data"];
+    assert!(
+        data["retry_after_ms"].as_u64().unwrap() > 0
+            && data["remediation"].as_str().unwrap().contains("without text/event-stream"),
+        "{refused:?}"
+    );
+    // Without SSE the same call is answered at once.
+    let plain = call_with(
+        &s,
+        "application/json",
+        "execute_instruction",
+        json!({"definition": "os_facts", "agent_ids": [ids["fleet-a"]]}),
+        json!({"progressToken": 3}),
+    );
+    assert_eq!(plain.status, 200, "{plain:?}");
+    // The first call ends (fleet-b resumes): its place comes back.
+    agents[1].signal("-CONT");
+    let mut rest = Vec::new();
+    held.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let _ = held.read_to_end(&mut rest);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let again = call_with(
+            &s,
+            "application/json, text/event-stream",
+            "execute_instruction",
+            json!({"definition": "os_facts", "agent_ids": [ids["fleet-a"]]}),
+            json!({"progressToken": 4}),
+        );
+        if again.status == 200 {
+            assert_eq!(again.header("content-type"), Some("text/event-stream"));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the place never came back: {again:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

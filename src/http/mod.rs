@@ -45,6 +45,8 @@ pub struct Config {
     /// Answer every MCP request with -32005.
     pub mcp_disable: bool,
     pub sessions: crate::mcp::sessions::SessionLimits,
+    /// Streamed answers held open at once (`--max-streams`, `--max-streams-per-principal`).
+    pub streams: crate::mcp::StreamLimits,
     /// Failed authentications from one address within this window are audited as one row
     /// and a count.
     pub auth_failure_window_ms: i64,

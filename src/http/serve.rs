@@ -89,8 +89,12 @@ pub async fn serve(config: Config) -> Result<()> {
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
     let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()));
-    let options =
-        Options { list_all_tools: config.list_all_tools, read_only: config.read_only, sessions: config.sessions };
+    let options = Options {
+        list_all_tools: config.list_all_tools,
+        read_only: config.read_only,
+        sessions: config.sessions,
+        streams: config.streams,
+    };
     let mcp = McpServer::new(services.clone(), options)?;
     let state = Arc::new(AppState::new(config, mcp));
     let stop_upkeep = CancellationToken::new();

@@ -16,6 +16,7 @@ use toolgate_domain::{
 };
 use toolgate_policy::{Decision, OperationClass};
 
+use super::admission::StreamCap;
 use super::in_flight::InFlightGuard;
 use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
@@ -151,9 +152,13 @@ pub async fn tools_call(
     let InSession { in_flight, log_level } = session;
     let token = stream::progress_token(params.as_ref());
     if (token.is_some() || log_level.is_some()) && stream::accepts_sse(headers) {
+        let permit = match server.streams.admit(&caller.principal.name) {
+            Ok(permit) => permit,
+            Err(cap) => return stream_refused(server, id, cap),
+        };
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
-        let wants = stream::Wants { progress: token, log_level };
+        let wants = stream::Wants { progress: token, log_level, permit };
         return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
     let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
@@ -169,6 +174,25 @@ pub struct Listeners {
     pub log: LogSink,
     pub cancellation: CancellationToken,
 }
+
+/// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
+fn stream_refused(server: &McpServer, id: &Value, cap: StreamCap) -> Reply {
+    let message = match cap {
+        StreamCap::Principal(n) => format!("stream limit reached: this principal already holds {n} streamed answers"),
+        StreamCap::Server(n) => {
+            format!("stream limit reached: the server holds {n} streamed answers, the most it keeps")
+        }
+    };
+    let data = json!({
+        "correlation_id": server.correlation_id(),
+        "retry_after_ms": STREAM_RETRY_AFTER_MS,
+        "remediation": "retry shortly, or send the call without text/event-stream in Accept (the plain answer; poll for progress)",
+    });
+    Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
+}
+
+/// When to retry a refused stream: streams end as their calls do, rarely within a second.
+const STREAM_RETRY_AFTER_MS: u64 = 5_000;
 
 /// A call whose task failed (a panic in a handler): an internal error, never a hang.
 pub fn task_failed(why: &str) -> Reply {

@@ -18,6 +18,8 @@ pub const DISABLED: i64 = -32005;
 pub const APPROVAL_REQUIRED: i64 = -32006;
 /// A session cap is full (HTTP 429).
 pub const SESSION_LIMIT: i64 = -32010;
+/// A stream was asked for past the streams cap (429).
+pub const STREAM_LIMIT: i64 = -32012;
 pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;

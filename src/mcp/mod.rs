@@ -2,6 +2,7 @@
 //! request, the method router, tools/call through the gate, and the mapping of every denial
 //! to its JSON-RPC code. The `http` module hands it authenticated requests.
 
+mod admission;
 mod call;
 mod codes;
 mod handshake;
@@ -23,6 +24,7 @@ use toolgate_domain::audit::{AuditEvent, AuditSink};
 use toolgate_gate::{Gate, SchemaError};
 use toolgate_policy::TierRules;
 
+pub use admission::StreamLimits;
 pub use codes::denial_code;
 pub use headers::header_value;
 pub use lists::ListResults;
@@ -59,6 +61,7 @@ pub struct Options {
     /// Refuse (and hide) every tool that is not read-class, for every tier.
     pub read_only: bool,
     pub sessions: sessions::SessionLimits,
+    pub streams: admission::StreamLimits,
 }
 
 tokio::task_local! {
@@ -80,6 +83,8 @@ pub struct McpServer {
     sessions: sessions::Sessions,
     /// Handshake-era calls being answered, for `notifications/cancelled`.
     in_flight: Arc<in_flight::InFlight>,
+    /// Streamed answers held open now (admission caps).
+    streams: Arc<admission::Admission>,
     lists: Vec<ListResults>,
     server_info: Value,
     options: Options,
@@ -99,6 +104,7 @@ impl McpServer {
             gate,
             sessions: sessions::Sessions::new(options.sessions),
             in_flight: Arc::default(),
+            streams: Arc::new(admission::Admission::new(options.streams)),
             lists,
             server_info,
             options,

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use toolgate_domain::{Caller, CancellationToken, LogLevel, LogSink, Progress, ProgressSink};
 
+use super::admission::StreamPermit;
 use super::call::{self, Era};
 use super::in_flight::InFlightGuard;
 use super::{McpServer, Payload, Reply};
@@ -51,6 +52,8 @@ pub fn accepts_sse(headers: &HeaderMap) -> bool {
 pub struct Wants {
     pub progress: Option<Value>,
     pub log_level: Option<LogLevel>,
+    /// The stream's place among those held open; freed when the call ends.
+    pub permit: StreamPermit,
 }
 
 fn log_notification(level: LogLevel, message: &str) -> String {
@@ -109,6 +112,7 @@ pub async fn tools_call(
     in_flight: Option<InFlightGuard>,
 ) -> Reply {
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
+    let permit = wants.permit;
     let progress = match wants.progress {
         Some(token) => {
             let frames = frames_tx.clone();
@@ -132,7 +136,7 @@ pub async fn tools_call(
     let correlation_id = server.correlation_id();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
         let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
-        drop(in_flight);
+        drop((in_flight, permit));
         reply
     }));
     let first = tokio::select! {
