@@ -5,7 +5,7 @@
 mod common;
 
 use common::agents::*;
-use common::{Response, Server, request, start};
+use common::{Response, Server, request, start, start_in};
 use serde_json::{Value, json};
 
 /// The events of an SSE body sent with chunked transfer encoding, as JSON.
@@ -414,4 +414,45 @@ fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_come
         assert!(std::time::Instant::now() < deadline, "the place never came back: {again:?}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+#[test]
+fn stopping_the_server_ends_a_followed_stream_at_once_and_the_execution_survives_the_restart() {
+    use std::io::{Read, Write};
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    agents[1].signal("-STOP");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": "t"}}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    write!(stream, "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", s.addr, s.token, body.len()).unwrap();
+    let mut first = [0u8; 4096];
+    let n = stream.read(&mut first).unwrap();
+    let seen = String::from_utf8_lossy(&first[..n]).to_string();
+    let execution =
+        seen.split("exe-").nth(1).map(|r| format!("exe-{}", &r[..16])).expect("progress names the execution");
+    let reader = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+        String::from_utf8_lossy(&rest).to_string()
+    });
+    // SIGTERM: the stream answers with the state so far instead of following for two minutes.
+    let addr = s.addr.to_string();
+    let stopping = std::time::Instant::now();
+    let dir = s.stop();
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(100),
+        "the stream held the exit: {:?}",
+        stopping.elapsed()
+    );
+    let rest = reader.join().unwrap();
+    assert!(rest.contains("\"finished\":false"), "{rest}");
+    // The execution is durable: after the restart, fleet-b gets it when it comes back.
+    let s = start_in(dir, &[FAST, &["--listen", &addr]].concat());
+    agents[1].signal("-CONT");
+    let done = wait_finished(&s, &schemas, &s.token, &execution);
+    assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
 }

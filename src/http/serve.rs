@@ -140,7 +140,13 @@ pub async fn serve(config: Config) -> Result<()> {
     println!("toolgate: agents connect to http://{agents_at}");
     println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
     let limits = state.config.connections;
-    let served = super::listener::serve(listener, router(state), limits, shutdown_signal(terminate)).await;
+    let mcp = state.mcp.clone();
+    let stopping = async move {
+        shutdown_signal(terminate).await;
+        // Streamed answers end now (their executions go on) rather than hold the exit.
+        mcp.begin_shutdown();
+    };
+    let served = super::listener::serve(listener, router(state), limits, stopping).await;
     stop_agents.cancel();
     if let Some(surface) = agent_surface {
         let _ = surface.await;

@@ -161,7 +161,7 @@ pub async fn tools_call(
         let wants = stream::Wants { progress: token, log_level, permit };
         return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
-    let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
+    let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
     let listeners = Listeners { cancellation, ..Listeners::default() };
     answer(server, caller, headers, id, params, era, listeners).await
 }

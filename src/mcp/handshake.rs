@@ -87,7 +87,7 @@ pub async fn handle(
                 client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
             };
             let in_flight = match header(headers, "mcp-session-id") {
-                Some(sid) => match server.in_flight.register(sid, &id) {
+                Some(sid) => match server.in_flight.register(sid, &id, &server.shutdown) {
                     Some(registered) => Some(registered),
                     None => {
                         let message = format!("request id {id} is already in flight in this session: use a new id");

@@ -37,10 +37,16 @@ impl InFlight {
         self.requests.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a request; None when the same id is already in flight in the session.
-    pub fn register(self: &Arc<Self>, session_id: &str, request_id: &Value) -> Option<InFlightGuard> {
+    /// Registers a request, its cancellation a child of `parent` (the server's shutdown);
+    /// None when the same id is already in flight in the session.
+    pub fn register(
+        self: &Arc<Self>,
+        session_id: &str,
+        request_id: &Value,
+        parent: &CancellationToken,
+    ) -> Option<InFlightGuard> {
         let key = key(session_id, request_id);
-        let cancellation = CancellationToken::new();
+        let cancellation = parent.child_token();
         let mut requests = self.lock();
         if requests.contains_key(&key) {
             return None;

@@ -85,6 +85,9 @@ pub struct McpServer {
     in_flight: Arc<in_flight::InFlight>,
     /// Streamed answers held open now (admission caps).
     streams: Arc<admission::Admission>,
+    /// Fired when the server begins to stop: every call's cancellation descends from it, so a
+    /// streamed execution ends its answer (the execution goes on) instead of holding the exit.
+    shutdown: toolgate_domain::CancellationToken,
     lists: Vec<ListResults>,
     server_info: Value,
     options: Options,
@@ -105,6 +108,7 @@ impl McpServer {
             sessions: sessions::Sessions::new(options.sessions),
             in_flight: Arc::default(),
             streams: Arc::new(admission::Admission::new(options.streams)),
+            shutdown: toolgate_domain::CancellationToken::new(),
             lists,
             server_info,
             options,
@@ -117,6 +121,16 @@ impl McpServer {
     }
 
     /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
+    /// The server is stopping: calls still following their work answer with what they have.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// A cancellation token for one call: fired by its client, or by the server stopping.
+    fn call_cancellation(&self) -> toolgate_domain::CancellationToken {
+        self.shutdown.child_token()
+    }
+
     /// The current HTTP exchange's correlation id (the one its `X-Correlation-Id` header
     /// shows), or a new one outside of any.
     pub fn correlation_id(&self) -> String {

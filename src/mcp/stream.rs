@@ -129,7 +129,7 @@ pub async fn tools_call(
         None => LogSink::none(),
     };
     // The session's registration (notifications/cancelled fires it) goes with the task.
-    let cancellation = in_flight.as_ref().map_or_else(CancellationToken::new, |r| r.cancellation.clone());
+    let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
     let listeners = call::Listeners { progress, log, cancellation: cancellation.clone() };
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
