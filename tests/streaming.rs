@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
 use common::agents::*;
 use common::{Response, Server, request, start, start_in};
 use serde_json::{Value, json};
@@ -40,6 +43,46 @@ fn call_with(s: &Server, accept: &str, tool: &str, arguments: Value, meta: Value
         &[("Authorization", &auth), ("MCP-Protocol-Version", "2025-11-25"), ("Accept", accept)],
         Some(&body.to_string()),
     )
+}
+
+/// A streamed POST on a socket of its own (so the test can leave, cancel or stop the server
+/// while it runs): the socket and the first bytes read (the head and the first frame).
+fn open_stream(s: &Server, headers: &[(&str, &str)], body: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    let head: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\n{head}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        s.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 4096];
+    let n = stream.read(&mut first).unwrap();
+    (stream, String::from_utf8_lossy(&first[..n]).into_owned())
+}
+
+/// Everything the server still sends on `stream`, until it closes.
+fn rest_of(mut stream: TcpStream) -> String {
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    String::from_utf8_lossy(&rest).into_owned()
+}
+
+/// The execution id a frame names.
+fn execution_named_in(text: &str) -> String {
+    text.split("exe-")
+        .nth(1)
+        .map(|r| format!("exe-{}", &r[..16]))
+        .unwrap_or_else(|| panic!("no execution id in {text}"))
+}
+
+/// An execute_instruction body asking for progress.
+fn followed_call(id: i64, agent_ids: &[&String]) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "agent_ids": agent_ids}, "_meta": {"progressToken": id}}})
+    .to_string()
 }
 
 #[test]
@@ -123,30 +166,17 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
 
 #[test]
 fn a_client_that_leaves_a_stream_detaches_the_execution_which_finishes_and_is_audited() {
-    use std::io::{Read, Write};
     let s = start(FAST);
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
     let (agents, ids) = three_agents(&s, states.path());
     // fleet-b is stopped: the execution cannot finish while the client is there.
     agents[1].signal("-STOP");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_instruction",
-        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": "t"}}})
-    .to_string();
-    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        s.addr,
-        s.token,
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut first = [0u8; 4096];
-    let n = stream.read(&mut first).unwrap();
-    let seen = String::from_utf8_lossy(&first[..n]).to_string();
+    let auth = format!("Bearer {}", s.token);
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let (stream, seen) = open_stream(&s, &headers, &followed_call(1, &[&ids["fleet-a"], &ids["fleet-b"]]));
     assert!(seen.contains("text/event-stream") && seen.contains("notifications/progress"), "{seen}");
-    let execution =
-        seen.split("exe-").nth(1).map(|rest| format!("exe-{}", &rest[..16])).expect("the progress names the execution");
+    let execution = execution_named_in(&seen);
     drop(stream);
     // The client is gone, fleet-b still stopped: the call stops waiting (detached) and is
     // audited once, as a success; the execution goes on.
@@ -212,7 +242,6 @@ fn every_response_names_its_exchange_in_x_correlation_id_as_the_audit_and_a4_dat
 
 #[test]
 fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_never_in_flight_twice() {
-    use std::io::{Read, Write};
     let s = start(FAST);
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
@@ -224,20 +253,9 @@ fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_nev
     let auth = format!("Bearer {}", s.token);
     let session_headers =
         [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Session-Id", sid.as_str())];
-    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "execute_instruction",
-        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": 1}}})
-    .to_string();
-    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
-    let head: String = session_headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\n{head}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{call}",
-        s.addr,
-        call.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut first = [0u8; 4096];
-    let n = stream.read(&mut first).unwrap();
-    assert!(String::from_utf8_lossy(&first[..n]).contains("notifications/progress"));
+    let call = followed_call(5, &[&ids["fleet-a"], &ids["fleet-b"]]);
+    let (stream, seen) = open_stream(&s, &session_headers, &call);
+    assert!(seen.contains("notifications/progress"), "{seen}");
 
     // The same id again in the same session, while the first is in flight: 409.
     let again = request_with(&s, &session_headers, &call);
@@ -248,12 +266,9 @@ fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_nev
     let cancel =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "enough"}});
     assert_eq!(request_with(&s, &session_headers, &cancel.to_string()).status, 202);
-    let mut rest = Vec::new();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    let _ = stream.read_to_end(&mut rest);
-    let text = String::from_utf8_lossy(&rest);
+    let text = rest_of(stream);
     assert!(text.contains("\"finished\":false"), "the answer says the execution is unfinished: {text}");
-    let execution = text.split("exe-").nth(1).map(|r| format!("exe-{}", &r[..16])).unwrap();
+    let execution = execution_named_in(&text);
     agents[1].signal("-CONT");
     let done = wait_finished(&s, &schemas, &s.token, &execution);
     assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
@@ -352,23 +367,15 @@ fn log_lines_at_the_asked_level_stream_before_the_result_in_both_eras() {
 
 #[test]
 fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_comes_back() {
-    use std::io::{Read, Write};
     let s = start(&[FAST, &["--max-streams-per-principal", "1"]].concat());
     let states = tempfile::tempdir().unwrap();
     let (agents, ids) = three_agents(&s, states.path());
     agents[1].signal("-STOP");
-    let call = |id: i64| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "execute_instruction",
-            "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-b"]]}, "_meta": {"progressToken": id}}})
-        .to_string()
-    };
     // The first stream holds the principal's one place while fleet-b is stopped.
-    let first = call(1);
-    let mut held = std::net::TcpStream::connect(s.addr).unwrap();
-    write!(held, "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{first}", s.addr, s.token, first.len()).unwrap();
-    let mut head = [0u8; 2048];
-    let n = held.read(&mut head).unwrap();
-    assert!(String::from_utf8_lossy(&head[..n]).contains("text/event-stream"));
+    let auth = format!("Bearer {}", s.token);
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let (held, seen) = open_stream(&s, &headers, &followed_call(1, &[&ids["fleet-b"]]));
+    assert!(seen.contains("text/event-stream"), "{seen}");
 
     let refused = call_with(
         &s,
@@ -395,9 +402,7 @@ fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_come
     assert_eq!(plain.status, 200, "{plain:?}");
     // The first call ends (fleet-b resumes): its place comes back.
     agents[1].signal("-CONT");
-    let mut rest = Vec::new();
-    held.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
-    let _ = held.read_to_end(&mut rest);
+    rest_of(held);
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
         let again = call_with(
@@ -418,27 +423,16 @@ fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_come
 
 #[test]
 fn stopping_the_server_ends_a_followed_stream_at_once_and_the_execution_survives_the_restart() {
-    use std::io::{Read, Write};
     let s = start(FAST);
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
     let (agents, ids) = three_agents(&s, states.path());
     agents[1].signal("-STOP");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute_instruction",
-        "arguments": {"definition": "os_facts", "agent_ids": [ids["fleet-a"], ids["fleet-b"]]}, "_meta": {"progressToken": "t"}}})
-    .to_string();
-    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
-    write!(stream, "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nMCP-Protocol-Version: 2025-11-25\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", s.addr, s.token, body.len()).unwrap();
-    let mut first = [0u8; 4096];
-    let n = stream.read(&mut first).unwrap();
-    let seen = String::from_utf8_lossy(&first[..n]).to_string();
-    let execution =
-        seen.split("exe-").nth(1).map(|r| format!("exe-{}", &r[..16])).expect("progress names the execution");
-    let reader = std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        let _ = stream.read_to_end(&mut rest);
-        String::from_utf8_lossy(&rest).to_string()
-    });
+    let auth = format!("Bearer {}", s.token);
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let (stream, seen) = open_stream(&s, &headers, &followed_call(1, &[&ids["fleet-a"], &ids["fleet-b"]]));
+    let execution = execution_named_in(&seen);
+    let reader = std::thread::spawn(move || rest_of(stream));
     // SIGTERM: the stream answers with the state so far instead of following for two minutes.
     let addr = s.addr.to_string();
     let stopping = std::time::Instant::now();
