@@ -5,6 +5,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::jsonrpc as rpc;
+use super::{McpServer, Reply};
+
 #[derive(Clone, Copy, Debug)]
 pub struct StreamLimits {
     pub max_total: usize,
@@ -23,6 +29,29 @@ pub enum StreamCap {
     Principal(usize),
     Server(usize),
 }
+
+impl StreamCap {
+    /// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
+    pub fn refusal(self, server: &McpServer, id: &Value) -> Reply {
+        let message = match self {
+            StreamCap::Principal(n) => {
+                format!("stream limit reached: this principal already holds {n} streamed answers")
+            }
+            StreamCap::Server(n) => {
+                format!("stream limit reached: the server holds {n} streamed answers, the most it keeps")
+            }
+        };
+        let data = json!({
+            "correlation_id": server.correlation_id(),
+            "retry_after_ms": STREAM_RETRY_AFTER_MS,
+            "remediation": "retry shortly, or send the call without text/event-stream in Accept (the plain answer; poll for progress)",
+        });
+        Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
+    }
+}
+
+/// When to retry a refused stream: streams end as their calls do, rarely within a second.
+const STREAM_RETRY_AFTER_MS: u64 = 5_000;
 
 #[derive(Default)]
 struct Held {

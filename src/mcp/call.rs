@@ -16,7 +16,6 @@ use toolgate_domain::{
 };
 use toolgate_policy::{Decision, OperationClass};
 
-use super::admission::StreamCap;
 use super::in_flight::InFlightGuard;
 use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
@@ -154,7 +153,7 @@ pub async fn tools_call(
     if (token.is_some() || log_level.is_some()) && stream::accepts_sse(headers) {
         let permit = match server.streams.admit(&caller.principal.name) {
             Ok(permit) => permit,
-            Err(cap) => return stream_refused(server, id, cap),
+            Err(cap) => return cap.refusal(server, id),
         };
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
@@ -174,25 +173,6 @@ pub struct Listeners {
     pub log: LogSink,
     pub cancellation: CancellationToken,
 }
-
-/// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
-fn stream_refused(server: &McpServer, id: &Value, cap: StreamCap) -> Reply {
-    let message = match cap {
-        StreamCap::Principal(n) => format!("stream limit reached: this principal already holds {n} streamed answers"),
-        StreamCap::Server(n) => {
-            format!("stream limit reached: the server holds {n} streamed answers, the most it keeps")
-        }
-    };
-    let data = json!({
-        "correlation_id": server.correlation_id(),
-        "retry_after_ms": STREAM_RETRY_AFTER_MS,
-        "remediation": "retry shortly, or send the call without text/event-stream in Accept (the plain answer; poll for progress)",
-    });
-    Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
-}
-
-/// When to retry a refused stream: streams end as their calls do, rarely within a second.
-const STREAM_RETRY_AFTER_MS: u64 = 5_000;
 
 /// A call whose task failed (a panic in a handler): an internal error, never a hang.
 pub fn task_failed(why: &str) -> Reply {

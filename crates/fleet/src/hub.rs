@@ -25,11 +25,11 @@ pub enum Kick {
     Replaced,
 }
 
-struct Live {
-    id: u64,
-    kick: oneshot::Sender<Kick>,
+pub(crate) struct Live {
+    pub(crate) id: u64,
+    pub(crate) kick: oneshot::Sender<Kick>,
     /// Messages for the agent (runs, quarantine, rules); boxed so an idle channel stays small.
-    outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
+    pub(crate) outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
 }
 
 pub(crate) struct Entry {
@@ -43,7 +43,7 @@ pub(crate) struct Entry {
     pub(crate) quarantine_wanted: bool,
     /// What the agent last said it is in (None: it has not said since it was enrolled).
     pub(crate) quarantine_reported: Option<bool>,
-    live: Option<Live>,
+    pub(crate) live: Option<Live>,
 }
 
 impl Entry {
@@ -64,7 +64,7 @@ impl Entry {
 }
 
 pub struct Hub {
-    store: Arc<dyn FleetStore>,
+    pub(crate) store: Arc<dyn FleetStore>,
     pub(crate) work: Arc<dyn WorkStore>,
     /// The compliance rules agents evaluate (the last good compliance.yaml).
     pub(crate) rules: RwLock<Arc<crate::RuleSet>>,
@@ -75,16 +75,13 @@ pub struct Hub {
     agents: RwLock<BTreeMap<String, Entry>>,
     next_connection: AtomicU64,
     /// When the last sweep looked for revocations made elsewhere (the console).
-    revocations_checked_ms: AtomicI64,
+    pub(crate) revocations_checked_ms: AtomicI64,
     reports: Arc<tokio::sync::Semaphore>,
     reports_waiting: AtomicU64,
     handshakes: Arc<tokio::sync::Semaphore>,
     /// How many entries hold a live connection; changed under the registry's write lock.
-    live_connections: AtomicU64,
+    pub(crate) live_connections: AtomicU64,
 }
-
-/// The longest pause between sweeps, in ms (revocations from the console apply within it).
-const SWEEP_AT_LEAST_EVERY_MS: u64 = 1_000;
 
 /// Report connections that may wait for a place at once.
 pub const MAX_WAITING_REPORTS: u64 = 1024;
@@ -207,7 +204,7 @@ impl Hub {
         self.agents.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
+    pub(crate) fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Entry>> {
         self.agents.write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -290,74 +287,6 @@ impl Hub {
 
     pub async fn save_inventory(&self, agent_id: &str, report: InventoryReport) -> Result<(), StoreError> {
         self.store.save_inventory(agent_id, report, self.clock.now_ms()).await
-    }
-
-    /// Revokes an agent and closes its connection; false when it was unknown or already revoked.
-    pub async fn revoke(&self, agent_id: &str) -> Result<bool, StoreError> {
-        let now = self.clock.now_ms();
-        let revoked = self.store.revoke_agent(agent_id, now).await?;
-        if revoked {
-            self.mark_revoked(agent_id, now);
-        }
-        Ok(revoked)
-    }
-
-    fn mark_revoked(&self, agent_id: &str, at_ms: i64) {
-        if let Some(entry) = self.write().get_mut(agent_id) {
-            entry.revoked_at_ms.get_or_insert(at_ms);
-            if let Some(live) = entry.live.take() {
-                self.live_connections.fetch_sub(1, Ordering::Relaxed);
-                let _ = live.kick.send(Kick::Revoked);
-            }
-        }
-    }
-
-    /// How often [`Hub::sweep`] should run: often enough that a revocation made on the
-    /// console disconnects its agent within a second, whatever the heartbeat interval.
-    pub fn sweep_interval(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.settings.heartbeat_ms.clamp(10, SWEEP_AT_LEAST_EVERY_MS))
-    }
-
-    /// Closes silent connections and those of agents revoked elsewhere (the console). With
-    /// `save_last_seen`, also writes when each connected agent was last seen (the caller does
-    /// that about once a heartbeat interval, not every sweep).
-    pub async fn sweep(&self, save_last_seen: bool) -> Result<(), StoreError> {
-        let now = self.clock.now_ms();
-        let window = self.settings.offline_after_ms();
-        let mut seen = Vec::new();
-        {
-            let mut agents = self.write();
-            for (agent_id, entry) in agents.iter_mut() {
-                if entry.live.is_none() {
-                    continue;
-                }
-                let last = entry.last_seen_ms.unwrap_or(0);
-                if now - last > window
-                    && let Some(live) = entry.live.take()
-                {
-                    tracing::info!(%agent_id, "no heartbeat for {} ms: offline", now - last);
-                    self.live_connections.fetch_sub(1, Ordering::Relaxed);
-                    let _ = live.kick.send(Kick::Silent);
-                }
-                if save_last_seen {
-                    seen.push((agent_id.clone(), last));
-                }
-            }
-        }
-        // Revocations made by another process: look back a little past the last check, so a
-        // revocation committed while the last check ran is not missed.
-        let since = self.revocations_checked_ms.swap(now, Ordering::Relaxed) - 5_000;
-        for agent_id in self.store.revoked_since(since).await? {
-            let live = self.read().get(&agent_id).is_some_and(|e| e.live.is_some() || e.revoked_at_ms.is_none());
-            if live {
-                tracing::info!(%agent_id, "revoked: disconnected");
-                self.mark_revoked(&agent_id, now);
-            }
-        }
-        if !seen.is_empty() {
-            self.store.save_last_seen(&seen).await?;
-        }
-        self.expire_overdue().await
     }
 
     fn status(&self, entry: &Entry, now: i64) -> AgentStatus {

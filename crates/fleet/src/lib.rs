@@ -10,6 +10,7 @@ mod hub_tests;
 pub mod query;
 pub mod session;
 mod settings;
+mod sweep;
 mod view;
 mod work;
 

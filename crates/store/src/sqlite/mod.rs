@@ -7,6 +7,7 @@ mod credentials;
 mod fleet;
 #[cfg(test)]
 mod fleet_tests;
+mod responses;
 mod small;
 mod work;
 #[cfg(test)]

@@ -8,13 +8,14 @@
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
-use toolgate_domain::fleet::instruction::{TargetStatus, target_status};
+use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 
-use super::fleet::{json_path, push_conditions};
+use super::fleet::json_path;
+use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::RowPage;
 use crate::work::{
@@ -89,97 +90,6 @@ fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<()> {
         }
     }
     tx.commit()
-}
-
-fn store_result(c: &mut Connection, agent_id: &str, result: &RunResult, now_ms: i64) -> rusqlite::Result<Taken> {
-    let tx = c.transaction()?;
-    let known: Option<String> = tx
-        .query_row(
-            "SELECT status FROM execution_target WHERE execution_id = ?1 AND agent_id = ?2",
-            params![result.execution_id, agent_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if known.is_none() {
-        return Ok(Taken::Unknown);
-    }
-    let stored: i64 = tx.query_row(
-        "SELECT count(*) FROM execution_step WHERE execution_id = ?1 AND agent_id = ?2",
-        params![result.execution_id, agent_id],
-        |r| r.get(0),
-    )?;
-    if stored > 0 {
-        return Ok(Taken::AlreadyFinal);
-    }
-    {
-        let mut step_insert = tx.prepare_cached(
-            "INSERT INTO execution_step (execution_id, agent_id, step, status, error, row_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        let mut row_insert = tx.prepare_cached(
-            "INSERT INTO response (execution_id, step, agent_id, row_index, row) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for (i, step) in result.steps.iter().enumerate() {
-            step_insert.execute(params![
-                result.execution_id,
-                agent_id,
-                i as i64,
-                step.status.as_str(),
-                step.error,
-                step.rows.len() as i64
-            ])?;
-            for (j, row) in step.rows.iter().enumerate() {
-                let text = serde_json::to_string(row).expect("a row serializes");
-                row_insert.execute(params![result.execution_id, i as i64, agent_id, j as i64, text])?;
-            }
-        }
-    }
-    let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
-    let error = result.steps.iter().find_map(|s| s.error.clone());
-    tx.execute(
-        "UPDATE execution_target SET status = ?3, error = ?4, updated_at_ms = ?5 WHERE execution_id = ?1 AND agent_id = ?2",
-        params![result.execution_id, agent_id, target_status(&statuses).as_str(), error, now_ms],
-    )?;
-    tx.commit()?;
-    Ok(Taken::Stored)
-}
-
-fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<RowPage> {
-    let mut sql = String::from(
-        "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
-         WHERE r.execution_id = ? AND r.step = ? AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)",
-    );
-    let status = q.status.map(|s| s.as_str().to_string());
-    let mut values: Vec<rusqlite::types::Value> = vec![
-        q.execution_id.clone().into(),
-        (q.step as i64).into(),
-        q.agent_id.clone().into(),
-        q.agent_id.clone().into(),
-        status.clone().into(),
-        status.into(),
-    ];
-    push_conditions(&q.conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY r.agent_id, r.row_index LIMIT ? OFFSET ?");
-    values.push((q.limit as i64 + 1).into());
-    values.push((q.offset as i64).into());
-    let mut stmt = c.prepare_cached(&sql)?;
-    let mut rows: Vec<(String, Map<String, Value>)> = stmt
-        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-        .filter_map(|r| r.map(|(agent, text)| serde_json::from_str(&text).ok().map(|row| (agent, row))).transpose())
-        .collect::<rusqlite::Result<_>>()?;
-    let more = rows.len() > q.limit;
-    rows.truncate(q.limit);
-    Ok(RowPage { rows, more })
-}
-
-fn sql_value(v: rusqlite::types::Value) -> Value {
-    use rusqlite::types::Value as V;
-    match v {
-        V::Null => Value::Null,
-        V::Integer(i) => Value::from(i),
-        V::Real(f) => Value::from(f),
-        V::Text(t) => Value::from(t),
-        V::Blob(_) => Value::Null,
-    }
 }
 
 #[async_trait]
