@@ -25,8 +25,9 @@ fn events(r: &Response) -> Vec<Value> {
         body.push_str(&after[..size]);
         rest = &after[size + 2..];
     }
+    // Comment-only events (": ...") keep the stream alive and carry nothing.
     body.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
+        .filter(|e| e.lines().any(|l| l.starts_with("data: ")))
         .map(|e| {
             let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data in {e:?}"));
             serde_json::from_str(data).unwrap()
@@ -446,6 +447,40 @@ fn stopping_the_server_ends_a_followed_stream_at_once_and_the_execution_survives
     assert!(rest.contains("\"finished\":false"), "{rest}");
     // The execution is durable: after the restart, fleet-b gets it when it comes back.
     let s = start_in(dir, &[FAST, &["--listen", &addr]].concat());
+    agents[1].signal("-CONT");
+    let done = wait_finished(&s, &schemas, &s.token, &execution);
+    assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");
+}
+
+#[test]
+fn a_stream_whose_credential_is_revoked_ends_within_seconds_and_its_call_is_still_audited() {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    agents[1].signal("-STOP");
+    s.cli(&["principal", "add", "streamer", "--role", "Operator"]);
+    let doomed = s.token("streamer", "operator", "1h");
+    let listing = s.cli(&["token", "list"]);
+    let id = listing.lines().find(|l| l.contains("streamer")).unwrap().split_whitespace().next().unwrap().to_string();
+    let auth = format!("Bearer {doomed}");
+    let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let (stream, seen) = open_stream(&s, &headers, &followed_call(1, &[&ids["fleet-a"], &ids["fleet-b"]]));
+    let execution = execution_named_in(&seen);
+    s.cli(&["token", "revoke", &id]);
+    let rest = rest_of(stream);
+    assert!(rest.contains("notifications/toolgate/stream_closed") && rest.contains("credential_revoked"), "{rest}");
+    assert!(!rest.contains("\"result\""), "a revoked credential hears nothing more of the call: {rest}");
+    // The call itself ended (detached) and was audited; the execution goes on.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let audit = structured(&s, &schemas, "query_audit_log", json!({"action": "mcp.execute_instruction"}));
+        if audit["count"] == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the call was never audited: {audit}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     agents[1].signal("-CONT");
     let done = wait_finished(&s, &schemas, &s.token, &execution);
     assert_eq!(done["counts"], json!({"succeeded": 2}), "{done}");

@@ -18,6 +18,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use toolgate_domain::tokens::TokenState;
 use toolgate_domain::{Caller, CancellationToken, LogLevel, LogSink, Progress, ProgressSink};
 
 use super::admission::StreamPermit;
@@ -97,6 +98,42 @@ struct Streaming {
     frames: mpsc::UnboundedReceiver<String>,
     call: Option<JoinHandle<Reply>>,
     detach: Detach,
+    watch: CredentialWatch,
+}
+
+/// How often a stream checks that the credential that opened it is still valid: a revoked or
+/// expired one ends the stream within this (the call itself finishes and is audited).
+const CREDENTIAL_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+struct CredentialWatch {
+    server: Arc<McpServer>,
+    token_id: String,
+    every: tokio::time::Interval,
+}
+
+impl CredentialWatch {
+    /// True unless the store says the token is revoked, expired or gone. A store that cannot
+    /// answer does not end the stream on its own: the next check asks again.
+    async fn still_valid(&self) -> bool {
+        let services = self.server.services();
+        match services.credentials().token(&self.token_id).await {
+            Ok(Some(token)) => token.state(services.clock().now_secs()) == TokenState::Active,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!("could not re-check a streaming credential: {e}");
+                true
+            }
+        }
+    }
+}
+
+/// The last frame of a stream the server ends before the call's result, with why.
+fn stream_closed(reason: &str) -> String {
+    json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
+        "reason": reason,
+        "remediation": "authenticate again with a valid token; durable work (an execution) goes on and is fetchable by its id",
+    }})
+    .to_string()
 }
 
 /// Runs the call; answers it as a stream if it reports progress before its result.
@@ -134,6 +171,11 @@ pub async fn tools_call(
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();
+    let watch = CredentialWatch {
+        server: server.clone(),
+        token_id: caller.token_id.clone(),
+        every: tokio::time::interval_at(tokio::time::Instant::now() + CREDENTIAL_CHECK_EVERY, CREDENTIAL_CHECK_EVERY),
+    };
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
         let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
         drop((in_flight, permit));
@@ -149,7 +191,7 @@ pub async fn tools_call(
             return reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
         }
     };
-    let state = Streaming { first: Some(first), frames, call: Some(call), detach };
+    let state = Streaming { first: Some(first), frames, call: Some(call), detach, watch };
     let events: BoxStream<'static, Result<Bytes, Infallible>> =
         Box::pin(futures_util::stream::unfold(state, |mut s| async move {
             if let Some(frame) = s.first.take() {
@@ -159,6 +201,16 @@ pub async fn tools_call(
             tokio::select! {
                 biased;
                 Some(frame) = s.frames.recv() => Some((Ok(event(&frame)), s)),
+                _ = s.watch.every.tick() => {
+                    if s.watch.still_valid().await {
+                        return Some((Ok(Bytes::from_static(b": the credential is still valid\n\n")), s));
+                    }
+                    // The call goes on (and is audited); its client hears nothing more of it.
+                    s.call = None;
+                    s.detach.cancellation.cancel();
+                    s.detach.finished = true;
+                    Some((Ok(event(&stream_closed("credential_revoked"))), s))
+                }
                 reply = call => {
                     s.call = None;
                     s.detach.finished = true;
