@@ -159,12 +159,13 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
     let state_dir = states.path().join("isolated");
     let token = mint(&s, &["--uses", "1"]);
     let peer = veth.peer();
+    // Waits (60 s at most) for the veth peer this test moves in, then becomes the agent.
     let setup = format!(
-        "hostname isolated && while ! ip link show {peer} >/dev/null 2>&1; do sleep 0.05; done && \
+        "hostname isolated && i=0 && while ! ip link show {peer} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 1200 ] || exit 1; sleep 0.05; done && \
          ip addr add {AGENT_IP}/30 dev {peer} && ip link set {peer} up && ip link set lo up && exec \"$@\""
     );
     let log = states.path().join("isolated.log");
-    let mut child = Command::new("unshare")
+    let child = Command::new("unshare")
         .args(["--net", "--uts", "sh", "-c", &setup, "sh", bin(), "agent", "run"])
         .args(["--server", &format!("http://{}", s.agents), "--state-dir", &state_dir.display().to_string()])
         .args([
@@ -181,7 +182,9 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let pid = child.id();
+    // Killed on drop, should the test fail half-way.
+    let mut agent = Agent { child, state_dir, log: log.clone() };
+    let pid = agent.child.id();
     // The peer moves only once `unshare` has made the namespace (else it would stay here).
     let namespace = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
     let deadline = Instant::now() + PATIENCE;
@@ -196,7 +199,7 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
         if let Some(id) = listed["agents"][0]["agent_id"].as_str() {
             break id.to_string();
         }
-        let exited = child.try_wait().unwrap();
+        let exited = agent.child.try_wait().unwrap();
         assert!(
             exited.is_none() && Instant::now() < deadline,
             "the agent is not online ({exited:?}): {}",
@@ -219,7 +222,6 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
     wait_quarantine(&s, &schemas, "isolated", "none");
     assert!(reachable_from(pid, other_port), "released: the network is back");
     assert!(!tables_in(Some(pid)).contains("toolgate_quarantine"));
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(agent);
     drop(veth);
 }
