@@ -77,8 +77,7 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
         .skip(offset)
         .take(limit)
         .map(|(agent_id, r, at)| {
-            let hostname = fleet.with_agent(agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten();
-            json!({"agent_id": agent_id, "hostname": hostname, "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
+            json!({"agent_id": agent_id, "hostname": fleet.hostname(agent_id), "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
         })
         .collect();
     let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());

@@ -197,10 +197,6 @@ fn definitions(header: &ExecutionHeader) -> Vec<&str> {
     header.steps.iter().map(|s| s.definition.as_str()).collect()
 }
 
-fn hostname(ctx: &ToolContext, agent_id: &str) -> Option<String> {
-    ctx.services().fleet().with_agent(agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten()
-}
-
 fn retry_after(finished: bool) -> Value {
     if finished { Value::Null } else { json!(RETRY_AFTER_MS) }
 }
@@ -218,7 +214,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         .map(|t| {
             json!({
                 "agent_id": t.agent_id,
-                "hostname": hostname(ctx, &t.agent_id),
+                "hostname": ctx.services().fleet().hostname(&t.agent_id),
                 "status": t.status.as_str(),
                 "error": t.error,
                 "updated_at_ms": t.updated_at_ms,

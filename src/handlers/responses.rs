@@ -88,8 +88,7 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         .rows
         .into_iter()
         .map(|(agent_id, values)| {
-            let hostname = fleet.with_agent(&agent_id, |v| v.facts().map(|f| f.hostname.clone())).flatten();
-            json!({"agent_id": agent_id, "hostname": hostname, "values": values})
+            json!({"agent_id": agent_id, "hostname": fleet.hostname(&agent_id), "values": values})
         })
         .collect();
     let next = next_offset(offset, rows.len(), page.more);

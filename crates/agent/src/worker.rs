@@ -130,7 +130,6 @@ impl Worker {
         }
         let worker = self.clone();
         tokio::spawn(async move {
-            let _ = session.send(AgentMessage::Started { execution_id: order.execution_id.clone() });
             let execution_id = order.execution_id.clone();
             let running = worker.clone();
             let result = tokio::task::spawn_blocking(move || {

@@ -335,6 +335,11 @@ impl Hub {
         Some(look(&AgentView { agent_id, entry, status: self.status(entry, now), tags: None }))
     }
 
+    /// The host name the agent last reported, if it is enrolled and has reported.
+    pub fn hostname(&self, agent_id: &str) -> Option<String> {
+        self.with_agent(agent_id, |view| view.facts().map(|f| f.hostname.clone())).flatten()
+    }
+
     pub fn summary(&self, agent_id: &str) -> Option<AgentSummary> {
         self.with_agent(agent_id, |view| view.summary())
     }

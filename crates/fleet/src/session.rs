@@ -109,7 +109,7 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
     let message = parse(frame)?;
     hub.seen(connection);
     match message {
-        AgentMessage::Heartbeat | AgentMessage::Started { .. } => Ok(()),
+        AgentMessage::Heartbeat => Ok(()),
         AgentMessage::QuarantineState { quarantined, .. } => {
             Ok(hub.quarantine_reported(&connection.agent_id, quarantined).await?)
         }
@@ -126,7 +126,6 @@ pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<()
         AgentMessage::Heartbeat
         | AgentMessage::Enroll { .. }
         | AgentMessage::Hello { .. }
-        | AgentMessage::Started { .. }
         | AgentMessage::QuarantineState { .. } => Err(FrameError::Malformed(
             "a report connection carries facts, inventory, results and compliance only".into(),
         )),

@@ -11,8 +11,8 @@
 //!    life, so bulk reports never pass through the connection that stays open.
 //! 4. The server may send [`ServerMessage::Revoked`] and close: the agent must not come back.
 //! 5. Work: the server sends [`ServerMessage::Run`] (on the session; again after a reconnect
-//!    while the run is unfinished), the agent answers [`AgentMessage::Started`] on the session
-//!    and [`AgentMessage::Result`] over a report connection. A changing step runs at most once
+//!    while the run is unfinished), the agent answers [`AgentMessage::Result`] (on the session
+//!    when small, else over a report connection). A changing step runs at most once
 //!    per execution: the agent journals it (durably) before and after, and answers a repeated
 //!    order from its journal. [`ServerMessage::Quarantine`] sets the state the agent keeps
 //!    across restarts (it confirms with [`AgentMessage::QuarantineState`]);
@@ -55,10 +55,6 @@ pub enum AgentMessage {
     },
     Inventory(InventoryReport),
     Heartbeat,
-    /// A run order was received and is being worked on (session).
-    Started {
-        execution_id: String,
-    },
     /// How a run ended, every step (report connection).
     Result(RunResult),
     /// The quarantine state the agent is in now (session).
