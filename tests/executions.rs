@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Server, api_credential, call_as, start, start_in};
+use common::{Server, api_credential, call_as, start_in};
 use serde_json::{Value, json};
 
 fn sha256_of(path: &Path) -> String {
@@ -30,10 +30,7 @@ fn statuses(status: &Value) -> BTreeMap<String, String> {
 
 #[test]
 fn a_read_only_bundle_across_a_scope_returns_each_agents_hostname_and_file_hash() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (_agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states, agents: _agents, ids } = fleet_of_three(FAST);
 
     // The gate checks the definition and its parameters before anything else.
     let missing = call_as(
@@ -141,10 +138,7 @@ fn a_read_only_bundle_across_a_scope_returns_each_agents_hostname_and_file_hash(
 
 #[test]
 fn an_offline_agent_runs_the_command_when_it_reconnects_before_the_deadline_and_is_offline_after_it() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (mut agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
     agents[1].kill();
     wait_for_status(&s, &schemas, &ids["fleet-b"], "offline");
 
@@ -218,10 +212,7 @@ fn line_count(path: &Path) -> usize {
 
 #[test]
 fn an_approved_change_runs_exactly_once_per_agent_across_agent_and_server_crashes() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (mut agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
     let supervised = s.token("admin", "supervised", "1h");
     let api = api_credential(&s, "reviewer");
 

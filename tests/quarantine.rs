@@ -42,10 +42,7 @@ fn wait_quarantine(s: &Server, schemas: &std::collections::HashMap<String, Value
 }
 #[test]
 fn quarantine_survives_an_agent_restart_blocks_changes_allows_diagnostics_and_is_released() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (mut agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
     let supervised = s.token("admin", "supervised", "1h");
     let api = api_credential(&s, "reviewer");
     let operator_denied =

@@ -88,10 +88,7 @@ fn followed_call(id: i64, agent_ids: &[&String]) -> String {
 
 #[test]
 fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_state() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (_agents, _ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states: _states, agents: _agents, ids: _ids } = fleet_of_three(FAST);
     let arguments = json!({"definition": "os_facts", "scope": "hostname ~ \"fleet-*\""});
 
     let r = call_with(
@@ -167,10 +164,7 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
 
 #[test]
 fn a_client_that_leaves_a_stream_detaches_the_execution_which_finishes_and_is_audited() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states: _states, agents, ids } = fleet_of_three(FAST);
     // fleet-b is stopped: the execution cannot finish while the client is there.
     agents[1].signal("-STOP");
     let auth = format!("Bearer {}", s.token);
@@ -243,10 +237,7 @@ fn every_response_names_its_exchange_in_x_correlation_id_as_the_audit_and_a4_dat
 
 #[test]
 fn notifications_cancelled_detaches_a_streamed_execution_and_a_request_id_is_never_in_flight_twice() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states: _states, agents, ids } = fleet_of_three(FAST);
     agents[1].signal("-STOP");
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
         "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -290,9 +281,7 @@ fn request_with(s: &Server, headers: &[(&str, &str)], body: &str) -> Response {
 
 #[test]
 fn log_lines_at_the_asked_level_stream_before_the_result_in_both_eras() {
-    let s = start(FAST);
-    let states = tempfile::tempdir().unwrap();
-    let (_agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas: _, states: _states, agents: _agents, ids } = fleet_of_three(FAST);
     let auth = format!("Bearer {}", s.token);
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
         "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -368,9 +357,8 @@ fn log_lines_at_the_asked_level_stream_before_the_result_in_both_eras() {
 
 #[test]
 fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_comes_back() {
-    let s = start(&[FAST, &["--max-streams-per-principal", "1"]].concat());
-    let states = tempfile::tempdir().unwrap();
-    let (agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas: _, states: _states, agents, ids } =
+        fleet_of_three(&[FAST, &["--max-streams-per-principal", "1"]].concat());
     agents[1].signal("-STOP");
     // The first stream holds the principal's one place while fleet-b is stopped.
     let auth = format!("Bearer {}", s.token);
@@ -424,10 +412,7 @@ fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_come
 
 #[test]
 fn stopping_the_server_ends_a_followed_stream_at_once_and_the_execution_survives_the_restart() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states: _states, agents, ids } = fleet_of_three(FAST);
     agents[1].signal("-STOP");
     let auth = format!("Bearer {}", s.token);
     let headers = [("Authorization", auth.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
@@ -454,10 +439,7 @@ fn stopping_the_server_ends_a_followed_stream_at_once_and_the_execution_survives
 
 #[test]
 fn a_stream_whose_credential_is_revoked_ends_within_seconds_and_its_call_is_still_audited() {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let (agents, ids) = three_agents(&s, states.path());
+    let Fleet { s, schemas, states: _states, agents, ids } = fleet_of_three(FAST);
     agents[1].signal("-STOP");
     s.cli(&["principal", "add", "streamer", "--role", "Operator"]);
     let doomed = s.token("streamer", "operator", "1h");

@@ -236,6 +236,24 @@ pub fn approved(s: &Server, token: &str, api: &str, tool: &str, arguments: Value
 /// The file each agent reads at one absolute path: its own working directory's.
 pub const PROBE: &str = "/proc/self/cwd/probe.txt";
 
+/// A server started with `extra` and three agents on it ([`three_agents`]), with the tools'
+/// output schemas; fields drop agents first.
+pub struct Fleet {
+    pub agents: Vec<Agent>,
+    pub ids: HashMap<String, String>,
+    pub states: tempfile::TempDir,
+    pub schemas: HashMap<String, Value>,
+    pub s: Server,
+}
+
+pub fn fleet_of_three(extra: &[&str]) -> Fleet {
+    let s = super::start(extra);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let (agents, ids) = three_agents(&s, states.path());
+    Fleet { agents, ids, states, schemas, s }
+}
+
 /// Three agents named fleet-a/b/c, each in `states/<name>` and working in `states/<name>.cwd`
 /// whose probe.txt holds text of its own. Returns them and their ids by hostname.
 pub fn three_agents(s: &Server, states: &Path) -> (Vec<Agent>, HashMap<String, String>) {
