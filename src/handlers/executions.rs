@@ -9,7 +9,7 @@ use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::instruction::{TargetStatus, new_execution_id};
 use toolgate_domain::fleet::wire::RunStep;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_store::{ExecutionHeader, NewExecution, TargetRecord};
+use toolgate_store::{ExecutionHeader, NewExecution};
 
 use super::fleet::{ensure_known, next_offset, paging};
 use super::scopes::chosen_agents;
@@ -205,12 +205,10 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
     let header = header(ctx, &args.execution_id).await?;
     let wanted = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
     let (offset, limit) = paging(args.offset, args.limit);
-    let targets = ctx.services().repositories().work.targets(&args.execution_id).await?;
-    let matching: Vec<&TargetRecord> = targets.iter().filter(|t| wanted.is_none_or(|w| t.status == w)).collect();
-    let agents: Vec<Value> = matching
+    // Paged in SQL: clients poll this, and an execution may target ten thousand agents.
+    let page = ctx.services().repositories().work.targets_page(&args.execution_id, wanted, offset, limit).await?;
+    let agents: Vec<Value> = page
         .iter()
-        .skip(offset)
-        .take(limit)
         .map(|t| {
             json!({
                 "agent_id": t.agent_id,
@@ -223,7 +221,8 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         .collect();
     let (counts, targeted, finished) = counts(&header);
     let responded = header.counts.iter().filter(|(s, _)| s.is_final()).map(|(_, n)| n).sum::<i64>();
-    let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());
+    let matching: i64 = header.counts.iter().filter(|(s, _)| wanted.is_none_or(|w| *s == w)).map(|(_, n)| n).sum();
+    let next = next_offset(offset, agents.len(), matching as usize > offset + agents.len());
     Ok(ToolOutput::Structured(json!({
         "execution_id": header.execution_id,
         "kind": header.kind,

@@ -120,6 +120,14 @@ pub trait WorkStore: Send + Sync {
     async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>>;
     async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>>;
     async fn targets(&self, execution_id: &str) -> Result<Vec<TargetRecord>>;
+    /// One page of the targets (in agent order), those in `status` only when given.
+    async fn targets_page(
+        &self,
+        execution_id: &str,
+        status: Option<TargetStatus>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<TargetRecord>>;
     /// Newest first; `definition` keeps executions with a step of that definition.
     async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>>;
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;

@@ -194,6 +194,24 @@ impl WorkStore for SqliteStore {
         self.run(move |c| targets(c, &execution_id)).await
     }
 
+    async fn targets_page(
+        &self,
+        execution_id: &str,
+        status: Option<TargetStatus>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<TargetRecord>> {
+        let (execution_id, status) = (execution_id.to_string(), status.map(|s| s.as_str()));
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, status, error, updated_at_ms FROM execution_target \
+                 WHERE execution_id = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY agent_id LIMIT ?3 OFFSET ?4",
+            )?;
+            stmt.query_map(params![execution_id, status, limit as i64, offset as i64], target_row)?.collect()
+        })
+        .await
+    }
+
     async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
         let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));

@@ -80,6 +80,13 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped() {
     let statuses: Vec<TargetStatus> = targets.iter().map(|t| t.status).collect();
     assert_eq!(statuses, [TargetStatus::Failed, TargetStatus::Failed, TargetStatus::Pending]);
     assert_eq!(targets[0].error.as_deref(), Some("broken 0"));
+    let failed = store.targets_page("exe-01", Some(TargetStatus::Failed), 1, 10).await.unwrap();
+    assert_eq!(
+        failed.iter().map(|t| t.agent_id.as_str()).collect::<Vec<_>>(),
+        [ids[1].as_str()],
+        "paged and filtered in SQL"
+    );
+    assert_eq!(store.targets_page("exe-01", None, 0, 2).await.unwrap().len(), 2);
     let header = store.execution("exe-01").await.unwrap().unwrap();
     assert_eq!(header.counts, [(TargetStatus::Failed, 2), (TargetStatus::Pending, 1)]);
     assert_eq!(header.steps.len(), 2);
