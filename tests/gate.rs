@@ -45,6 +45,13 @@ fn every_tool_at_every_tier_gets_the_matrix_decision() {
                 Decision::Allow => {
                     assert!(!matches!(got, Some(-32004 | -32006)), "{} at {}: {r:?}", meta.name, tier.name())
                 }
+                // Without a session that takes elicitation, the client's user cannot be asked:
+                // the call is not run, and the result says why.
+                Decision::ConfirmRequired => {
+                    let result = &r.json()["result"];
+                    assert_eq!(result["isError"], true, "{} at {}: {r:?}", meta.name, tier.name());
+                    assert!(result["content"][0]["text"].as_str().unwrap().contains("elicitation"), "{r:?}");
+                }
             }
         }
     }

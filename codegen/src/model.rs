@@ -176,6 +176,11 @@ pub struct TierDef {
     /// Patterns among the allowed ones that need a human's approval first.
     #[serde(default)]
     pub approval: Vec<Rule>,
+    /// Patterns among the allowed ones that need no approval but run only once the client's
+    /// own user confirms (elicitation, or 2026-07-28's input_required): a safety net, never
+    /// a person's approval. A pair may not need both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirm: Vec<Rule>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

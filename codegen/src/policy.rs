@@ -14,6 +14,8 @@ pub struct Verdict {
     pub allowed_by: Option<String>,
     /// The first `approval` rule that matched (only when allowed).
     pub approval_by: Option<String>,
+    /// The first `confirm` rule that matched (only when allowed and not approval-gated).
+    pub confirm_by: Option<String>,
 }
 
 /// The rules that parse, as patterns, beside their text (the checks report the others).
@@ -25,15 +27,18 @@ fn parsed(rules: &[Rule]) -> (Vec<&str>, Vec<Pattern<String>>) {
 /// The evaluation is the server's own ([`toolgate_policy::evaluate`]).
 pub fn decide(policy: &Policy, tier: &str, securable: &str, operation: &str) -> Verdict {
     let Some(tier) = policy.tiers.iter().find(|t| t.name == tier) else {
-        return Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None };
+        return Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None, confirm_by: None };
     };
     let (allow_text, allow) = parsed(&tier.allow);
     let (approval_text, approval) = parsed(&tier.approval);
-    let v = toolgate_policy::evaluate(&allow, &approval, securable, operation);
+    let (confirm_text, confirm) = parsed(&tier.confirm);
+    let rules = toolgate_policy::Rules { allow: &allow, approval: &approval, confirm: &confirm };
+    let v = toolgate_policy::evaluate(rules, securable, operation);
     Verdict {
         decision: v.decision,
         allowed_by: v.allowed_by.map(|i| allow_text[i].to_string()),
         approval_by: v.approval_by.map(|i| approval_text[i].to_string()),
+        confirm_by: v.confirm_by.map(|i| confirm_text[i].to_string()),
     }
 }
 

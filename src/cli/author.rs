@@ -192,14 +192,17 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let width = policy_model.tiers.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for tier in &policy_model.tiers {
         let v = policy::decide(policy_model, &tier.name, &tool.securable, &tool.operation);
-        let why = match (&v.decision, &v.allowed_by, &v.approval_by) {
-            (Decision::Deny, _, _) => {
+        let why = match (&v.decision, &v.allowed_by, &v.approval_by, &v.confirm_by) {
+            (Decision::Deny, ..) => {
                 format!("no allow rule of tier `{}` matches {pair}", tier.name)
             }
-            (_, Some(allow), Some(approval)) => {
+            (_, Some(allow), Some(approval), _) => {
                 format!("allowed by `{allow}`; approval required by `{approval}`")
             }
-            (_, Some(allow), None) => format!("allowed by `{allow}`; no approval rule matches"),
+            (_, Some(allow), None, Some(confirm)) => format!(
+                "allowed by `{allow}`; no approval rule matches; the client's own user confirms first (`{confirm}`)"
+            ),
+            (_, Some(allow), None, None) => format!("allowed by `{allow}`; no approval rule matches"),
             _ => String::new(),
         };
         let _ = writeln!(out, "    {:width$}  {:8}  {why}", tier.name, v.decision.label());

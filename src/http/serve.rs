@@ -95,7 +95,7 @@ pub async fn serve(config: Config) -> Result<()> {
         sessions: config.sessions,
         streams: config.streams,
     };
-    let mcp = McpServer::new(services.clone(), options)?;
+    let mcp = McpServer::new(services.clone(), options)?.with_request_state_key(request_state_key(&config.data_dir)?);
     let state = Arc::new(AppState::new(config, mcp));
     let stop_upkeep = CancellationToken::new();
     let upkeep = tokio::spawn(
@@ -192,4 +192,26 @@ async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
 
 async fn shutdown_signal(mut terminate: tokio::signal::unix::Signal) {
     tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = terminate.recv() => {} }
+}
+
+/// Where the HMAC key of 2026-07-28 request states is kept: made on first start, so a round
+/// issued before a restart is still answerable after it.
+const REQUEST_STATE_KEY_FILE: &str = "request-state.key";
+
+fn request_state_key(data_dir: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join(REQUEST_STATE_KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(key) if key.len() >= 32 => Ok(key),
+        Ok(_) => anyhow::bail!(
+            "{} holds fewer than 32 bytes: delete it and start again (a new key is made; open input_required rounds are then asked afresh)",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = toolgate_domain::secrets::random_bytes::<32>().to_vec();
+            toolgate_agent::state::write_durably(data_dir, REQUEST_STATE_KEY_FILE, &key)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }

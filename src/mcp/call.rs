@@ -8,14 +8,15 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
-use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated};
 use toolgate_domain::{
-    Caller, CancellationToken, Denial, LogLevel, LogSink, ProgressSink, ToolContext, ToolError, ToolOutput,
+    AskError, Caller, CancellationToken, ClientMethod, ClientRequests, Denial, LogLevel, LogSink, ProgressSink,
+    ToolContext, ToolError, ToolOutput,
 };
-use toolgate_policy::{Decision, OperationClass};
+use toolgate_policy::OperationClass;
 
+use super::asking;
 use super::in_flight::InFlightGuard;
 use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
@@ -60,7 +61,7 @@ impl Era {
         Reply::json(StatusCode::OK, rpc::result_raw(id, &result))
     }
 
-    fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
+    pub fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
         if self.stateless
             && let Some(obj) = result.as_object_mut()
         {
@@ -72,23 +73,23 @@ impl Era {
 }
 
 /// A finished call: what the client gets and what the audit row says.
-struct Outcome {
-    reply: Reply,
-    result: AuditOutcome,
-    detail: String,
+pub(super) struct Outcome {
+    pub reply: Reply,
+    pub result: AuditOutcome,
+    pub detail: String,
 }
 
 /// One request's identity: its JSON-RPC id, its era and its correlation id; where its
 /// progress goes and what tells it the client went away.
-struct Request<'a> {
-    id: &'a Value,
-    era: &'a Era,
-    correlation_id: String,
-    listeners: Listeners,
+pub(super) struct Request<'a> {
+    pub id: &'a Value,
+    pub era: &'a Era,
+    pub correlation_id: String,
+    pub listeners: Listeners,
 }
 
 impl Request<'_> {
-    fn error(&self, code: i64, message: String, data: Option<Value>) -> Outcome {
+    pub fn error(&self, code: i64, message: String, data: Option<Value>) -> Outcome {
         Outcome {
             detail: format!("{code}: {message}"),
             reply: Reply::error(self.era.status(code), self.id, code, &message, data),
@@ -137,6 +138,9 @@ impl Request<'_> {
 pub struct InSession {
     pub in_flight: Option<InFlightGuard>,
     pub log_level: Option<LogLevel>,
+    /// The live session the call came in (handshake era): where the client's answers to a
+    /// handler's questions arrive.
+    pub session_id: Option<String>,
 }
 
 pub async fn tools_call(
@@ -148,16 +152,22 @@ pub async fn tools_call(
     era: &Era,
     session: InSession,
 ) -> Reply {
-    let InSession { in_flight, log_level } = session;
+    let InSession { in_flight, log_level, session_id } = session;
     let token = stream::progress_token(params.as_ref());
-    if (token.is_some() || log_level.is_some()) && stream::accepts_sse(headers) {
+    // A session whose client takes questions answers its calls on a stream they can go out on
+    // (still a plain JSON body when the handler asks nothing).
+    let ask_session = session_id.filter(|_| {
+        let declared = era.client_capabilities.as_ref();
+        ClientMethod::ALL.iter().any(|m| declared.and_then(|c| c.get(m.capability())).is_some_and(Value::is_object))
+    });
+    if (token.is_some() || log_level.is_some() || ask_session.is_some()) && stream::accepts_sse(headers) {
         let permit = match server.streams.admit(&caller.principal.name) {
             Ok(permit) => permit,
             Err(cap) => return cap.refusal(server, id),
         };
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
-        let wants = stream::Wants { progress: token, log_level, permit };
+        let wants = stream::Wants { progress: token, log_level, ask_session, permit };
         return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
     let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
@@ -165,12 +175,13 @@ pub async fn tools_call(
     answer(server, caller, headers, id, params, era, listeners).await
 }
 
-/// Who hears from a call while it runs: its progress, its log lines, and whether the
-/// client is still there.
+/// Who hears from a call while it runs: its progress, its log lines, its questions for the
+/// client (handshake era), and whether the client is still there.
 #[derive(Default)]
 pub struct Listeners {
     pub progress: ProgressSink,
     pub log: LogSink,
+    pub client: ClientRequests,
     pub cancellation: CancellationToken,
 }
 
@@ -194,6 +205,7 @@ pub async fn answer(
     let mut params = params.unwrap_or(Value::Null);
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let arguments = params.get_mut("arguments").map(Value::take);
+    let retry = asking::Retry::take(&mut params);
     let tool = ToolId::from_name(&name);
     // The audit target is the arguments as shown: sensitive values redacted. An unknown
     // tool's arguments are not recorded at all: nothing says which of them are secret.
@@ -208,7 +220,7 @@ pub async fn answer(
         }
         _ => None,
     };
-    let outcome = call(server, caller, headers, &request, &name, arguments).await;
+    let outcome = call(server, caller, headers, &request, &name, arguments, retry).await;
     let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncated(&name, 128)), outcome.result)
         .by(caller)
         .detail(truncated(&outcome.detail, 1024))
@@ -232,6 +244,7 @@ async fn call(
     request: &Request<'_>,
     name: &str,
     arguments: Option<Value>,
+    retry: asking::Retry,
 ) -> Outcome {
     if name.is_empty() {
         return request.error(rpc::INVALID_PARAMS, "tools/call needs params.name (a string)".into(), None);
@@ -242,7 +255,7 @@ async fn call(
         Some(_) => return request.error(rpc::INVALID_PARAMS, "params.arguments must be an object".into(), None),
     };
     let Some(tool) = ToolId::from_name(name) else {
-        let (message, suggestions) = unknown_tool(server, caller, name);
+        let (message, suggestions) = super::lists::unknown_tool(server, caller, name);
         let data = json!({"suggestions": suggestions, "correlation_id": request.correlation_id});
         return request.error(rpc::INVALID_PARAMS, message, Some(data));
     };
@@ -261,9 +274,17 @@ async fn call(
             result: AuditOutcome::Denied,
         };
     }
-    if let Some(outcome) = missing_capabilities(server, request, meta) {
+    if let Some(outcome) = asking::missing_capabilities(server, request, meta) {
         return outcome;
     }
+    // 2026-07-28: this round's answers, checked against the state the last round issued.
+    let round = match request.era.stateless {
+        true => match retry.round(server, caller, request, meta.name, &arguments) {
+            Ok(round) => Some(round),
+            Err(outcome) => return outcome,
+        },
+        false => None,
+    };
     let passed = match server.gate.pass(caller, meta, arguments).await {
         Ok(passed) => passed,
         Err(denial) => return request.denied(server, denial),
@@ -277,9 +298,25 @@ async fn call(
         .correlation_id(request.correlation_id.clone())
         .progress(request.listeners.progress.clone())
         .log(request.listeners.log.clone())
+        .client(match &round {
+            Some(round) => ClientRequests::new(round.channel.clone()),
+            None => request.listeners.client.clone(),
+        })
         .cancellation(request.listeners.cancellation.clone())
         .build();
-    run_handler(server, request, tool, &ctx, passed.arguments, approved).await
+    if passed.confirm
+        && let Some(outcome) = asking::confirm(server, request, &ctx, meta, &passed.arguments, round.as_ref()).await
+    {
+        return outcome;
+    }
+    let approved = match passed.confirm {
+        true => format!("{approved}confirmed by the client's user; "),
+        false => approved,
+    };
+    match run_handler(server, request, tool, &ctx, passed.arguments, approved).await {
+        Ok(outcome) => outcome,
+        Err(asked) => asking::unanswered(server, request, round.as_ref(), asked),
+    }
 }
 
 async fn run_handler(
@@ -289,19 +326,19 @@ async fn run_handler(
     ctx: &crate::services::ToolContext,
     arguments: Value,
     approved: String,
-) -> Outcome {
+) -> Result<Outcome, AskError> {
     let meta = tool.meta();
-    match dispatch(tool, ctx, arguments).await {
+    Ok(match dispatch(tool, ctx, arguments).await {
         Ok(ToolOutput::Structured(value)) => {
             if cfg!(debug_assertions)
                 && let Some(message) = server.gate.schemas().output_problem(meta, &value)
             {
                 let data = json!({"correlation_id": request.correlation_id});
-                return Outcome {
+                return Ok(Outcome {
                     detail: message.clone(),
                     reply: Reply::error(StatusCode::OK, request.id, rpc::INTERNAL_ERROR, &message, Some(data)),
                     result: AuditOutcome::Failure,
-                };
+                });
             }
             Outcome {
                 reply: request.era.structured_success(request.id, server, &value),
@@ -327,6 +364,7 @@ async fn run_handler(
                 result: AuditOutcome::Denied,
             }
         }
+        Err(ToolError::Ask(asked)) => return Err(asked),
         Err(e) if e.is_internal() => {
             tracing::error!(correlation_id = %request.correlation_id, tool = meta.name, "tool failed: {e}");
             let data = json!({"correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
@@ -347,38 +385,5 @@ async fn run_handler(
             ),
             result: AuditOutcome::Failure,
         },
-    }
-}
-
-/// The client capabilities the tool needs that the client did not declare.
-fn missing_capabilities(server: &McpServer, request: &Request<'_>, meta: &ToolMeta) -> Option<Outcome> {
-    let required = server.gate.schemas().required_capabilities(meta)?;
-    let declared = request.era.client_capabilities.as_ref();
-    let missing: Vec<&str> = required
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, _)| k.as_str())
-        .filter(|k| declared.and_then(|d| d.get(*k)).is_none())
-        .collect();
-    if missing.is_empty() {
-        return None;
-    }
-    let message = format!("{} needs the client capabilities: {}", meta.name, missing.join(", "));
-    Some(request.error(rpc::MISSING_CLIENT_CAPABILITY, message, Some(json!({"requiredCapabilities": required}))))
-}
-
-fn unknown_tool(server: &McpServer, caller: &Caller, name: &str) -> (String, Vec<String>) {
-    let catalogue = server.services.catalogue();
-    let visible = catalogue
-        .tools
-        .iter()
-        .filter(|t| server.options.list_all_tools || catalogue.decision(t, caller.tier) != Decision::Deny)
-        .map(|t| t.name);
-    let suggestions: Vec<String> = toolgate_policy::closest(name, visible).into_iter().map(str::to_string).collect();
-    let hint = match suggestions.first() {
-        Some(s) => format!("; did you mean `{s}`?"),
-        None => "; tools/list shows the tools this token may call".into(),
-    };
-    (format!("Unknown tool: {}{hint}", truncated(name, 128)), suggestions)
+    })
 }

@@ -44,9 +44,15 @@ pub async fn handle(
     message: Message,
 ) -> Reply {
     let (id, method, params) = match message {
-        Message::Response => {
+        Message::Response { id, outcome } => {
             if let Err(reply) = session(server, caller, headers, &Value::Null) {
                 return reply;
+            }
+            // The answer to a question a handler sent on its call's stream.
+            let answered =
+                header(headers, "mcp-session-id").is_some_and(|sid| server.outstanding.answer(sid, &id, outcome));
+            if !answered {
+                tracing::info!(request = %id, "a client response that no call is waiting for (late or unknown)");
             }
             return Reply::accepted();
         }
@@ -97,7 +103,9 @@ pub async fn handle(
                 None => None,
             };
             let log_level = session.as_ref().and_then(|s| s.log_level);
-            call::tools_call(server, caller, headers, &id, params, &era, call::InSession { in_flight, log_level }).await
+            let session_id = header(headers, "mcp-session-id").filter(|_| session.is_some()).map(str::to_string);
+            let in_session = call::InSession { in_flight, log_level, session_id };
+            call::tools_call(server, caller, headers, &id, params, &era, in_session).await
         }
         Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
         Some(Method::ServerDiscover) | None => method_not_found(StatusCode::OK, &id, &method),

@@ -25,8 +25,12 @@ pub enum Message {
         method: String,
         params: Option<Value>,
     },
-    /// A response sent by the client (to a request we never make): accepted and ignored.
-    Response,
+    /// The client's answer to a request the server sent it mid-call (elicitation, sampling,
+    /// roots): its id, and its `result` or its `error`.
+    Response {
+        id: Value,
+        outcome: Result<Value, Value>,
+    },
 }
 
 /// Why a body could not become messages: the error to answer with (id null).
@@ -114,7 +118,13 @@ fn message(value: Value) -> Result<Message, (Value, FramingError)> {
         (Some(Value::String(method)), Some(id)) if valid_id(&id) => Ok(Message::Request { id, method, params }),
         (Some(Value::String(_)), Some(_)) => invalid(Value::Null, "`id` must be a string or an integer, never null"),
         (Some(_), _) => invalid(id_for_errors, "`method` must be a string"),
-        (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Ok(Message::Response),
+        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+            let outcome = match obj.remove("result") {
+                Some(result) => Ok(result),
+                None => Err(obj.remove("error").unwrap_or(Value::Null)),
+            };
+            Ok(Message::Response { id, outcome })
+        }
         (None, _) => invalid(id_for_errors, "a request needs a `method`"),
     }
 }

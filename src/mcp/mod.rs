@@ -3,11 +3,14 @@
 //! to its JSON-RPC code. The `http` module hands it authenticated requests.
 
 mod admission;
+mod asking;
+mod back_channel;
 mod call;
 mod codes;
 mod handshake;
 mod headers;
 mod in_flight;
+mod input_required;
 pub mod jsonrpc;
 mod lists;
 mod reply;
@@ -88,6 +91,10 @@ pub struct McpServer {
     /// Fired when the server begins to stop: every call's cancellation descends from it, so a
     /// streamed execution ends its answer (the execution goes on) instead of holding the exit.
     shutdown: toolgate_domain::CancellationToken,
+    /// Handshake-era questions sent to clients and not yet answered.
+    outstanding: Arc<back_channel::Outstanding>,
+    /// 2026-07-28: signs and checks the `requestState` of `input_required` rounds.
+    request_states: input_required::RequestStates,
     lists: Vec<ListResults>,
     server_info: Value,
     options: Options,
@@ -109,11 +116,21 @@ impl McpServer {
             in_flight: Arc::default(),
             streams: Arc::new(admission::Admission::new(options.streams)),
             shutdown: toolgate_domain::CancellationToken::new(),
+            outstanding: Arc::default(),
+            // A key of this run's own unless the operator's is set (`with_request_state_key`).
+            request_states: input_required::RequestStates::new(toolgate_domain::secrets::random_bytes::<32>().to_vec()),
             lists,
             server_info,
             options,
             sequence: AtomicU64::new(0),
         })
+    }
+
+    /// The HMAC key of 2026-07-28 request states: kept in the data dir, so a state issued
+    /// before a restart is still good after it.
+    pub fn with_request_state_key(mut self, key: Vec<u8>) -> Self {
+        self.request_states = input_required::RequestStates::new(key);
+        self
     }
 
     pub fn services(&self) -> &Services {

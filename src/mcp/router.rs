@@ -50,7 +50,7 @@ pub async fn handle(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMa
         Body::Single(Ok(message)) => {
             let params = match &message {
                 Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
-                Message::Response => None,
+                Message::Response { .. } => None,
             };
             let stateless_meta =
                 params.and_then(|p| p.get("_meta")).is_some_and(|m| m.get(META_PROTOCOL_VERSION).is_some());

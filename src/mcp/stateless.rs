@@ -73,7 +73,7 @@ pub async fn handle(
     message: Message,
 ) -> Reply {
     let (id, method, params) = match message {
-        Message::Response | Message::Notification { .. } => return Reply::accepted(),
+        Message::Response { .. } | Message::Notification { .. } => return Reply::accepted(),
         Message::Request { id, method, params } => (id, method, params),
     };
     let meta = params.as_ref().and_then(|p| p.get("_meta")).and_then(Value::as_object);
@@ -126,7 +126,7 @@ pub async fn handle(
                     None => return invalid_log_level(StatusCode::BAD_REQUEST, &id, level),
                 },
             };
-            let session = call::InSession { in_flight: None, log_level };
+            let session = call::InSession { in_flight: None, log_level, session_id: None };
             call::tools_call(server, caller, headers, &id, params, &era, session).await
         }
         // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.

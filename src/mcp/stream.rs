@@ -19,9 +19,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use toolgate_domain::tokens::TokenState;
-use toolgate_domain::{Caller, CancellationToken, LogLevel, LogSink, Progress, ProgressSink};
+use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSink, Progress, ProgressSink};
 
 use super::admission::StreamPermit;
+use super::back_channel::{ASK_TIMEOUT, SessionChannel};
 use super::call::{self, Era};
 use super::in_flight::InFlightGuard;
 use super::{McpServer, Payload, Reply};
@@ -53,6 +54,9 @@ pub fn accepts_sse(headers: &HeaderMap) -> bool {
 pub struct Wants {
     pub progress: Option<Value>,
     pub log_level: Option<LogLevel>,
+    /// The session whose client may be asked questions on this stream (elicitation,
+    /// sampling, roots), as its `initialize` declared.
+    pub ask_session: Option<String>,
     /// The stream's place among those held open; freed when the call ends.
     pub permit: StreamPermit,
 }
@@ -160,14 +164,28 @@ pub async fn tools_call(
         None => ProgressSink::none(),
     };
     let log = match wants.log_level {
-        Some(min) => LogSink::new(min, move |level, message| {
-            let _ = frames_tx.send(log_notification(level, message));
-        }),
+        Some(min) => {
+            let frames = frames_tx.clone();
+            LogSink::new(min, move |level, message| {
+                let _ = frames.send(log_notification(level, message));
+            })
+        }
         None => LogSink::none(),
     };
     // The session's registration (notifications/cancelled fires it) goes with the task.
     let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
-    let listeners = call::Listeners { progress, log, cancellation: cancellation.clone() };
+    let client = match wants.ask_session {
+        Some(session) => ClientRequests::new(Arc::new(SessionChannel {
+            outstanding: server.outstanding.clone(),
+            session,
+            capabilities: era.client_capabilities.clone().unwrap_or(Value::Null),
+            frames: frames_tx,
+            cancellation: cancellation.clone(),
+            timeout: ASK_TIMEOUT,
+        })),
+        None => ClientRequests::default(),
+    };
+    let listeners = call::Listeners { progress, log, client, cancellation: cancellation.clone() };
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();

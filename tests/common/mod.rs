@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod sse;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -42,6 +42,15 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             &pairs,
             &mut out,
         );
+        unused(
+            inputs,
+            &format!("/tiers/{t}/confirm"),
+            &format!("tier `{}` confirm", tier.name),
+            &tier.confirm,
+            &pairs,
+            &mut out,
+        );
+        confirm_and_approval(inputs, t, &pairs, &mut out);
         for (k, rule) in tier.approval.iter().enumerate() {
             let Ok(p) = Pattern::parse(rule.pattern()) else {
                 continue;
@@ -70,6 +79,42 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         );
     }
     out
+}
+
+/// A `confirm` rule may not match what an `approval` rule of the same tier matches: a
+/// client's own user clicking "yes" is a safety net, never a second person's decision, so a
+/// pair that needs a person's approval must not look as if a confirmation could do.
+fn confirm_and_approval(inputs: &Inputs, t: usize, pairs: &[(&str, &str)], out: &mut Vec<Diagnostic>) {
+    let tier = &inputs.policy.model.tiers[t];
+    let approval: Vec<Pattern<String>> =
+        tier.approval.iter().filter_map(|r| Pattern::parse(r.pattern()).ok()).collect();
+    for (k, rule) in tier.confirm.iter().enumerate() {
+        let Ok(p) = Pattern::parse(rule.pattern()) else {
+            continue;
+        };
+        let both: Vec<String> = pairs
+            .iter()
+            .filter(|(s, o)| p.matches(s, o) && approval.iter().any(|a| a.matches(s, o)))
+            .map(|(s, o)| format!("{s}:{o}"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if let Some(first) = both.first() {
+            out.push(
+                inputs
+                    .policy_error(
+                        &format!("/tiers/{t}/confirm/{k}"),
+                        format!(
+                            "tier `{}` confirm rule `{}` matches `{first}`{}, which its approval rules already gate: a pair needs a person's approval or the client's confirmation, never both",
+                            tier.name,
+                            rule.pattern(),
+                            if both.len() > 1 { format!(" (and {} more)", both.len() - 1) } else { String::new() }
+                        ),
+                    )
+                    .help("a confirmation comes from the caller's own client and proves no second person looked; keep `approval` for these pairs and narrow the confirm rule to pairs that need no approval"),
+            );
+        }
+    }
 }
 
 fn unused(

@@ -54,6 +54,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
         }
         rules(inputs, &format!("/tiers/{t}/allow"), &tier.allow, &securables, &operations, &mut out);
         rules(inputs, &format!("/tiers/{t}/approval"), &tier.approval, &securables, &operations, &mut out);
+        rules(inputs, &format!("/tiers/{t}/confirm"), &tier.confirm, &securables, &operations, &mut out);
     }
     let role_names: Vec<&str> = policy.roles.iter().map(|r| r.name.as_str()).collect();
     for (r, role) in policy.roles.iter().enumerate() {

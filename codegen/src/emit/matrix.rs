@@ -9,8 +9,9 @@ pub fn markdown(checked: &Checked) -> String {
     let mut out = String::from(
         "# Policy matrix\n\n\
          Generated from `tools.yaml` and `policy.yaml`; do not edit. For every tool and tier:\n\
-         `allow` (runs), `approval` (runs after a human approves) or `deny` (hidden from that tier's\n\
-         `tools/list` and refused). A token whose tier is not listed here is denied everything.\n\n",
+         `allow` (runs), `confirm` (runs once the client's own user confirms), `approval` (runs\n\
+         after another person approves) or `deny` (hidden from that tier's `tools/list` and\n\
+         refused). A token whose tier is not listed here is denied everything.\n\n",
     );
     let _ = writeln!(out, "| tool | securable:operation | class | {} |", tiers.join(" | "));
     let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(tiers.len()));

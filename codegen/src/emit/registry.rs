@@ -103,7 +103,8 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let name = &t.name;
         let allow = patterns(t.allow.iter().map(Rule::pattern));
         let approval = patterns(t.approval.iter().map(Rule::pattern));
-        quote!(TierRules { name: #name, index: #index, allow: #allow, approval: #approval })
+        let confirm = patterns(t.confirm.iter().map(Rule::pattern));
+        quote!(TierRules { name: #name, index: #index, allow: #allow, approval: #approval, confirm: #confirm })
     });
     let roles = policy.roles.iter().map(|r| {
         let name = &r.name;

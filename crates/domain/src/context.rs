@@ -71,6 +71,7 @@ pub struct ToolContext<S> {
     services: Arc<S>,
     progress: ProgressSink,
     log: crate::LogSink,
+    client: crate::ClientRequests,
     cancellation: CancellationToken,
 }
 
@@ -82,6 +83,7 @@ impl<S> Clone for ToolContext<S> {
             services: self.services.clone(),
             progress: self.progress.clone(),
             log: self.log.clone(),
+            client: self.client.clone(),
             cancellation: self.cancellation.clone(),
         }
     }
@@ -110,6 +112,7 @@ impl<S> ToolContext<S> {
             correlation_id: "req-test".into(),
             progress: ProgressSink::none(),
             log: crate::LogSink::none(),
+            client: crate::ClientRequests::default(),
             cancellation: CancellationToken::new(),
         }
     }
@@ -139,6 +142,11 @@ impl<S> ToolContext<S> {
         &self.log
     }
 
+    /// Questions for the client: elicitation, sampling, roots (see [`crate::client`]).
+    pub fn client(&self) -> &crate::ClientRequests {
+        &self.client
+    }
+
     /// Fires when the client cancels the request or goes away.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
@@ -153,6 +161,7 @@ pub struct ToolContextBuilder<S> {
     correlation_id: String,
     progress: ProgressSink,
     log: crate::LogSink,
+    client: crate::ClientRequests,
     cancellation: CancellationToken,
 }
 
@@ -194,6 +203,11 @@ impl<S> ToolContextBuilder<S> {
         self
     }
 
+    pub fn client(mut self, client: crate::ClientRequests) -> Self {
+        self.client = client;
+        self
+    }
+
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = token;
         self
@@ -206,6 +220,7 @@ impl<S> ToolContextBuilder<S> {
             services: self.services,
             progress: self.progress,
             log: self.log,
+            client: self.client,
             cancellation: self.cancellation,
         }
     }

@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod audit;
 pub mod caller;
 pub mod catalogue;
+pub mod client;
 pub mod clock;
 pub mod context;
 pub mod denial;
@@ -24,6 +25,7 @@ pub mod tokens;
 pub mod tool;
 
 pub use caller::{Caller, Principal};
+pub use client::{AskError, ClientMethod, ClientRequests, ElicitAction, Elicited};
 pub use clock::Clock;
 pub use context::{CancellationToken, Progress, ProgressSink, ToolContext, ToolContextBuilder};
 pub use denial::Denial;

@@ -26,6 +26,9 @@ pub enum ToolError {
     /// The caller may not do this, with the next step.
     #[error("{message}")]
     Refused { message: String, remediation: String },
+    /// A question for the client got no usable answer (or, in 2026-07-28, none yet).
+    #[error(transparent)]
+    Ask(#[from] crate::AskError),
     /// The store failed; retrying may help.
     #[error("store error: {0}")]
     Store(#[from] StoreError),

@@ -26,6 +26,9 @@ pub use review::review;
 pub struct Passed {
     pub arguments: Value,
     pub approval: Option<Box<Approval>>,
+    /// The tier wants the client's own user to confirm the call before it runs (policy.yaml
+    /// `confirm`); the protocol layer asks, since only it can reach the client.
+    pub confirm: bool,
 }
 
 /// Checks some tools' arguments beyond their schema, before any approval work: what the
@@ -116,7 +119,7 @@ impl Gate {
             ),
             _ => None,
         };
-        Ok(Passed { arguments, approval })
+        Ok(Passed { arguments, approval, confirm: decision == Decision::ConfirmRequired })
     }
 
     /// Tier first, always; then RBAC. `Ok` is the tier's decision (Allow or ApprovalRequired).

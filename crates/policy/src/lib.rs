@@ -7,7 +7,8 @@ mod pattern;
 
 pub use names::{closest, did_you_mean};
 pub use pattern::{
-    Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules, Verdict, evaluate, permits, permits_pair,
+    Decision, OperationClass, Pattern, Permission, RoleGrants, Rules, TierRules, Verdict, evaluate, permits,
+    permits_pair,
 };
 
 /// The argument the generator adds to every approval-gated tool's published inputSchema: the

@@ -62,6 +62,9 @@ impl std::fmt::Display for Permission {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Decision {
     Allow,
+    /// Runs once the client's own user confirms (elicitation or `input_required`): a safety
+    /// net on the client's side, never a person's approval.
+    ConfirmRequired,
     ApprovalRequired,
     Deny,
 }
@@ -70,6 +73,7 @@ impl Decision {
     pub fn label(self) -> &'static str {
         match self {
             Decision::Allow => "allow",
+            Decision::ConfirmRequired => "confirm",
             Decision::ApprovalRequired => "approval",
             Decision::Deny => "deny",
         }
@@ -79,6 +83,7 @@ impl Decision {
     pub fn variant(self) -> &'static str {
         match self {
             Decision::Allow => "Allow",
+            Decision::ConfirmRequired => "ConfirmRequired",
             Decision::ApprovalRequired => "ApprovalRequired",
             Decision::Deny => "Deny",
         }
@@ -126,26 +131,35 @@ pub struct Verdict {
     pub allowed_by: Option<usize>,
     /// The first `approval` rule that matched (only when allowed).
     pub approval_by: Option<usize>,
+    /// The first `confirm` rule that matched (only when allowed and not approval-gated).
+    pub confirm_by: Option<usize>,
+}
+
+/// A tier's rules, as patterns: `allow`, and among the allowed, `approval` and `confirm`.
+#[derive(Clone, Copy, Debug)]
+pub struct Rules<'a, S> {
+    pub allow: &'a [Pattern<S>],
+    pub approval: &'a [Pattern<S>],
+    pub confirm: &'a [Pattern<S>],
 }
 
 /// A tier's decision for `securable:operation`: denied unless an `allow` rule matches; then
-/// approval-gated when an `approval` rule matches too.
-pub fn evaluate<S: AsRef<str>>(
-    allow: &[Pattern<S>],
-    approval: &[Pattern<S>],
-    securable: &str,
-    operation: &str,
-) -> Verdict {
+/// approval-gated when an `approval` rule matches too, else confirm-gated when a `confirm`
+/// rule does. (The generator refuses a pair that both gates match: a client-side
+/// confirmation never stands in for a person's approval.)
+pub fn evaluate<S: AsRef<str>>(rules: Rules<'_, S>, securable: &str, operation: &str) -> Verdict {
     let first = |rules: &[Pattern<S>]| rules.iter().position(|p| p.matches(securable, operation));
-    let Some(allowed_by) = first(allow) else {
-        return Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None };
+    let Some(allowed_by) = first(rules.allow) else {
+        return Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None, confirm_by: None };
     };
-    let approval_by = first(approval);
-    Verdict {
-        decision: if approval_by.is_some() { Decision::ApprovalRequired } else { Decision::Allow },
-        allowed_by: Some(allowed_by),
-        approval_by,
-    }
+    let approval_by = first(rules.approval);
+    let confirm_by = approval_by.is_none().then(|| first(rules.confirm)).flatten();
+    let decision = match (approval_by, confirm_by) {
+        (Some(_), _) => Decision::ApprovalRequired,
+        (None, Some(_)) => Decision::ConfirmRequired,
+        (None, None) => Decision::Allow,
+    };
+    Verdict { decision, allowed_by: Some(allowed_by), approval_by, confirm_by }
 }
 
 /// One tier's rules, as the generator emits them.
@@ -156,11 +170,13 @@ pub struct TierRules {
     pub index: usize,
     pub allow: &'static [Pattern],
     pub approval: &'static [Pattern],
+    pub confirm: &'static [Pattern],
 }
 
 impl TierRules {
     pub fn decide(&self, securable: &str, operation: &str) -> Decision {
-        evaluate(self.allow, self.approval, securable, operation).decision
+        let rules = Rules { allow: self.allow, approval: self.approval, confirm: self.confirm };
+        evaluate(rules, securable, operation).decision
     }
 }
 
@@ -204,11 +220,17 @@ mod tests {
     fn tier_and_role_evaluation() {
         static ALL: [Pattern; 1] = [Pattern { securable: None, operation: None }];
         static DELETE: [Pattern; 1] = [Pattern { securable: None, operation: Some("Delete") }];
-        let tier = TierRules { name: "supervised", index: 0, allow: &ALL, approval: &DELETE };
-        assert_eq!(tier.decide("Tag", "Delete"), Decision::ApprovalRequired);
+        static WRITE: [Pattern; 2] = [
+            Pattern { securable: None, operation: Some("Write") },
+            Pattern { securable: None, operation: Some("Delete") },
+        ];
+        let tier = TierRules { name: "supervised", index: 0, allow: &ALL, approval: &DELETE, confirm: &WRITE };
+        assert_eq!(tier.decide("Tag", "Delete"), Decision::ApprovalRequired, "approval wins over confirm");
+        assert_eq!(tier.decide("Tag", "Write"), Decision::ConfirmRequired);
         assert_eq!(tier.decide("Tag", "Read"), Decision::Allow);
-        let verdict = evaluate(&DELETE, &[], "Tag", "Read");
-        assert_eq!(verdict, Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None });
+        let verdict = evaluate(Rules { allow: &DELETE, approval: &[], confirm: &[] }, "Tag", "Read");
+        let denied = Verdict { decision: Decision::Deny, allowed_by: None, approval_by: None, confirm_by: None };
+        assert_eq!(verdict, denied);
         let roles = [RoleGrants { name: "Deleter", grants: &DELETE }];
         assert!(permits(&roles, &["Deleter".into()], "Tag", "Delete"));
         assert!(!permits(&roles, &["Deleter".into()], "Tag", "Read"));

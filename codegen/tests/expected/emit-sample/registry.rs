@@ -164,6 +164,7 @@ pub static TIER_RULES: [TierRules; TIER_COUNT] = [
             },
         ],
         approval: &[],
+        confirm: &[],
     },
     TierRules {
         name: "supervised",
@@ -180,6 +181,7 @@ pub static TIER_RULES: [TierRules; TIER_COUNT] = [
                 operation: Some("Delete"),
             },
         ],
+        confirm: &[],
     },
 ];
 /// RBAC roles with their `includes` already followed.

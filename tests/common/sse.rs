@@ -1,0 +1,58 @@
+//! Server-Sent Events as the tests read them: a whole chunked SSE body as JSON events, and
+//! a streamed POST on a socket of its own (so a test can answer, leave or cancel mid-call).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::Value;
+
+use super::{Response, Server};
+
+/// The events of an SSE body sent with chunked transfer encoding, as JSON.
+pub fn events(r: &Response) -> Vec<Value> {
+    let mut body = String::new();
+    let mut rest = r.body.as_str();
+    // De-chunk: "<hex size>\r\n<data>\r\n" ... "0\r\n\r\n".
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16)
+            .unwrap_or_else(|_| panic!("not a chunk size: {size:?} in {:?}", r.body));
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    // Comment-only events (": ...") keep the stream alive and carry nothing.
+    body.split("\n\n")
+        .filter(|e| e.lines().any(|l| l.starts_with("data: ")))
+        .map(|e| {
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data in {e:?}"));
+            serde_json::from_str(data).unwrap()
+        })
+        .collect()
+}
+
+/// A streamed POST on a socket of its own (so the test can leave, cancel or stop the server
+/// while it runs): the socket and the first bytes read (the head and the first frame).
+pub fn open_stream(s: &Server, headers: &[(&str, &str)], body: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    let head: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\n{head}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        s.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 4096];
+    let n = stream.read(&mut first).unwrap();
+    (stream, String::from_utf8_lossy(&first[..n]).into_owned())
+}
+
+/// Everything the server still sends on `stream`, until it closes.
+pub fn rest_of(mut stream: TcpStream) -> String {
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    String::from_utf8_lossy(&rest).into_owned()
+}
