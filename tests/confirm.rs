@@ -24,16 +24,6 @@ fn stored_interval(s: &Server) -> Value {
     r["result"]["structuredContent"]["value"].clone()
 }
 
-/// A handshake session whose client declared `capabilities`.
-fn session(s: &Server, token: &str, capabilities: Value) -> String {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": capabilities,
-        "clientInfo": {"name": "confirm-test", "version": "1"}}});
-    let auth = format!("Bearer {token}");
-    let r = request(s.addr, "POST", &[("Authorization", &auth)], Some(&body.to_string()));
-    r.header("mcp-session-id").unwrap_or_else(|| panic!("no session: {r:?}")).to_string()
-}
-
 /// The JSON of the first SSE `data:` line in `text` holding `needle`.
 fn frame_with(text: &str, needle: &str) -> Value {
     let line = text
@@ -48,7 +38,7 @@ fn frame_with(text: &str, needle: &str) -> Value {
 /// the question and the call's final JSON-RPC response.
 fn confirm_in_session(s: &Server, answer: Value, value: &str) -> (Value, Value) {
     let token = supervised(s);
-    let sid = session(s, &token, json!({"elicitation": {}}));
+    let sid = common::initialize(s, &token, json!({"elicitation": {}}));
     let auth = format!("Bearer {token}");
     let headers =
         [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
@@ -88,7 +78,7 @@ fn a_handshake_client_is_asked_on_the_stream_and_only_yes_runs_the_call() {
 
     // A session whose client cannot answer gets a result saying so; nothing runs.
     let token = supervised(&s);
-    let sid = session(&s, &token, json!({}));
+    let sid = common::initialize(&s, &token, json!({}));
     let auth = format!("Bearer {token}");
     let headers =
         [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];

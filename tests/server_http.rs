@@ -10,9 +10,10 @@ const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 #[test]
 fn healthz_needs_no_token() {
     let s = start(&[]);
-    let r = request(s.addr, "GET", &[], None);
-    assert_eq!(r.status, 405, "GET /mcp opens no stream");
-    assert_eq!(r.header("allow"), Some("POST, DELETE"));
+    let r = request(s.addr, "PUT", &[], None);
+    assert_eq!(r.status, 405, "{r:?}");
+    assert_eq!(r.header("allow"), Some("GET, POST, DELETE"));
+    assert_eq!(request(s.addr, "GET", &[], None).status, 401, "GET /mcp (a session's stream) authenticates");
     let text = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", s.addr);
     let r = raw(s.addr, text.as_bytes());
     assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("ok")));

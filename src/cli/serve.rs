@@ -33,13 +33,16 @@ pub struct ServeArgs {
     /// Live sessions one principal may hold; a new one past it is refused (429).
     #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_per_principal)]
     max_sessions_per_principal: usize,
-    /// Streamed answers (SSE) held open at once; past it a call that asks for a stream gets
-    /// 429 with -32012 (it may retry, or ask for the plain answer).
+    /// Streams (SSE answers and GET channels) held open at once; past it a call that asks for
+    /// a stream gets 429 with -32012 (it may retry, or ask for the plain answer).
     #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_total)]
     max_streams: usize,
     /// Streamed answers one principal may hold open at once.
     #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_per_principal)]
     max_streams_per_principal: usize,
+    /// GET streams (session channels and resumes) one principal may hold open at once.
+    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_channels_per_principal)]
+    max_channels_per_principal: usize,
     /// A session unused this long expires: 30m, 1h, 90s.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
     session_idle_timeout: i64,
@@ -119,7 +122,11 @@ impl ServeArgs {
                 max_per_principal: self.max_sessions_per_principal,
                 idle_ms: self.session_idle_timeout * 1000,
             },
-            streams: StreamLimits { max_total: self.max_streams, max_per_principal: self.max_streams_per_principal },
+            streams: StreamLimits {
+                max_total: self.max_streams,
+                max_per_principal: self.max_streams_per_principal,
+                max_channels_per_principal: self.max_channels_per_principal,
+            },
             auth_failure_window_ms: self.auth_failure_window * 1000,
             audit_retention_ms: self.audit_retention * 1000,
             connections: ConnectionLimits {

@@ -1,4 +1,4 @@
-//! `POST /mcp` (and `DELETE` to end a session): the kill switch and the method check before
+//! `POST /mcp` (`GET` for a session's stream, `DELETE` to end a session): the kill switch and the method check before
 //! authentication, the body checks after it, then the `mcp` module.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::edge::check_body_headers;
 use super::{ApiError, AppState, json_response};
 use crate::mcp::{Payload, Reply, jsonrpc};
 
-/// `--mcp-disable` answers everything with -32005; anything but POST and DELETE is 405.
+/// `--mcp-disable` answers everything with -32005; anything but POST, GET and DELETE is 405.
 pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     if state.config.mcp_disable {
         let body = jsonrpc::error(
@@ -31,13 +31,13 @@ pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Ne
         r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         return r;
     }
-    if request.method() != Method::POST && request.method() != Method::DELETE {
+    if ![Method::POST, Method::DELETE, Method::GET].contains(request.method()) {
         return ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
-            "POST a JSON-RPC message; this server opens no GET stream",
+            "POST a JSON-RPC message; GET opens a session's stream; DELETE ends a session",
         )
-        .with_header(header::ALLOW, "POST, DELETE")
+        .with_header(header::ALLOW, "GET, POST, DELETE")
         .into_response();
     }
     next.run(request).await
@@ -52,6 +52,9 @@ pub async fn mcp(
 ) -> Result<Response, ApiError> {
     if method == Method::DELETE {
         return Ok(render(state.mcp.end_session(&caller, &headers)));
+    }
+    if method == Method::GET {
+        return Ok(render(state.mcp.open_channel(&caller, &headers)));
     }
     check_body_headers(&headers)?;
     let bytes = super::read_body(&state, body).await?;

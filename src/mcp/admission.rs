@@ -1,6 +1,8 @@
-//! Streamed answers held open at once, per principal and in all. A client that asks for a
-//! stream past either cap is refused (429, -32012, with when to retry), never silently
-//! answered without the stream it asked for; a live stream is never cut to make room.
+//! Streams held open at once, per principal and in all. A client that asks for a stream past
+//! a cap is refused (429, -32012, with when to retry), never silently answered without the
+//! stream it asked for; a live stream is never cut to make room. A principal's streamed calls
+//! and its sessions' GET channels are counted apart (as the seeds do), so channels a client
+//! or a proxy holds open cannot starve its calls; both count in the server's total.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,19 +16,29 @@ use super::{McpServer, Reply};
 #[derive(Clone, Copy, Debug)]
 pub struct StreamLimits {
     pub max_total: usize,
+    /// Streamed calls (POST answers) per principal.
     pub max_per_principal: usize,
+    /// GET channels (and resumes) per principal.
+    pub max_channels_per_principal: usize,
 }
 
 impl Default for StreamLimits {
     fn default() -> Self {
-        Self { max_total: 1024, max_per_principal: 16 }
+        Self { max_total: 1024, max_per_principal: 16, max_channels_per_principal: 16 }
     }
+}
+
+/// What a stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    Call,
+    Channel,
 }
 
 /// Which cap refused a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamCap {
-    Principal(usize),
+    Principal(usize, StreamKind),
     Server(usize),
 }
 
@@ -34,17 +46,28 @@ impl StreamCap {
     /// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
     pub fn refusal(self, server: &McpServer, id: &Value) -> Reply {
         let message = match self {
-            StreamCap::Principal(n) => {
+            StreamCap::Principal(n, StreamKind::Call) => {
                 format!("stream limit reached: this principal already holds {n} streamed answers")
+            }
+            StreamCap::Principal(n, StreamKind::Channel) => {
+                format!("stream limit reached: this principal already holds {n} GET streams")
             }
             StreamCap::Server(n) => {
                 format!("stream limit reached: the server holds {n} streamed answers, the most it keeps")
             }
         };
+        let remediation = match self {
+            StreamCap::Principal(_, StreamKind::Channel) => {
+                "close GET streams of sessions you no longer use (or DELETE those sessions), then retry"
+            }
+            _ => {
+                "retry shortly, or send the call without text/event-stream in Accept (the plain answer; poll for progress)"
+            }
+        };
         let data = json!({
             "correlation_id": server.correlation_id(),
             "retry_after_ms": STREAM_RETRY_AFTER_MS,
-            "remediation": "retry shortly, or send the call without text/event-stream in Accept (the plain answer; poll for progress)",
+            "remediation": remediation,
         });
         Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
     }
@@ -56,7 +79,7 @@ const STREAM_RETRY_AFTER_MS: u64 = 5_000;
 #[derive(Default)]
 struct Held {
     total: usize,
-    by_principal: HashMap<String, usize>,
+    by_principal: HashMap<(StreamKind, String), usize>,
 }
 
 #[derive(Default)]
@@ -68,17 +91,17 @@ pub struct Admission {
 /// One admitted stream; its place is freed when dropped.
 pub struct StreamPermit {
     admission: Arc<Admission>,
-    principal: String,
+    key: (StreamKind, String),
 }
 
 impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut held = self.admission.lock();
         held.total -= 1;
-        if let Some(n) = held.by_principal.get_mut(&self.principal) {
+        if let Some(n) = held.by_principal.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
-                held.by_principal.remove(&self.principal);
+                held.by_principal.remove(&self.key);
             }
         }
     }
@@ -93,17 +116,22 @@ impl Admission {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn admit(self: &Arc<Self>, principal: &str) -> Result<StreamPermit, StreamCap> {
+    pub fn admit(self: &Arc<Self>, principal: &str, kind: StreamKind) -> Result<StreamPermit, StreamCap> {
         let mut held = self.lock();
-        if held.by_principal.get(principal).copied().unwrap_or(0) >= self.limits.max_per_principal {
-            return Err(StreamCap::Principal(self.limits.max_per_principal));
+        let cap = match kind {
+            StreamKind::Call => self.limits.max_per_principal,
+            StreamKind::Channel => self.limits.max_channels_per_principal,
+        };
+        let key = (kind, principal.to_string());
+        if held.by_principal.get(&key).copied().unwrap_or(0) >= cap {
+            return Err(StreamCap::Principal(cap, kind));
         }
         if held.total >= self.limits.max_total {
             return Err(StreamCap::Server(self.limits.max_total));
         }
         held.total += 1;
-        *held.by_principal.entry(principal.to_string()).or_default() += 1;
-        Ok(StreamPermit { admission: self.clone(), principal: principal.to_string() })
+        *held.by_principal.entry(key.clone()).or_default() += 1;
+        Ok(StreamPermit { admission: self.clone(), key })
     }
 }
 
@@ -113,12 +141,14 @@ mod tests {
 
     #[test]
     fn caps_per_principal_and_in_all_and_places_come_back() {
-        let admission = Arc::new(Admission::new(StreamLimits { max_total: 2, max_per_principal: 1 }));
-        let alice = admission.admit("alice").unwrap();
-        assert_eq!(admission.admit("alice").err(), Some(StreamCap::Principal(1)));
-        let _bob = admission.admit("bob").unwrap();
-        assert_eq!(admission.admit("carol").err(), Some(StreamCap::Server(2)));
+        let limits = StreamLimits { max_total: 3, max_per_principal: 1, max_channels_per_principal: 1 };
+        let admission = Arc::new(Admission::new(limits));
+        let alice = admission.admit("alice", StreamKind::Call).unwrap();
+        assert_eq!(admission.admit("alice", StreamKind::Call).err(), Some(StreamCap::Principal(1, StreamKind::Call)));
+        let _channel = admission.admit("alice", StreamKind::Channel).expect("channels are counted apart");
+        let _bob = admission.admit("bob", StreamKind::Call).unwrap();
+        assert_eq!(admission.admit("carol", StreamKind::Call).err(), Some(StreamCap::Server(3)));
         drop(alice);
-        assert!(admission.admit("alice").is_ok());
+        assert!(admission.admit("alice", StreamKind::Call).is_ok());
     }
 }

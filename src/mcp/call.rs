@@ -22,6 +22,9 @@ use super::jsonrpc::{self as rpc};
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
 use crate::registry::{ToolId, dispatch};
 
+/// From this revision on, a resumable stream opens with a priming event.
+const PRIMING_FROM: &str = "2025-11-25";
+
 /// Which era the call came in on, and what that changes.
 #[derive(Clone)]
 pub struct Era {
@@ -141,6 +144,8 @@ pub struct InSession {
     /// The live session the call came in (handshake era): where the client's answers to a
     /// handler's questions arrive.
     pub session_id: Option<String>,
+    /// That session's replay ring (its streams resume from it).
+    pub ring: Option<Arc<super::replay::Ring>>,
 }
 
 pub async fn tools_call(
@@ -152,7 +157,7 @@ pub async fn tools_call(
     era: &Era,
     session: InSession,
 ) -> Reply {
-    let InSession { in_flight, log_level, session_id } = session;
+    let InSession { in_flight, log_level, session_id, ring } = session;
     let token = stream::progress_token(params.as_ref());
     // A session whose client takes questions answers its calls on a stream they can go out on
     // (still a plain JSON body when the handler asks nothing).
@@ -161,13 +166,15 @@ pub async fn tools_call(
         ClientMethod::ALL.iter().any(|m| declared.and_then(|c| c.get(m.capability())).is_some_and(Value::is_object))
     });
     if (token.is_some() || log_level.is_some() || ask_session.is_some()) && stream::accepts_sse(headers) {
-        let permit = match server.streams.admit(&caller.principal.name) {
+        let permit = match server.streams.admit(&caller.principal.name, super::admission::StreamKind::Call) {
             Ok(permit) => permit,
             Err(cap) => return cap.refusal(server, id),
         };
         let (server, caller, headers, id, era) =
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
-        let wants = stream::Wants { progress: token, log_level, ask_session, permit };
+        // SEP-1699 (2025-11-25): a resumable stream starts with an id and nothing else.
+        let priming = ring.is_some() && era.version.as_str() >= PRIMING_FROM;
+        let wants = stream::Wants { progress: token, log_level, ask_session, ring, priming, permit };
         return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
     let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());

@@ -18,6 +18,10 @@ pub const DISABLED: i64 = -32005;
 pub const APPROVAL_REQUIRED: i64 = -32006;
 /// A session cap is full (HTTP 429).
 pub const SESSION_LIMIT: i64 = -32010;
+/// GET without `text/event-stream` in Accept (406).
+pub const NOT_ACCEPTABLE: i64 = -32011;
+/// The server is stopping: no new session (503).
+pub const SHUTTING_DOWN: i64 = -32015;
 /// A stream was asked for past the streams cap (429).
 pub const STREAM_LIMIT: i64 = -32012;
 pub const HEADER_MISMATCH: i64 = -32020;

@@ -17,7 +17,7 @@ use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply}
 
 /// 404 with -32007 and the A4 data: unknown, expired, ended and another principal's sessions
 /// read alike (no oracle).
-fn session_not_found(server: &McpServer, id: &Value, message: &str) -> Reply {
+pub(super) fn session_not_found(server: &McpServer, id: &Value, message: &str) -> Reply {
     let data = json!({
         "correlation_id": server.correlation_id(),
         "retry_after_ms": null,
@@ -104,7 +104,8 @@ pub async fn handle(
             };
             let log_level = session.as_ref().and_then(|s| s.log_level);
             let session_id = header(headers, "mcp-session-id").filter(|_| session.is_some()).map(str::to_string);
-            let in_session = call::InSession { in_flight, log_level, session_id };
+            let ring = session.as_ref().map(|s| s.ring.clone());
+            let in_session = call::InSession { in_flight, log_level, session_id, ring };
             call::tools_call(server, caller, headers, &id, params, &era, in_session).await
         }
         Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
@@ -141,6 +142,17 @@ fn set_log_level(
 }
 
 fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
+    if server.shutdown.is_cancelled() {
+        let data = json!({"correlation_id": server.correlation_id(), "retry_after_ms": 1000,
+                          "remediation": "the server is stopping: connect again once it (or another replica) is up"});
+        return Reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            rpc::SHUTTING_DOWN,
+            "the server is shutting down",
+            Some(data),
+        );
+    }
     let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
     // A version we speak is echoed; any other is answered with our latest (not an error).
     let version = match requested {

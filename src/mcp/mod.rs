@@ -6,13 +6,16 @@ mod admission;
 mod asking;
 mod back_channel;
 mod call;
+mod channel;
 mod codes;
+mod follow;
 mod handshake;
 mod headers;
 mod in_flight;
 mod input_required;
 pub mod jsonrpc;
 mod lists;
+mod replay;
 mod reply;
 mod router;
 pub mod sessions;
@@ -141,6 +144,7 @@ impl McpServer {
     /// The server is stopping: calls still following their work answer with what they have.
     pub fn begin_shutdown(&self) {
         self.shutdown.cancel();
+        self.sessions.close_channels();
     }
 
     /// A cancellation token for one call: fired by its client, or by the server stopping.

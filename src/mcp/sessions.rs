@@ -4,10 +4,12 @@
 //! every request still authenticates.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use toolgate_domain::secrets::random_hex;
+
+use super::replay::Ring;
 
 /// How many sessions may live, and for how long without a request.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +40,8 @@ pub struct Session {
     pub last_seen_ms: i64,
     /// The level `logging/setLevel` asked for; None: no log lines.
     pub log_level: Option<toolgate_domain::LogLevel>,
+    /// Every frame its streams sent, for resumption (closed when the session ends).
+    pub ring: Arc<Ring>,
 }
 
 #[derive(Default)]
@@ -59,7 +63,13 @@ impl Sessions {
         now_ms: i64,
     ) -> Result<String, SessionCap> {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, s| now_ms - s.last_seen_ms < self.limits.idle_ms);
+        map.retain(|_, s| {
+            let live = now_ms - s.last_seen_ms < self.limits.idle_ms;
+            if !live {
+                s.ring.close();
+            }
+            live
+        });
         if map.values().filter(|s| s.principal == principal).count() >= self.limits.max_per_principal {
             return Err(SessionCap::Principal(self.limits.max_per_principal));
         }
@@ -73,6 +83,7 @@ impl Sessions {
             client_capabilities: capabilities,
             last_seen_ms: now_ms,
             log_level: None,
+            ring: Arc::default(),
         };
         map.insert(id.clone(), session);
         Ok(id)
@@ -101,10 +112,21 @@ impl Sessions {
         }
     }
 
+    /// The server is stopping: every session's GET channel ends (`session_terminated`);
+    /// streamed calls end with their results (their handlers are cancelled).
+    pub fn close_channels(&self) {
+        let map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for session in map.values() {
+            session.ring.close_channel();
+        }
+    }
+
     pub fn remove(&self, id: &str, principal: &str) -> bool {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if map.get(id).is_some_and(|s| s.principal == principal) {
-            map.remove(id);
+            if let Some(session) = map.remove(id) {
+                session.ring.close();
+            }
             true
         } else {
             false

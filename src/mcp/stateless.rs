@@ -126,7 +126,7 @@ pub async fn handle(
                     None => return invalid_log_level(StatusCode::BAD_REQUEST, &id, level),
                 },
             };
-            let session = call::InSession { in_flight: None, log_level, session_id: None };
+            let session = call::InSession { in_flight: None, log_level, session_id: None, ring: None };
             call::tools_call(server, caller, headers, &id, params, &era, session).await
         }
         // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.

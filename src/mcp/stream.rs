@@ -18,13 +18,14 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use toolgate_domain::tokens::TokenState;
 use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSink, Progress, ProgressSink};
 
 use super::admission::StreamPermit;
 use super::back_channel::{ASK_TIMEOUT, SessionChannel};
 use super::call::{self, Era};
+use super::follow::{self, CloseReason, CredentialWatch, Following, frame, stream_closed};
 use super::in_flight::InFlightGuard;
+use super::replay::Ring;
 use super::{McpServer, Payload, Reply};
 
 /// The longest progress token echoed back; anything else means "no progress requested".
@@ -57,6 +58,11 @@ pub struct Wants {
     /// The session whose client may be asked questions on this stream (elicitation,
     /// sampling, roots), as its `initialize` declared.
     pub ask_session: Option<String>,
+    /// The session's replay ring: the stream's frames go there, so a dropped connection
+    /// resumes with Last-Event-ID (handshake era, in a session).
+    pub ring: Option<Arc<Ring>>,
+    /// Open the stream with a priming event (an id to resume from; 2025-11-25 on).
+    pub priming: bool,
     /// The stream's place among those held open; freed when the call ends.
     pub permit: StreamPermit,
 }
@@ -75,11 +81,6 @@ fn progress_notification(token: &Value, p: &Progress) -> String {
         params["message"] = json!(message);
     }
     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string()
-}
-
-/// One SSE event of the default `message` type (JSON carries no raw newlines).
-fn event(json: &str) -> Bytes {
-    Bytes::from(format!("data: {json}\n\n"))
 }
 
 /// Fires the call's cancellation token when the stream is dropped before the result went out
@@ -103,41 +104,6 @@ struct Streaming {
     call: Option<JoinHandle<Reply>>,
     detach: Detach,
     watch: CredentialWatch,
-}
-
-/// How often a stream checks that the credential that opened it is still valid: a revoked or
-/// expired one ends the stream within this (the call itself finishes and is audited).
-const CREDENTIAL_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-struct CredentialWatch {
-    server: Arc<McpServer>,
-    token_id: String,
-    every: tokio::time::Interval,
-}
-
-impl CredentialWatch {
-    /// True unless the store says the token is revoked, expired or gone. A store that cannot
-    /// answer does not end the stream on its own: the next check asks again.
-    async fn still_valid(&self) -> bool {
-        let services = self.server.services();
-        match services.credentials().token(&self.token_id).await {
-            Ok(Some(token)) => token.state(services.clock().now_secs()) == TokenState::Active,
-            Ok(None) => false,
-            Err(e) => {
-                tracing::warn!("could not re-check a streaming credential: {e}");
-                true
-            }
-        }
-    }
-}
-
-/// The last frame of a stream the server ends before the call's result, with why.
-fn stream_closed(reason: &str) -> String {
-    json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
-        "reason": reason,
-        "remediation": "authenticate again with a valid token; durable work (an execution) goes on and is fetchable by its id",
-    }})
-    .to_string()
 }
 
 /// Runs the call; answers it as a stream if it reports progress before its result.
@@ -189,11 +155,9 @@ pub async fn tools_call(
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();
-    let watch = CredentialWatch {
-        server: server.clone(),
-        token_id: caller.token_id.clone(),
-        every: tokio::time::interval_at(tokio::time::Instant::now() + CREDENTIAL_CHECK_EVERY, CREDENTIAL_CHECK_EVERY),
-    };
+    let token_id = caller.token_id.clone();
+    let watch = CredentialWatch::new(server.clone(), token_id.clone());
+    let follower_server = server.clone();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
         let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
         drop((in_flight, permit));
@@ -209,16 +173,29 @@ pub async fn tools_call(
             return reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
         }
     };
+    if let Some(ring) = wants.ring {
+        // In a session the frames go through its ring: a dropped connection loses nothing
+        // and does not cancel the call; the client resumes with Last-Event-ID.
+        let mut detach = detach;
+        detach.finished = true;
+        let stream = ring.open_stream();
+        if wants.priming {
+            ring.push(stream, "", false);
+        }
+        follow::pump(ring.clone(), stream, first, frames, call);
+        let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
+        return Reply::stream(follow::follow(follower_server, token_id, ring, following, None));
+    }
     let state = Streaming { first: Some(first), frames, call: Some(call), detach, watch };
     let events: BoxStream<'static, Result<Bytes, Infallible>> =
         Box::pin(futures_util::stream::unfold(state, |mut s| async move {
-            if let Some(frame) = s.first.take() {
-                return Some((Ok(event(&frame)), s));
+            if let Some(first) = s.first.take() {
+                return Some((Ok(frame(None, &first)), s));
             }
             let call = s.call.as_mut()?;
             tokio::select! {
                 biased;
-                Some(frame) = s.frames.recv() => Some((Ok(event(&frame)), s)),
+                Some(next) = s.frames.recv() => Some((Ok(frame(None, &next)), s)),
                 _ = s.watch.every.tick() => {
                     if s.watch.still_valid().await {
                         return Some((Ok(Bytes::from_static(b": the credential is still valid\n\n")), s));
@@ -227,19 +204,19 @@ pub async fn tools_call(
                     s.call = None;
                     s.detach.cancellation.cancel();
                     s.detach.finished = true;
-                    Some((Ok(event(&stream_closed("credential_revoked"))), s))
+                    Some((Ok(frame(None, &stream_closed(CloseReason::CredentialRevoked))), s))
                 }
                 reply = call => {
                     s.call = None;
                     s.detach.finished = true;
                     // Progress reported just before the end goes out before the result.
                     let mut out = String::new();
-                    while let Ok(frame) = s.frames.try_recv() {
-                        out.push_str(&String::from_utf8_lossy(&event(&frame)));
+                    while let Ok(next) = s.frames.try_recv() {
+                        out.push_str(&String::from_utf8_lossy(&frame(None, &next)));
                     }
                     let reply = reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
                     let body = reply.body.map(Payload::into_text).unwrap_or_default();
-                    out.push_str(&String::from_utf8_lossy(&event(&body)));
+                    out.push_str(&String::from_utf8_lossy(&frame(None, &body)));
                     Some((Ok(Bytes::from(out)), s))
                 }
             }

@@ -274,6 +274,17 @@ pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'stat
     h
 }
 
+/// A handshake session (2025-11-25) of `token`'s principal whose client declared
+/// `capabilities`: its Mcp-Session-Id.
+pub fn initialize(s: &Server, token: &str, capabilities: Value) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": capabilities,
+        "clientInfo": {"name": "toolgate-tests", "version": "1"}}});
+    let auth = format!("Bearer {token}");
+    let r = request(s.addr, "POST", &[("Authorization", &auth)], Some(&body.to_string()));
+    r.header("mcp-session-id").unwrap_or_else(|| panic!("no session: {r:?}")).to_string()
+}
+
 /// A tools/call request body (handshake era, id 7).
 pub fn call(name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}})

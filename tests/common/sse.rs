@@ -22,9 +22,10 @@ pub fn events(r: &Response) -> Vec<Value> {
         body.push_str(&after[..size]);
         rest = &after[size + 2..];
     }
-    // Comment-only events (": ...") keep the stream alive and carry nothing.
+    // Comment-only events (": ...") keep the stream alive and carry nothing; a priming event
+    // (an id and empty data) only gives a resume cursor.
     body.split("\n\n")
-        .filter(|e| e.lines().any(|l| l.starts_with("data: ")))
+        .filter(|e| e.lines().any(|l| l.starts_with("data: ") && l.len() > "data: ".len()))
         .map(|e| {
             let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data in {e:?}"));
             serde_json::from_str(data).unwrap()
@@ -55,4 +56,31 @@ pub fn rest_of(mut stream: TcpStream) -> String {
     let mut rest = Vec::new();
     let _ = stream.read_to_end(&mut rest);
     String::from_utf8_lossy(&rest).into_owned()
+}
+
+/// Opens `GET /mcp` on a socket of its own with `headers`; the socket and the answer's head.
+pub fn open_get(s: &Server, headers: &[(&str, &str)]) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(s.addr).unwrap();
+    let head: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    write!(stream, "GET /mcp HTTP/1.1\r\nHost: {}\r\n{head}Connection: close\r\n\r\n", s.addr).unwrap();
+    let text = read_until(&mut stream, "\r\n\r\n");
+    (stream, text)
+}
+
+/// Reads `stream` until what was read contains `needle` (or the server closes it, or 60 s
+/// pass: generous, so a loaded machine is slower, never flaky); everything read.
+pub fn read_until(stream: &mut TcpStream, needle: &str) -> String {
+    stream.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8192];
+    while std::time::Instant::now() < deadline && !String::from_utf8_lossy(&seen).contains(needle) {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
 }

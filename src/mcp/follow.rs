@@ -1,0 +1,262 @@
+//! Streams of a handshake-era session, through its replay ring: a streamed call's frames go
+//! into the ring (a task of their own, so nothing is lost when the connection drops), and a
+//! connection follows the ring — the call's own POST from its start, or a GET resuming after
+//! `Last-Event-ID`, or the session's GET channel. A follower ends after its stream's last
+//! frame, or with `notifications/toolgate/stream_closed` and the reason.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use toolgate_domain::CancellationToken;
+use toolgate_domain::tokens::TokenState;
+
+use super::replay::{CHANNEL, Event, Gap, Ring};
+use super::{McpServer, Payload, Reply, call};
+
+/// How often a stream checks that the credential that opened it is still valid (and sends a
+/// comment that keeps the connection alive): a revoked or expired one ends the stream within
+/// this.
+pub const CREDENTIAL_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a client waits before reconnecting (the priming event's `retry`).
+const RETRY_MS: u64 = 1000;
+
+/// One SSE event of the default `message` type (JSON carries no raw newlines), with its id
+/// when it is in a ring.
+pub fn frame(id: Option<&str>, json: &str) -> Bytes {
+    match id {
+        Some(id) => Bytes::from(format!("id: {id}\ndata: {json}\n\n")),
+        None => Bytes::from(format!("data: {json}\n\n")),
+    }
+}
+
+fn ring_frame(event: &Event) -> Bytes {
+    if event.data.is_empty() {
+        // The priming event: an id to resume from before anything else was sent.
+        return Bytes::from(format!("id: {}\nretry: {RETRY_MS}\ndata: \n\n", event.id));
+    }
+    frame(Some(&event.id.to_string()), &event.data)
+}
+
+/// Why a stream ends before its last frame, and what the client does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    CredentialRevoked,
+    SessionTerminated,
+    Superseded,
+    RecordGone,
+}
+
+impl CloseReason {
+    fn parts(self) -> (&'static str, &'static str) {
+        match self {
+            CloseReason::CredentialRevoked => (
+                "credential_revoked",
+                "authenticate again with a valid token; durable work (an execution) goes on and is fetchable by its id",
+            ),
+            CloseReason::SessionTerminated => (
+                "session_terminated",
+                "the session ended (DELETE, idle expiry or the server stopping): initialize again; executions are fetchable by their id",
+            ),
+            CloseReason::Superseded => {
+                ("superseded", "a newer GET on this session took the channel over; keep reading that one")
+            }
+            CloseReason::RecordGone => (
+                "record_gone",
+                "this stream fell too far behind and its frames left the replay ring; fetch results by execution_id",
+            ),
+        }
+    }
+}
+
+/// The last frame of a stream the server ends before its result, with why.
+pub fn stream_closed(reason: CloseReason) -> String {
+    let (reason, remediation) = reason.parts();
+    json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
+        "reason": reason, "remediation": remediation,
+    }})
+    .to_string()
+}
+
+pub struct CredentialWatch {
+    pub server: Arc<McpServer>,
+    pub token_id: String,
+    pub every: tokio::time::Interval,
+}
+
+impl CredentialWatch {
+    pub fn new(server: Arc<McpServer>, token_id: String) -> Self {
+        let start = tokio::time::Instant::now() + CREDENTIAL_CHECK_EVERY;
+        Self { server, token_id, every: tokio::time::interval_at(start, CREDENTIAL_CHECK_EVERY) }
+    }
+
+    /// True unless the store says the token is revoked, expired or gone. A store that cannot
+    /// answer does not end the stream on its own: the next check asks again.
+    pub async fn still_valid(&self) -> bool {
+        let services = self.server.services();
+        match services.credentials().token(&self.token_id).await {
+            Ok(Some(token)) => token.state(services.clock().now_secs()) == TokenState::Active,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!("could not re-check a streaming credential: {e}");
+                true
+            }
+        }
+    }
+}
+
+/// Moves a streamed call's frames into the ring, then its result as the stream's last frame.
+pub fn pump(
+    ring: Arc<Ring>,
+    stream: u64,
+    first: String,
+    mut frames: mpsc::UnboundedReceiver<String>,
+    mut call: JoinHandle<Reply>,
+) {
+    ring.push(stream, first, false);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                Some(frame) = frames.recv() => { ring.push(stream, frame, false); }
+                reply = &mut call => {
+                    while let Ok(frame) = frames.try_recv() {
+                        ring.push(stream, frame, false);
+                    }
+                    let reply = reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+                    ring.push(stream, reply.body.map(Payload::into_text).unwrap_or_default(), true);
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Which stream a connection follows.
+pub enum Following {
+    /// A call's stream: ends after its last frame. A revoked credential also fires the call's
+    /// cancellation when the connection is the call's own.
+    Call { stream: u64, cancellation: Option<CancellationToken> },
+    /// The GET channel, while this GET owns it.
+    Channel { owner: u64 },
+}
+
+struct Follower {
+    ring: Arc<Ring>,
+    following: Following,
+    cursor: Option<u64>,
+    changes: watch::Receiver<u64>,
+    watch: CredentialWatch,
+    pending: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl Follower {
+    fn stream(&self) -> u64 {
+        match self.following {
+            Following::Call { stream, .. } => stream,
+            Following::Channel { .. } => CHANNEL,
+        }
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        self.pending.push_back(frame(None, &stream_closed(reason)));
+        self.done = true;
+    }
+
+    /// Queues what the ring has for this follower; false when there is nothing new.
+    fn collect(&mut self) -> bool {
+        self.changes.borrow_and_update();
+        match self.ring.after(self.stream(), self.cursor) {
+            Err(Gap) => self.close(CloseReason::RecordGone),
+            Ok(events) if events.is_empty() => {
+                let ended = match self.following {
+                    Following::Call { .. } => self.ring.is_closed(),
+                    Following::Channel { .. } => self.ring.is_channel_closed(),
+                };
+                if ended {
+                    self.close(CloseReason::SessionTerminated);
+                } else if matches!(self.following, Following::Channel { owner } if owner != self.ring.channel_owner()) {
+                    self.close(CloseReason::Superseded);
+                } else {
+                    return false;
+                }
+            }
+            Ok(events) => {
+                for event in events {
+                    self.pending.push_back(ring_frame(&event));
+                    self.cursor = Some(event.id.seq);
+                    if event.last {
+                        self.done = true;
+                        break;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(bytes) = self.pending.pop_front() {
+                return Some(bytes);
+            }
+            if self.done || self.collect() {
+                if self.pending.is_empty() {
+                    return None;
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = self.changes.changed() => {}
+                _ = self.watch.every.tick() => {
+                    if self.watch.still_valid().await {
+                        self.pending.push_back(Bytes::from_static(b": the credential is still valid\n\n"));
+                    } else {
+                        if let Following::Call { cancellation: Some(c), .. } = &self.following {
+                            c.cancel();
+                        }
+                        self.close(CloseReason::CredentialRevoked);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The SSE body of a connection following `following` in `ring` after `cursor`.
+pub fn follow(
+    server: Arc<McpServer>,
+    token_id: String,
+    ring: Arc<Ring>,
+    following: Following,
+    cursor: Option<u64>,
+) -> BoxStream<'static, Result<Bytes, Infallible>> {
+    let follower = Follower {
+        changes: ring.subscribe(),
+        ring,
+        following,
+        cursor,
+        watch: CredentialWatch::new(server, token_id),
+        pending: VecDeque::new(),
+        done: false,
+    };
+    Box::pin(futures_util::stream::unfold(follower, |mut f| async move { f.next().await.map(|b| (Ok(b), f)) }))
+}
+
+/// `events`, keeping `held` (a stream permit) until the connection lets go of them.
+pub fn holding<T: Send + 'static>(
+    events: BoxStream<'static, Result<Bytes, Infallible>>,
+    held: T,
+) -> BoxStream<'static, Result<Bytes, Infallible>> {
+    use futures_util::StreamExt as _;
+    Box::pin(events.map(move |event| {
+        let _ = &held;
+        event
+    }))
+}
