@@ -41,7 +41,7 @@ async fn call(ctx: &ToolContext, tool: &str, args: Value) -> Result<Value, ToolE
     let input: Value = serde_json::from_str(meta.input_schema).unwrap();
     assert!(jsonschema::is_valid(&input, &args), "test arguments for {tool} must be schema-valid: {args}");
     match dispatch(id, ctx, args).await? {
-        ToolOutput::Structured(value) => {
+        ToolOutput::Structured(value) | ToolOutput::Summarized { structured: value, .. } => {
             let output: Value =
                 serde_json::from_str(meta.output_schema.expect("Rust tools declare an outputSchema")).unwrap();
             let errors: Vec<String> =

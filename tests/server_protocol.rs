@@ -255,7 +255,7 @@ fn stateless_era_validation_order() {
     assert_eq!(discover.status, 200);
     let result = discover.json()["result"].clone();
     assert_eq!(result["supportedVersions"], json!([MODERN]));
-    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    assert_eq!(result["capabilities"], json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}));
     assert_eq!(result["resultType"], "complete");
     assert!(
         result.get("serverInfo").is_none()

@@ -42,6 +42,10 @@ pub struct Tool {
     /// Client capabilities a call needs (2026-07-28 `clientCapabilities` shape), e.g. `{sampling: {}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_client_capabilities: Option<Map<String, Value>>,
+    /// 2026-07-28 tasks extension: `optional` (the handler may start a task), `required`
+    /// (only as a task). Default `forbidden`.
+    #[serde(default, skip_serializing_if = "TaskSupport::is_forbidden")]
+    pub task_support: TaskSupport,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,
@@ -162,6 +166,7 @@ pub struct ServerNames {
     pub principal_admin_permission: String,
 }
 
+pub use toolgate_domain::catalogue::TaskSupport;
 pub use toolgate_policy::OperationClass;
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

@@ -116,6 +116,8 @@ async fn start(
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
     let run = step(&args.definition, args.params)?;
     let s = start(ctx, "instruction", vec![run], args.agent_ids, args.scope, args.deadline_seconds).await?;
+    // 2026-07-28 with the tasks extension: the execution is the task the client polls.
+    let as_task = ctx.task().start().await;
     let mut answer = json!({
         "execution_id": s.execution_id,
         "definition": args.definition,
@@ -124,7 +126,7 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
         "deadline_ms": s.deadline_ms,
         "retry_after_ms": RETRY_AFTER_MS,
     });
-    if let Some(followed) = follow(ctx, &s).await? {
+    if let Some(followed) = follow(ctx, &s, as_task).await? {
         let (counts, _, finished) = counts(&followed);
         answer["finished"] = json!(finished);
         answer["counts"] = json!(counts);
@@ -140,12 +142,13 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 const FOLLOW_AT_MOST: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// When the client asked for progress: reports agents responded / agents targeted as they
-/// answer, until the execution finishes, the client goes away or [`FOLLOW_AT_MOST`] passes.
-/// The last state seen; None when nobody listens.
-async fn follow(ctx: &ToolContext, s: &Started) -> Result<Option<ExecutionHeader>, ToolError> {
+/// When the client asked for progress, or polls the call as a task: reports agents
+/// responded / agents targeted as they answer, until the execution finishes, the client goes
+/// away (or cancels the task) or [`FOLLOW_AT_MOST`] passes. The last state seen; None when
+/// nobody waits.
+async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<ExecutionHeader>, ToolError> {
     let progress = ctx.progress();
-    if !progress.is_active() {
+    if !progress.is_active() && !as_task {
         return Ok(None);
     }
     let total = s.targeted as f64;

@@ -205,3 +205,64 @@ pub async fn test_input_required_result_capabilities(
     let answer = client.ask("capital_question", ClientMethod::Sampling, sampling_request("Capital of France?")).await?;
     message(format!("sampled: {}", sampled_text(&answer)))
 }
+
+/// tasks-*: a tool that never becomes a task.
+pub async fn greet(_ctx: &ToolContext, args: args::Greet) -> ToolResult {
+    let text = format!("Hello, {}!", args.name);
+    Ok(ToolOutput::Summarized { structured: json!({"message": text}), text })
+}
+
+/// tasks-*: sleeps `seconds` (as a task unless 0), or until the task is cancelled.
+pub async fn slow_compute(ctx: &ToolContext, args: args::SlowCompute) -> ToolResult {
+    if args.seconds > 0 {
+        ctx.task().start().await;
+    }
+    let label = args.label.unwrap_or_else(|| "work".into());
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_secs(args.seconds.max(0) as u64)) => {}
+        _ = ctx.cancellation().cancelled() => return message(format!("{label}: cancelled")),
+    }
+    message(format!("{label}: computed in {} s", args.seconds))
+}
+
+/// tasks-*: a task whose tool reports an error after about a second.
+pub async fn failing_job(ctx: &ToolContext, _args: args::FailingJob) -> ToolResult {
+    ctx.task().start().await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    Ok(ToolOutput::Static(r#"{"content":[{"type":"text","text":"the job failed, as this fixture always does"}],"isError":true}"#))
+}
+
+/// tasks-lifecycle: a task that ends in a protocol error (the internal error a store fault gives).
+pub async fn protocol_error_job(ctx: &ToolContext, _args: args::ProtocolErrorJob) -> ToolResult {
+    ctx.task().start().await;
+    Err(toolgate_domain::StoreError::Unavailable("this fixture always fails inside the server".into()).into())
+}
+
+/// tasks-mrtr-input: a task that asks its user to confirm, then ends.
+pub async fn confirm_delete(ctx: &ToolContext, args: args::ConfirmDelete) -> ToolResult {
+    ctx.task().start().await;
+    let form = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
+    let answer = ctx.client().elicit("confirm", &format!("Delete {}?", args.filename), form).await?;
+    message(format!("{}: {}", args.filename, elicited_summary(&answer)))
+}
+
+/// tasks-mrtr-input: a task that asks two questions at once.
+pub async fn multi_input(ctx: &ToolContext, _args: args::MultiInput) -> ToolResult {
+    ctx.task().start().await;
+    let client = ctx.client();
+    let (first, second) = tokio::join!(
+        client.elicit("first", "Your name?", name_form()),
+        client.elicit("second", "Your name again?", name_form())
+    );
+    message(format!("{}; {}", elicited_summary(&first?), elicited_summary(&second?)))
+}
+
+/// tasks-mrtr-composition: asks the user's name in an ordinary round, then becomes a task.
+pub async fn test_tool_with_task(ctx: &ToolContext, _args: args::TestToolWithTask) -> ToolResult {
+    let answer = ctx.client().elicit("user_name", "What is your name?", name_form()).await?;
+    let name = answer.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str).unwrap_or("stranger");
+    let name = name.to_string();
+    ctx.task().start().await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    message(format!("Hello, {name}, from a task"))
+}

@@ -27,6 +27,7 @@ pub struct Retry {
 }
 
 /// One stateless round: what its state is bound to, and its answers.
+#[derive(Clone)]
 pub struct Round {
     binding: Binding,
     pub channel: Arc<RoundChannel>,

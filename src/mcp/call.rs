@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::catalogue::{TaskSupport, ToolMeta};
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated};
 use toolgate_domain::{
@@ -19,6 +20,7 @@ use toolgate_policy::OperationClass;
 use super::asking;
 use super::in_flight::InFlightGuard;
 use super::jsonrpc::{self as rpc};
+use super::task_call::TaskMode;
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code, headers, stream};
 use crate::registry::{ToolId, dispatch};
 
@@ -200,7 +202,7 @@ pub fn task_failed(why: &str) -> Reply {
 
 /// The call, its audit row and its answer, with its listeners.
 pub async fn answer(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     id: &Value,
@@ -245,7 +247,7 @@ pub async fn answer(
 }
 
 async fn call(
-    server: &McpServer,
+    server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,
     request: &Request<'_>,
@@ -284,6 +286,13 @@ async fn call(
     if let Some(outcome) = asking::missing_capabilities(server, request, meta) {
         return outcome;
     }
+    let tasks_negotiated = super::tasks::negotiated(request.era.client_capabilities.as_ref());
+    if request.era.stateless && meta.task_support == TaskSupport::Required && !tasks_negotiated {
+        let message = format!("{} runs only as a task: declare the {} extension", meta.name, super::tasks::EXTENSION);
+        let data = json!({"requiredCapabilities": super::tasks::required_capabilities(),
+                          "correlation_id": request.correlation_id});
+        return request.error(rpc::MISSING_CLIENT_CAPABILITY, message, Some(data));
+    }
     // 2026-07-28: this round's answers, checked against the state the last round issued.
     let round = match request.era.stateless {
         true => match retry.round(server, caller, request, meta.name, &arguments) {
@@ -300,17 +309,30 @@ async fn call(
         .approval
         .map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default()))
         .unwrap_or_default();
-    let ctx = ToolContext::builder(server.services.clone())
+    // A task-supporting tool, for a client that negotiated tasks: its handler may start one.
+    let task_mode = match &round {
+        Some(round) if meta.task_support != TaskSupport::Forbidden && tasks_negotiated => {
+            Some(TaskMode::new(round, &request.listeners.cancellation))
+        }
+        _ => None,
+    };
+    let builder = ToolContext::builder(server.services.clone())
         .caller(caller.clone())
         .correlation_id(request.correlation_id.clone())
         .progress(request.listeners.progress.clone())
-        .log(request.listeners.log.clone())
-        .client(match &round {
-            Some(round) => ClientRequests::new(round.channel.clone()),
-            None => request.listeners.client.clone(),
-        })
-        .cancellation(request.listeners.cancellation.clone())
-        .build();
+        .log(request.listeners.log.clone());
+    let ctx = match (&task_mode, &round) {
+        (Some(mode), _) => {
+            builder.client(mode.client()).task(mode.starter.clone()).cancellation(mode.cancellation.clone())
+        }
+        (None, Some(round)) => builder
+            .client(ClientRequests::new(round.channel.clone()))
+            .cancellation(request.listeners.cancellation.clone()),
+        (None, None) => {
+            builder.client(request.listeners.client.clone()).cancellation(request.listeners.cancellation.clone())
+        }
+    }
+    .build();
     if passed.confirm
         && let Some(outcome) = asking::confirm(server, request, &ctx, meta, &passed.arguments, round.as_ref()).await
     {
@@ -320,13 +342,17 @@ async fn call(
         true => format!("{approved}confirmed by the client's user; "),
         false => approved,
     };
+    if let (Some(mode), Some(round)) = (task_mode, round.clone()) {
+        return super::task_call::drive(server, request, caller, tool, ctx, passed.arguments, approved, round, mode)
+            .await;
+    }
     match run_handler(server, request, tool, &ctx, passed.arguments, approved).await {
         Ok(outcome) => outcome,
         Err(asked) => asking::unanswered(server, request, round.as_ref(), asked),
     }
 }
 
-async fn run_handler(
+pub(super) async fn run_handler(
     server: &McpServer,
     request: &Request<'_>,
     tool: ToolId,
@@ -336,23 +362,26 @@ async fn run_handler(
 ) -> Result<Outcome, AskError> {
     let meta = tool.meta();
     Ok(match dispatch(tool, ctx, arguments).await {
-        Ok(ToolOutput::Structured(value)) => {
-            if cfg!(debug_assertions)
-                && let Some(message) = server.gate.schemas().output_problem(meta, &value)
-            {
-                let data = json!({"correlation_id": request.correlation_id});
-                return Ok(Outcome {
-                    detail: message.clone(),
-                    reply: Reply::error(StatusCode::OK, request.id, rpc::INTERNAL_ERROR, &message, Some(data)),
-                    result: AuditOutcome::Failure,
-                });
-            }
-            Outcome {
+        Ok(ToolOutput::Structured(value)) => match output_breaks_schema(server, request, meta, &value) {
+            Some(broken) => broken,
+            None => Outcome {
                 reply: request.era.structured_success(request.id, server, &value),
                 result: AuditOutcome::Success,
                 detail: format!("{approved}ran"),
-            }
-        }
+            },
+        },
+        Ok(ToolOutput::Summarized { structured, text }) => match output_breaks_schema(server, request, meta, &structured) {
+            Some(broken) => broken,
+            None => Outcome {
+                reply: request.era.success(
+                    request.id,
+                    server,
+                    json!({"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": false}),
+                ),
+                result: AuditOutcome::Success,
+                detail: format!("{approved}ran"),
+            },
+        },
         Ok(ToolOutput::Static(raw)) => {
             let result: Value = serde_json::from_str(raw).expect("generated JSON");
             let failed = result["isError"] == true;
@@ -392,5 +421,20 @@ async fn run_handler(
             ),
             result: AuditOutcome::Failure,
         },
+    })
+}
+
+/// Debug builds check every structured result against the tool's outputSchema: a handler
+/// that breaks its own contract is an internal error there, never a silent surprise.
+fn output_breaks_schema(server: &McpServer, request: &Request<'_>, meta: &ToolMeta, value: &Value) -> Option<Outcome> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let message = server.gate.schemas().output_problem(meta, value)?;
+    let data = json!({"correlation_id": request.correlation_id});
+    Some(Outcome {
+        detail: message.clone(),
+        reply: Reply::error(StatusCode::OK, request.id, rpc::INTERNAL_ERROR, &message, Some(data)),
+        result: AuditOutcome::Failure,
     })
 }

@@ -109,7 +109,9 @@ pub async fn handle(
             call::tools_call(server, caller, headers, &id, params, &era, in_session).await
         }
         Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
-        Some(Method::ServerDiscover) | None => method_not_found(StatusCode::OK, &id, &method),
+        Some(Method::ServerDiscover | Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) | None => {
+            method_not_found(StatusCode::OK, &id, &method)
+        }
     }
 }
 

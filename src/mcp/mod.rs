@@ -21,6 +21,8 @@ mod router;
 pub mod sessions;
 mod stateless;
 mod stream;
+mod task_call;
+mod tasks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,6 +100,8 @@ pub struct McpServer {
     outstanding: Arc<back_channel::Outstanding>,
     /// 2026-07-28: signs and checks the `requestState` of `input_required` rounds.
     request_states: input_required::RequestStates,
+    /// 2026-07-28 tasks (the tasks extension), by id.
+    tasks: Arc<tasks::Tasks>,
     lists: Vec<ListResults>,
     server_info: Value,
     options: Options,
@@ -122,6 +126,7 @@ impl McpServer {
             outstanding: Arc::default(),
             // A key of this run's own unless the operator's is set (`with_request_state_key`).
             request_states: input_required::RequestStates::new(toolgate_domain::secrets::random_bytes::<32>().to_vec()),
+            tasks: Arc::default(),
             lists,
             server_info,
             options,

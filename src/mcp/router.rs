@@ -22,6 +22,10 @@ pub enum Method {
     ToolsCall,
     /// Handshake era only (2026-07-28 asks for a level in each request's `_meta`).
     LoggingSetLevel,
+    /// 2026-07-28's tasks extension only.
+    TasksGet,
+    TasksUpdate,
+    TasksCancel,
 }
 
 impl Method {
@@ -32,6 +36,9 @@ impl Method {
             "tools/list" => Method::ToolsList,
             "tools/call" => Method::ToolsCall,
             "logging/setLevel" => Method::LoggingSetLevel,
+            "tasks/get" => Method::TasksGet,
+            "tasks/update" => Method::TasksUpdate,
+            "tasks/cancel" => Method::TasksCancel,
             _ => return None,
         })
     }

@@ -52,6 +52,7 @@ fn check_headers(
     let named = match method {
         "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")).and_then(Value::as_str),
         "resources/read" => params.and_then(|p| p.get("uri")).and_then(Value::as_str),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => params.and_then(|p| p.get("taskId")).and_then(Value::as_str),
         _ => None,
     };
     if let Some(name) = named {
@@ -107,7 +108,7 @@ pub async fn handle(
             let result = json!({
                 "resultType": "complete",
                 "supportedVersions": STATELESS_VERSIONS,
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, "extensions": {super::tasks::EXTENSION: {}}},
                 "instructions": INSTRUCTIONS,
                 "ttlMs": LIST_TTL_MS,
                 "cacheScope": "public",
@@ -128,6 +129,9 @@ pub async fn handle(
             };
             let session = call::InSession { in_flight: None, log_level, session_id: None, ring: None };
             call::tools_call(server, caller, headers, &id, params, &era, session).await
+        }
+        Some(method @ (Method::TasksGet | Method::TasksUpdate | Method::TasksCancel)) => {
+            super::tasks::answer(server, caller, &id, method, params.as_ref(), Some(capabilities))
         }
         // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.
         Some(Method::Ping | Method::LoggingSetLevel) | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),

@@ -61,6 +61,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             None => quote!(None),
         };
         let gated = plan.approval_gated;
+        let task_support = ident(tool.task_support.variant());
         let sensitive = &plan.sensitive;
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
@@ -84,6 +85,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 input_schema: #input_schema,
                 output_schema: #output_schema,
                 required_client_capabilities: #capabilities,
+                task_support: TaskSupport::#task_support,
                 example_arguments: #example,
                 static_result: #static_result,
                 approval_gated: #gated,
@@ -145,7 +147,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
 
     quote! {
         #[allow(unused_imports)]
-        use #catalogue_types::{Annotations, Catalogue, HintOverride, ToolMeta};
+        use #catalogue_types::{Annotations, Catalogue, HintOverride, TaskSupport, ToolMeta};
         #[allow(unused_imports)]
         use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 

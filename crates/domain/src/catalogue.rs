@@ -12,6 +12,34 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+/// Whether a tool runs as a task of the 2026-07-28 tasks extension
+/// (`io.modelcontextprotocol/tasks`): never (the default), when its handler starts one, or
+/// only so (a client without the extension gets -32021).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    #[default]
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl TaskSupport {
+    pub fn is_forbidden(&self) -> bool {
+        *self == TaskSupport::Forbidden
+    }
+
+    /// The variant's name, as generated code spells it.
+    pub fn variant(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "Forbidden",
+            TaskSupport::Optional => "Optional",
+            TaskSupport::Required => "Required",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintOverride {
     pub hint: &'static str,
@@ -37,6 +65,8 @@ pub struct ToolMeta {
     pub output_schema: Option<&'static str>,
     /// Client capabilities a call needs, as a `ClientCapabilities` JSON object.
     pub required_client_capabilities: Option<&'static str>,
+    /// Whether it runs as a task (2026-07-28 tasks extension).
+    pub task_support: TaskSupport,
     /// A minimal valid `arguments` object, made at build time.
     pub example_arguments: Option<&'static str>,
     /// The CallToolResult of a `builtin::static` tool.

@@ -162,6 +162,36 @@ impl Elicited {
     }
 }
 
+type Start = dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync;
+
+/// How a task-supporting tool's handler becomes a task (2026-07-28 tasks extension): once
+/// `start()` returns true, the call has been answered with a task the client polls
+/// (`tasks/get`), and the handler runs on; a question asked after that parks the task
+/// (`input_required`) until the client answers with `tasks/update`, while one asked before is
+/// an ordinary `input_required` round. `false`: the call is not a task (the client did not
+/// negotiate the extension, or another era), and the handler simply answers it.
+#[derive(Clone, Default)]
+pub struct TaskStarter(Option<Arc<Start>>);
+
+impl std::fmt::Debug for TaskStarter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "TaskStarter(available)" } else { "TaskStarter(none)" })
+    }
+}
+
+impl TaskStarter {
+    pub fn new(start: impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(start)))
+    }
+
+    pub async fn start(&self) -> bool {
+        match &self.0 {
+            Some(start) => start().await,
+            None => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

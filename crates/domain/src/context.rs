@@ -72,6 +72,7 @@ pub struct ToolContext<S> {
     progress: ProgressSink,
     log: crate::LogSink,
     client: crate::ClientRequests,
+    task: crate::TaskStarter,
     cancellation: CancellationToken,
 }
 
@@ -84,6 +85,7 @@ impl<S> Clone for ToolContext<S> {
             progress: self.progress.clone(),
             log: self.log.clone(),
             client: self.client.clone(),
+            task: self.task.clone(),
             cancellation: self.cancellation.clone(),
         }
     }
@@ -113,6 +115,7 @@ impl<S> ToolContext<S> {
             progress: ProgressSink::none(),
             log: crate::LogSink::none(),
             client: crate::ClientRequests::default(),
+            task: crate::TaskStarter::default(),
             cancellation: CancellationToken::new(),
         }
     }
@@ -147,6 +150,11 @@ impl<S> ToolContext<S> {
         &self.client
     }
 
+    /// How a task-supporting tool's handler becomes a task (see [`crate::TaskStarter`]).
+    pub fn task(&self) -> &crate::TaskStarter {
+        &self.task
+    }
+
     /// Fires when the client cancels the request or goes away.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
@@ -162,6 +170,7 @@ pub struct ToolContextBuilder<S> {
     progress: ProgressSink,
     log: crate::LogSink,
     client: crate::ClientRequests,
+    task: crate::TaskStarter,
     cancellation: CancellationToken,
 }
 
@@ -208,6 +217,11 @@ impl<S> ToolContextBuilder<S> {
         self
     }
 
+    pub fn task(mut self, task: crate::TaskStarter) -> Self {
+        self.task = task;
+        self
+    }
+
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = token;
         self
@@ -221,6 +235,7 @@ impl<S> ToolContextBuilder<S> {
             progress: self.progress,
             log: self.log,
             client: self.client,
+            task: self.task,
             cancellation: self.cancellation,
         }
     }

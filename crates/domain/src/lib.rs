@@ -25,7 +25,7 @@ pub mod tokens;
 pub mod tool;
 
 pub use caller::{Caller, Principal};
-pub use client::{AskError, ClientMethod, ClientRequests, ElicitAction, Elicited};
+pub use client::{AskError, ClientMethod, ClientRequests, ElicitAction, Elicited, TaskStarter};
 pub use clock::Clock;
 pub use context::{CancellationToken, Progress, ProgressSink, ToolContext, ToolContextBuilder};
 pub use denial::Denial;

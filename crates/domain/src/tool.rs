@@ -10,6 +10,9 @@ use crate::StoreError;
 pub enum ToolOutput {
     /// Becomes `structuredContent` and a text block holding the same JSON.
     Structured(Value),
+    /// `structuredContent`, with a text block of its own for readers who want a sentence
+    /// (the spec's SHOULD of a serialized copy, traded for a readable one).
+    Summarized { structured: Value, text: String },
     /// A complete CallToolResult written in tools.yaml (`builtin::static`).
     Static(&'static str),
 }

@@ -2,7 +2,9 @@
 // change the YAML (or the generator) and rebuild.
 
 #[allow(unused_imports)]
-use ::toolgate_domain::catalogue::{Annotations, Catalogue, HintOverride, ToolMeta};
+use ::toolgate_domain::catalogue::{
+    Annotations, Catalogue, HintOverride, TaskSupport, ToolMeta,
+};
 #[allow(unused_imports)]
 use ::toolgate_policy::{
     Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules,
@@ -58,6 +60,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
             "{\"properties\":{\"id\":{\"type\":\"string\"}},\"required\":[\"id\"],\"type\":\"object\"}",
         ),
         required_client_capabilities: None,
+        task_support: TaskSupport::Forbidden,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: false,
@@ -83,6 +86,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         input_schema: "{\"properties\":{\"approval_id\":{\"description\":\"Set when calling again after a human approved the request: the approval_id the first call returned.\",\"maxLength\":128,\"minLength\":1,\"type\":\"string\"},\"id\":{\"type\":\"string\"}},\"required\":[\"id\"],\"type\":\"object\"}",
         output_schema: Some("{\"type\":\"object\"}"),
         required_client_capabilities: None,
+        task_support: TaskSupport::Forbidden,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: true,
@@ -108,6 +112,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         input_schema: "{\"type\":\"object\"}",
         output_schema: None,
         required_client_capabilities: None,
+        task_support: TaskSupport::Forbidden,
         example_arguments: Some("{}"),
         static_result: Some(
             "{\"content\":[{\"type\":\"text\",\"text\":\"a fixture\"}],\"isError\":false}",
