@@ -74,6 +74,20 @@ check "typescript SDK: connect, list, execute_instruction with onprogress" ts_cl
 expect '"progressNotifications":[1-9]' "typescript SDK counted the streamed progress notifications"
 expect '"isError":false' "typescript SDK call succeeded"
 
+check "python SDK, legacy mode: execute_instruction with log lines at info" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call execute_instruction --args "$EXEC_ARGS" --log-level info
+expect '^log messages: [1-9]' "python SDK (2025-11-25, logging/setLevel) received the call's log lines on its stream"
+check "python SDK, auto mode: execute_instruction with log lines at info" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --log-level info
+expect '^log messages: [1-9]' "python SDK (2026-07-28, _meta logLevel) received the call's log lines on its stream"
+# policy.yaml confirm (supervised: PluginConfig:Write): the SDK's elicitation callback says yes.
+SUPERVISED="$("$WORK/toolgate" token create --principal admin --tier supervised --expires-in 1d --data-dir "$WORK/shipped-data" | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1)"
+CONFIRM_ARGS='{"plugin":"sync","key":"interval","value":"30"}'
+check "python SDK, legacy mode: a confirm-kind call, confirmed through elicitation on its stream" "$PY" scripts/clients/py_client.py "$URL" "$SUPERVISED" --mode legacy --call set_plugin_config --args "$CONFIRM_ARGS" --elicit accept
+expect '^elicitations: 1' "python SDK (2025-11-25) was asked once"
+expect '^isError: False' "python SDK (2025-11-25) confirm-kind call ran"
+check "python SDK, auto mode: a confirm-kind call, confirmed through input_required" "$PY" scripts/clients/py_client.py "$URL" "$SUPERVISED" --call set_plugin_config --args "$CONFIRM_ARGS" --elicit accept
+expect '^elicitations: 1' "python SDK (2026-07-28) was asked once, in an input_required round"
+expect '^isError: False' "python SDK (2026-07-28) confirm-kind call ran"
+
 check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"
 
 start conformance "$WORK/toolgate-conformance"
