@@ -29,6 +29,7 @@ struct App {
     reviewer: String,
     /// An agent enrolled through the hub (tags act only on known agents).
     agent: String,
+    state: Arc<AppState>,
 }
 
 /// Written where a call names the agent; [`App::call`] puts the enrolled agent's id there
@@ -73,7 +74,8 @@ async fn app() -> App {
         agent_listen: None,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
-    App { router: router(Arc::new(AppState::new(config, mcp))), store, operator, reviewer, agent }
+    let state = Arc::new(AppState::new(config, mcp));
+    App { router: router(state.clone()), store, operator, reviewer, agent, state }
 }
 
 struct Answer {
@@ -127,6 +129,22 @@ fn assert_store_unavailable(answer: &Answer, what: &str) {
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{what}: {:?}", answer.body);
     assert_eq!(answer.body["error"], "store_unavailable", "{what}");
     assert_eq!(answer.retry_after.as_deref(), Some("5"), "{what}");
+}
+
+#[tokio::test]
+async fn a_stopping_server_refuses_new_sessions_with_503_and_32015() {
+    let app = app().await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let before = app.send("POST", "/mcp", &app.operator, Some(initialize.clone())).await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.body);
+    app.state.mcp.begin_shutdown();
+    let during = app.send("POST", "/mcp", &app.operator, Some(initialize)).await;
+    assert_eq!(during.status, StatusCode::SERVICE_UNAVAILABLE, "{}", during.body);
+    assert_eq!(during.body["error"]["code"], -32015);
+    assert!(during.body["error"]["data"]["remediation"].as_str().unwrap().contains("stopping"));
+    let call = app.call("get_tags", json!({"agent_id": AGENT})).await;
+    assert_eq!(call.body["result"]["isError"], false, "calls already underway are still answered: {}", call.body);
 }
 
 #[tokio::test]

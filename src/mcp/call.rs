@@ -194,10 +194,12 @@ pub struct Listeners {
     pub cancellation: CancellationToken,
 }
 
-/// A call whose task failed (a panic in a handler): an internal error, never a hang.
-pub fn task_failed(why: &str) -> Reply {
+/// A call whose task failed (a panic in a handler): an internal error answering request
+/// `id`, never a hang.
+pub fn task_failed(id: &Value, why: &str) -> Reply {
     tracing::error!("a tools/call task failed: {why}");
-    Reply::error(StatusCode::OK, &Value::Null, rpc::INTERNAL_ERROR, "the call failed inside the server", None)
+    let data = json!({"retry_after_ms": null, "remediation": "a fault inside the server; the log has it. Durable work (an execution) may have started: look it up before calling again"});
+    Reply::error(StatusCode::OK, id, rpc::INTERNAL_ERROR, "the call failed inside the server", Some(data))
 }
 
 /// The call, its audit row and its answer, with its listeners.

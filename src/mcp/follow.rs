@@ -117,6 +117,7 @@ pub fn pump(
     first: String,
     mut frames: mpsc::UnboundedReceiver<String>,
     mut call: JoinHandle<Reply>,
+    request_id: serde_json::Value,
 ) {
     ring.push(stream, first, false);
     tokio::spawn(async move {
@@ -128,7 +129,7 @@ pub fn pump(
                     while let Ok(frame) = frames.try_recv() {
                         ring.push(stream, frame, false);
                     }
-                    let reply = reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+                    let reply = reply.unwrap_or_else(|e| call::task_failed(&request_id, &e.to_string()));
                     ring.push(stream, reply.body.map(Payload::into_text).unwrap_or_default(), true);
                     return;
                 }

@@ -99,6 +99,8 @@ impl Drop for Detach {
 }
 
 struct Streaming {
+    /// The request's id (an internal error still answers it).
+    id: Value,
     first: Option<String>,
     frames: mpsc::UnboundedReceiver<String>,
     call: Option<JoinHandle<Reply>>,
@@ -158,6 +160,7 @@ pub async fn tools_call(
     let token_id = caller.token_id.clone();
     let watch = CredentialWatch::new(server.clone(), token_id.clone());
     let follower_server = server.clone();
+    let request_id = id.clone();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
         let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
         drop((in_flight, permit));
@@ -170,7 +173,7 @@ pub async fn tools_call(
             // Nothing reported before the result: the plain answer.
             let mut detach = detach;
             detach.finished = true;
-            return reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+            return reply.unwrap_or_else(|e| call::task_failed(&request_id, &e.to_string()));
         }
     };
     if let Some(ring) = wants.ring {
@@ -182,11 +185,11 @@ pub async fn tools_call(
         if wants.priming {
             ring.push(stream, "", false);
         }
-        follow::pump(ring.clone(), stream, first, frames, call);
+        follow::pump(ring.clone(), stream, first, frames, call, request_id);
         let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
         return Reply::stream(follow::follow(follower_server, token_id, ring, following, None));
     }
-    let state = Streaming { first: Some(first), frames, call: Some(call), detach, watch };
+    let state = Streaming { id: request_id, first: Some(first), frames, call: Some(call), detach, watch };
     let events: BoxStream<'static, Result<Bytes, Infallible>> =
         Box::pin(futures_util::stream::unfold(state, |mut s| async move {
             if let Some(first) = s.first.take() {
@@ -214,7 +217,7 @@ pub async fn tools_call(
                     while let Ok(next) = s.frames.try_recv() {
                         out.push_str(&String::from_utf8_lossy(&frame(None, &next)));
                     }
-                    let reply = reply.unwrap_or_else(|e| call::task_failed(&e.to_string()));
+                    let reply = reply.unwrap_or_else(|e| call::task_failed(&s.id, &e.to_string()));
                     let body = reply.body.map(Payload::into_text).unwrap_or_default();
                     out.push_str(&String::from_utf8_lossy(&frame(None, &body)));
                     Some((Ok(Bytes::from(out)), s))
