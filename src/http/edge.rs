@@ -15,7 +15,7 @@ fn is_loopback_host(host: &str) -> bool {
     } else {
         host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|c| c.is_ascii_digit()) { h } else { host })
     };
-    matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "::1")
+    ["localhost", "127.0.0.1", "::1"].iter().any(|l| name.eq_ignore_ascii_case(l))
 }
 
 fn origin_allowed(state: &AppState, origin: &str) -> bool {
@@ -28,12 +28,14 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
     }
 }
 
-/// Gives the exchange its correlation id and every response the `X-Correlation-Id` header
-/// (middleware): refusals, lists, calls and streams alike.
-pub async fn correlation(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+/// The one middleware of the guarded routes: gives the exchange its correlation id (and every
+/// response, refusals, lists, calls and streams alike, the `X-Correlation-Id` header), then
+/// refuses a foreign Host or Origin.
+pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let id = state.mcp.new_correlation_id();
-    let mut response = crate::mcp::with_correlation_id(id.clone(), next.run(request)).await;
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    let header = HeaderValue::from_str(&id).ok();
+    let mut response = crate::mcp::with_correlation_id(id, host_and_origin(state, request, next)).await;
+    if let Some(value) = header {
         response.headers_mut().insert(CORRELATION_HEADER, value);
     }
     response
@@ -42,8 +44,8 @@ pub async fn correlation(State(state): State<Arc<AppState>>, request: Request, n
 /// The response header that names the exchange (as the audit log and A4 data do).
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
 
-/// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused (middleware).
-pub async fn host_and_origin(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+/// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused.
+async fn host_and_origin(state: Arc<AppState>, request: Request, next: Next) -> Response {
     match check_host_and_origin(&state, request.headers()) {
         Ok(()) => next.run(request).await,
         // The MCP endpoint answers a foreign Origin in JSON-RPC: -32008 with the A4 data.

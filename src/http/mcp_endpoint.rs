@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -15,41 +14,26 @@ use super::edge::check_body_headers;
 use super::{ApiError, AppState, json_response};
 use crate::mcp::{Payload, Reply, jsonrpc};
 
-/// `--mcp-disable` answers everything with -32005; anything but POST, GET and DELETE is 405.
-pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+/// One handler for the MCP endpoint, in this order: `--mcp-disable` answers everything with
+/// -32005 and anything but GET, POST and DELETE is 405 (both before authentication), then the
+/// caller is authenticated, then the method is served. One handler rather than a middleware
+/// layer per step: each layer boxes a future per request on the hottest path.
+pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
     if state.config.mcp_disable {
-        let body = jsonrpc::error(
-            &serde_json::Value::Null,
-            jsonrpc::DISABLED,
-            "MCP is disabled on this server",
-            Some(json!({
-                "retry_after_ms": null,
-                "remediation": "the operator started toolgate with --mcp-disable; ask them to re-enable MCP",
-            })),
-        );
-        let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
-        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
+        return Ok(disabled());
     }
-    if ![Method::POST, Method::DELETE, Method::GET].contains(request.method()) {
-        return ApiError::new(
+    let method = request.method().clone();
+    if ![Method::POST, Method::DELETE, Method::GET].contains(&method) {
+        return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             "POST a JSON-RPC message; GET opens a session's stream; DELETE ends a session",
         )
-        .with_header(header::ALLOW, "GET, POST, DELETE")
-        .into_response();
+        .with_header(header::ALLOW, "GET, POST, DELETE"));
     }
-    next.run(request).await
-}
-
-pub async fn mcp(
-    State(state): State<Arc<AppState>>,
-    method: Method,
-    headers: HeaderMap,
-    McpCaller(caller): McpCaller,
-    body: Body,
-) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let McpCaller(caller) = McpCaller::from_request_parts(&mut parts, &state).await?;
+    let headers = parts.headers;
     if method == Method::DELETE {
         return Ok(render(state.mcp.end_session(&caller, &headers)));
     }
@@ -59,6 +43,21 @@ pub async fn mcp(
     check_body_headers(&headers)?;
     let bytes = super::read_body(&state, body).await?;
     Ok(render(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes).await))
+}
+
+fn disabled() -> Response {
+    let body = jsonrpc::error(
+        &serde_json::Value::Null,
+        jsonrpc::DISABLED,
+        "MCP is disabled on this server",
+        Some(json!({
+            "retry_after_ms": null,
+            "remediation": "the operator started toolgate with --mcp-disable; ask them to re-enable MCP",
+        })),
+    );
+    let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, body);
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 fn render(reply: Reply) -> Response {

@@ -92,10 +92,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/", any(mcp_endpoint::mcp))
         .route("/mcp/v1", any(mcp_endpoint::mcp))
         .route("/mcp/v1/", any(mcp_endpoint::mcp))
-        .route_layer(from_fn_with_state(state.clone(), mcp_endpoint::edge))
         .merge(api::routes())
-        .route_layer(from_fn_with_state(state.clone(), edge::host_and_origin))
-        .route_layer(from_fn_with_state(state.clone(), edge::correlation));
+        .route_layer(from_fn_with_state(state.clone(), edge::edge));
     Router::new()
         // Agents connect from other machines by the server's name: no Host/Origin check here;
         // they authenticate in their first frame.

@@ -68,6 +68,10 @@ pub fn definition_of(tool: &str) -> String {
 
 /// Compact JSON with sorted keys (serde_json's map is ordered), without `approval_id`.
 pub fn canonical_arguments(arguments: &Value) -> String {
+    // Every call's audit row is written with this: copy the arguments only to drop the id.
+    if arguments.get(toolgate_policy::APPROVAL_ID).is_none() {
+        return serde_json::to_string(arguments).expect("JSON values serialize");
+    }
     let mut a = arguments.clone();
     if let Some(obj) = a.as_object_mut() {
         obj.remove(toolgate_policy::APPROVAL_ID);

@@ -92,7 +92,7 @@ impl Schemas {
             .iter_errors(arguments)
             .map(|e| ArgumentProblem { pointer: e.instance_path().as_str().to_string(), message: e.to_string() })
             .collect();
-        non_integers(self.input_schema(tool), arguments, String::new(), &mut problems);
+        non_integers(self.input_schema(tool), arguments, &mut String::new(), &mut problems);
         if problems.is_empty() {
             return Ok(());
         }
@@ -127,29 +127,66 @@ impl Schemas {
     }
 }
 
-/// JSON Schema counts 1.0 as an integer; toolgate does not (no silent truncation).
-fn non_integers(schema: &Value, value: &Value, pointer: String, out: &mut Vec<ArgumentProblem>) {
+/// JSON Schema counts 1.0 as an integer; toolgate does not (no silent truncation). Every
+/// call's arguments pass here: the JSON pointer is one buffer, grown and cut back as the walk
+/// goes, so nothing is allocated unless a problem is found.
+fn non_integers(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<ArgumentProblem>) {
     if schema.get("type").and_then(Value::as_str) == Some("integer") && value.as_number().is_some_and(|n| n.is_f64()) {
         out.push(ArgumentProblem {
             pointer: pointer.clone(),
             message: format!("{value} is not an integer (write it without a fraction or exponent)"),
         });
     }
+    let depth = pointer.len();
     match value {
         Value::Object(obj) => {
+            let Some(properties) = schema.get("properties") else { return };
             for (k, v) in obj {
-                if let Some(s) = schema.get("properties").and_then(|p| p.get(k)) {
-                    non_integers(s, v, format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                if let Some(s) = properties.get(k) {
+                    pointer.push('/');
+                    for c in k.chars() {
+                        match c {
+                            '~' => pointer.push_str("~0"),
+                            '/' => pointer.push_str("~1"),
+                            c => pointer.push(c),
+                        }
+                    }
+                    non_integers(s, v, pointer, out);
+                    pointer.truncate(depth);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 for (i, v) in items.iter().enumerate() {
-                    non_integers(s, v, format!("{pointer}/{i}"), out);
+                    use std::fmt::Write as _;
+                    let _ = write!(pointer, "/{i}");
+                    non_integers(s, v, pointer, out);
+                    pointer.truncate(depth);
                 }
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn non_integers_are_named_by_escaped_json_pointers() {
+        let schema = json!({"type": "object", "properties": {
+            "a/b": {"type": "object", "properties": {"m~n": {"type": "integer"}}},
+            "list": {"type": "array", "items": {"type": "integer"}},
+            "fine": {"type": "integer"},
+        }});
+        let value = json!({"a/b": {"m~n": 1.0}, "list": [1, 2.5], "fine": 3});
+        let mut out = Vec::new();
+        non_integers(&schema, &value, &mut String::new(), &mut out);
+        let pointers: Vec<&str> = out.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(pointers, vec!["/a~1b/m~0n", "/list/1"]);
     }
 }
