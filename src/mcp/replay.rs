@@ -10,6 +10,7 @@
 //! than [`PINNED_LAST`] are pinned, when the oldest loses its exemption.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -17,6 +18,12 @@ use tokio::sync::watch;
 /// The most frames a ring keeps, and their most bytes.
 pub const RING_EVENTS: usize = 1024;
 pub const RING_BYTES: usize = 2 << 20;
+/// The most bytes all rings of the server keep together: past it, a ring that grows evicts
+/// its own oldest unpinned frames first (so many sessions cannot add up to gigabytes).
+pub const ALL_RINGS_BYTES: usize = 256 << 20;
+
+/// The bytes every ring of a server holds, shared by them.
+pub type Budget = Arc<std::sync::atomic::AtomicUsize>;
 /// The most pinned last frames (results) a ring exempts from eviction.
 pub const PINNED_LAST: usize = 16;
 /// The GET channel's stream number.
@@ -76,17 +83,31 @@ pub struct Ring {
     inner: Mutex<Inner>,
     /// Bumped on every change readers wait for: a frame, a takeover, the end.
     changed: watch::Sender<u64>,
+    budget: Budget,
+    budget_limit: usize,
 }
 
 impl Default for Ring {
     fn default() -> Self {
-        let mut inner = Inner { next_stream: 1, ..Inner::default() };
-        inner.opened.insert(CHANNEL);
-        Self { inner: Mutex::new(inner), changed: watch::channel(0).0 }
+        Self::within(Budget::default(), ALL_RINGS_BYTES)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let bytes = self.inner.get_mut().map(|i| i.bytes).unwrap_or_else(|e| e.into_inner().bytes);
+        self.budget.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
 impl Ring {
+    /// A ring whose bytes count against `budget`, shared with the server's other rings.
+    pub fn within(budget: Budget, budget_limit: usize) -> Self {
+        let mut inner = Inner { next_stream: 1, ..Inner::default() };
+        inner.opened.insert(CHANNEL);
+        Self { inner: Mutex::new(inner), changed: watch::channel(0).0, budget, budget_limit }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -122,8 +143,12 @@ impl Ring {
             inner.next_seq += 1;
             let data = data.into();
             inner.bytes += data.len();
+            self.budget.fetch_add(data.len(), Ordering::Relaxed);
             inner.events.push_back(Event { id, data, last });
-            evict(&mut inner);
+            let over_budget =
+                |freed: usize| self.budget.load(Ordering::Relaxed).saturating_sub(freed) > self.budget_limit;
+            let freed = evict(&mut inner, over_budget);
+            self.budget.fetch_sub(freed, Ordering::Relaxed);
             id
         };
         self.wake();
@@ -198,18 +223,30 @@ impl Ring {
     }
 }
 
-fn evict(inner: &mut Inner) {
-    while inner.events.len() > RING_EVENTS || inner.bytes > RING_BYTES {
+/// Evicts past the ring's own bounds, and while the server's rings together are over their
+/// budget (`over_budget(freed so far)`; never the frame just pushed). The bytes freed.
+fn evict(inner: &mut Inner, over_budget: impl Fn(usize) -> bool) -> usize {
+    let mut freed = 0;
+    loop {
+        let over_own = inner.events.len() > RING_EVENTS || inner.bytes > RING_BYTES;
+        let over_all = inner.events.len() > 1 && over_budget(freed);
+        if !over_own && !over_all {
+            return freed;
+        }
         let pinned = inner.events.iter().filter(|e| e.last).count();
         // The oldest unpinned frame goes; with too many pinned, the oldest pinned one.
         let victim = match inner.events.iter().position(|e| !e.last) {
             Some(i) if pinned <= PINNED_LAST => i,
             _ => 0,
         };
-        let Some(event) = inner.events.remove(victim) else { return };
+        if !over_own && victim + 1 == inner.events.len() {
+            return freed;
+        }
+        let Some(event) = inner.events.remove(victim) else { return freed };
         inner.bytes -= event.data.len();
+        freed += event.data.len();
         let highest = inner.evicted.entry(event.id.stream).or_insert(0);
-        *highest = (*highest).max(event.id.seq + 1);
+        *highest = (*highest).max(event.id.seq);
     }
 }
 
@@ -251,6 +288,24 @@ mod tests {
             ring.push(talky, format!("more {i}"), false);
         }
         assert_eq!(ring.after(quiet, Some(result.seq - 1)), Err(Gap));
+    }
+
+    #[test]
+    fn rings_together_stay_within_the_servers_budget() {
+        let budget = Budget::default();
+        let (a, b) = (Ring::within(budget.clone(), 100), Ring::within(budget.clone(), 100));
+        let (sa, sb) = (a.open_stream(), b.open_stream());
+        for _ in 0..5 {
+            a.push(sa, "x".repeat(30), false);
+        }
+        assert!(budget.load(Ordering::Relaxed) <= 100, "one ring alone keeps to the budget");
+        let first = b.push(sb, "y".repeat(30), false);
+        let last = b.push(sb, "y".repeat(30), false);
+        assert!(budget.load(Ordering::Relaxed) <= 130, "the growing ring gave back its own frames");
+        let kept = b.after(sb, Some(first.seq)).unwrap();
+        assert_eq!(kept.iter().map(|e| e.id).collect::<Vec<_>>(), vec![last], "but never the frame just pushed");
+        drop(a);
+        assert!(budget.load(Ordering::Relaxed) <= 30, "a ring's bytes leave the budget with it");
     }
 
     #[test]

@@ -48,11 +48,13 @@ pub struct Session {
 pub struct Sessions {
     limits: SessionLimits,
     inner: Mutex<HashMap<String, Session>>,
+    /// The bytes every session's replay ring holds together.
+    rings: super::replay::Budget,
 }
 
 impl Sessions {
     pub fn new(limits: SessionLimits) -> Self {
-        Self { limits, inner: Mutex::default() }
+        Self { limits, inner: Mutex::default(), rings: Default::default() }
     }
 
     pub fn create(
@@ -83,7 +85,7 @@ impl Sessions {
             client_capabilities: capabilities,
             last_seen_ms: now_ms,
             log_level: None,
-            ring: Arc::default(),
+            ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
         };
         map.insert(id.clone(), session);
         Ok(id)
