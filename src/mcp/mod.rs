@@ -17,6 +17,7 @@ pub mod jsonrpc;
 mod lists;
 mod replay;
 mod reply;
+mod request;
 mod router;
 pub mod sessions;
 mod stateless;
