@@ -283,6 +283,8 @@ impl ClientChannel for TaskChannel {
             let Some(answer) = self.tasks.park(&self.id, key, request, self.clock.now_ms()) else {
                 return Err(AskError::Cancelled);
             };
+            // A question nobody answers does not hold the task (and its handler) forever.
+            let patience = std::time::Duration::from_millis(TASK_TTL_MS as u64);
             tokio::select! {
                 answer = answer => match answer {
                     Ok(answer) if answer.is_object() => Ok(answer),
@@ -290,6 +292,9 @@ impl ClientChannel for TaskChannel {
                     Err(_) => Err(AskError::Cancelled),
                 },
                 _ = self.cancellation.cancelled() => Err(AskError::Cancelled),
+                _ = tokio::time::sleep(patience) => {
+                    Err(AskError::TimedOut { method: method.method(), seconds: patience.as_secs() })
+                }
             }
         })
     }
