@@ -128,3 +128,24 @@ fn a_get_that_cannot_be_a_stream_says_why() {
     let garbled = get(&[sse, ("Mcp-Session-Id", &session.sid), ("Last-Event-ID", "yesterday")]);
     assert_eq!((garbled.status, garbled.error_code()), (400, -32600), "{garbled:?}");
 }
+
+#[test]
+fn get_channels_have_a_cap_of_their_own_and_leave_streamed_calls_their_room() {
+    let s = start(&["--max-channels-per-principal", "1", "--max-streams-per-principal", "1"]);
+    let (first, second) = (Session::new(&s), Session::new(&s));
+    let (_held, head) = first.get(&s, None);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_, refused) = second.get(&s, None);
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    let body = refused.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert!(body.contains("-32012") && body.contains("GET streams"), "{refused}");
+    // The channel does not take the principal's room for a streamed call.
+    let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "set_plugin_config", "arguments": {"plugin": "sync", "key": "interval", "value": "5"}}});
+    let (mut stream, opened) = open_stream(&s, &second.headers(), &call.to_string());
+    let seen = match opened.contains("elicitation/create") {
+        true => opened,
+        false => opened + &read_until(&mut stream, "elicitation/create"),
+    };
+    assert!(seen.starts_with("HTTP/1.1 200") && seen.contains("elicitation/create"), "{seen}");
+}
