@@ -10,7 +10,7 @@ use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::catalogue::{TaskSupport, ToolMeta};
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
-use toolgate_domain::redact::{redacted, truncated};
+use toolgate_domain::redact::{redacted, truncated, truncated_owned};
 use toolgate_domain::{
     AskError, Caller, ClientMethod, ClientRequests, Denial, LogLevel, ToolContext, ToolError, ToolOutput,
 };
@@ -108,14 +108,18 @@ pub async fn answer(
                 true => canonical_arguments(arguments),
                 false => canonical_arguments(&redacted(arguments, sensitive)),
             };
-            Some(truncated(&shown, 512))
+            Some(truncated_owned(shown, 512))
         }
         _ => None,
     };
-    let outcome = call(server, caller, headers, &request, &name, arguments, retry).await;
-    let mut event = AuditEvent::new(server.now_ms(), format!("mcp.{}", truncated(&name, 128)), outcome.result)
+    let outcome = call(server, caller, headers, &request, &name, tool, arguments, retry).await;
+    let action = match tool {
+        Some(tool) => format!("mcp.{}", tool.meta().name),
+        None => format!("mcp.{}", truncated(&name, 128)),
+    };
+    let mut event = AuditEvent::new(server.now_ms(), action, outcome.result)
         .by(caller)
-        .detail(truncated(&outcome.detail, 1024))
+        .detail(truncated_owned(outcome.detail, 1024))
         .correlation(request.correlation_id);
     if let Some(target) = target {
         event = event.target(target);
@@ -135,6 +139,7 @@ async fn call(
     headers: &HeaderMap,
     request: &Request<'_>,
     name: &str,
+    tool: Option<ToolId>,
     arguments: Option<Value>,
     retry: asking::Retry,
 ) -> Outcome {
@@ -146,7 +151,7 @@ async fn call(
         Some(a @ Value::Object(_)) => a,
         Some(_) => return request.error(rpc::INVALID_PARAMS, "params.arguments must be an object".into(), None),
     };
-    let Some(tool) = ToolId::from_name(name) else {
+    let Some(tool) = tool else {
         let (message, suggestions) = super::lists::unknown_tool(server, caller, name);
         let data = json!({"suggestions": suggestions, "correlation_id": request.correlation_id});
         return request.error(rpc::INVALID_PARAMS, message, Some(data));

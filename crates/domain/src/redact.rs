@@ -36,6 +36,12 @@ pub fn sensitive_digest(arguments: &Value, sensitive: &[&str]) -> String {
 }
 
 /// At most `max` bytes of `text` (on a character boundary), marked when cut.
+/// [`truncated`] for a string the caller owns: returned as it is when short enough (every
+/// audit row passes here; most fit).
+pub fn truncated_owned(text: String, max: usize) -> String {
+    if text.len() <= max { text } else { truncated(&text, max) }
+}
+
 pub fn truncated(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
