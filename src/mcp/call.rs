@@ -133,6 +133,7 @@ pub async fn answer(
     outcome.reply
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn call(
     server: &Arc<McpServer>,
     caller: &Caller,
