@@ -73,6 +73,15 @@ fn a_dropped_stream_resumes_with_last_event_id_and_collects_its_result() {
     assert!(!rest.contains("elicitation/create"), "nothing at or before the cursor is sent again: {rest}");
     let stored = common::call_as(&s, &s.token, "get_plugin_config", json!({"plugin": "sync", "key": "interval"}));
     assert_eq!(stored.json()["result"]["structuredContent"]["value"], "15");
+
+    // A resume from the result itself has nothing to wait for: the answer ends at once.
+    let (result_id, _) = event_with(&rest, "\"id\":9");
+    let started = std::time::Instant::now();
+    let (mut again, head) = session.get(&s, Some(&result_id));
+    let tail = read_until(&mut again, "never sent");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(!tail.contains("data: {"), "nothing after the last frame: {tail}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "the stream ended instead of waiting");
 }
 
 #[test]

@@ -176,6 +176,13 @@ impl Follower {
         match self.ring.after(self.stream(), self.cursor) {
             Err(Gap) => self.close(CloseReason::RecordGone),
             Ok(events) if events.is_empty() => {
+                // A resume at or past a finished stream's last frame: nothing more will come.
+                if let Following::Call { stream, .. } = self.following
+                    && self.ring.is_finished(stream)
+                {
+                    self.done = true;
+                    return true;
+                }
                 let ended = match self.following {
                     Following::Call { .. } => self.ring.is_closed(),
                     Following::Channel { .. } => self.ring.is_channel_closed(),

@@ -70,6 +70,8 @@ struct Inner {
     evicted: HashMap<u64, u64>,
     /// Streams this ring has opened (a cursor naming another is not ours).
     opened: std::collections::HashSet<u64>,
+    /// Streams whose last frame has been pushed: a follower past it has nothing to wait for.
+    finished: std::collections::HashSet<u64>,
     /// Which GET currently owns the channel (a new GET supersedes the last).
     channel_owner: u64,
     closed: bool,
@@ -144,6 +146,9 @@ impl Ring {
             let data = data.into();
             inner.bytes += data.len();
             self.budget.fetch_add(data.len(), Ordering::Relaxed);
+            if last {
+                inner.finished.insert(stream);
+            }
             inner.events.push_back(Event { id, data, last });
             let over_budget =
                 |freed: usize| self.budget.load(Ordering::Relaxed).saturating_sub(freed) > self.budget_limit;
@@ -184,6 +189,11 @@ impl Ring {
             .filter(|e| e.id.stream == stream && cursor.is_none_or(|c| e.id.seq > c))
             .cloned()
             .collect())
+    }
+
+    /// Whether `stream`'s last frame has been pushed.
+    pub fn is_finished(&self, stream: u64) -> bool {
+        self.lock().finished.contains(&stream)
     }
 
     /// A GET takes the channel over; the one before it (if any) ends. Returns the new owner.
