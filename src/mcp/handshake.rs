@@ -234,6 +234,7 @@ impl McpServer {
                 None,
             ),
             Some(sid) if self.sessions.remove(sid, &caller.principal.name) => {
+                self.in_flight.cancel_session(sid);
                 audit_session(self, caller, "session.close", sid);
                 Reply::json(StatusCode::OK, "{}".into())
             }

@@ -59,4 +59,34 @@ impl InFlight {
     pub fn cancel(&self, session_id: &str, request_id: &Value) -> bool {
         self.lock().get(&key(session_id, request_id)).map(CancellationToken::cancel).is_some()
     }
+
+    /// The session ended: every call still running in it is cancelled (a handler waiting on
+    /// the client's answer stops waiting; durable work goes on). How many there were.
+    pub fn cancel_session(&self, session_id: &str) -> usize {
+        let requests = self.lock();
+        let in_session = requests.iter().filter(|((session, _), _)| session == session_id);
+        in_session.map(|(_, token)| token.cancel()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn ending_a_session_cancels_its_calls_and_no_others() {
+        let registry = Arc::new(InFlight::default());
+        let parent = CancellationToken::new();
+        let a = registry.register("s1", &json!(1), &parent).unwrap();
+        let b = registry.register("s1", &json!("two"), &parent).unwrap();
+        let other = registry.register("s2", &json!(1), &parent).unwrap();
+        assert!(registry.register("s1", &json!(1), &parent).is_none(), "an id in flight twice");
+        assert_eq!(registry.cancel_session("s1"), 2);
+        assert!(a.cancellation.is_cancelled() && b.cancellation.is_cancelled());
+        assert!(!other.cancellation.is_cancelled());
+        drop((a, b));
+        assert_eq!(registry.cancel_session("s1"), 0, "finished calls leave the registry");
+    }
 }
