@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::sse::{open_stream, rest_of};
+use common::sse::{event_with, open_stream, read_through, rest_of};
 use common::{MODERN, Response, Server, modern_headers, request, start};
 use serde_json::{Value, json};
 
@@ -24,16 +24,6 @@ fn stored_interval(s: &Server) -> Value {
     r["result"]["structuredContent"]["value"].clone()
 }
 
-/// The JSON of the first SSE `data:` line in `text` holding `needle`.
-fn frame_with(text: &str, needle: &str) -> Value {
-    let line = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no frame with {needle} in {text}"));
-    serde_json::from_str(line).unwrap()
-}
-
 /// Calls `set_plugin_config` in a session, answers the elicitation with `answer`, and returns
 /// the question and the call's final JSON-RPC response.
 fn confirm_in_session(s: &Server, answer: Value, value: &str) -> (Value, Value) {
@@ -43,14 +33,15 @@ fn confirm_in_session(s: &Server, answer: Value, value: &str) -> (Value, Value) 
     let headers =
         [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": SET, "arguments": set_args(value)}});
-    let (stream, first) = open_stream(s, &headers, &body.to_string());
+    let (mut stream, first) = open_stream(s, &headers, &body.to_string());
     assert!(first.contains("text/event-stream"), "a question goes out on a stream: {first}");
-    let question = frame_with(&first, "elicitation/create");
+    let first = read_through(&mut stream, first, "elicitation/create");
+    let (_, question) = event_with(&first, "elicitation/create");
     let reply = json!({"jsonrpc": "2.0", "id": question["id"], "result": answer});
     let posted = request(s.addr, "POST", &headers, Some(&reply.to_string()));
     assert_eq!(posted.status, 202, "{posted:?}");
     let rest = first + &rest_of(stream);
-    (question, frame_with(&rest, "\"id\":9"))
+    (question, event_with(&rest, "\"id\":9").1)
 }
 
 #[test]

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::sse::{open_get, open_stream, read_until};
+use common::sse::{event_with, open_get, open_stream, read_through, read_until};
 use common::{Server, request, start};
-use serde_json::{Value, json};
+use serde_json::json;
 
 struct Session {
     auth: String,
@@ -35,18 +35,6 @@ impl Session {
     }
 }
 
-/// The `id:` of the SSE event whose data holds `needle`, and that data as JSON.
-fn event_with(text: &str, needle: &str) -> (String, Value) {
-    for event in text.split("\n\n") {
-        let data = event.lines().find_map(|l| l.strip_prefix("data: "));
-        if let Some(data) = data.filter(|d| d.contains(needle)) {
-            let id = event.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or_default().to_string();
-            return (id, serde_json::from_str(data).unwrap());
-        }
-    }
-    panic!("no event with {needle} in {text}")
-}
-
 #[test]
 fn a_dropped_stream_resumes_with_last_event_id_and_collects_its_result() {
     let s = start(&[]);
@@ -54,10 +42,7 @@ fn a_dropped_stream_resumes_with_last_event_id_and_collects_its_result() {
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
         "name": "set_plugin_config", "arguments": {"plugin": "sync", "key": "interval", "value": "15"}}});
     let (mut stream, first) = open_stream(&s, &session.headers(), &call.to_string());
-    let seen = match first.contains("elicitation/create") {
-        true => first,
-        false => first + &read_until(&mut stream, "elicitation/create"),
-    };
+    let seen = read_through(&mut stream, first, "elicitation/create");
     assert!(seen.contains("retry: "), "2025-11-25 streams open with a priming event: {seen}");
     let (question_id, question) = event_with(&seen, "elicitation/create");
     assert!(question_id.contains('-'), "every frame of a session stream has an id: {seen}");
@@ -152,9 +137,6 @@ fn get_channels_have_a_cap_of_their_own_and_leave_streamed_calls_their_room() {
     let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
         "name": "set_plugin_config", "arguments": {"plugin": "sync", "key": "interval", "value": "5"}}});
     let (mut stream, opened) = open_stream(&s, &second.headers(), &call.to_string());
-    let seen = match opened.contains("elicitation/create") {
-        true => opened,
-        false => opened + &read_until(&mut stream, "elicitation/create"),
-    };
+    let seen = read_through(&mut stream, opened, "elicitation/create");
     assert!(seen.starts_with("HTTP/1.1 200") && seen.contains("elicitation/create"), "{seen}");
 }

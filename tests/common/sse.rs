@@ -84,3 +84,24 @@ pub fn read_until(stream: &mut TcpStream, needle: &str) -> String {
     }
     String::from_utf8_lossy(&seen).into_owned()
 }
+
+/// Everything `stream` has sent once it holds `needle`: `already` (what was read before),
+/// and more only if that lacks it (a frame may come in a later segment).
+pub fn read_through(stream: &mut TcpStream, already: String, needle: &str) -> String {
+    match already.contains(needle) {
+        true => already,
+        false => already + &read_until(stream, needle),
+    }
+}
+
+/// The `id:` of the SSE event whose data holds `needle`, and that data as JSON.
+pub fn event_with(text: &str, needle: &str) -> (String, Value) {
+    for event in text.split("\n\n") {
+        let data = event.lines().find_map(|l| l.strip_prefix("data: "));
+        if let Some(data) = data.filter(|d| d.contains(needle)) {
+            let id = event.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or_default().to_string();
+            return (id, serde_json::from_str(data).unwrap());
+        }
+    }
+    panic!("no event with {needle} in {text}")
+}
