@@ -14,3 +14,4 @@ pub mod instructions;
 pub mod mcp;
 pub mod registry;
 pub mod services;
+pub mod surface;

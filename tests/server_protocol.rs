@@ -26,7 +26,8 @@ fn handshake_negotiates_and_mints_sessions() {
         assert_eq!(result["protocolVersion"], answered, "asked {asked}");
         assert_eq!(
             result["capabilities"],
-            json!({"tools": {"listChanged": false}, "logging": {}}),
+            json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false},
+                   "resources": {"subscribe": true, "listChanged": false}, "completions": {}, "logging": {}}),
             "declares only what exists"
         );
         let sid = r.header("mcp-session-id").expect("a session id");
@@ -255,7 +256,11 @@ fn stateless_era_validation_order() {
     assert_eq!(discover.status, 200);
     let result = discover.json()["result"].clone();
     assert_eq!(result["supportedVersions"], json!([MODERN]));
-    assert_eq!(result["capabilities"], json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}));
+    assert_eq!(
+        result["capabilities"],
+        json!({"tools": {}, "prompts": {}, "resources": {}, "completions": {},
+               "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     assert_eq!(result["resultType"], "complete");
     assert!(
         result.get("serverInfo").is_none()

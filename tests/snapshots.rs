@@ -120,3 +120,82 @@ fn each_tool() {
         .collect();
     assert!(orphans.is_empty(), "snapshots of tools that no longer exist: {orphans:?} (delete them)");
 }
+
+/// snapshots/prompts/<name>.snap: one prompt as listed, its permission and decisions, and its
+/// messages rendered with an example value for each argument (what the model would read).
+#[test]
+fn each_prompt() {
+    use toolgate::surface::render;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/prompts");
+    let surface = toolgate::surface::Surface::load(&toolgate::registry::CATALOGUE);
+    let mut settings = settings();
+    settings.set_snapshot_path(&dir);
+    for prompt in &surface.prompts {
+        // An example for each free-text argument; enums and integers take their defaults.
+        let example: serde_json::Map<String, Value> = prompt
+            .spec
+            .arguments
+            .iter()
+            .filter(|a| {
+                a.schema.get("type").and_then(Value::as_str) == Some("string") && !a.schema.contains_key("enum")
+            })
+            .map(|a| (a.name.clone(), format!("example {}", a.name).into()))
+            .collect();
+        let values = render::check_arguments(&prompt.spec, &example).expect("examples are valid");
+        let messages: Vec<Value> = render::render(&prompt.spec, &values, &serde_json::Map::new())
+            .into_iter()
+            .map(|m| {
+                let content = match m.content {
+                    render::Content::Text(text) => serde_json::json!({"text": text.lines().collect::<Vec<_>>()}),
+                    render::Content::Image { mime_type, .. } => serde_json::json!({"image": mime_type}),
+                    render::Content::Resource { uri } => serde_json::json!({"resource": uri}),
+                };
+                serde_json::json!({"role": format!("{:?}", m.role).to_lowercase(), "content": content})
+            })
+            .collect();
+        let decisions: serde_json::Map<String, Value> =
+            Tier::ALL.iter().map(|t| (t.name().to_string(), prompt.meta.decisions[t.index()].label().into())).collect();
+        let listed = surface.prompts_json(None);
+        assert!(listed.is_empty(), "an undeclared tier is shown no prompt");
+        let doc = serde_json::json!({
+            "permission": prompt.meta.pair(),
+            "decisions": decisions,
+            "arguments": prompt.spec.arguments.iter().map(|a| serde_json::json!({"name": a.name, "required": a.required, "schema": a.schema})).collect::<Vec<_>>(),
+            "description": prompt.spec.description,
+            "rendered_with_examples": messages,
+        });
+        settings
+            .bind(|| insta::assert_snapshot!(prompt.spec.name.as_str(), serde_json::to_string_pretty(&doc).unwrap()));
+    }
+    let orphans: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_else(|_| Vec::new())
+        .into_iter()
+        .filter(|f: &String| f.ends_with(".snap"))
+        .filter(|f| surface.prompt(f.trim_end_matches(".snap")).is_none())
+        .collect();
+    assert!(orphans.is_empty(), "snapshots of prompts that no longer exist: {orphans:?} (delete them)");
+}
+
+/// snapshots/resources.snap: every fixed resource and template with its permission and the
+/// decision at every tier.
+#[test]
+fn resources() {
+    let surface = toolgate::surface::Surface::load(&toolgate::registry::CATALOGUE);
+    let decisions = |meta: &toolgate_domain::catalogue::SurfaceMeta| -> serde_json::Map<String, Value> {
+        Tier::ALL.iter().map(|t| (t.name().to_string(), meta.decisions[t.index()].label().into())).collect()
+    };
+    let fixed: Vec<Value> = surface
+        .resources
+        .iter()
+        .map(|r| serde_json::json!({"uri": r.spec.uri, "permission": r.meta.pair(), "decisions": decisions(r.meta), "mimeType": r.spec.mime_type}))
+        .collect();
+    let templates: Vec<Value> = surface
+        .templates
+        .iter()
+        .map(|t| serde_json::json!({"uriTemplate": t.spec.uri_template, "permission": t.meta.pair(), "through_tool": t.spec.tool,
+                                    "decisions": decisions(t.meta), "mimeType": t.spec.mime_type, "listed_from": t.spec.list}))
+        .collect();
+    let doc = serde_json::json!({"resources": fixed, "resourceTemplates": templates});
+    settings().bind(|| insta::assert_snapshot!("resources", serde_json::to_string_pretty(&doc).unwrap()));
+}

@@ -7,11 +7,20 @@ use serde_json::{Map, Value};
 
 /// `tools.yaml`: every tool the server offers.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(title = "toolgate tools.yaml")]
 pub struct Catalogue {
     /// The tools, in the order `tools/list` serves them.
     pub tools: Vec<Tool>,
+    /// The prompts, in the order `prompts/list` serves them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptSpec>,
+    /// Resources with a fixed URI, in the order `resources/list` serves them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ResourceSpec>,
+    /// URI templates, in the order `resources/templates/list` serves them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_templates: Vec<TemplateSpec>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -167,6 +176,7 @@ pub struct ServerNames {
 }
 
 pub use toolgate_domain::catalogue::TaskSupport;
+pub use toolgate_domain::surface::{PromptSpec, ResourceSpec, TemplateSpec};
 pub use toolgate_policy::OperationClass;
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

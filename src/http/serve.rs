@@ -109,6 +109,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .run(stop_upkeep.clone()),
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
+    let resource_updates = tokio::spawn(state.mcp.clone().forward_resource_updates(stop_upkeep.clone()));
     let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
         hub.clone(),
         state.config.compliance.clone(),
@@ -155,6 +156,7 @@ pub async fn serve(config: Config) -> Result<()> {
     stop_upkeep.cancel();
     let _ = upkeep.await;
     let _ = sweeper.await;
+    let _ = resource_updates.await;
     let _ = reloader.await;
     if let Some(agent) = local_agent {
         let _ = agent.await;

@@ -47,7 +47,8 @@ impl Retry {
         server: &McpServer,
         caller: &Caller,
         request: &Request<'_>,
-        tool: &'static str,
+        method: &'static str,
+        name: &'static str,
         arguments: &Value,
     ) -> Result<Round, Outcome> {
         let invalid = |message: String| {
@@ -69,7 +70,7 @@ impl Retry {
             Some(Value::String(state)) => Some(state.as_str()),
             Some(_) => return Err(invalid("params.requestState must be the string the last round returned".into())),
         };
-        let binding = Binding::new(&caller.principal.name, "tools/call", tool, arguments);
+        let binding = Binding::new(&caller.principal.name, method, name, arguments);
         let now = server.services.clock().now_secs();
         match server.request_states.round(&binding, state, responses, now) {
             Ok(round) => {

@@ -109,8 +109,24 @@ pub async fn handle(
             call::tools_call(server, caller, headers, &id, params, &era, in_session).await
         }
         Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
+        Some(m @ (Method::ResourcesSubscribe | Method::ResourcesUnsubscribe)) => {
+            let session_id = header(headers, "mcp-session-id").filter(|_| session.is_some());
+            let on = m == Method::ResourcesSubscribe;
+            super::resources::subscription(server, caller, &id, params.as_ref(), session_id, on)
+        }
         Some(Method::ServerDiscover | Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) | None => {
             method_not_found(StatusCode::OK, &id, &method)
+        }
+        Some(other) => {
+            let era = Era {
+                stateless: false,
+                version,
+                client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
+            };
+            match super::router::surface_method(server, caller, &id, other, params, &era).await {
+                Some(reply) => reply,
+                None => method_not_found(StatusCode::OK, &id, &method),
+            }
         }
     }
 }
@@ -169,7 +185,13 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
     audit_session(server, caller, "session.open", &session_id);
     let result = json!({
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": false},
+            "prompts": {"listChanged": false},
+            "resources": {"subscribe": true, "listChanged": false},
+            "completions": {},
+            "logging": {},
+        },
         "serverInfo": server.server_info,
         "instructions": INSTRUCTIONS,
     });

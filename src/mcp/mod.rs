@@ -8,6 +8,7 @@ mod back_channel;
 mod call;
 mod channel;
 mod codes;
+mod completion;
 mod follow;
 mod handshake;
 mod headers;
@@ -15,9 +16,11 @@ mod in_flight;
 mod input_required;
 pub mod jsonrpc;
 mod lists;
+mod prompts;
 mod replay;
 mod reply;
 mod request;
+mod resources;
 mod router;
 pub mod sessions;
 mod stateless;
@@ -104,6 +107,8 @@ pub struct McpServer {
     /// 2026-07-28 tasks (the tasks extension), by id.
     tasks: Arc<tasks::Tasks>,
     lists: Vec<ListResults>,
+    /// Prompts, resources and templates, read from the catalogue once.
+    surface: crate::surface::Surface,
     server_info: Value,
     options: Options,
     sequence: AtomicU64,
@@ -129,6 +134,7 @@ impl McpServer {
             request_states: input_required::RequestStates::new(toolgate_domain::secrets::random_bytes::<32>().to_vec()),
             tasks: Arc::default(),
             lists,
+            surface: crate::surface::Surface::load(catalogue),
             server_info,
             options,
             sequence: AtomicU64::new(0),

@@ -12,14 +12,23 @@ use toolgate_domain::Caller;
 use super::jsonrpc::{self as rpc, Body, Message};
 use super::{HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, McpServer, Reply, headers::header};
 
-/// The methods toolgate answers, in either era. Adding prompts or resources means adding a
-/// variant here and an arm in each era that serves it.
+/// The methods toolgate answers, in either era. A new method is a variant here and an arm in
+/// each era that serves it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Ping,
     ServerDiscover,
     ToolsList,
     ToolsCall,
+    PromptsList,
+    PromptsGet,
+    ResourcesList,
+    ResourcesTemplatesList,
+    ResourcesRead,
+    /// Handshake era only (2026-07-28 removed them).
+    ResourcesSubscribe,
+    ResourcesUnsubscribe,
+    CompletionComplete,
     /// Handshake era only (2026-07-28 asks for a level in each request's `_meta`).
     LoggingSetLevel,
     /// 2026-07-28's tasks extension only.
@@ -35,6 +44,14 @@ impl Method {
             "server/discover" => Method::ServerDiscover,
             "tools/list" => Method::ToolsList,
             "tools/call" => Method::ToolsCall,
+            "prompts/list" => Method::PromptsList,
+            "prompts/get" => Method::PromptsGet,
+            "resources/list" => Method::ResourcesList,
+            "resources/templates/list" => Method::ResourcesTemplatesList,
+            "resources/read" => Method::ResourcesRead,
+            "resources/subscribe" => Method::ResourcesSubscribe,
+            "resources/unsubscribe" => Method::ResourcesUnsubscribe,
+            "completion/complete" => Method::CompletionComplete,
             "logging/setLevel" => Method::LoggingSetLevel,
             "tasks/get" => Method::TasksGet,
             "tasks/update" => Method::TasksUpdate,
@@ -96,4 +113,26 @@ pub fn invalid_log_level(status: StatusCode, id: &Value, level: &Value) -> Reply
     let levels: Vec<&str> = toolgate_domain::LogLevel::ALL.iter().map(|l| l.as_str()).collect();
     let message = format!("log level {level} is not one of {}", levels.join(", "));
     Reply::error(status, id, rpc::INVALID_PARAMS, &message, Some(serde_json::json!({"levels": levels})))
+}
+
+/// The methods of prompts, resources and completions, answered alike in both eras; None for
+/// any other method.
+pub async fn surface_method(
+    server: &Arc<McpServer>,
+    caller: &Caller,
+    id: &Value,
+    method: Method,
+    params: Option<Value>,
+    era: &super::call::Era,
+) -> Option<Reply> {
+    let p = params.as_ref();
+    Some(match method {
+        Method::PromptsList => super::prompts::list(server, caller, id, p, era).await,
+        Method::PromptsGet => super::prompts::get(server, caller, id, params, era).await,
+        Method::ResourcesList => super::resources::list(server, caller, id, p, era).await,
+        Method::ResourcesTemplatesList => super::resources::templates(server, caller, id, p, era),
+        Method::ResourcesRead => super::resources::read(server, caller, id, p, era).await,
+        Method::CompletionComplete => super::completion::complete(server, caller, id, p, era).await,
+        _ => return None,
+    })
 }

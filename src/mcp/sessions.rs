@@ -50,11 +50,13 @@ pub struct Sessions {
     inner: Mutex<HashMap<String, Session>>,
     /// The bytes every session's replay ring holds together.
     rings: super::replay::Budget,
+    /// Each session's subscribed resource URIs (`resources/subscribe`).
+    subscriptions: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 impl Sessions {
     pub fn new(limits: SessionLimits) -> Self {
-        Self { limits, inner: Mutex::default(), rings: Default::default() }
+        Self { limits, inner: Mutex::default(), rings: Default::default(), subscriptions: Mutex::default() }
     }
 
     pub fn create(
@@ -72,6 +74,7 @@ impl Sessions {
             }
             live
         });
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| map.contains_key(id));
         if map.values().filter(|s| s.principal == principal).count() >= self.limits.max_per_principal {
             return Err(SessionCap::Principal(self.limits.max_per_principal));
         }
@@ -123,12 +126,47 @@ impl Sessions {
         }
     }
 
+    /// Live sessions now.
+    pub fn count(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Adds (or with `on` false, removes) `uri` among the session's subscriptions; false when
+    /// it is not the principal's live session.
+    pub fn subscribe(&self, id: &str, principal: &str, uri: &str, on: bool) -> bool {
+        let owned =
+            self.inner.lock().unwrap_or_else(|e| e.into_inner()).get(id).is_some_and(|s| s.principal == principal);
+        if !owned {
+            return false;
+        }
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        let uris = subscriptions.entry(id.to_string()).or_default();
+        match on {
+            true => uris.insert(uri.to_string()),
+            false => uris.remove(uri),
+        };
+        true
+    }
+
+    /// The replay rings (GET channels) of the live sessions subscribed to `uri`.
+    pub fn subscribers(&self, uri: &str) -> Vec<Arc<Ring>> {
+        // Always `inner` before `subscriptions`, as `create` takes them.
+        let map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let subscriptions = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        subscriptions
+            .iter()
+            .filter(|(_, uris)| uris.contains(uri))
+            .filter_map(|(id, _)| map.get(id).map(|s| s.ring.clone()))
+            .collect()
+    }
+
     pub fn remove(&self, id: &str, principal: &str) -> bool {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if map.get(id).is_some_and(|s| s.principal == principal) {
             if let Some(session) = map.remove(id) {
                 session.ring.close();
             }
+            self.subscriptions.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
             true
         } else {
             false

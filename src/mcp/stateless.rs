@@ -108,7 +108,8 @@ pub async fn handle(
             let result = json!({
                 "resultType": "complete",
                 "supportedVersions": STATELESS_VERSIONS,
-                "capabilities": {"tools": {}, "extensions": {super::tasks::EXTENSION: {}}},
+                "capabilities": {"tools": {}, "prompts": {}, "resources": {}, "completions": {},
+                                 "extensions": {super::tasks::EXTENSION: {}}},
                 "instructions": INSTRUCTIONS,
                 "ttlMs": LIST_TTL_MS,
                 "cacheScope": "public",
@@ -133,7 +134,16 @@ pub async fn handle(
         Some(method @ (Method::TasksGet | Method::TasksUpdate | Method::TasksCancel)) => {
             super::tasks::answer(server, caller, &id, method, params.as_ref(), Some(capabilities))
         }
-        // Removed in 2026-07-28 (ping among them), or never known: 404 with -32601.
-        Some(Method::Ping | Method::LoggingSetLevel) | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),
+        // Removed in 2026-07-28 (ping, subscriptions among them), or never known: 404 with -32601.
+        Some(Method::Ping | Method::LoggingSetLevel | Method::ResourcesSubscribe | Method::ResourcesUnsubscribe)
+        | None => method_not_found(StatusCode::NOT_FOUND, &id, &method),
+        Some(other) => {
+            let era =
+                Era { stateless: true, version: version.to_string(), client_capabilities: Some(capabilities.clone()) };
+            match super::router::surface_method(server, caller, &id, other, params, &era).await {
+                Some(reply) => reply,
+                None => method_not_found(StatusCode::NOT_FOUND, &id, &method),
+            }
+        }
     }
 }

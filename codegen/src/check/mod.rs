@@ -9,6 +9,7 @@ mod names;
 mod refs;
 mod schemas;
 mod sensitive;
+mod surface;
 
 use std::path::Path;
 
@@ -22,6 +23,7 @@ use crate::source::Pos;
 
 pub use handlers::{Handler, expected_signature};
 pub use schemas::APPROVAL_ID;
+pub use surface::{PairPlan, SurfacePlans};
 
 /// The two parsed files, and helpers to point into them.
 pub struct Inputs<'a> {
@@ -92,6 +94,8 @@ pub struct Checked {
     pub tools: Parsed<Catalogue>,
     pub policy: Parsed<Policy>,
     pub plans: Vec<ToolPlan>,
+    /// Prompts, resources and templates: their pairs and decisions.
+    pub surface: SurfacePlans,
     pub warnings: Vec<Diagnostic>,
     /// Handler files read, for `cargo::rerun-if-changed`.
     pub handler_files: Vec<std::path::PathBuf>,
@@ -111,6 +115,8 @@ pub fn run(
     diagnostics.extend(schemas::check(&inputs));
     diagnostics.extend(coverage::check(&inputs));
     diagnostics.extend(sensitive::check(&inputs));
+    let (surface_diagnostics, surface) = surface::check(&inputs);
+    diagnostics.extend(surface_diagnostics);
     let handler_report = handlers::check(&inputs, handlers_dir);
     diagnostics.extend(handler_report.diagnostics);
 
@@ -122,7 +128,7 @@ pub fn run(
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(diagnostics);
     }
-    Ok(Checked { tools, policy, plans, warnings: diagnostics, handler_files: handler_report.files })
+    Ok(Checked { tools, policy, plans, surface, warnings: diagnostics, handler_files: handler_report.files })
 }
 
 fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> ToolPlan {

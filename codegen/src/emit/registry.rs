@@ -142,12 +142,32 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let (securable, operation) = text.split_once(':').expect("checked: one concrete pair");
         quote!(Permission { securable: #securable, operation: #operation })
     };
+    let surface = |plans: &[crate::check::PairPlan], entries: Vec<(String, String)>| {
+        let items = plans.iter().zip(entries).map(|(plan, (name, spec))| {
+            let (securable, operation) = (&plan.securable, &plan.operation);
+            let row = plan.decisions.iter().map(|d| {
+                let v = ident(d.variant());
+                quote!(Decision::#v)
+            });
+            quote!(SurfaceMeta { name: #name, securable: #securable, operation: #operation, decisions: &[#(#row),*], spec: #spec })
+        });
+        quote!(&[#(#items),*])
+    };
+    let model = &checked.tools.model;
+    let prompts =
+        surface(&checked.surface.prompts, model.prompts.iter().map(|p| (p.name.clone(), spec_json(p))).collect());
+    let resources =
+        surface(&checked.surface.resources, model.resources.iter().map(|r| (r.name.clone(), spec_json(r))).collect());
+    let templates = surface(
+        &checked.surface.templates,
+        model.resource_templates.iter().map(|t| (t.name.clone(), spec_json(t))).collect(),
+    );
     let reviewer = permission(&names.reviewer_permission);
     let principal_admin = permission(&names.principal_admin_permission);
 
     quote! {
         #[allow(unused_imports)]
-        use #catalogue_types::{Annotations, Catalogue, HintOverride, TaskSupport, ToolMeta};
+        use #catalogue_types::{Annotations, Catalogue, HintOverride, SurfaceMeta, TaskSupport, ToolMeta};
         #[allow(unused_imports)]
         use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 
@@ -241,6 +261,9 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         /// Everything the gate and the handlers look up, in one value.
         pub static CATALOGUE: Catalogue = Catalogue {
             tools: &TOOLS,
+            prompts: #prompts,
+            resources: #resources,
+            templates: #templates,
             tiers: &TIER_RULES,
             roles: &ROLES,
             securables: &SECURABLES,
@@ -255,4 +278,9 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         pub static TOOLS_YAML_PATH: &str = #tools_path;
         pub static POLICY_YAML_PATH: &str = #policy_path;
     }
+}
+
+/// A prompt, resource or template entry as the JSON the server reads back.
+fn spec_json<T: serde::Serialize>(entry: &T) -> String {
+    serde_json::to_string(entry).expect("a catalogue entry serializes")
 }

@@ -84,10 +84,31 @@ impl ToolMeta {
     }
 }
 
+/// A prompt, resource or resource template: the pair it is gated by, its decisions, and the
+/// tools.yaml entry as JSON (a [`crate::surface`] spec).
+#[derive(Debug)]
+pub struct SurfaceMeta {
+    pub name: &'static str,
+    pub securable: &'static str,
+    pub operation: &'static str,
+    /// The build-time decision at each tier (Allow or Deny: the pair is read-class).
+    pub decisions: &'static [Decision],
+    pub spec: &'static str,
+}
+
+impl SurfaceMeta {
+    pub fn pair(&self) -> String {
+        format!("{}:{}", self.securable, self.operation)
+    }
+}
+
 /// The whole generated catalogue: tools, tiers, roles and the names the server relies on.
 #[derive(Debug)]
 pub struct Catalogue {
     pub tools: &'static [ToolMeta],
+    pub prompts: &'static [SurfaceMeta],
+    pub resources: &'static [SurfaceMeta],
+    pub templates: &'static [SurfaceMeta],
     pub tiers: &'static [TierRules],
     pub roles: &'static [RoleGrants],
     /// policy.yaml `securables`.

@@ -21,6 +21,7 @@ pub mod log;
 pub mod records;
 pub mod redact;
 pub mod secrets;
+pub mod surface;
 pub mod tokens;
 pub mod tool;
 

@@ -81,7 +81,12 @@ pub struct Hub {
     handshakes: Arc<tokio::sync::Semaphore>,
     /// How many entries hold a live connection; changed under the registry's write lock.
     pub(crate) live_connections: AtomicU64,
+    /// The id of each execution an agent's response was just stored for.
+    pub(crate) execution_updates: tokio::sync::broadcast::Sender<String>,
 }
+
+/// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
+const EXECUTION_UPDATES_BUFFER: usize = 1024;
 
 /// Report connections that may wait for a place at once.
 pub const MAX_WAITING_REPORTS: u64 = 1024;
@@ -142,7 +147,13 @@ impl Hub {
             reports_waiting: AtomicU64::new(0),
             handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
             live_connections: AtomicU64::new(0),
+            execution_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
         })
+    }
+
+    /// Hears the id of each execution as its agents' responses are stored.
+    pub fn execution_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.execution_updates.subscribe()
     }
 
     /// A place among the connections still in their handshake, or None when all are taken.

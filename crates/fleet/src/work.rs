@@ -131,8 +131,10 @@ impl Hub {
     pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {
         let execution_id = result.execution_id.clone();
         let taken = self.work.save_result(agent_id, result, self.clock().now_ms()).await?;
-        if taken != Taken::Stored {
-            tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}");
+        match taken {
+            // No listener is fine: nobody subscribed.
+            Taken::Stored => drop(self.execution_updates.send(execution_id)),
+            _ => tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}"),
         }
         Ok(taken)
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_domain::approvals::Approval;
-use toolgate_domain::catalogue::{Catalogue, ToolMeta};
+use toolgate_domain::catalogue::{Catalogue, SurfaceMeta, ToolMeta};
 use toolgate_domain::denial::Denial;
 use toolgate_domain::{Caller, Clock};
 use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
@@ -124,24 +124,31 @@ impl Gate {
 
     /// Tier first, always; then RBAC. `Ok` is the tier's decision (Allow or ApprovalRequired).
     pub fn authorize(&self, caller: &Caller, tool: &'static ToolMeta) -> Result<Decision, Denial> {
-        let decision = self.catalogue.decision(tool, caller.tier);
+        self.authorize_pair(caller, tool.name, tool.securable, tool.operation, tool.decisions)
+    }
+
+    /// The same gate for a prompt, resource or template: its tier, then RBAC.
+    pub fn authorize_surface(&self, caller: &Caller, item: &'static SurfaceMeta) -> Result<(), Denial> {
+        self.authorize_pair(caller, item.name, item.securable, item.operation, item.decisions).map(|_| ())
+    }
+
+    fn authorize_pair(
+        &self,
+        caller: &Caller,
+        name: &'static str,
+        securable: &str,
+        operation: &str,
+        decisions: &[Decision],
+    ) -> Result<Decision, Denial> {
+        let pair = || format!("{securable}:{operation}");
+        let decision = caller.tier.map_or(Decision::Deny, |t| decisions[t.index]);
         if decision == Decision::Deny {
-            let allowed_in = self
-                .catalogue
-                .tiers
-                .iter()
-                .filter(|t| self.catalogue.decision(tool, Some(t)) != Decision::Deny)
-                .map(|t| t.name)
-                .collect();
-            return Err(Denial::Tier {
-                tool: tool.name,
-                tier: caller.tier_label().to_string(),
-                pair: tool.pair(),
-                allowed_in,
-            });
+            let allowed_in =
+                self.catalogue.tiers.iter().filter(|t| decisions[t.index] != Decision::Deny).map(|t| t.name).collect();
+            return Err(Denial::Tier { tool: name, tier: caller.tier_label().to_string(), pair: pair(), allowed_in });
         }
-        if !self.catalogue.permits(&caller.principal.roles, tool.securable, tool.operation) {
-            return Err(Denial::NotGranted { tool: tool.name, pair: tool.pair() });
+        if !self.catalogue.permits(&caller.principal.roles, securable, operation) {
+            return Err(Denial::NotGranted { tool: name, pair: pair() });
         }
         Ok(decision)
     }

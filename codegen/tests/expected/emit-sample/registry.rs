@@ -3,7 +3,7 @@
 
 #[allow(unused_imports)]
 use ::toolgate_domain::catalogue::{
-    Annotations, Catalogue, HintOverride, TaskSupport, ToolMeta,
+    Annotations, Catalogue, HintOverride, SurfaceMeta, TaskSupport, ToolMeta,
 };
 #[allow(unused_imports)]
 use ::toolgate_policy::{
@@ -237,6 +237,9 @@ pub const PRINCIPAL_ADMIN_PERMISSION: Permission = Permission {
 /// Everything the gate and the handlers look up, in one value.
 pub static CATALOGUE: Catalogue = Catalogue {
     tools: &TOOLS,
+    prompts: &[],
+    resources: &[],
+    templates: &[],
     tiers: &TIER_RULES,
     roles: &ROLES,
     securables: &SECURABLES,
