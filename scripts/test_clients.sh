@@ -88,6 +88,17 @@ check "python SDK, auto mode: a confirm-kind call, confirmed through input_requi
 expect '^elicitations: 1' "python SDK (2026-07-28) was asked once, in an input_required round"
 expect '^isError: False' "python SDK (2026-07-28) confirm-kind call ran"
 
+# Prompts and resources: a real prompt with an argument, a real agent's resource.
+check "python SDK, auto mode: list prompts, get investigate_agent" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --prompt investigate_agent --prompt-args "{\"agent_id\":\"$AGENT\"}"
+expect '^listed: yes' "python SDK (2026-07-28) listed investigate_agent"
+expect "^message\\[0\\] user: \"$AGENT\"\$" "python SDK got investigate_agent with the agent id JSON-quoted on its own line"
+expect '^message\[0\] user: END_UNTRUSTED_MCP_ARGUMENT agent_id$' "python SDK saw the untrusted-argument markers"
+check "python SDK, legacy mode: list resources, read the agent's resource" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --read "agent://$AGENT"
+expect '^listed: yes' "python SDK (2025-11-25) listed agent://$AGENT"
+expect "^text: .*\"agent_id\":\"$AGENT\"" "python SDK read the agent's details from its resource"
+check "python SDK, auto mode: read the agent's resource" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --read "agent://$AGENT"
+expect "^text: .*\"agent_id\":\"$AGENT\"" "python SDK (2026-07-28) read the agent's details from its resource"
+
 check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"
 
 start conformance "$WORK/toolgate-conformance"

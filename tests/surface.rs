@@ -243,3 +243,21 @@ fn an_execution_resource_tells_its_subscribers_as_responses_arrive() {
     let body = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/subscribe", "params": {"uri": "nope://x"}});
     assert_eq!(common::request(s.addr, "POST", &headers, Some(&body.to_string())).error_code(), -32602);
 }
+
+#[test]
+fn explain_shows_a_prompt_and_a_template_with_their_pairs_and_tiers() {
+    let run = |name: &str| {
+        let out = std::process::Command::new(common::bin()).args(["explain", name]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, prompt) = run("investigate_agent");
+    assert!(ok && prompt.contains("(prompt)") && prompt.contains("permission  Infrastructure:Read"), "{prompt}");
+    assert!(prompt.contains("leads to    get_agent_details,"), "{prompt}");
+    let (ok, template) = run("agent://{agent_id}");
+    assert!(ok && template.contains("read by     get_agent_details"), "{template}");
+    let (ok, typo) = run("investigate_agnt");
+    assert!(!ok && typo.contains("did you mean one of `investigate_agent`"), "{typo}");
+}

@@ -161,37 +161,13 @@ fn check_instructions(root: &Path) -> bool {
     }
 }
 
-/// `toolgate explain <tool>`: where a tool's hints and decisions come from.
-pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
-    let (tools, policy_file) = files.sources()?;
-    let checked = load(tools, policy_file, None)?;
-    let catalogue = &checked.tools.model.tools;
-    let Some(index) = catalogue.iter().position(|t| t.name == name) else {
-        let names = catalogue.iter().map(|t| t.name.as_str());
-        bail!("no tool named `{name}`; {}", toolgate_policy::did_you_mean(name, names));
-    };
-    let tool = &catalogue[index];
-    let plan = &checked.plans[index];
-    let policy_model = &checked.policy.model;
-    let pair = format!("{}:{}", tool.securable, tool.operation);
-    let a = tool.annotations;
-    let mut out = String::new();
-    let _ = writeln!(out, "{} — {}", tool.name, tool.title);
-    let _ = writeln!(out, "  {}", tool.description);
-    let _ = writeln!(out, "  permission  {pair} ({}-class operation)", plan.class.label());
-    let _ = writeln!(
-        out,
-        "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",
-        a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint
-    );
-    if let Some(o) = &tool.hint_override {
-        let _ = writeln!(out, "  override    {} waived: {}", o.hint.key(), o.reason);
-    }
-    let _ = writeln!(out, "  handler     {}", tool.handler);
+/// Each tier's decision for the pair and the rule behind it, then the roles that grant it.
+fn tiers_and_roles(out: &mut String, policy_model: &toolgate_codegen::model::Policy, securable: &str, operation: &str) {
+    let pair = format!("{securable}:{operation}");
     let _ = writeln!(out, "  tiers");
     let width = policy_model.tiers.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for tier in &policy_model.tiers {
-        let v = policy::decide(policy_model, &tier.name, &tool.securable, &tool.operation);
+        let v = policy::decide(policy_model, &tier.name, securable, operation);
         let why = match (&v.decision, &v.allowed_by, &v.approval_by, &v.confirm_by) {
             (Decision::Deny, ..) => {
                 format!("no allow rule of tier `{}` matches {pair}", tier.name)
@@ -214,7 +190,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
         .filter(|r| {
             policy::role_grants(policy_model, r)
                 .iter()
-                .any(|p| policy::Pattern::parse(p).is_ok_and(|p| p.matches(&tool.securable, &tool.operation)))
+                .any(|p| policy::Pattern::parse(p).is_ok_and(|p| p.matches(securable, operation)))
         })
         .map(|r| r.name.as_str())
         .collect();
@@ -223,6 +199,46 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
         "  roles       {} (RBAC: the caller's principal needs one of these)",
         if roles.is_empty() { "none".to_string() } else { roles.join(", ") }
     );
+}
+
+/// `toolgate explain <tool | prompt | resource>`: where a tool's hints and decisions come
+/// from; for a prompt or resource, its pair, decisions and what it leads to.
+pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
+    let (tools, policy_file) = files.sources()?;
+    let checked = load(tools, policy_file, None)?;
+    let catalogue = &checked.tools.model.tools;
+    let Some(index) = catalogue.iter().position(|t| t.name == name) else {
+        if let Some(page) = explain_surface(name, &checked) {
+            return Ok(page);
+        }
+        let model = &checked.tools.model;
+        let names = catalogue
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(model.prompts.iter().map(|p| p.name.as_str()))
+            .chain(model.resources.iter().map(|r| r.name.as_str()))
+            .chain(model.resource_templates.iter().map(|t| t.name.as_str()));
+        bail!("no tool, prompt or resource named `{name}`; {}", toolgate_policy::did_you_mean(name, names));
+    };
+    let tool = &catalogue[index];
+    let plan = &checked.plans[index];
+    let policy_model = &checked.policy.model;
+    let pair = format!("{}:{}", tool.securable, tool.operation);
+    let a = tool.annotations;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} — {}", tool.name, tool.title);
+    let _ = writeln!(out, "  {}", tool.description);
+    let _ = writeln!(out, "  permission  {pair} ({}-class operation)", plan.class.label());
+    let _ = writeln!(
+        out,
+        "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",
+        a.readOnlyHint, a.destructiveHint, a.idempotentHint, a.openWorldHint
+    );
+    if let Some(o) = &tool.hint_override {
+        let _ = writeln!(out, "  override    {} waived: {}", o.hint.key(), o.reason);
+    }
+    let _ = writeln!(out, "  handler     {}", tool.handler);
+    tiers_and_roles(&mut out, policy_model, &tool.securable, &tool.operation);
     let schema = Value::Object(plan.published_input_schema.clone());
     let required: Vec<&str> = schema
         .get("required")
@@ -298,4 +314,52 @@ pub fn tools_list(tier: Option<&str>, files: &CatalogueFiles) -> Result<String> 
 
 fn unknown_tier<'a>(wanted: &str, known: impl Iterator<Item = &'a str> + Clone) -> String {
     format!("no tier named `{wanted}`; {}", toolgate_policy::did_you_mean(wanted, known))
+}
+
+/// `explain` for a prompt, a resource (by name or URI) or a template (by name or URI template).
+fn explain_surface(name: &str, checked: &toolgate_codegen::Checked) -> Option<String> {
+    let model = &checked.tools.model;
+    let policy_model = &checked.policy.model;
+    let mut out = String::new();
+    let (securable, operation) = if let Some(p) = model.prompts.iter().find(|p| p.name == name) {
+        let _ = writeln!(out, "{} — {} (prompt)\n  {}", p.name, p.title, p.description);
+        for a in &p.arguments {
+            let kind = serde_json::to_string(&a.schema).unwrap_or_default();
+            let needed = if a.required { "required" } else { "optional" };
+            let _ = writeln!(out, "  argument    {} ({needed}) {kind}: {}", a.name, a.description);
+        }
+        let tools: Vec<&str> = p
+            .messages
+            .iter()
+            .filter_map(|m| match &m.content {
+                toolgate_domain::surface::PromptContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .flat_map(toolgate_domain::surface::placeholders)
+            .filter_map(|inner| match toolgate_domain::surface::Placeholder::parse(inner) {
+                toolgate_domain::surface::Placeholder::Tool(tool) => Some(tool),
+                _ => None,
+            })
+            .collect();
+        let _ = writeln!(out, "  leads to    {}", tools.join(", "));
+        (p.securable.clone(), p.operation.clone())
+    } else if let Some(r) = model.resources.iter().find(|r| r.name == name || r.uri == name) {
+        let _ = writeln!(out, "{} — {} (resource {}, {})\n  {}", r.name, r.title, r.uri, r.mime_type, r.description);
+        (r.securable.clone(), r.operation.clone())
+    } else {
+        let index = model.resource_templates.iter().position(|t| t.name == name || t.uri_template == name)?;
+        let (t, plan) = (&model.resource_templates[index], &checked.surface.templates[index]);
+        let _ = writeln!(
+            out,
+            "{} — {} (resource template {}, {})\n  {}",
+            t.name, t.title, t.uri_template, t.mime_type, t.description
+        );
+        if let Some(tool) = &t.tool {
+            let _ = writeln!(out, "  read by     {tool} (its gate and handler; the pair below is the tool's)");
+        }
+        (plan.securable.clone(), plan.operation.clone())
+    };
+    let _ = writeln!(out, "  permission  {securable}:{operation}");
+    tiers_and_roles(&mut out, policy_model, &securable, &operation);
+    Some(out)
 }

@@ -38,9 +38,16 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// An error about the entry at `pointer` (`/prompts/3/...`), named by its kind and name.
     fn error(&mut self, pointer: &str, subject: &str, message: impl Into<String>) -> &mut Diagnostic {
         let pos = self.inputs.tools.map.key(pointer);
-        self.out.push(Diagnostic::error(&self.inputs.tools.file.name, pos, message).tool(subject));
+        let kind = match pointer.split('/').nth(1) {
+            Some("prompts") => "prompt",
+            Some("resources") => "resource",
+            _ => "resource template",
+        };
+        let message = format!("{kind} `{subject}`: {}", message.into());
+        self.out.push(Diagnostic::error(&self.inputs.tools.file.name, pos, message));
         self.out.last_mut().expect("just pushed")
     }
 
@@ -190,6 +197,13 @@ fn argument_schema(c: &mut Checker, pointer: &str, subject: &str, schema: &Map<S
             );
             return;
         }
+    }
+    // What prompts/get checks; any other keyword would be a promise nobody keeps.
+    const CHECKED: [&str; 8] =
+        ["type", "enum", "default", "maxLength", "minLength", "minimum", "maximum", "description"];
+    for key in schema.keys().filter(|k| !CHECKED.contains(&k.as_str())) {
+        c.error(pointer, subject, format!("`{key}` is not checked on prompt arguments")).help =
+            Some(format!("use only {}", CHECKED.join(", ")));
     }
     if let Some(values) = schema.get("enum") {
         let strings: Option<Vec<&str>> = values.as_array().map(|a| a.iter().filter_map(Value::as_str).collect());
