@@ -86,7 +86,18 @@ fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>
                 .help(format!("set `type: object` at the root of {which} and describe the fields under `properties`")),
         );
     }
+    // A top-level `allOf` whose branches only constrain the same object (no other `type`) is
+    // still an object to every client; alternatives at the root are not.
+    let constrains_the_object =
+        |branch: &Value| branch.is_object() && branch.get("type").is_none_or(|t| t.as_str() == Some("object"));
+    let all_of_is_constraints = schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .is_some_and(|branches| branches.iter().all(constrains_the_object));
     for keyword in ["anyOf", "oneOf", "allOf"] {
+        if keyword == "allOf" && all_of_is_constraints {
+            continue;
+        }
         if schema.contains_key(keyword) {
             out.push(
                 inputs
@@ -95,7 +106,7 @@ fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>
                         &format!("{at}/{keyword}"),
                         format!("{which} has a top-level `{keyword}`, which many clients reject"),
                     )
-                    .help("move the alternatives into a property, or split the tool in two"),
+                    .help("move the alternatives into a property, or split the tool in two (a top-level `allOf` whose branches only add constraints to the same object, with no other `type`, is accepted)"),
             );
         }
     }
