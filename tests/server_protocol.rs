@@ -297,7 +297,12 @@ fn stateless_era_validation_order() {
         ),
         (modern_headers("initialize", None), modern(11, "initialize", json!({})), 404, -32601),
         (modern_headers("ping", None), modern(12, "ping", json!({})), 404, -32601),
-        (modern_headers("prompts/list", None), modern(13, "prompts/list", json!({})), 404, -32601),
+        (
+            modern_headers("resources/subscribe", None),
+            modern(13, "resources/subscribe", json!({"uri": "agent://x"})),
+            404,
+            -32601,
+        ),
         (modern_headers("tools/call", Some("nope")), modern(14, "tools/call", json!({"name": "nope"})), 400, -32602),
     ];
     for (headers, body, status, code) in cases {

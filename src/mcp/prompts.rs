@@ -13,27 +13,9 @@ use toolgate_domain::{Caller, ClientMethod, ClientRequests, Elicited};
 use super::asking::{self, Retry};
 use super::call::{Era, Listeners, Outcome, Request};
 use super::jsonrpc as rpc;
+use super::lists::{refuse_cursor, with_cache_hints};
 use super::{LIST_TTL_MS, McpServer, Reply, resources};
 use crate::surface::render::{self, Content};
-
-/// The caching hints 2026-07-28 wants on lists: what a caller sees depends on its tier.
-pub(super) fn with_cache_hints(era: &Era, mut result: Value, ttl_ms: u64) -> Value {
-    if era.stateless
-        && let Some(obj) = result.as_object_mut()
-    {
-        obj.insert("ttlMs".into(), json!(ttl_ms));
-        obj.insert("cacheScope".into(), json!("private"));
-    }
-    result
-}
-
-/// A list method's cursor: these lists have one page.
-pub(super) fn refuse_cursor(request: &Request<'_>, method: &str, params: Option<&Value>) -> Option<Reply> {
-    params.and_then(|p| p.get("cursor")).filter(|c| !c.is_null()).map(|_| {
-        let message = format!("invalid cursor: {method} has a single page and hands out no cursors");
-        request.error(rpc::INVALID_PARAMS, message, None).reply
-    })
-}
 
 pub async fn list(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
     let request = Request { id, era, correlation_id: server.correlation_id(), listeners: Listeners::default() };

@@ -14,7 +14,7 @@ use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
 
 use super::call::{Era, Listeners, Outcome, Request};
 use super::jsonrpc as rpc;
-use super::prompts::{refuse_cursor, with_cache_hints};
+use super::lists::{refuse_cursor, with_cache_hints};
 use super::{LIST_TTL_MS, McpServer, Reply};
 use crate::registry::{ToolId, dispatch};
 use crate::surface::{Item, Located, builtin, uri, values};
