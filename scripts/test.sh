@@ -15,6 +15,8 @@ fi
 # Formatting and lints first: they are the cheapest to fail on.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -q -- -D warnings
+# The systemd units under deploy/ (systemd-analyze verify).
+bash scripts/lint_deploy.sh
 # Real clients (Python SDK, Inspector) and the conformance suite against the real binary.
 bash scripts/test_clients.sh
 # The shipped files pass the author's check with no warnings.

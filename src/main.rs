@@ -31,31 +31,31 @@ enum Command {
         files: CatalogueFiles,
     },
     /// Serve MCP over HTTP (creates the store, an admin and a demo token on first start).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, list and revoke API tokens.
     Token {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
         #[command(subcommand)]
         command: TokenCommand,
     },
     /// Add, list and remove principals (the owners of tokens) and their roles.
     Principal {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
         #[command(subcommand)]
         command: PrincipalCommand,
     },
     /// Review human approvals from the server's console.
     Approvals {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
     /// Mint and list the tokens endpoints enroll with.
     EnrollToken {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true)]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
         #[command(subcommand)]
         command: EnrollTokenCommand,
@@ -64,6 +64,14 @@ enum Command {
     Agent {
         #[command(subcommand)]
         command: AgentCommand,
+    },
+    /// Write a consistent copy of the store, also while the server runs (docs/operations.md).
+    Backup {
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
+        data_dir: PathBuf,
+        /// The file to write; it must not exist yet.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
     },
     /// Inspect the catalogue as clients see it.
     Tools {
@@ -159,13 +167,13 @@ enum AgentCommand {
     Run(fleet::AgentRunArgs),
     /// List enrolled agents (from the store; list_agents over MCP also says who is online).
     List {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
     },
     /// Revoke an agent: it is disconnected and cannot come back without a new enrollment.
     Revoke {
         agent_id: String,
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
         data_dir: PathBuf,
     },
 }
@@ -188,11 +196,6 @@ fn print_out(text: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = run(cli.command);
@@ -210,7 +213,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
     let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build();
     match command {
         Command::Serve(args) => {
-            init_logging();
+            toolgate::logging::init(args.log_format);
             tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(args.into_config()))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -259,7 +262,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(print_out(&text))
         }),
         Command::Agent { command: AgentCommand::Run(args) } => {
-            init_logging();
+            toolgate::logging::init(args.log_format);
             let stop = toolgate_domain::CancellationToken::new();
             let run = async {
                 let on_signal = stop.clone();
@@ -282,6 +285,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Agent { command: AgentCommand::Revoke { agent_id, data_dir } } => runtime()?
             .block_on(async { Ok(print_out(&fleet::agent_revoke(&console::open(&data_dir)?, &agent_id).await?)) }),
+        Command::Backup { data_dir, to } => {
+            runtime()?.block_on(async { Ok(print_out(&console::backup(&data_dir, &to).await?)) })
+        }
         Command::Check { tools, policy, handlers } => {
             let ok = author::check(&tools, &policy, handlers)?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -72,6 +72,8 @@ async fn app() -> App {
         local_agent: false,
         compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
         agent_listen: None,
+        metrics_listen: None,
+        tls: None,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     let state = Arc::new(AppState::new(config, mcp));

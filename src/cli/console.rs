@@ -23,6 +23,30 @@ pub fn open(data_dir: &Path) -> Result<Repositories> {
     Ok(SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?.repositories())
 }
 
+/// `toolgate backup`: a consistent copy of the store, written while the server may be running.
+pub async fn backup(data_dir: &Path, to: &Path) -> Result<String> {
+    let path = data_dir.join(SQLITE_FILE_NAME);
+    if !path.exists() {
+        bail!("no store at {}: pass the server's --data-dir", path.display());
+    }
+    if to.exists() {
+        bail!("{} exists: a backup is written to a new file (choose another name)", to.display());
+    }
+    let store = SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    store.backup_to(to).await.with_context(|| format!("cannot write {}", to.display()))?;
+    // On disk before we say so.
+    std::fs::File::open(to).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", to.display()))?;
+    let bytes = std::fs::metadata(to)?.len();
+    Ok(format!(
+        "wrote {} ({bytes} bytes): a consistent copy of {}.
+         To restore: stop the server, move the data dir's {SQLITE_FILE_NAME}* files away, copy this file to          {} and start the server.
+",
+        to.display(),
+        path.display(),
+        path.display(),
+    ))
+}
+
 /// `30d`, `12h`, `90m` or plain seconds -> seconds.
 pub fn parse_duration(text: &str) -> Result<i64> {
     let text = text.trim();

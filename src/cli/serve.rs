@@ -5,101 +5,118 @@ use std::time::Duration;
 
 use toolgate_fleet::FleetSettings;
 
-use crate::http::{Config, ConnectionLimits};
+use crate::http::{Config, ConnectionLimits, TlsFiles};
+use crate::logging::LogFormat;
 use crate::mcp::StreamLimits;
 use crate::mcp::sessions::SessionLimits;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", env = "TOOLGATE_LISTEN")]
     listen: std::net::SocketAddr,
-    #[arg(long, value_name = "DIR", default_value = "toolgate-data")]
+    #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
     data_dir: PathBuf,
-    /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable.
-    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable (the
+    /// variable takes a comma-separated list).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", env = "TOOLGATE_ALLOWED_ORIGIN", value_delimiter = ',')]
     allowed_origins: Vec<String>,
     /// Serve the whole catalogue to every tier (calls are still refused by the gate).
-    #[arg(long)]
+    #[arg(long, env = "TOOLGATE_LIST_ALL_TOOLS")]
     list_all_tools: bool,
     /// Refuse (and hide) every tool that is not read-class, for every tier.
-    #[arg(long)]
+    #[arg(long, env = "TOOLGATE_READ_ONLY")]
     read_only: bool,
     /// Answer every MCP request with -32005 (the approval API keeps working).
-    #[arg(long)]
+    #[arg(long, env = "TOOLGATE_MCP_DISABLE")]
     mcp_disable: bool,
     /// Live handshake-era sessions the server keeps in all; a new one past it is refused (429).
-    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_total)]
+    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_total, env = "TOOLGATE_MAX_SESSIONS")]
     max_sessions: usize,
     /// Live sessions one principal may hold; a new one past it is refused (429).
-    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_per_principal)]
+    #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_per_principal, env = "TOOLGATE_MAX_SESSIONS_PER_PRINCIPAL")]
     max_sessions_per_principal: usize,
     /// Streams (SSE answers and GET channels) held open at once; past it a call that asks for
     /// a stream gets 429 with -32012 (it may retry, or ask for the plain answer).
-    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_total)]
+    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_total, env = "TOOLGATE_MAX_STREAMS")]
     max_streams: usize,
     /// Streamed answers one principal may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_per_principal)]
+    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_per_principal, env = "TOOLGATE_MAX_STREAMS_PER_PRINCIPAL")]
     max_streams_per_principal: usize,
     /// GET streams (session channels and resumes) one principal may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_channels_per_principal)]
+    #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_channels_per_principal, env = "TOOLGATE_MAX_CHANNELS_PER_PRINCIPAL")]
     max_channels_per_principal: usize,
     /// A session unused this long expires: 30m, 1h, 90s.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds, env = "TOOLGATE_SESSION_IDLE_TIMEOUT")]
     session_idle_timeout: i64,
     /// Failed authentications from one address within this window are audited as one row and
     /// a count, not one row each.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds, env = "TOOLGATE_AUTH_FAILURE_WINDOW")]
     auth_failure_window: i64,
     /// Audit rows older than this are deleted (checked at start and hourly).
-    #[arg(long, value_name = "DURATION", default_value = "365d", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "365d", value_parser = seconds, env = "TOOLGATE_AUDIT_RETENTION")]
     audit_retention: i64,
     /// Time to receive a request's head; also how long an idle keep-alive connection lives.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = seconds, env = "TOOLGATE_HEADER_READ_TIMEOUT")]
     header_read_timeout: i64,
     /// Time to receive a request's whole body (408 after it).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = seconds, env = "TOOLGATE_BODY_READ_TIMEOUT")]
     body_read_timeout: i64,
     /// Connections open at once that have not yet authenticated; past it a new one is closed.
     /// Keep it well below the process's file limit (ulimit -n).
-    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated)]
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated, env = "TOOLGATE_MAX_UNAUTHENTICATED_CONNECTIONS")]
     max_unauthenticated_connections: usize,
     /// How long an authenticated token is trusted without asking the store again, in
     /// milliseconds: a revocation made elsewhere (the console) takes at most this long.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    #[arg(long, value_name = "MS", default_value_t = 1000, env = "TOOLGATE_AUTH_CACHE_TTL_MS")]
     auth_cache_ttl_ms: i64,
     /// Serve agents on a listener of their own (e.g. 0.0.0.0:8443), with caps of their own from
     /// the first byte; without it agents connect to --listen.
-    #[arg(long, value_name = "ADDRESS")]
+    #[arg(long, value_name = "ADDRESS", env = "TOOLGATE_AGENT_LISTEN")]
     agent_listen: Option<std::net::SocketAddr>,
     /// The compliance rules agents evaluate [default: DATA_DIR/compliance.yaml, if present].
     /// Checked at start (a bad file stops the server) and re-read on SIGHUP (a bad file is
     /// logged and the previous rules stay).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_COMPLIANCE")]
     compliance: Option<PathBuf>,
     /// Also run an agent on this machine, so the fleet has a real host from the first minute.
     /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
-    #[arg(long)]
+    #[arg(long, env = "TOOLGATE_LOCAL_AGENT")]
     local_agent: bool,
     /// How often agents send a heartbeat, in milliseconds (told to them when they connect).
-    #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().heartbeat_ms, value_parser = clap::value_parser!(u64).range(10..))]
+    #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().heartbeat_ms, value_parser = clap::value_parser!(u64).range(10..), env = "TOOLGATE_AGENT_HEARTBEAT_MS")]
     agent_heartbeat_ms: u64,
     /// An agent silent for this many heartbeats is offline and its connection is closed.
-    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().missed_heartbeats, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().missed_heartbeats, value_parser = clap::value_parser!(u32).range(1..), env = "TOOLGATE_AGENT_MISSED_HEARTBEATS")]
     agent_missed_heartbeats: u32,
     /// How often agents re-read their host and report facts and inventory: 1h, 15m, 30s.
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds, env = "TOOLGATE_AGENT_INVENTORY_INTERVAL")]
     agent_inventory_interval: i64,
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
-    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections)]
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections, env = "TOOLGATE_MAX_AGENT_CONNECTIONS")]
     max_agent_connections: usize,
     /// Agent connections still in their handshake at once; past it a new one gets 503 and
     /// retries. Agents do not use --max-unauthenticated-connections (the MCP endpoint's).
-    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_handshakes)]
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_handshakes, env = "TOOLGATE_MAX_AGENT_HANDSHAKES")]
     max_agent_handshakes: usize,
     /// Agents' report uploads taken at once; others wait their turn (up to 1,024 of them for up
     /// to 30 s; past that the agent is told the server is busy and retries later).
-    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..), env = "TOOLGATE_MAX_CONCURRENT_REPORTS")]
     max_concurrent_reports: u64,
+    /// Serve Prometheus metrics at /metrics on this address of their own (e.g. 127.0.0.1:9464),
+    /// without authentication. Without it, /metrics is on --listen and needs an
+    /// administrator's API token (`toolgate token create --api`).
+    #[arg(long, value_name = "ADDRESS", env = "TOOLGATE_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key. Both files are read
+    /// again on SIGHUP (a bad pair is logged and the previous one stays).
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// How log lines are written on standard error.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "TOOLGATE_LOG_FORMAT")]
+    pub log_format: LogFormat,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -146,6 +163,39 @@ impl ServeArgs {
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             agent_listen: self.agent_listen,
+            metrics_listen: self.metrics_listen,
+            tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: super::ServeArgs,
+    }
+
+    #[derive(clap::Parser)]
+    struct AgentRun {
+        #[command(flatten)]
+        args: crate::cli::fleet::AgentRunArgs,
+    }
+
+    /// Every flag of `serve` and `agent run` also reads TOOLGATE_ and its name; the build-time
+    /// variables keep their meaning only.
+    #[test]
+    fn every_flag_reads_its_variable() {
+        for command in [Serve::command(), AgentRun::command()] {
+            for arg in command.get_arguments().filter(|a| a.get_id() != "help") {
+                let long = arg.get_long().expect("a long flag");
+                let env = arg.get_env().unwrap_or_else(|| panic!("--{long} reads no variable"));
+                assert_eq!(env.to_str(), Some(format!("TOOLGATE_{}", long.to_uppercase().replace('-', "_")).as_str()));
+                assert!(!["TOOLGATE_TOOLS", "TOOLGATE_POLICY", "TOOLGATE_LOG"].contains(&env.to_str().unwrap()));
+            }
         }
     }
 }

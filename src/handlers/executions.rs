@@ -200,7 +200,10 @@ fn definitions(header: &ExecutionHeader) -> Vec<&str> {
     header.steps.iter().map(|s| s.definition.as_str()).collect()
 }
 
-fn retry_after(finished: bool) -> Value {
+/// A result poll's `retry_after_ms` (null once finished); the verdict is counted per tool
+/// (`toolgate_mcp_poll_total`) so the retry floor can be tuned from real polling.
+fn poll_verdict(tool: &'static str, finished: bool) -> Value {
+    crate::metrics::poll(tool, finished);
     if finished { Value::Null } else { json!(RETRY_AFTER_MS) }
 }
 
@@ -240,7 +243,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         "counts": counts,
         "agents": agents,
         "next_offset": next,
-        "retry_after_ms": retry_after(finished),
+        "retry_after_ms": poll_verdict("get_execution_status", finished),
     })))
 }
 
@@ -337,6 +340,6 @@ pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -
         "steps": names,
         "finished": finished,
         "agents": agents,
-        "retry_after_ms": retry_after(finished),
+        "retry_after_ms": poll_verdict("get_bundle_result", finished),
     })))
 }

@@ -17,6 +17,7 @@ use toolgate_domain::audit::AuditFilter;
 
 use super::auth::Reviewer;
 use super::{ApiError, AppState, json_response};
+use crate::metrics::ApprovalEvent;
 
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -89,7 +90,11 @@ async fn decide(
     )
     .await?;
     match decided {
-        Ok(a) => Ok(ok(json!(a))),
+        Ok(a) => {
+            let event = if approve { ApprovalEvent::Approved } else { ApprovalEvent::Rejected };
+            crate::metrics::approval(event);
+            Ok(ok(json!(a)))
+        }
         Err(refusal) => {
             let status = match refusal {
                 ReviewRefusal::Unknown(_) => StatusCode::NOT_FOUND,

@@ -33,6 +33,7 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
 /// happens, the rest as one counted summary when the window closes (a flood writes a handful
 /// of rows).
 fn audit_failure(state: &AppState, parts: &Parts, detail: &str) {
+    crate::metrics::auth_failure();
     let source = super::listener::peer(&parts.extensions).map(|a| a.ip());
     let server = &state.mcp;
     let now = server.services().clock().now_ms();

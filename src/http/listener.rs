@@ -16,10 +16,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
 use tower::ServiceExt;
 
@@ -51,10 +53,12 @@ impl ConnectionGate {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+/// With `tls`, each connection's TLS handshake must end within the header-read timeout.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let unauthenticated = Arc::new(Semaphore::new(limits.max_unauthenticated));
@@ -62,7 +66,7 @@ pub async fn serve(
     // connection holds a `live` receiver, so `closed()` resolves when the last one is gone.
     let stop = CancellationToken::new();
     let (live_tx, live_rx) = watch::channel(());
-    let mut builder = hyper::server::conn::http1::Builder::new();
+    let mut builder = Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read).keep_alive(true);
     tokio::pin!(shutdown);
     loop {
@@ -89,20 +93,17 @@ pub async fn serve(
             request.extensions_mut().insert(gate.clone());
             request.map(axum::body::Body::new)
         });
-        let connection =
-            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)).with_upgrades();
-        let (stop, live) = (stop.clone(), live_rx.clone());
+        let (stop, live, builder) = (stop.clone(), live_rx.clone(), builder.clone());
+        let service = TowerToHyperService::new(service);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            tokio::pin!(connection);
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                _ = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(e) = ended {
-                tracing::debug!(%remote, "connection ended: {e}");
+            match tls {
+                None => serve_io(&builder, TokioIo::new(stream), service, stop, remote).await,
+                Some(acceptor) => match tokio::time::timeout(limits.header_read, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => serve_io(&builder, TokioIo::new(stream), service, stop, remote).await,
+                    Ok(Err(e)) => tracing::debug!(%remote, "TLS handshake failed: {e}"),
+                    Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+                },
             }
             drop(live);
         });
@@ -112,6 +113,30 @@ pub async fn serve(
     drop(live_rx);
     live_tx.closed().await;
     Ok(())
+}
+
+/// One connection, plain or TLS, until it ends or the server stops (then its request in
+/// flight finishes first).
+async fn serve_io<IO, S, B>(builder: &Builder, io: IO, service: S, stop: CancellationToken, remote: SocketAddr)
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::debug!(%remote, "connection ended: {e}");
+    }
 }
 
 /// The peer of a request served by [`serve`] (None in in-process tests).

@@ -4,21 +4,28 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use toolgate_agent::{AgentOptions, state};
+use toolgate_agent::{AgentOptions, ServerTrust, state};
 use toolgate_domain::CancellationToken;
 use toolgate_fleet::Hub;
+
+use super::tls::ServedCertificate;
 
 /// The local agent's state dir, inside the data dir.
 pub const LOCAL_AGENT_DIR: &str = "local-agent";
 /// How long the local agent's enrollment token lives (it is used at once).
 const ENROLL_TOKEN_MS: i64 = 10 * 60 * 1000;
 
+/// `tls`: the certificate the server serves, if it serves HTTPS; the local agent then trusts
+/// exactly that certificate (it reaches its own server over loopback, whatever names the
+/// certificate carries).
 pub async fn start(
     hub: &Hub,
     data_dir: &Path,
     local: SocketAddr,
+    tls: Option<Arc<ServedCertificate>>,
     stop: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let state_dir = data_dir.join(LOCAL_AGENT_DIR);
@@ -40,14 +47,22 @@ pub async fn start(
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
         ip => ip,
     };
+    let (scheme, trust) = match tls {
+        Some(served) => {
+            let config = super::tls::trusting_served(served).map_err(anyhow::Error::msg)?;
+            ("https", ServerTrust::Config(Arc::new(config)))
+        }
+        None => ("http", ServerTrust::System),
+    };
     let options = AgentOptions {
-        server: format!("http://{}", SocketAddr::new(host, local.port())),
+        server: format!("{scheme}://{}", SocketAddr::new(host, local.port())),
         enroll_token,
         state_dir,
         reconnect_spread_ms: 1_000,
         reconnect_max_ms: 30_000,
         // The server's own host: quarantining it never cuts the machine's network.
         allow_network_isolation: false,
+        trust,
     };
     println!("toolgate: a local agent reports this machine ({})", options.state_dir.display());
     Ok(tokio::spawn(async move {

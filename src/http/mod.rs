@@ -10,7 +10,9 @@ mod error;
 mod listener;
 mod local_agent;
 mod mcp_endpoint;
+mod metrics_endpoint;
 mod serve;
+mod tls;
 mod upkeep;
 
 use std::net::SocketAddr;
@@ -27,6 +29,7 @@ use serde_json::json;
 pub use error::{ApiError, json_response};
 pub use listener::ConnectionLimits;
 pub use serve::{bootstrap, serve};
+pub use tls::TlsFiles;
 
 use crate::mcp::McpServer;
 
@@ -62,6 +65,10 @@ pub struct Config {
     pub compliance: crate::compliance::RuleSource,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
+    /// A listener of its own for /metrics, without authentication (`--metrics-listen`).
+    pub metrics_listen: Option<SocketAddr>,
+    /// HTTPS on every listener (`--tls-cert`, `--tls-key`); None: plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 /// What every request handler shares.
@@ -78,6 +85,8 @@ impl AppState {
     }
 }
 
+pub use metrics_endpoint::open_router as metrics_router;
+
 /// The agent surface alone, for `--agent-listen` (a listener with caps of its own).
 pub fn agent_router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -93,6 +102,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/v1", any(mcp_endpoint::mcp))
         .route("/mcp/v1/", any(mcp_endpoint::mcp))
         .merge(api::routes())
+        .merge(metrics_endpoint::guarded_route())
         .route_layer(from_fn_with_state(state.clone(), edge::edge));
     Router::new()
         // Agents connect from other machines by the server's name: no Host/Origin check here;

@@ -10,6 +10,7 @@ use toolgate_domain::{CancellationToken, Clock};
 use toolgate_fleet::Hub;
 use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
 
+use super::tls::ServedCertificate;
 use super::upkeep::Upkeep;
 use super::{AppState, Config, ConnectionLimits, agent_router, router};
 use crate::mcp::{McpServer, Options};
@@ -36,7 +37,8 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
         let new =
             NewToken { principal: "admin", tier: Some(tier), name: "demo", now, expires_at: now + DEMO_TOKEN_SECS };
         let (record, secret) = credentials.create_token(new).await?;
-        let url = format!("http://{local}/mcp");
+        let scheme = if config.tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{local}/mcp");
         let snippet = serde_json::json!({"mcpServers": {"toolgate": {
             "command": "npx",
             "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
@@ -57,7 +59,11 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
 }
 
 pub async fn serve(config: Config) -> Result<()> {
+    crate::metrics::install();
     let clock = Clock::default();
+    let served = config.tls.clone().map(ServedCertificate::load).transpose().map_err(anyhow::Error::msg)?;
+    let acceptor = served.as_ref().map(|s| s.acceptor()).transpose().map_err(anyhow::Error::msg)?;
+    let scheme = if served.is_some() { "https" } else { "http" };
     // Tests move the server's clock (e.g. to expire approvals across a restart).
     if let Some(offset) = std::env::var("TOOLGATE_TEST_CLOCK_OFFSET_MS").ok().and_then(|v| v.parse().ok()) {
         clock.advance_ms(offset);
@@ -71,6 +77,14 @@ pub async fn serve(config: Config) -> Result<()> {
             tokio::net::TcpListener::bind(address)
                 .await
                 .with_context(|| format!("cannot listen for agents on {address}"))?,
+        ),
+        None => None,
+    };
+    let metrics_listener = match config.metrics_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {address}"))?,
         ),
         None => None,
     };
@@ -110,13 +124,17 @@ pub async fn serve(config: Config) -> Result<()> {
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
     let resource_updates = tokio::spawn(state.mcp.clone().forward_resource_updates(stop_upkeep.clone()));
+    let tls_reloader = served.clone().map(|s| tokio::spawn(super::tls::reload_on_hangup(s, stop_upkeep.clone())));
     let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
         hub.clone(),
         state.config.compliance.clone(),
         stop_upkeep.clone(),
     ));
     let local_agent = match state.config.local_agent {
-        true => Some(super::local_agent::start(&hub, &state.config.data_dir, agents_at, stop_upkeep.clone()).await?),
+        true => Some(
+            super::local_agent::start(&hub, &state.config.data_dir, agents_at, served.clone(), stop_upkeep.clone())
+                .await?,
+        ),
         false => None,
     };
     drop(services);
@@ -126,20 +144,34 @@ pub async fn serve(config: Config) -> Result<()> {
     // Agents on a listener of their own have caps of their own, from the first byte: idle
     // sockets on the MCP port cannot keep them out, nor they MCP clients.
     let stop_agents = CancellationToken::new();
-    let agent_surface =
-        agent_listener.map(|l| {
-            let limits = ConnectionLimits {
-                header_read: std::time::Duration::from_secs(10),
-                body_read: std::time::Duration::from_secs(10),
-                max_unauthenticated: state.config.fleet.max_handshakes,
-            };
-            let stop = stop_agents.clone();
-            tokio::spawn(super::listener::serve(l, agent_router(state.clone()), limits, async move {
-                stop.cancelled().await
-            }))
-        });
-    println!("toolgate: agents connect to http://{agents_at}");
-    println!("toolgate: serving MCP on http://{local}/mcp ({} tools)", ToolId::ALL.len());
+    let agent_surface = agent_listener.map(|l| {
+        let limits = ConnectionLimits {
+            header_read: std::time::Duration::from_secs(10),
+            body_read: std::time::Duration::from_secs(10),
+            max_unauthenticated: state.config.fleet.max_handshakes,
+        };
+        let stop = stop_agents.clone();
+        tokio::spawn(super::listener::serve(l, agent_router(state.clone()), limits, acceptor.clone(), async move {
+            stop.cancelled().await
+        }))
+    });
+    let metrics_surface = metrics_listener.map(|l| {
+        let address = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        println!("toolgate: metrics at {scheme}://{address}/metrics");
+        let stop = stop_agents.clone();
+        tokio::spawn(super::listener::serve(
+            l,
+            super::metrics_router(state.clone()),
+            state.config.connections,
+            acceptor.clone(),
+            async move { stop.cancelled().await },
+        ))
+    });
+    if served.is_none() {
+        warn_plain_http(&state.config);
+    }
+    println!("toolgate: agents connect to {scheme}://{agents_at}");
+    println!("toolgate: serving MCP on {scheme}://{local}/mcp ({} tools)", ToolId::ALL.len());
     let limits = state.config.connections;
     let mcp = state.mcp.clone();
     let stopping = async move {
@@ -147,9 +179,9 @@ pub async fn serve(config: Config) -> Result<()> {
         // Streamed answers end now (their executions go on) rather than hold the exit.
         mcp.begin_shutdown();
     };
-    let served = super::listener::serve(listener, router(state), limits, stopping).await;
+    let served = super::listener::serve(listener, router(state), limits, acceptor, stopping).await;
     stop_agents.cancel();
-    if let Some(surface) = agent_surface {
+    for surface in [agent_surface, metrics_surface].into_iter().flatten() {
         let _ = surface.await;
     }
     // The upkeep writes its last summaries and lets go of the audit writer.
@@ -158,6 +190,9 @@ pub async fn serve(config: Config) -> Result<()> {
     let _ = sweeper.await;
     let _ = resource_updates.await;
     let _ = reloader.await;
+    if let Some(tls_reloader) = tls_reloader {
+        let _ = tls_reloader.await;
+    }
     if let Some(agent) = local_agent {
         let _ = agent.await;
     }
@@ -189,6 +224,18 @@ async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
         if let Err(e) = hub.sweep(save).await {
             tracing::warn!("the agent sweep failed: {e}");
         }
+    }
+}
+
+/// Plain HTTP beyond this machine carries bearer tokens and agent credentials in clear.
+fn warn_plain_http(config: &Config) {
+    let listeners = [Some(config.listen), config.agent_listen, config.metrics_listen];
+    for address in listeners.into_iter().flatten().filter(|a| !a.ip().is_loopback()) {
+        let warning = format!(
+            "{address} serves plain HTTP beyond this machine: tokens and agent credentials cross the network in clear; \
+             serve HTTPS (--tls-cert, --tls-key) or put a TLS-terminating proxy in front"
+        );
+        tracing::warn!("{warning}");
     }
 }
 

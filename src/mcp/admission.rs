@@ -116,6 +116,15 @@ impl Admission {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Streams held open now: (streamed answers, GET channels).
+    pub fn active(&self) -> (usize, usize) {
+        let held = self.lock();
+        held.by_principal.iter().fold((0, 0), |(calls, channels), ((kind, _), n)| match kind {
+            StreamKind::Call => (calls + n, channels),
+            StreamKind::Channel => (calls, channels + n),
+        })
+    }
+
     pub fn admit(self: &Arc<Self>, principal: &str, kind: StreamKind) -> Result<StreamPermit, StreamCap> {
         let mut held = self.lock();
         let cap = match kind {

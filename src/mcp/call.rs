@@ -113,6 +113,7 @@ pub async fn answer(
         _ => None,
     };
     let outcome = call(server, caller, headers, &request, &name, tool, arguments, retry).await;
+    crate::metrics::tool_call(tool.map_or("unknown", |t| t.meta().name), outcome.result);
     let action = match tool {
         Some(tool) => format!("mcp.{}", tool.meta().name),
         None => format!("mcp.{}", truncated(&name, 128)),
@@ -194,6 +195,17 @@ async fn call(
         Ok(passed) => passed,
         Err(denial) => return request.denied(server, denial),
     };
+    // The ticket is spent from here on: if the call does not run to success, it burned.
+    let consumed = passed.approval.is_some();
+    if consumed {
+        crate::metrics::approval(crate::metrics::ApprovalEvent::Consumed);
+    }
+    let burned_unless_success = |outcome: Outcome| {
+        if consumed && outcome.result != AuditOutcome::Success {
+            crate::metrics::approval(crate::metrics::ApprovalEvent::Burned);
+        }
+        outcome
+    };
     let approved = passed
         .approval
         .map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default()))
@@ -225,7 +237,7 @@ async fn call(
     if passed.confirm
         && let Some(outcome) = asking::confirm(server, request, &ctx, meta, &passed.arguments, round.as_ref()).await
     {
-        return outcome;
+        return burned_unless_success(outcome);
     }
     let approved = match passed.confirm {
         true => format!("{approved}confirmed by the client's user; "),
@@ -235,10 +247,10 @@ async fn call(
         return super::task_call::drive(server, request, caller, tool, ctx, passed.arguments, approved, round, mode)
             .await;
     }
-    match run_handler(server, request, tool, &ctx, passed.arguments, approved).await {
+    burned_unless_success(match run_handler(server, request, tool, &ctx, passed.arguments, approved).await {
         Ok(outcome) => outcome,
         Err(asked) => asking::unanswered(server, request, round.as_ref(), asked),
-    }
+    })
 }
 
 pub(super) async fn run_handler(

@@ -83,6 +83,12 @@ tokio::task_local! {
     static CORRELATION_ID: String;
 }
 
+/// The correlation id of the exchange the current task is answering, if any (log lines
+/// carry it: see `logging`).
+pub fn current_correlation_id() -> Option<String> {
+    CORRELATION_ID.try_with(String::clone).ok()
+}
+
 /// Runs `work` as part of the exchange with correlation id `id`.
 pub async fn with_correlation_id<F: std::future::Future>(id: String, work: F) -> F::Output {
     CORRELATION_ID.scope(id, work).await
@@ -154,6 +160,12 @@ impl McpServer {
 
     /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
     /// The server is stopping: calls still following their work answer with what they have.
+    /// Live sessions, streamed answers and GET channels, now (for /metrics).
+    pub fn live_counts(&self) -> (usize, usize, usize) {
+        let (calls, channels) = self.streams.active();
+        (self.sessions.count(), calls, channels)
+    }
+
     pub fn begin_shutdown(&self) {
         self.shutdown.cancel();
         self.sessions.close_channels();

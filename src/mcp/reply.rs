@@ -45,11 +45,13 @@ pub struct Reply {
     pub status: StatusCode,
     pub body: Option<Payload>,
     pub session_id: Option<String>,
+    /// The JSON-RPC error code when the body is an error (for /metrics).
+    pub error_code: Option<i64>,
 }
 
 impl Reply {
     pub fn json(status: StatusCode, body: String) -> Self {
-        Self { status, body: Some(Payload::Text(body)), session_id: None }
+        Self { status, body: Some(Payload::Text(body)), session_id: None, error_code: None }
     }
 
     /// `{"jsonrpc":"2.0","id":..,"result":<shared>}` without copying `shared`.
@@ -59,24 +61,36 @@ impl Reply {
             serde_json::to_string(id).unwrap_or_else(|_| "null".into())
         );
         let chunks = vec![Bytes::from(head), shared.clone(), Bytes::from_static(b"}")];
-        Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None }
+        Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None, error_code: None }
+    }
+
+    /// How the request was answered, for /metrics: `error` (a JSON-RPC error), `stream` (an
+    /// SSE answer, whose outcome travels inside it), `accepted` (a notification or response)
+    /// or `ok`.
+    pub fn outcome(&self) -> &'static str {
+        match (&self.body, self.error_code) {
+            (_, Some(_)) => "error",
+            (Some(Payload::Events(_)), None) => "stream",
+            (None, None) => "accepted",
+            _ => "ok",
+        }
     }
 
     /// A 200 whose body is a stream of Server-Sent Events.
     pub fn stream(events: BoxStream<'static, Result<Bytes, Infallible>>) -> Self {
-        Self { status: StatusCode::OK, body: Some(Payload::Events(events)), session_id: None }
+        Self { status: StatusCode::OK, body: Some(Payload::Events(events)), session_id: None, error_code: None }
     }
 
     pub fn accepted() -> Self {
-        Self { status: StatusCode::ACCEPTED, body: None, session_id: None }
+        Self { status: StatusCode::ACCEPTED, body: None, session_id: None, error_code: None }
     }
 
     pub fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Self {
-        Self::json(status, jsonrpc::error(id, code, message, data))
+        Self { error_code: Some(code), ..Self::json(status, jsonrpc::error(id, code, message, data)) }
     }
 
     /// An error whose `data` is serialized as it is (see [`jsonrpc::error_with`]).
     pub fn error_with(status: StatusCode, id: &Value, code: i64, message: &str, data: &impl serde::Serialize) -> Self {
-        Self::json(status, jsonrpc::error_with(id, code, message, Some(data)))
+        Self { error_code: Some(code), ..Self::json(status, jsonrpc::error_with(id, code, message, Some(data))) }
     }
 }

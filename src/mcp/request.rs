@@ -88,6 +88,11 @@ impl Request<'_> {
     /// A denial with the A4 data every refusal carries.
     pub fn denied(&self, server: &McpServer, denial: Denial) -> Outcome {
         let code = denial_code(&denial);
+        crate::metrics::denial(code);
+        if let Denial::ApprovalPending { approval, minted: true } = &denial {
+            crate::metrics::approval(crate::metrics::ApprovalEvent::Minted);
+            tracing::info!(approval_id = %approval.id, tool = %approval.tool, submitter = %approval.submitter, "approval ticket minted; waiting for a person");
+        }
         if let Denial::InvalidArguments(invalid) = &denial {
             let details = invalid.details(&self.correlation_id);
             let message = invalid.message();

@@ -37,34 +37,65 @@ pub enum Method {
     TasksCancel,
 }
 
+/// Each method's name on the wire.
+const METHOD_NAMES: [(&str, Method); 16] = [
+    ("ping", Method::Ping),
+    ("server/discover", Method::ServerDiscover),
+    ("tools/list", Method::ToolsList),
+    ("tools/call", Method::ToolsCall),
+    ("prompts/list", Method::PromptsList),
+    ("prompts/get", Method::PromptsGet),
+    ("resources/list", Method::ResourcesList),
+    ("resources/templates/list", Method::ResourcesTemplatesList),
+    ("resources/read", Method::ResourcesRead),
+    ("resources/subscribe", Method::ResourcesSubscribe),
+    ("resources/unsubscribe", Method::ResourcesUnsubscribe),
+    ("completion/complete", Method::CompletionComplete),
+    ("logging/setLevel", Method::LoggingSetLevel),
+    ("tasks/get", Method::TasksGet),
+    ("tasks/update", Method::TasksUpdate),
+    ("tasks/cancel", Method::TasksCancel),
+];
+
 impl Method {
     pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "ping" => Method::Ping,
-            "server/discover" => Method::ServerDiscover,
-            "tools/list" => Method::ToolsList,
-            "tools/call" => Method::ToolsCall,
-            "prompts/list" => Method::PromptsList,
-            "prompts/get" => Method::PromptsGet,
-            "resources/list" => Method::ResourcesList,
-            "resources/templates/list" => Method::ResourcesTemplatesList,
-            "resources/read" => Method::ResourcesRead,
-            "resources/subscribe" => Method::ResourcesSubscribe,
-            "resources/unsubscribe" => Method::ResourcesUnsubscribe,
-            "completion/complete" => Method::CompletionComplete,
-            "logging/setLevel" => Method::LoggingSetLevel,
-            "tasks/get" => Method::TasksGet,
-            "tasks/update" => Method::TasksUpdate,
-            "tasks/cancel" => Method::TasksCancel,
-            _ => return None,
-        })
+        METHOD_NAMES.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+
+    pub fn name(self) -> &'static str {
+        METHOD_NAMES.iter().find(|(_, m)| *m == self).map_or("unknown", |(n, _)| n)
+    }
+}
+
+/// The `method` label of a request's metrics: a method we answer by its name, anything else
+/// by its kind (the label set stays bounded whatever clients send).
+fn method_label(body: &Result<Body, rpc::FramingError>) -> &'static str {
+    match body {
+        Err(_) | Ok(Body::Single(Err(_))) => "invalid",
+        Ok(Body::Batch(_)) => "batch",
+        Ok(Body::Single(Ok(Message::Request { method, .. }))) => Method::parse(method).map_or("unknown", Method::name),
+        Ok(Body::Single(Ok(Message::Notification { .. }))) => "notification",
+        Ok(Body::Single(Ok(Message::Response { .. }))) => "response",
     }
 }
 
 /// One request, from its bytes to its reply.
 pub async fn handle(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
+    let parsed = rpc::parse(bytes);
+    let method = method_label(&parsed);
+    let reply = answer(server, caller, headers, parsed).await;
+    crate::metrics::request(method, reply.outcome());
+    reply
+}
+
+async fn answer(
+    server: &Arc<McpServer>,
+    caller: &Caller,
+    headers: &HeaderMap,
+    parsed: Result<Body, rpc::FramingError>,
+) -> Reply {
     let header_version = header(headers, "mcp-protocol-version");
-    let body = match rpc::parse(bytes) {
+    let body = match parsed {
         Ok(body) => body,
         Err(e) => return Reply::error(StatusCode::BAD_REQUEST, &Value::Null, e.code, &e.message, None),
     };

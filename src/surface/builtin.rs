@@ -15,7 +15,8 @@ pub async fn server_health(services: &Services, sessions: usize) -> Value {
         Ok(()) => json!({"ready": true}),
         Err(e) => json!({"ready": false, "error": e.to_string()}),
     };
-    let pending = services.approvals().approvals(Some("pending"), None, 1000).await.map(|a| a.len()).ok();
+    let gauges = services.repositories().health.gauges(services.clock().now_secs()).await.ok();
+    let pending = gauges.map(|g| g.approvals_pending);
     let fleet = services.fleet();
     json!({
         "status": if store["ready"] == true { "ok" } else { "degraded" },
@@ -24,6 +25,7 @@ pub async fn server_health(services: &Services, sessions: usize) -> Value {
         "store": store,
         "agents": {"enrolled": fleet.agent_ids().len(), "connected": fleet.connected()},
         "approvals_pending": pending,
+        "executions_in_flight": gauges.map(|g| g.executions_in_flight),
         "mcp_sessions": sessions,
         "catalogue": {"tools": services.catalogue().tools.len(), "prompts": services.catalogue().prompts.len()},
     })

@@ -86,6 +86,8 @@ pub fn start_logging_to(
         {
             token = t.to_string();
         }
+        // Plain or TLS (`--tls-cert`): the address either way.
+        let line = line.replacen("https://", "http://", 1);
         if let Some(rest) = line.strip_prefix("toolgate: agents connect to http://") {
             agents = rest.trim().parse().ok();
         }

@@ -62,6 +62,7 @@ async fn main() {
             reconnect_spread_ms: spread_ms,
             reconnect_max_ms: 30_000,
             allow_network_isolation: false,
+            trust: Default::default(),
         };
         let stop = stop.clone();
         tasks.push(tokio::spawn(async move {

@@ -10,15 +10,16 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use toolgate_domain::CancellationToken;
 use toolgate_domain::fleet::HostFacts;
 use toolgate_domain::fleet::wire::{
-    AGENT_PATH, AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
+    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
 };
 use toolgate_domain::secrets::random_bytes;
 
 use crate::state::{self, Identity};
+use crate::tls::Endpoint;
 use crate::worker::Worker;
 use crate::{AgentError, AgentOptions, collect};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// How long connecting and the handshake may take before the attempt counts as failed.
@@ -32,22 +33,6 @@ pub fn now_ms() -> i64 {
 /// A random duration in [0, up_to_ms).
 fn jitter(up_to_ms: u64) -> Duration {
     Duration::from_millis(u64::from_le_bytes(random_bytes::<8>()) % up_to_ms.max(1))
-}
-
-/// The agent endpoint's URL for a server base URL.
-pub fn endpoint(server: &str) -> Result<String, AgentError> {
-    let bad = || AgentError::BadServerUrl(server.to_string());
-    let (scheme, rest) = server.split_once("://").ok_or_else(bad)?;
-    let scheme = match scheme {
-        "http" | "ws" => "ws",
-        "https" | "wss" => return Err(AgentError::BadServerUrl(format!("{server} (TLS is not supported yet)"))),
-        _ => return Err(bad()),
-    };
-    let host = rest.trim_end_matches('/');
-    if host.is_empty() || host.contains('/') {
-        return Err(bad());
-    }
-    Ok(format!("{scheme}://{host}{AGENT_PATH}"))
 }
 
 /// How one connection ended.
@@ -84,7 +69,7 @@ pub async fn run_with(
     stop: CancellationToken,
     reporter: Arc<dyn Reporter>,
 ) -> Result<(), AgentError> {
-    let url = endpoint(&options.server)?;
+    let url = Endpoint::new(&options.server, &options.trust)?;
     let mut identity = state::load(&options.state_dir)?;
     if identity.is_none() && options.enroll_token.is_none() {
         return Err(AgentError::NotEnrolled(state::path(&options.state_dir)));
@@ -131,10 +116,14 @@ async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String>
 const REPORT_ANSWER_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// Connects and sends the first frame; the server's answer, within `answer_timeout`.
-async fn open(url: &str, first: &AgentMessage, answer_timeout: Duration) -> Result<(Socket, ServerMessage), String> {
-    let connected = tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::connect_async(url)).await;
+async fn open(
+    url: &Endpoint,
+    first: &AgentMessage,
+    answer_timeout: Duration,
+) -> Result<(Socket, ServerMessage), String> {
+    let connected = tokio::time::timeout(HANDSHAKE_TIMEOUT, url.connect()).await;
     let mut socket = match connected {
-        Ok(Ok((socket, _))) => socket,
+        Ok(Ok(socket)) => socket,
         Ok(Err(e)) => return Err(e.to_string()),
         Err(_) => return Err("timed out".into()),
     };
@@ -170,7 +159,7 @@ impl Drop for ReportTask {
 /// One session: handshake, then heartbeats, with a report on connect and on schedule, until
 /// the connection ends.
 async fn session(
-    url: &str,
+    url: &Endpoint,
     options: &AgentOptions,
     identity: &mut Option<Identity>,
     reporter: &Arc<dyn Reporter>,
@@ -218,7 +207,7 @@ async fn session(
             _ = inventory.tick() => {
                 // One report at a time; a slow one is not piled on.
                 if reporting.0.as_ref().is_none_or(|task| task.is_finished()) {
-                    let task = report(url.to_string(), me.clone(), reporter.clone(), worker.clone(), options.reconnect_max_ms);
+                    let task = report(url.clone(), me.clone(), reporter.clone(), worker.clone(), options.reconnect_max_ms);
                     reporting.0 = Some(tokio::spawn(task));
                 }
             }
@@ -250,7 +239,7 @@ async fn session(
 
 /// Reads the host (off the async threads) and uploads the facts, every table and the
 /// compliance outcomes (once the server has sent rules).
-async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, worker: Arc<Worker>, max_wait_ms: u64) {
+async fn report(url: Endpoint, identity: Identity, reporter: Arc<dyn Reporter>, worker: Arc<Worker>, max_wait_ms: u64) {
     let read = tokio::task::spawn_blocking(move || (reporter.read(), worker.compliance_frame())).await;
     let Ok(((facts, tables), compliance)) = read else {
         tracing::error!("the collectors failed; the next scheduled report tries again");
@@ -264,7 +253,7 @@ async fn report(url: String, identity: Identity, reporter: Arc<dyn Reporter>, wo
 
 /// Uploads frames over a connection of their own, retried with jittered backoff until the
 /// server takes them (a server busy with a whole fleet's reports says so).
-pub(crate) async fn deliver(url: &str, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
+pub(crate) async fn deliver(url: &Endpoint, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
     let mut ceiling = FIRST_RETRY_MS;
     loop {
         match upload(url, identity, frames).await {
@@ -285,7 +274,7 @@ pub(crate) async fn deliver(url: &str, identity: &Identity, frames: &[AgentMessa
     }
 }
 
-async fn upload(url: &str, identity: &Identity, frames: &[AgentMessage]) -> Result<(), String> {
+async fn upload(url: &Endpoint, identity: &Identity, frames: &[AgentMessage]) -> Result<(), String> {
     let (mut socket, answer) = open(url, &hello(identity, Purpose::Report), REPORT_ANSWER_TIMEOUT).await?;
     if let ServerMessage::Refused { message, .. } | ServerMessage::Revoked { message } = answer {
         return Err(message);
@@ -328,19 +317,5 @@ async fn next_message(socket: &mut Socket) -> Result<ServerMessage, String> {
             Some(Err(e)) => return Err(e.to_string()),
             None => return Err("the connection closed".into()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(endpoint("http://127.0.0.1:8080").unwrap(), "ws://127.0.0.1:8080/agent/v1");
-        assert_eq!(endpoint("ws://h:1/").unwrap(), "ws://h:1/agent/v1");
-        assert!(endpoint("127.0.0.1:8080").is_err());
-        assert!(endpoint("http://h:1/path").is_err());
-        assert!(endpoint("https://h").unwrap_err().to_string().contains("TLS"));
     }
 }

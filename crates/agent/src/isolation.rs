@@ -12,11 +12,13 @@ pub const TABLE: &str = "toolgate_quarantine";
 
 /// The server's addresses, from the agent's `--server` URL (host names resolved now).
 pub fn server_addresses(server_url: &str) -> Result<Vec<SocketAddr>, String> {
-    let rest = server_url.split_once("://").map_or(server_url, |(_, r)| r).trim_end_matches('/');
+    let (scheme, rest) = server_url.split_once("://").unwrap_or(("http", server_url));
+    let rest = rest.trim_end_matches('/');
     let with_port = if rest.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
         rest.to_string()
     } else {
-        format!("{rest}:80")
+        let port = if matches!(scheme, "https" | "wss") { 443 } else { 80 };
+        format!("{rest}:{port}")
     };
     let found: Vec<SocketAddr> =
         with_port.to_socket_addrs().map_err(|e| format!("cannot resolve {with_port}: {e}"))?.collect();

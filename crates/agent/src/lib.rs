@@ -11,17 +11,19 @@ pub mod isolation;
 pub mod journal;
 pub mod plugins;
 pub mod state;
+pub mod tls;
 mod worker;
 
 use std::path::PathBuf;
 
 pub use connection::{Reporter, ThisHost, now_ms, run, run_with};
+pub use tls::{Endpoint, ServerTrust};
 use toolgate_domain::fleet::wire::RefusalCode;
 
 /// How the agent runs.
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
-    /// The server's base URL: http://host:port (or ws://).
+    /// The server's base URL: https://host:port (or wss://), http:// (or ws://).
     pub server: String,
     /// Needed on the first run only; ignored once the state dir holds an identity.
     pub enroll_token: Option<String>,
@@ -33,6 +35,8 @@ pub struct AgentOptions {
     pub reconnect_max_ms: u64,
     /// While quarantined, also cut the host's network but for the server (nftables; root).
     pub allow_network_isolation: bool,
+    /// Whom to trust for an https:// server's certificate.
+    pub trust: ServerTrust,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,8 +47,10 @@ pub enum AgentError {
     Revoked(String),
     #[error("{path}: {message}", path = path.display())]
     State { path: PathBuf, message: String },
-    #[error("bad --server URL `{0}`: expected http://host:port or ws://host:port")]
+    #[error("bad --server URL `{0}`: expected https://host:port or http://host:port")]
     BadServerUrl(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("--allow-network-isolation needs root (it changes the host's nftables rule set)")]
     IsolationNeedsRoot,
     #[error(
@@ -61,7 +67,7 @@ impl AgentError {
             AgentError::Refused { .. } => 3,
             AgentError::Revoked(_) => 4,
             AgentError::State { .. } | AgentError::NotEnrolled(_) => 2,
-            AgentError::BadServerUrl(_) | AgentError::IsolationNeedsRoot => 2,
+            AgentError::BadServerUrl(_) | AgentError::Tls(_) | AgentError::IsolationNeedsRoot => 2,
         }
     }
 }

@@ -19,7 +19,7 @@ const SESSION_FRAME_BYTES: usize = 3 * 1024;
 
 pub(crate) struct Worker {
     ctx: PluginContext,
-    url: String,
+    url: crate::tls::Endpoint,
     /// The server's base URL, whose addresses isolation keeps reachable.
     server: String,
     max_wait_ms: u64,
@@ -37,7 +37,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Worker {
-    pub(crate) fn new(options: &AgentOptions, url: &str) -> Result<Self, AgentError> {
+    pub(crate) fn new(options: &AgentOptions, url: &crate::tls::Endpoint) -> Result<Self, AgentError> {
         journal::prune(&options.state_dir);
         if options.allow_network_isolation && !isolation::is_root() {
             return Err(AgentError::IsolationNeedsRoot);
@@ -51,7 +51,7 @@ impl Worker {
         }
         let worker = Self {
             ctx: PluginContext { state_dir: options.state_dir.clone() },
-            url: url.to_string(),
+            url: url.clone(),
             server: options.server.clone(),
             max_wait_ms: options.reconnect_max_ms,
             in_flight: Mutex::new(HashSet::new()),

@@ -4,6 +4,7 @@
 //! wait ([`AuditSink::record`]). Shutdown drains the queue before exit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -25,6 +26,8 @@ struct Queued {
 #[derive(Clone, Debug)]
 pub struct AuditWriter {
     tx: mpsc::UnboundedSender<Queued>,
+    /// Rows handed to the writer and not yet stored (or given up on).
+    queued: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Queued {
@@ -37,15 +40,30 @@ impl AuditWriter {
     /// Starts the writer on the current runtime.
     pub fn start(store: Arc<dyn AuditStore>) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx }, tokio::spawn(write_loop(store, rx)))
+        let queued = Arc::new(AtomicUsize::new(0));
+        (Self { tx, queued: queued.clone() }, tokio::spawn(write_loop(store, rx, queued)))
+    }
+
+    /// Rows queued and not yet stored: the audit queue's depth (a gauge of /metrics).
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Queues a row; gives it back when the writer is gone.
+    fn send(&self, queued: Queued) -> Result<(), Box<Queued>> {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.tx.send(queued).map_err(|lost| {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            Box::new(lost.0)
+        })
     }
 
     /// Queues the row and waits until it is committed. `false` when it could not be stored
     /// (it was then logged instead, as every lost row is).
     pub async fn record_durable(&self, event: AuditEvent) -> bool {
         let (done, durable) = oneshot::channel();
-        if let Err(lost) = self.tx.send(Queued { event, durable: Some(done) }) {
-            tracing::error!(row = ?lost.0, "audit writer gone; row logged instead");
+        if let Err(lost) = self.send(Queued { event, durable: Some(done) }) {
+            tracing::error!(row = ?lost, "audit writer gone; row logged instead");
             return false;
         }
         durable.await.unwrap_or(false)
@@ -54,9 +72,9 @@ impl AuditWriter {
 
 impl AuditSink for AuditWriter {
     fn record(&self, event: AuditEvent) {
-        if let Err(lost) = self.tx.send(Queued { event, durable: None }) {
+        if let Err(lost) = self.send(Queued { event, durable: None }) {
             // Only after shutdown began: keep the row in the log rather than lose it.
-            tracing::error!(row = ?lost.0, "audit writer gone; row logged instead");
+            tracing::error!(row = ?lost, "audit writer gone; row logged instead");
         }
     }
 }
@@ -74,7 +92,7 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Queued>, batch: &mut Vec<Queued>) {
 /// many calls. A crash can lose at most this much of them (docs/operations.md).
 const LINGER: Duration = Duration::from_millis(5);
 
-async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<Queued>) {
+async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<Queued>, queued: Arc<AtomicUsize>) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         drain(&mut rx, &mut batch);
@@ -102,6 +120,7 @@ async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<
         let (events, waiting): (Vec<AuditEvent>, Vec<Option<oneshot::Sender<bool>>>) =
             batch.into_iter().map(|q| (q.event, q.durable)).unzip();
         let stored = write(store.as_ref(), &events, durable).await;
+        queued.fetch_sub(events.len(), Ordering::Relaxed);
         for done in waiting.into_iter().flatten() {
             let _ = done.send(stored);
         }

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
-pub use sqlite::SqliteStore;
+pub use sqlite::{STORE_SECONDS, SqliteStore};
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
-    PluginConfigStore, RowFilter, RowPage, TagStore,
+    PluginConfigStore, RowFilter, RowPage, StoreGauges, TagStore,
 };
 pub use work::{
     Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,

@@ -116,6 +116,17 @@ pub trait GroupStore: Send + Sync {
 pub trait HealthStore: Send + Sync {
     /// Ready to take writes: the store is the one that was opened and a write reaches it.
     async fn check_ready(&self, now_ms: i64) -> Result<()>;
+    /// What an operator watches, counted now (the health resource and /metrics).
+    async fn gauges(&self, now_secs: i64) -> Result<StoreGauges>;
+}
+
+/// Counts the store answers for monitoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Approval tickets waiting for a person (unexpired).
+    pub approvals_pending: u64,
+    /// Executions with at least one agent yet to answer (pending or running).
+    pub executions_in_flight: u64,
 }
 
 /// Decides whether an inventory row (with its agent id) is wanted; runs where the rows are read.

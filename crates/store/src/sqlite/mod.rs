@@ -20,9 +20,12 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Params, params};
 use toolgate_domain::StoreError;
 
-use crate::{HealthStore, Repositories};
+use crate::{HealthStore, Repositories, StoreGauges};
 
 /// The schema, one file per version, in order. A database's `user_version` says how many ran.
+/// The latency of every store operation, seconds (a Prometheus histogram).
+pub const STORE_SECONDS: &str = "toolgate_store_seconds";
+
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_plugin_config", include_str!("../../migrations/sqlite/0001_plugin_config.sql")),
     ("0002_agent_tags", include_str!("../../migrations/sqlite/0002_agent_tags.sql")),
@@ -101,6 +104,17 @@ impl SqliteStore {
         }
     }
 
+    /// Writes a consistent copy of the whole store to `target` (a new file), while the store
+    /// stays in use: SQLite's `VACUUM INTO` reads one snapshot (other writers go on meanwhile,
+    /// under WAL) and writes a compact, self-contained database file.
+    pub async fn backup_to(&self, target: &Path) -> Result<(), StoreError> {
+        let target = target
+            .to_str()
+            .map(str::to_string)
+            .ok_or_else(|| StoreError::Unavailable(format!("{}: the backup path must be UTF-8", target.display())))?;
+        self.run(move |c| c.execute("VACUUM INTO ?1", params![target]).map(drop)).await
+    }
+
     /// Runs `work` on the connection, on the blocking pool.
     pub(crate) async fn run<T, F>(&self, work: F) -> Result<T, StoreError>
     where
@@ -108,6 +122,7 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         let conn = self.conn.clone();
+        let started = std::time::Instant::now();
         let joined = tokio::task::spawn_blocking(move || {
             let mut guard = conn.lock().map_err(|_| {
                 StoreError::Unavailable("the store's lock was poisoned by a panic in another request".into())
@@ -115,6 +130,8 @@ impl SqliteStore {
             work(&mut guard).map_err(db)
         })
         .await;
+        // Waiting for the blocking pool and the connection included: what a request waits.
+        metrics::histogram!(STORE_SECONDS).record(started.elapsed().as_secs_f64());
         joined.map_err(|e| StoreError::Unavailable(format!("a store task failed: {e}")))?
     }
 
@@ -154,6 +171,26 @@ impl HealthStore for SqliteStore {
                 params![now_ms],
             )
             .map(drop)
+        })
+        .await
+    }
+
+    async fn gauges(&self, now_secs: i64) -> Result<StoreGauges, StoreError> {
+        self.run(move |c| {
+            let approvals_pending: i64 = c.query_row(
+                "SELECT count(*) FROM approval WHERE status = 'pending' AND expires_at > ?1",
+                params![now_secs],
+                |r| r.get(0),
+            )?;
+            let executions_in_flight: i64 = c.query_row(
+                "SELECT count(DISTINCT execution_id) FROM execution_target WHERE status IN ('pending', 'running')",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(StoreGauges {
+                approvals_pending: approvals_pending as u64,
+                executions_in_flight: executions_in_flight as u64,
+            })
         })
         .await
     }

@@ -1,0 +1,58 @@
+//! `GET /metrics` (Prometheus text format): on the MCP listener for an administrator's API
+//! token (a tierless credential: an MCP token, whatever its tier, is refused), or without
+//! authentication on a listener of its own (`--metrics-listen`, for a scraper on a private
+//! network).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::auth::Authenticated;
+use super::{ApiError, AppState};
+
+/// The Prometheus text exposition format's content type.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `/metrics` behind a token, for the guarded routes.
+pub fn guarded_route() -> Router<Arc<AppState>> {
+    Router::new().route("/metrics", get(with_token))
+}
+
+/// The `--metrics-listen` listener: `/metrics` and nothing else.
+pub fn open_router(state: Arc<AppState>) -> Router {
+    Router::new().route("/metrics", get(open)).fallback(not_found).with_state(state)
+}
+
+async fn with_token(State(state): State<Arc<AppState>>, who: Authenticated) -> Result<Response, ApiError> {
+    if who.token.tier.is_some() {
+        return Err(ApiError::forbidden(
+            "mcp_token",
+            "/metrics takes an administrator's API token (toolgate token create --principal P --api), not an MCP token",
+        ));
+    }
+    Ok(scrape(&state).await)
+}
+
+async fn open(State(state): State<Arc<AppState>>) -> Response {
+    scrape(&state).await
+}
+
+async fn scrape(state: &AppState) -> Response {
+    match crate::metrics::render(&state.mcp).await {
+        Some(text) => ([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT))], text).into_response(),
+        None => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics_unavailable",
+            "this process has no metrics recorder (another was installed first)",
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found() -> Response {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "this listener serves GET /metrics only").into_response()
+}

@@ -1,0 +1,161 @@
+//! Prometheus metrics (`/metrics`): counters recorded where things happen, gauges read from the
+//! live structures and the store when scraped (so they can never drift from the truth).
+//! Every series is listed, with what to alert on, in docs/metrics.md; the names live here.
+//!
+//! Recording goes through the `metrics` facade: until `serve` installs the exporter (once per
+//! process), every call below is a no-op, so the CLI and in-process tests pay nothing.
+
+use std::sync::OnceLock;
+
+use metrics::{counter, gauge};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use toolgate_domain::audit::AuditOutcome;
+
+use crate::mcp::McpServer;
+
+pub const REQUESTS: &str = "toolgate_mcp_requests_total";
+pub const DENIALS: &str = "toolgate_mcp_denials_total";
+pub const TOOL_CALLS: &str = "toolgate_mcp_tool_calls_total";
+pub const APPROVALS: &str = "toolgate_approvals_total";
+pub const APPROVALS_PENDING: &str = "toolgate_approvals_pending";
+pub const AUTH_FAILURES: &str = "toolgate_auth_failures_total";
+pub const SESSIONS_ACTIVE: &str = "toolgate_mcp_sessions_active";
+pub const STREAMS_ACTIVE: &str = "toolgate_mcp_streams_active";
+pub const AGENTS_CONNECTED: &str = "toolgate_agents_connected";
+pub const AGENTS_ENROLLED: &str = "toolgate_agents_enrolled";
+pub const EXECUTIONS_IN_FLIGHT: &str = "toolgate_executions_in_flight";
+pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
+pub const POLLS: &str = "toolgate_mcp_poll_total";
+pub const STORE_SECONDS: &str = toolgate_store::STORE_SECONDS;
+
+/// Store latency buckets, seconds: a cached read is tens of microseconds, an fsync about a
+/// millisecond, a stalled disk seconds.
+const STORE_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the exporter as this process's recorder (the first call does; later ones return
+/// the same handle). None if another recorder was installed first.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(STORE_SECONDS.into()), &STORE_BUCKETS)
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            describe();
+            Some(handle)
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(REQUESTS, "MCP requests answered, by method and outcome (ok, error, stream, accepted)");
+    describe_counter!(DENIALS, "Refusals of the gate and the protocol, by JSON-RPC code");
+    describe_counter!(
+        TOOL_CALLS,
+        "tools/call answered, by tool and audited outcome (success, denied, failure, pending)"
+    );
+    describe_counter!(APPROVALS, "Approval tickets: minted, approved, rejected, consumed, burned");
+    describe_gauge!(APPROVALS_PENDING, "Approval tickets waiting for a person");
+    describe_counter!(AUTH_FAILURES, "Requests refused for a missing, unknown, revoked or expired token");
+    describe_gauge!(SESSIONS_ACTIVE, "Live handshake-era MCP sessions");
+    describe_gauge!(STREAMS_ACTIVE, "Streams held open, by kind (call: streamed answers, channel: GET channels)");
+    describe_gauge!(AGENTS_CONNECTED, "Agents connected to this server now");
+    describe_gauge!(AGENTS_ENROLLED, "Agents enrolled (revoked ones excluded)");
+    describe_gauge!(EXECUTIONS_IN_FLIGHT, "Executions with an agent yet to answer");
+    describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit rows queued and not yet stored");
+    describe_counter!(POLLS, "Result polls by tool and verdict (ready, not_ready)");
+    describe_histogram!(
+        STORE_SECONDS,
+        metrics::Unit::Seconds,
+        "Store operations, from the request's wait to the answer"
+    );
+    // Series worth alerting on exist from the start, at zero: an absent series cannot fire.
+    for event in ApprovalEvent::ALL {
+        counter!(APPROVALS, "event" => event.label()).absolute(0);
+    }
+    counter!(AUTH_FAILURES).absolute(0);
+}
+
+/// The text a scrape gets: the gauges read now, then every series.
+pub async fn render(server: &McpServer) -> Option<String> {
+    let handle = HANDLE.get()?.as_ref()?;
+    let services = server.services();
+    let (sessions, calls, channels) = server.live_counts();
+    gauge!(SESSIONS_ACTIVE).set(sessions as f64);
+    gauge!(STREAMS_ACTIVE, "kind" => "call").set(calls as f64);
+    gauge!(STREAMS_ACTIVE, "kind" => "channel").set(channels as f64);
+    let fleet = services.fleet();
+    gauge!(AGENTS_CONNECTED).set(fleet.connected() as f64);
+    gauge!(AGENTS_ENROLLED).set(fleet.agent_ids().len() as f64);
+    gauge!(AUDIT_QUEUE_DEPTH).set(services.audit().queued() as f64);
+    // A store that cannot answer leaves these at their last value; readyz says why.
+    match services.repositories().health.gauges(services.clock().now_secs()).await {
+        Ok(store) => {
+            gauge!(APPROVALS_PENDING).set(store.approvals_pending as f64);
+            gauge!(EXECUTIONS_IN_FLIGHT).set(store.executions_in_flight as f64);
+        }
+        Err(e) => tracing::warn!("metrics: the store's gauges could not be read: {e}"),
+    }
+    handle.run_upkeep();
+    Some(handle.render())
+}
+
+/// One MCP request answered.
+pub fn request(method: &'static str, outcome: &'static str) {
+    counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
+}
+
+/// One refusal, by its JSON-RPC code.
+pub fn denial(code: i64) {
+    counter!(DENIALS, "code" => code.to_string()).increment(1);
+}
+
+/// One tools/call answered: the tool (or `unknown`, keeping the label set bounded) and the
+/// outcome its audit row records (success, denied, failure, pending).
+pub fn tool_call(tool: &'static str, outcome: AuditOutcome) {
+    counter!(TOOL_CALLS, "tool" => tool, "outcome" => outcome.label()).increment(1);
+}
+
+/// What happened to an approval ticket.
+#[derive(Clone, Copy, Debug)]
+pub enum ApprovalEvent {
+    Minted,
+    Approved,
+    Rejected,
+    /// Recalled: the call it approved ran.
+    Consumed,
+    /// Consumed, and the call then failed or was refused by its handler: spent for nothing.
+    Burned,
+}
+
+impl ApprovalEvent {
+    const ALL: [ApprovalEvent; 5] = [Self::Minted, Self::Approved, Self::Rejected, Self::Consumed, Self::Burned];
+
+    fn label(self) -> &'static str {
+        match self {
+            ApprovalEvent::Minted => "minted",
+            ApprovalEvent::Approved => "approved",
+            ApprovalEvent::Rejected => "rejected",
+            ApprovalEvent::Consumed => "consumed",
+            ApprovalEvent::Burned => "burned",
+        }
+    }
+}
+
+pub fn approval(event: ApprovalEvent) {
+    counter!(APPROVALS, "event" => event.label()).increment(1);
+}
+
+pub fn auth_failure() {
+    counter!(AUTH_FAILURES).increment(1);
+}
+
+/// A result poll's verdict (get_execution_status, get_bundle_result).
+pub fn poll(tool: &'static str, ready: bool) {
+    counter!(POLLS, "tool" => tool, "result" => if ready { "ready" } else { "not_ready" }).increment(1);
+}
