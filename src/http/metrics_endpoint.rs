@@ -1,5 +1,6 @@
 //! `GET /metrics` (Prometheus text format): on the MCP listener for an administrator's API
-//! token (a tierless credential: an MCP token, whatever its tier, is refused), or without
+//! token (a tierless credential, minted for reviewers only: an MCP token, whatever its tier,
+//! is refused), or without
 //! authentication on a listener of its own (`--metrics-listen`, for a scraper on a private
 //! network).
 
@@ -32,6 +33,14 @@ async fn with_token(State(state): State<Arc<AppState>>, who: Authenticated) -> R
         return Err(ApiError::forbidden(
             "mcp_token",
             "/metrics takes an administrator's API token (toolgate token create --principal P --api), not an MCP token",
+        ));
+    }
+    // API credentials are minted for reviewers only; roles may have changed since.
+    let catalogue = state.mcp.services().catalogue();
+    if !catalogue.may_review(&who.principal.roles) {
+        return Err(ApiError::forbidden(
+            "not_a_reviewer",
+            format!("this principal's roles no longer grant {}", catalogue.reviewer),
         ));
     }
     Ok(scrape(&state).await)

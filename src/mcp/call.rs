@@ -113,7 +113,7 @@ pub async fn answer(
         _ => None,
     };
     let outcome = call(server, caller, headers, &request, &name, tool, arguments, retry).await;
-    crate::metrics::tool_call(tool.map_or("unknown", |t| t.meta().name), outcome.result);
+    crate::metrics::tool_call(tool, outcome.result);
     let action = match tool {
         Some(tool) => format!("mcp.{}", tool.meta().name),
         None => format!("mcp.{}", truncated(&name, 128)),

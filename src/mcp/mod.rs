@@ -41,7 +41,7 @@ pub use codes::denial_code;
 pub use headers::header_value;
 pub use lists::ListResults;
 pub use reply::{Payload, Reply};
-pub use router::handle;
+pub use router::{METHOD_COUNT, METHOD_NAMES, handle};
 
 use crate::services::Services;
 

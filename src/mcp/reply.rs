@@ -64,15 +64,14 @@ impl Reply {
         Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None, error_code: None }
     }
 
-    /// How the request was answered, for /metrics: `error` (a JSON-RPC error), `stream` (an
-    /// SSE answer, whose outcome travels inside it), `accepted` (a notification or response)
-    /// or `ok`.
-    pub fn outcome(&self) -> &'static str {
+    /// How the request was answered, for /metrics.
+    pub fn outcome(&self) -> crate::metrics::Outcome {
+        use crate::metrics::Outcome;
         match (&self.body, self.error_code) {
-            (_, Some(_)) => "error",
-            (Some(Payload::Events(_)), None) => "stream",
-            (None, None) => "accepted",
-            _ => "ok",
+            (_, Some(_)) => Outcome::Error,
+            (Some(Payload::Events(_)), None) => Outcome::Stream,
+            (None, None) => Outcome::Accepted,
+            _ => Outcome::Ok,
         }
     }
 

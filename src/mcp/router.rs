@@ -37,8 +37,11 @@ pub enum Method {
     TasksCancel,
 }
 
+/// How many methods the router knows.
+pub const METHOD_COUNT: usize = 16;
+
 /// Each method's name on the wire.
-const METHOD_NAMES: [(&str, Method); 16] = [
+pub const METHOD_NAMES: [(&str, Method); METHOD_COUNT] = [
     ("ping", Method::Ping),
     ("server/discover", Method::ServerDiscover),
     ("tools/list", Method::ToolsList),
@@ -61,21 +64,20 @@ impl Method {
     pub fn parse(name: &str) -> Option<Self> {
         METHOD_NAMES.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
-
-    pub fn name(self) -> &'static str {
-        METHOD_NAMES.iter().find(|(_, m)| *m == self).map_or("unknown", |(n, _)| n)
-    }
 }
 
-/// The `method` label of a request's metrics: a method we answer by its name, anything else
-/// by its kind (the label set stays bounded whatever clients send).
-fn method_label(body: &Result<Body, rpc::FramingError>) -> &'static str {
+/// The `method` label of a request's metrics (a position in `metrics::METHOD_LABELS`): a
+/// method we answer by its name, anything else by its kind.
+fn method_label(body: &Result<Body, rpc::FramingError>) -> usize {
+    use crate::metrics::kind_label;
     match body {
-        Err(_) | Ok(Body::Single(Err(_))) => "invalid",
-        Ok(Body::Batch(_)) => "batch",
-        Ok(Body::Single(Ok(Message::Request { method, .. }))) => Method::parse(method).map_or("unknown", Method::name),
-        Ok(Body::Single(Ok(Message::Notification { .. }))) => "notification",
-        Ok(Body::Single(Ok(Message::Response { .. }))) => "response",
+        Err(_) | Ok(Body::Single(Err(_))) => kind_label("invalid"),
+        Ok(Body::Batch(_)) => kind_label("batch"),
+        Ok(Body::Single(Ok(Message::Request { method, .. }))) => {
+            METHOD_NAMES.iter().position(|(n, _)| n == method).unwrap_or_else(|| kind_label("unknown"))
+        }
+        Ok(Body::Single(Ok(Message::Notification { .. }))) => kind_label("notification"),
+        Ok(Body::Single(Ok(Message::Response { .. }))) => kind_label("response"),
     }
 }
 

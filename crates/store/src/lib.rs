@@ -16,7 +16,7 @@ pub use sqlite::{STORE_SECONDS, SqliteStore};
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
-    PluginConfigStore, RowFilter, RowPage, StoreGauges, TagStore,
+    PluginConfigStore, RowFilter, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
 pub use work::{
     Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
@@ -38,6 +38,7 @@ pub struct Repositories {
     pub fleet: Arc<dyn FleetStore>,
     pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
+    pub sign_in: Arc<dyn SignInStore>,
 }
 
 impl Repositories {

@@ -50,6 +50,38 @@ pub trait CredentialStore: Send + Sync {
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool>;
 }
 
+/// How principals sign in to the console: password hash, TOTP factor, failed attempts.
+#[async_trait]
+pub trait SignInStore: Send + Sync {
+    /// None when the principal does not exist.
+    async fn sign_in_record(&self, principal: &str) -> Result<Option<SignInRecord>>;
+    /// Sets the password hash (a PHC string); false when the principal does not exist.
+    async fn set_password(&self, principal: &str, hash: &str) -> Result<bool>;
+    /// Starts TOTP enrollment with a new secret, unconfirmed (a confirmed factor is replaced
+    /// only through [`SignInStore::reset_totp`]).
+    async fn begin_totp(&self, principal: &str, secret: &str) -> Result<()>;
+    async fn confirm_totp(&self, principal: &str, now_ms: i64) -> Result<()>;
+    /// Removes the factor (the console asks for a new enrollment at the next sign-in).
+    async fn reset_totp(&self, principal: &str) -> Result<bool>;
+    /// Takes a TOTP time step, atomically: false when this step (or a later one) was taken
+    /// already, so that each code is accepted once.
+    async fn take_totp_step(&self, principal: &str, step: i64) -> Result<bool>;
+    /// Counts a failed attempt and locks sign-in until `locked_until_ms`; returns the count.
+    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64>;
+    /// Clears the failed attempts after a successful sign-in.
+    async fn sign_in_succeeded(&self, principal: &str) -> Result<()>;
+}
+
+/// A principal's sign-in state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SignInRecord {
+    pub password_hash: Option<String>,
+    pub totp_secret: Option<String>,
+    pub totp_confirmed: bool,
+    pub failed_attempts: i64,
+    pub locked_until_ms: i64,
+}
+
 /// Human approvals. Minting is deduplicated and capped; consumption happens at most once.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {

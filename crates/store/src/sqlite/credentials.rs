@@ -108,6 +108,7 @@ impl CredentialStore for SqliteStore {
                 params![name, now],
             )?;
             let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
+            tx.execute("DELETE FROM principal_sign_in WHERE principal = ?1", params![name])?;
             tx.commit()?;
             Ok(removed)
         })

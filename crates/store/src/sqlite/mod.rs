@@ -8,6 +8,7 @@ mod fleet;
 #[cfg(test)]
 mod fleet_tests;
 mod responses;
+mod sign_in;
 mod small;
 mod work;
 #[cfg(test)]
@@ -36,6 +37,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0007_fleet", include_str!("../../migrations/sqlite/0007_fleet.sql")),
     ("0008_inventory_indexes", include_str!("../../migrations/sqlite/0008_inventory_indexes.sql")),
     ("0009_executions", include_str!("../../migrations/sqlite/0009_executions.sql")),
+    ("0010_console_sign_in", include_str!("../../migrations/sqlite/0010_console_sign_in.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
@@ -101,6 +103,7 @@ impl SqliteStore {
             fleet: Arc::new(self.clone()),
             work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
+            sign_in: Arc::new(self.clone()),
         }
     }
 

@@ -1,0 +1,185 @@
+//! [`SignInStore`] on SQLite: one row per principal that has a password or a factor.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use toolgate_domain::StoreError;
+
+use super::SqliteStore;
+use crate::{SignInRecord, SignInStore};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// Creates the principal's row when it has none (only for an existing principal).
+const ENSURE_ROW: &str = "INSERT INTO principal_sign_in (principal) SELECT name FROM principal WHERE name = ?1
+     ON CONFLICT (principal) DO NOTHING";
+
+#[async_trait]
+impl SignInStore for SqliteStore {
+    async fn sign_in_record(&self, principal: &str) -> Result<Option<SignInRecord>> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            let exists: bool =
+                c.query_row("SELECT count(*) FROM principal WHERE name = ?1", params![principal], |r| r.get::<_, i64>(0))?
+                    > 0;
+            if !exists {
+                return Ok(None);
+            }
+            let record = c
+                .query_row(
+                    "SELECT password_hash, totp_secret, totp_confirmed_at_ms IS NOT NULL, failed_attempts, locked_until_ms
+                     FROM principal_sign_in WHERE principal = ?1",
+                    params![principal],
+                    |r| {
+                        Ok(SignInRecord {
+                            password_hash: r.get(0)?,
+                            totp_secret: r.get(1)?,
+                            totp_confirmed: r.get(2)?,
+                            failed_attempts: r.get(3)?,
+                            locked_until_ms: r.get(4)?,
+                        })
+                    },
+                )
+                .optional()?;
+            Ok(Some(record.unwrap_or_default()))
+        })
+        .await
+    }
+
+    async fn set_password(&self, principal: &str, hash: &str) -> Result<bool> {
+        let (principal, hash) = (principal.to_string(), hash.to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(ENSURE_ROW, params![principal])?;
+            let set = tx.execute(
+                "UPDATE principal_sign_in SET password_hash = ?2, failed_attempts = 0, locked_until_ms = 0 WHERE principal = ?1",
+                params![principal, hash],
+            )? == 1;
+            tx.commit()?;
+            Ok(set)
+        })
+        .await
+    }
+
+    async fn begin_totp(&self, principal: &str, secret: &str) -> Result<()> {
+        let (principal, secret) = (principal.to_string(), secret.to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(ENSURE_ROW, params![principal])?;
+            tx.execute(
+                "UPDATE principal_sign_in SET totp_secret = ?2, totp_confirmed_at_ms = NULL, last_totp_step = NULL
+                 WHERE principal = ?1 AND totp_confirmed_at_ms IS NULL",
+                params![principal, secret],
+            )?;
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn confirm_totp(&self, principal: &str, now_ms: i64) -> Result<()> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE principal_sign_in SET totp_confirmed_at_ms = ?2 WHERE principal = ?1 AND totp_secret IS NOT NULL",
+                params![principal, now_ms],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn reset_totp(&self, principal: &str) -> Result<bool> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE principal_sign_in SET totp_secret = NULL, totp_confirmed_at_ms = NULL, last_totp_step = NULL
+                 WHERE principal = ?1 AND totp_secret IS NOT NULL",
+                params![principal],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    async fn take_totp_step(&self, principal: &str, step: i64) -> Result<bool> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE principal_sign_in SET last_totp_step = ?2
+                 WHERE principal = ?1 AND (last_totp_step IS NULL OR last_totp_step < ?2)",
+                params![principal, step],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
+    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(ENSURE_ROW, params![principal])?;
+            let count = tx
+                .query_row(
+                    "UPDATE principal_sign_in SET failed_attempts = failed_attempts + 1, locked_until_ms = ?2
+                     WHERE principal = ?1 RETURNING failed_attempts",
+                    params![principal, locked_until_ms],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .unwrap_or(0);
+            tx.commit()?;
+            Ok(count)
+        })
+        .await
+    }
+
+    async fn sign_in_succeeded(&self, principal: &str) -> Result<()> {
+        let principal = principal.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE principal_sign_in SET failed_attempts = 0, locked_until_ms = 0 WHERE principal = ?1",
+                params![principal],
+            )
+            .map(drop)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CredentialStore;
+
+    #[tokio::test]
+    async fn passwords_factors_steps_and_lockouts() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(store.sign_in_record("alice").await.unwrap(), None, "no such principal");
+        assert!(!store.set_password("alice", "h").await.unwrap(), "no password for a principal that does not exist");
+        store.put_principal("alice", &["Administrator".into()], 1).await.unwrap();
+        assert_eq!(store.sign_in_record("alice").await.unwrap(), Some(SignInRecord::default()));
+        assert!(store.set_password("alice", "$argon2id$...").await.unwrap());
+        store.begin_totp("alice", "SECRET1").await.unwrap();
+        store.begin_totp("alice", "SECRET2").await.unwrap();
+        let r = store.sign_in_record("alice").await.unwrap().unwrap();
+        assert_eq!((r.totp_secret.as_deref(), r.totp_confirmed), (Some("SECRET2"), false), "unconfirmed: replaced");
+        store.confirm_totp("alice", 5).await.unwrap();
+        store.begin_totp("alice", "SECRET3").await.unwrap();
+        let r = store.sign_in_record("alice").await.unwrap().unwrap();
+        assert_eq!((r.totp_secret.as_deref(), r.totp_confirmed), (Some("SECRET2"), true), "confirmed: kept");
+        assert!(store.take_totp_step("alice", 100).await.unwrap());
+        assert!(!store.take_totp_step("alice", 100).await.unwrap(), "a step is taken once");
+        assert!(!store.take_totp_step("alice", 99).await.unwrap(), "an earlier step too");
+        assert!(store.take_totp_step("alice", 101).await.unwrap());
+        assert_eq!(store.sign_in_failed("alice", 1000).await.unwrap(), 1);
+        assert_eq!(store.sign_in_failed("alice", 2000).await.unwrap(), 2);
+        let r = store.sign_in_record("alice").await.unwrap().unwrap();
+        assert_eq!((r.failed_attempts, r.locked_until_ms), (2, 2000));
+        store.sign_in_succeeded("alice").await.unwrap();
+        assert_eq!(store.sign_in_record("alice").await.unwrap().unwrap().failed_attempts, 0);
+        assert!(store.reset_totp("alice").await.unwrap());
+        assert!(store.remove_principal("alice", 9).await.unwrap());
+        store.put_principal("alice", &["Administrator".into()], 10).await.unwrap();
+        assert_eq!(store.sign_in_record("alice").await.unwrap(), Some(SignInRecord::default()), "removal forgets it");
+    }
+}
