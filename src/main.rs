@@ -118,6 +118,15 @@ enum PrincipalCommand {
     Remove {
         name: String,
     },
+    /// Set the password the principal signs in to the console with; it is read from standard
+    /// input (one line), never from the command line.
+    SetPassword {
+        name: String,
+    },
+    /// Remove the principal's second factor: their next console sign-in enrolls a new one.
+    ResetFactor {
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -223,6 +232,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 PrincipalCommand::Add { name, roles } => console::principal_add(&store, &name, &roles).await,
                 PrincipalCommand::List => console::principal_list(&store).await,
                 PrincipalCommand::Remove { name } => console::principal_remove(&store, &name).await,
+                PrincipalCommand::SetPassword { name } => {
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line)?;
+                    console::principal_set_password(&store, &name, line.trim_end_matches(['\r', '\n'])).await
+                }
+                PrincipalCommand::ResetFactor { name } => console::principal_reset_factor(&store, &name).await,
             }?;
             Ok(print_out(&text))
         }),

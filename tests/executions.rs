@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Server, api_credential, call_as, start_in};
+use common::{Server, call_as, start_in};
 use serde_json::{Value, json};
 
 fn sha256_of(path: &Path) -> String {
@@ -214,7 +214,7 @@ fn line_count(path: &Path) -> usize {
 fn an_approved_change_runs_exactly_once_per_agent_across_agent_and_server_crashes() {
     let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
     let supervised = s.token("admin", "supervised", "1h");
-    let api = api_credential(&s, "reviewer");
+    let api = common::console::reviewer(&s, "reviewer");
 
     // fleet-b is stopped: it receives the run but cannot act on it before it is killed.
     agents[1].signal("-STOP");

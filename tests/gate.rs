@@ -23,8 +23,8 @@ fn principal(s: &Server, name: &str, role: &str, tier: &str) -> String {
 }
 
 /// An administrator's API credential (no MCP tier), for the approval and audit API.
-fn reviewer(s: &Server) -> String {
-    common::api_credential(s, "reviewer")
+fn reviewer(s: &Server) -> common::console::Reviewer {
+    common::console::reviewer(s, "reviewer")
 }
 
 #[test]
@@ -67,8 +67,8 @@ fn approval_id(r: &Response) -> String {
     id
 }
 
-fn approve(s: &Server, api: &str, id: &str) -> Response {
-    s.http("POST", &format!("/api/v1/approvals/{id}/approve"), Some(api), Some(r#"{"comment":"ok"}"#))
+fn approve(s: &Server, reviewer: &common::console::Reviewer, id: &str) -> Response {
+    common::console::approve(s, reviewer, id)
 }
 
 #[test]
@@ -96,7 +96,12 @@ fn the_approval_story() {
         .output()
         .unwrap();
     assert!(!own.status.success() && String::from_utf8_lossy(&own.stderr).contains("must not be the submitter"));
-    assert_eq!(approve(&s, &admin, &id).status, 403, "an MCP token can never approve");
+    let bearer = s.http("POST", &format!("/api/v1/approvals/{id}/approve"), Some(&admin), Some("{}"));
+    assert_eq!(
+        (bearer.status, bearer.json()["error"].as_str()),
+        (403, Some("console_session_required")),
+        "no token ever decides"
+    );
     let supervised = s.token("admin", "supervised", "1d");
     let r = call_as(&s, &supervised, "approve_request", json!({"approval_id": id}));
     assert_eq!(code(&r), Some(-32003));
@@ -109,8 +114,10 @@ fn the_approval_story() {
     let r = approve(&s, &api, &id);
     assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("approved")), "{r:?}");
 
-    // Tickets, reviews and consumption survive a restart.
+    // Tickets, reviews and consumption survive a restart (console sessions do not).
     let s = common::start_in(s.stop(), &[]);
+    let mut api = api;
+    common::console::sign_in_again(&s, &mut api);
     let mut wrong = recall.clone();
     wrong["key"] = json!("owner");
     let r = call_as(&s, &admin, "delete_tag", wrong);
@@ -131,11 +138,11 @@ fn the_approval_story() {
     );
     let tags = call_as(&s, &admin, "get_tags", json!({"agent_id": agent})).json();
     assert_eq!(tags["result"]["structuredContent"]["tags"], json!([]));
-    let shown = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&api), None).json();
+    let shown = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&api.api), None).json();
     assert_eq!(shown["status"], "consumed");
 
     // The audit rows tell the replay and the foreign recall apart.
-    let rows = audit(&s, &api, "action=mcp.delete_tag&result=denied");
+    let rows = audit(&s, &api.api, "action=mcp.delete_tag&result=denied");
     let details: Vec<&str> = rows.iter().filter_map(|r| r["detail"].as_str()).collect();
     assert!(details.iter().any(|d| d.contains("another principal")), "{details:?}");
     assert!(details.iter().any(|d| d.contains("replay")), "{details:?}");
@@ -144,8 +151,8 @@ fn the_approval_story() {
     call_as(&s, &admin, "set_tag", json!({"agent_id": agent, "key": "k", "value": "v"}));
     let args2 = json!({"agent_id": agent, "key": "k"});
     let rejected = approval_id(&call_as(&s, &admin, "delete_tag", args2.clone()));
-    let r = s.http("POST", &format!("/api/v1/approvals/{rejected}/reject"), Some(&api), Some("{}"));
-    assert_eq!(r.status, 200);
+    let r = common::console::decide(&s, &api, &rejected, "reject", json!({"comment": "no"}));
+    assert_eq!(r.status, 200, "{r:?}");
     let mut recall2 = args2.clone();
     recall2["approval_id"] = json!(rejected);
     assert!(
@@ -213,12 +220,16 @@ fn invalid_arguments_never_touch_a_ticket() {
     let admin = s.token.clone();
     let r = call_as(&s, &admin, "delete_tag", json!({"agent_id": "", "key": "k"})).json();
     assert_eq!(r["result"]["isError"], true);
-    assert_eq!(s.http("GET", "/api/v1/approvals", Some(&api), None).json()["approvals"], json!([]), "no ticket minted");
+    assert_eq!(
+        s.http("GET", "/api/v1/approvals", Some(&api.api), None).json()["approvals"],
+        json!([]),
+        "no ticket minted"
+    );
     let id = approval_id(&call_as(&s, &admin, "delete_tag", json!({"agent_id": "a", "key": "k"})));
     assert_eq!(approve(&s, &api, &id).status, 200);
     let r = call_as(&s, &admin, "delete_tag", json!({"agent_id": "a", "key": 5, "approval_id": id})).json();
     assert_eq!(r["result"]["isError"], true, "invalid arguments: {r}");
-    let shown = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&api), None).json();
+    let shown = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&api.api), None).json();
     assert_eq!(shown["status"], "approved", "nothing consumed");
 }
 
@@ -278,7 +289,7 @@ fn every_denial_is_audited_with_the_clients_correlation_id() {
             .unwrap_or_else(|| panic!("{tool}: no correlation id: {r}"))
             .to_string();
         assert!(correlation.starts_with("req-"));
-        let rows = audit(&s, &api, &format!("correlation_id={correlation}"));
+        let rows = audit(&s, &api.api, &format!("correlation_id={correlation}"));
         assert_eq!(rows.len(), 1, "{tool}: one row for {correlation}");
         assert_eq!(rows[0]["result"], result, "{tool}: {}", rows[0]);
         assert_eq!(rows[0]["action"], format!("mcp.{tool}"));
@@ -290,7 +301,7 @@ fn every_denial_is_audited_with_the_clients_correlation_id() {
         Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
     );
     assert_eq!(r.status, 401);
-    assert!(!audit(&s, &api, "action=auth.failure").is_empty(), "authentication failures are audited");
+    assert!(!audit(&s, &api.api, "action=auth.failure").is_empty(), "authentication failures are audited");
     let r = s.rpc(&[], json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "query_audit_log", "arguments": {"action": "mcp.set_plugin_config", "limit": 5}}})).json();
     assert_eq!(r["result"]["structuredContent"]["entries"][0]["result"], "denied", "query_audit_log reads them: {r}");
 }
@@ -330,7 +341,7 @@ fn audit_rows_survive_shutdown() {
     }
     // SIGTERM right away: the writer drains before the process exits.
     let s = common::start_in(s.stop(), &[]);
-    let rows = s.http("GET", "/api/v1/audit?action=mcp.set_plugin_config&limit=1000", Some(&api), None).json();
+    let rows = s.http("GET", "/api/v1/audit?action=mcp.set_plugin_config&limit=1000", Some(&api.api), None).json();
     assert_eq!(rows["entries"].as_array().map(Vec::len), Some(40), "every row of the 40 denied calls is kept");
 }
 
@@ -340,10 +351,11 @@ fn the_approval_api_refuses_clearly() {
     let api = reviewer(&s);
     assert_eq!(s.http("GET", "/api/v1/approvals", None, None).status, 401);
     assert_eq!(s.http("GET", "/api/v1/approvals", Some(&s.token), None).json()["error"], "mcp_token");
-    assert_eq!(s.http("GET", "/api/v1/approvals/0000", Some(&api), None).status, 404);
-    assert_eq!(s.http("POST", "/api/v1/approvals/0000/approve", Some(&api), Some("{}")).status, 404);
+    assert_eq!(s.http("GET", "/api/v1/approvals/0000", Some(&api.api), None).status, 404);
+    assert_eq!(s.http("POST", "/api/v1/approvals/0000/approve", Some(&api.api), Some("{}")).status, 403);
+    assert_eq!(common::console::approve(&s, &api, "0000").status, 404);
     for query in ["limit=0", "limit=1001", "since=yesterday"] {
-        let r = s.http("GET", &format!("/api/v1/audit?{query}"), Some(&api), None);
+        let r = s.http("GET", &format!("/api/v1/audit?{query}"), Some(&api.api), None);
         assert_eq!((r.status, r.json()["error"].as_str()), (400, Some("bad_query")), "{query}");
     }
     s.cli(&["principal", "add", "carol", "--role", "Viewer"]);
@@ -357,7 +369,7 @@ fn the_approval_api_refuses_clearly() {
         s.addr,
         "GET",
         "/api/v1/approvals",
-        &[("Authorization", &format!("Bearer {api}")), ("Origin", "https://evil.example.com")],
+        &[("Authorization", &format!("Bearer {}", api.api)), ("Origin", "https://evil.example.com")],
         None,
     );
     assert_eq!(r.status, 403, "DNS-rebinding protection covers the API too");

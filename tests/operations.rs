@@ -41,7 +41,8 @@ fn metrics_move_by_exactly_what_was_done() {
     let s = start_logging_to(tempfile::tempdir().unwrap(), &extra, &[], Some(logs.path()));
     let agent = wait_for_agents(&s, &s.token, 1).remove(0);
     let metrics = metrics_address(logs.path());
-    let api = common::api_credential(&s, "reviewer");
+    let reviewer = common::console::reviewer(&s, "reviewer");
+    let api = reviewer.api.clone();
     let readonly = s.token("admin", "readonly", "1d");
     let schemas = output_schemas(&s);
     let before = scrape(&s, metrics);
@@ -64,11 +65,8 @@ fn metrics_move_by_exactly_what_was_done() {
     let approved_call = |arguments: Value, decide: &str| {
         let id = approval_id(&call_as(&s, &s.token, "delete_tag", arguments.clone()));
         match decide {
-            "approve" => approve(&s, &api, &id),
-            _ => assert_eq!(
-                s.http("POST", &format!("/api/v1/approvals/{id}/reject"), Some(&api), Some("{}")).status,
-                200
-            ),
+            "approve" => approve(&s, &reviewer, &id),
+            _ => assert_eq!(common::console::decide(&s, &reviewer, &id, "reject", json!({})).status, 200),
         }
         let mut recall = arguments;
         recall["approval_id"] = json!(id);

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Server, api_credential, bin, call_as, start};
+use common::{Server, bin, call_as, start};
 use serde_json::{Value, json};
 
 fn run_on(
@@ -44,7 +44,7 @@ fn wait_quarantine(s: &Server, schemas: &std::collections::HashMap<String, Value
 fn quarantine_survives_an_agent_restart_blocks_changes_allows_diagnostics_and_is_released() {
     let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
     let supervised = s.token("admin", "supervised", "1h");
-    let api = api_credential(&s, "reviewer");
+    let api = common::console::reviewer(&s, "reviewer");
     let operator_denied =
         call_as(&s, &s.token, "quarantine_device", json!({"agent_id": ids["fleet-a"], "reason": "x"}));
     assert!(refusal(&operator_denied).contains("operator"), "{operator_denied:?}");
@@ -145,7 +145,7 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
     let veth = Veth::new();
     let s = start(&[FAST, &["--agent-listen", &format!("{HOST_IP}:0")]].concat());
     let schemas = output_schemas(&s);
-    let api = api_credential(&s, "reviewer");
+    let api = common::console::reviewer(&s, "reviewer");
     let supervised = s.token("admin", "supervised", "1h");
     // Something else on this side for the agent's host to reach, or not.
     let other = TcpListener::bind(format!("{HOST_IP}:0")).unwrap();

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use toolgate::http::{AppState, Config, router};
+use toolgate::http::{AppState, Config, ConsoleSession, router};
 use toolgate::mcp::{McpServer, Options};
 use toolgate::services::Services;
 use toolgate_domain::Clock;
@@ -74,6 +74,7 @@ async fn app() -> App {
         agent_listen: None,
         metrics_listen: None,
         tls: None,
+        console_idle_ms: 900_000,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     let state = Arc::new(AppState::new(config, mcp));
@@ -88,11 +89,23 @@ struct Answer {
 
 impl App {
     async fn send(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Answer {
+        let bearer = format!("Bearer {token}");
+        self.send_with(method, path, &[(header::AUTHORIZATION, bearer.as_str())], body).await
+    }
+
+    async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(header::HeaderName, &str)],
+        body: Option<Value>,
+    ) -> Answer {
         let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(name, *value);
+        }
+        let request = request
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::CONTENT_LENGTH, bytes.len())
             .header("MCP-Protocol-Version", "2025-06-18")
@@ -179,7 +192,23 @@ async fn approvals_fault_in_the_gate_and_on_the_api() {
     assert_internal_with_retry(&recall, "recalling a ticket");
     assert_store_unavailable(&app.send("GET", "/api/v1/approvals", &app.reviewer, None).await, "listing");
     assert_store_unavailable(&app.send("GET", "/api/v1/approvals/x", &app.reviewer, None).await, "showing");
-    let approve = app.send("POST", "/api/v1/approvals/x/approve", &app.reviewer, Some(json!({}))).await;
+    // Deciding takes a console session (a bearer token never decides).
+    let bearer = app.send("POST", "/api/v1/approvals/x/approve", &app.reviewer, Some(json!({}))).await;
+    assert_eq!(
+        (bearer.status, bearer.body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("console_session_required"))
+    );
+    let now = Clock::default().now_ms();
+    let session = ConsoleSession {
+        principal: "admin".into(),
+        csrf: "csrf-token".into(),
+        last_seen_ms: now,
+        proof_ms: Some(now),
+        assurance: "test",
+    };
+    let cookie = format!("toolgate_console={}", app.state.console.open(session));
+    let headers = [(header::COOKIE, cookie.as_str()), (header::HeaderName::from_static("x-csrf-token"), "csrf-token")];
+    let approve = app.send_with("POST", "/api/v1/approvals/x/approve", &headers, Some(json!({}))).await;
     assert_store_unavailable(&approve, "deciding");
     let listed = app.call("list_pending_approvals", json!({})).await;
     assert_internal_with_retry(&listed, "list_pending_approvals");

@@ -4,12 +4,13 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use toolgate_domain::audit::{AuditEvent, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken};
 use toolgate_domain::{Clock, approvals::Approval};
 use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME, SqliteStore};
 
 use crate::registry::CATALOGUE;
+use toolgate_gate::Decide;
 
 pub fn open(data_dir: &Path) -> Result<Repositories> {
     let path = data_dir.join(SQLITE_FILE_NAME);
@@ -21,6 +22,32 @@ pub fn open(data_dir: &Path) -> Result<Repositories> {
         );
     }
     Ok(SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?.repositories())
+}
+
+/// `principal set-password`: the console's first factor, hashed with argon2id.
+pub async fn principal_set_password(store: &Repositories, name: &str, password: &str) -> Result<String> {
+    let hash = crate::http::console_factor::hash_password(password)?;
+    if !store.sign_in.set_password(name, &hash).await? {
+        bail!("no principal `{name}` (`toolgate principal list` shows them)");
+    }
+    audit_now(store, "console.password_set", name).await;
+    Ok(format!("set the console password of `{name}`; they sign in at /console and enroll an authenticator app\n"))
+}
+
+/// `principal reset-factor`: for a lost device; the next sign-in enrolls a new factor.
+pub async fn principal_reset_factor(store: &Repositories, name: &str) -> Result<String> {
+    if !store.sign_in.reset_totp(name).await? {
+        bail!("`{name}` has no second factor (or no such principal)");
+    }
+    audit_now(store, "console.factor_reset", name).await;
+    Ok(format!("removed the second factor of `{name}`; their next sign-in enrolls a new one\n"))
+}
+
+async fn audit_now(store: &Repositories, action: &str, target: &str) {
+    let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success).target(target.to_string());
+    if let Err(err) = store.audit.append(&[event], true).await {
+        eprintln!("warning: the audit row could not be written ({err})");
+    }
 }
 
 /// `toolgate backup`: a consistent copy of the store, written while the server may be running.
@@ -198,7 +225,12 @@ impl AuditSink for ImmediateAudit<'_> {
     }
 }
 
-/// The console's decision, as `--as <principal>`, who must be allowed to review.
+/// What the audit row of a decision made here says about who made it: whoever controls the
+/// server's data dir may name any reviewer, so this path is break-glass (the console's sign-in
+/// with a second factor is the normal one).
+const BREAK_GLASS: &str = "break-glass CLI (data dir access; the reviewer is named, not proven)";
+
+/// The break-glass decision, as `--as <principal>`, who must be allowed to review.
 pub async fn approvals_decide(
     store: &Repositories,
     id: &str,
@@ -214,8 +246,13 @@ pub async fn approvals_decide(
     }
     let audit = ImmediateAudit { store: store.audit.as_ref(), rows: Default::default() };
     let clock = Clock::default();
-    let decided =
-        toolgate_gate::review(store.approvals.as_ref(), &audit, &clock, id, reviewer, approve, comment).await?;
+    let decided = toolgate_gate::review(
+        store.approvals.as_ref(),
+        &audit,
+        &clock,
+        Decide { id, reviewer, approve, comment, assurance: BREAK_GLASS },
+    )
+    .await?;
     let rows = std::mem::take(&mut *audit.rows.lock().unwrap_or_else(|e| e.into_inner()));
     if let Err(err) = audit.store.append(&rows, true).await {
         eprintln!("warning: the audit row could not be written ({err}): {rows:?}");

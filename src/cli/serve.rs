@@ -117,6 +117,9 @@ pub struct ServeArgs {
     /// How log lines are written on standard error.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "TOOLGATE_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// A console session unused this long is signed out: 15m, 1h.
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = seconds, env = "TOOLGATE_CONSOLE_IDLE_TIMEOUT")]
+    console_idle_timeout: i64,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -165,6 +168,7 @@ impl ServeArgs {
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,
             tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
+            console_idle_ms: self.console_idle_timeout * 1000,
         }
     }
 }

@@ -8,16 +8,14 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use toolgate_domain::approvals::ReviewRefusal;
 use toolgate_domain::audit::AuditFilter;
 
-use super::auth::Reviewer;
+use super::auth::{Authenticated, Reviewer};
 use super::{ApiError, AppState, json_response};
-use crate::metrics::ApprovalEvent;
 
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -42,68 +40,41 @@ async fn list(
     Ok(ok(json!({"approvals": all.await?})))
 }
 
-async fn show(State(state): State<Arc<AppState>>, _: Reviewer, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// One approval: any of them for a reviewer's API credential; for an MCP token, only the
+/// tickets its own principal submitted (the `status_url` of -32006), another principal's
+/// reading exactly like an unknown id.
+async fn show(
+    State(state): State<Arc<AppState>>,
+    who: Authenticated,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let reviewer = who.token.tier.is_none() && state.mcp.services().catalogue().may_review(&who.principal.roles);
     match state.mcp.services().approvals().approval(&id).await? {
-        Some(a) => Ok(ok(json!(a))),
-        None => Err(ApiError::not_found(format!("no approval `{id}`"))),
+        Some(a) if reviewer || a.submitter == who.principal.name => Ok(ok(json!(a))),
+        _ => Err(ApiError::not_found(format!("no approval `{id}`"))),
     }
 }
 
+/// Deciding takes a person signed in to the console (with a fresh second-factor proof), never
+/// a bearer token: see `console::rest_decide`.
 async fn approve(
-    state: State<Arc<AppState>>,
-    who: Reviewer,
-    id: Path<String>,
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    decide(state, who, id, body, true).await
+    let body = super::read_body(&state, body).await?;
+    super::console::rest_decide(&state, &headers, &id, true, &body).await
 }
 
 async fn reject(
-    state: State<Arc<AppState>>,
-    who: Reviewer,
-    id: Path<String>,
-    body: Body,
-) -> Result<Response, ApiError> {
-    decide(state, who, id, body, false).await
-}
-
-async fn decide(
     State(state): State<Arc<AppState>>,
-    Reviewer(who): Reviewer,
+    headers: HeaderMap,
     Path(id): Path<String>,
     body: Body,
-    approve: bool,
 ) -> Result<Response, ApiError> {
     let body = super::read_body(&state, body).await?;
-    let comment = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v.get("comment").and_then(Value::as_str).map(str::to_string));
-    let services = state.mcp.services();
-    let decided = toolgate_gate::review(
-        services.approvals(),
-        services.audit(),
-        services.clock(),
-        &id,
-        &who.name,
-        approve,
-        comment.as_deref(),
-    )
-    .await?;
-    match decided {
-        Ok(a) => {
-            let event = if approve { ApprovalEvent::Approved } else { ApprovalEvent::Rejected };
-            crate::metrics::approval(event);
-            Ok(ok(json!(a)))
-        }
-        Err(refusal) => {
-            let status = match refusal {
-                ReviewRefusal::Unknown(_) => StatusCode::NOT_FOUND,
-                ReviewRefusal::OwnRequest(_) => StatusCode::FORBIDDEN,
-                _ => StatusCode::CONFLICT,
-            };
-            Err(ApiError::new(status, "refused", refusal.to_string()))
-        }
-    }
+    super::console::rest_decide(&state, &headers, &id, false, &body).await
 }
 
 async fn audit(

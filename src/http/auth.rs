@@ -100,10 +100,10 @@ impl FromRequestParts<Arc<AppState>> for McpCaller {
     }
 }
 
-/// The caller of the approval and audit API: a principal allowed to review (policy.yaml
-/// `server.reviewer_permission`), holding an administrator's tierless credential. An MCP
-/// token, whatever its tier, can never approve anything.
-pub struct Reviewer(pub PrincipalRecord);
+/// A reader of the approval and audit API: a principal allowed to review (policy.yaml
+/// `server.reviewer_permission`), holding an administrator's tierless credential. Deciding
+/// takes a console session with a second factor (`console`): no token ever decides.
+pub struct Reviewer;
 
 impl FromRequestParts<Arc<AppState>> for Reviewer {
     type Rejection = ApiError;
@@ -113,7 +113,7 @@ impl FromRequestParts<Arc<AppState>> for Reviewer {
         if token.tier.is_some() {
             return Err(ApiError::forbidden(
                 "mcp_token",
-                "MCP tokens can never approve: use an administrator API token (toolgate token create --principal P --api)",
+                "this route takes an administrator API token (toolgate token create --principal P --api), not an MCP token; approving takes a console session (/console)",
             ));
         }
         let catalogue = state.mcp.services().catalogue();
@@ -123,6 +123,6 @@ impl FromRequestParts<Arc<AppState>> for Reviewer {
                 format!("this principal's roles do not grant {}", catalogue.reviewer),
             ));
         }
-        Ok(Reviewer(principal))
+        Ok(Reviewer)
     }
 }

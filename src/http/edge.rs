@@ -46,7 +46,8 @@ pub const CORRELATION_HEADER: &str = "x-correlation-id";
 
 /// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused.
 async fn host_and_origin(state: Arc<AppState>, request: Request, next: Next) -> Response {
-    match check_host_and_origin(&state, request.headers()) {
+    let console = request.uri().path().starts_with("/console");
+    match check_host_and_origin(&state, request.headers(), console) {
         Ok(()) => next.run(request).await,
         // The MCP endpoint answers a foreign Origin in JSON-RPC: -32008 with the A4 data.
         Err(refusal) if refusal.error() == "forbidden_origin" && request.uri().path().starts_with("/mcp") => {
@@ -67,9 +68,16 @@ async fn host_and_origin(state: Arc<AppState>, request: Request, next: Next) -> 
     }
 }
 
-fn check_host_and_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+/// A page of the console posting to its own origin (the browser's `Origin` names the `Host`
+/// it asked): its cookies are `SameSite=Strict` and its forms carry CSRF tokens.
+fn same_origin(headers: &HeaderMap, origin: &str) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    origin.split_once("://").is_some_and(|(_, authority)| Some(authority.trim_end_matches('/')) == host)
+}
+
+fn check_host_and_origin(state: &AppState, headers: &HeaderMap, console: bool) -> Result<(), ApiError> {
     if let Some(origin) = headers.get(header::ORIGIN)
-        && !origin.to_str().is_ok_and(|o| origin_allowed(state, o))
+        && !origin.to_str().is_ok_and(|o| origin_allowed(state, o) || (console && same_origin(headers, o)))
     {
         return Err(ApiError::forbidden(
             "forbidden_origin",

@@ -5,6 +5,7 @@ mod agent_endpoint;
 mod api;
 mod auth;
 mod auth_failures;
+mod console;
 mod edge;
 mod error;
 mod listener;
@@ -26,6 +27,8 @@ use axum::response::Response;
 use axum::routing::{any, get};
 use serde_json::json;
 
+pub use console::factor as console_factor;
+pub use console::session::ConsoleSession;
 pub use error::{ApiError, json_response};
 pub use listener::ConnectionLimits;
 pub use serve::{bootstrap, serve};
@@ -69,6 +72,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// HTTPS on every listener (`--tls-cert`, `--tls-key`); None: plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// A console session unused this long is signed out (`--console-idle-timeout`).
+    pub console_idle_ms: i64,
 }
 
 /// What every request handler shares.
@@ -76,12 +81,15 @@ pub struct AppState {
     pub config: Config,
     pub mcp: Arc<McpServer>,
     pub auth_failures: Arc<auth_failures::AuthFailures>,
+    /// Signed-in people of the approver's console.
+    pub console: console::ConsoleSessions,
 }
 
 impl AppState {
     pub fn new(config: Config, mcp: McpServer) -> Self {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
-        Self { config, mcp: Arc::new(mcp), auth_failures }
+        let console = console::ConsoleSessions::new(config.console_idle_ms);
+        Self { config, mcp: Arc::new(mcp), auth_failures, console }
     }
 }
 
@@ -103,6 +111,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mcp/v1/", any(mcp_endpoint::mcp))
         .merge(api::routes())
         .merge(metrics_endpoint::guarded_route())
+        .merge(console::routes())
         .route_layer(from_fn_with_state(state.clone(), edge::edge));
     Router::new()
         // Agents connect from other machines by the server's name: no Host/Origin check here;

@@ -217,13 +217,19 @@ pub fn approval_id(r: &Response) -> String {
     v["error"]["data"]["approval_id"].as_str().unwrap().to_string()
 }
 
-pub fn approve(s: &Server, api: &str, id: &str) {
-    let r = s.http("POST", &format!("/api/v1/approvals/{id}/approve"), Some(api), Some(r#"{"comment":"ok"}"#));
+pub fn approve(s: &Server, reviewer: &super::console::Reviewer, id: &str) {
+    let r = super::console::approve(s, reviewer, id);
     assert_eq!(r.status, 200, "{r:?}");
 }
 
 /// A supervised-tier call: its ticket, a person's approval, the recall. The recall's answer.
-pub fn approved(s: &Server, token: &str, api: &str, tool: &str, arguments: Value) -> (Value, Value) {
+pub fn approved(
+    s: &Server,
+    token: &str,
+    api: &super::console::Reviewer,
+    tool: &str,
+    arguments: Value,
+) -> (Value, Value) {
     let id = approval_id(&call_as(s, token, tool, arguments.clone()));
     approve(s, api, &id);
     let mut recall = arguments;

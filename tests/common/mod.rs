@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod console;
 pub mod sse;
 
 use std::io::{BufRead, BufReader, Read, Write};

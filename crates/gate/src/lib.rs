@@ -18,7 +18,7 @@ use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
 use toolgate_store::ApprovalStore;
 
 pub use arguments::{SchemaError, Schemas};
-pub use review::review;
+pub use review::{Decide, review};
 
 /// A call the gate let through: its arguments (without `approval_id`) and the approval it
 /// consumed, if it needed one.

@@ -1,0 +1,163 @@
+//! The approver's console, `/console`: server-rendered pages where a person signs in with a
+//! password and a TOTP factor and decides approvals; also their own API tokens, the audit log
+//! and the fleet at a glance. Sessions are cookies (`HttpOnly`, `SameSite=Strict`, `Secure`
+//! under TLS) with a CSRF token on every form; decisions and new credentials need a TOTP proof
+//! no older than five minutes. An MCP or API token can never decide anything here.
+
+mod approvals;
+pub mod factor;
+mod pages;
+pub mod session;
+mod sign_in;
+mod tokens;
+mod views;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+
+pub use approvals::rest_decide;
+pub use session::ConsoleSessions;
+use session::{ConsoleSession, csrf_matches};
+
+use super::AppState;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/console", get(|| async { Redirect::to("/console/approvals") }))
+        .route("/console/", get(|| async { Redirect::to("/console/approvals") }))
+        .route("/console/sign-in", get(sign_in::page).post(sign_in::submit))
+        .route("/console/sign-out", post(sign_in::sign_out))
+        .route("/console/enroll", get(sign_in::enroll_page).post(sign_in::enroll))
+        .route("/console/approvals", get(approvals::page))
+        .route("/console/approvals/{id}/decide", post(approvals::decide))
+        .route("/console/tokens", get(tokens::page).post(tokens::create))
+        .route("/console/tokens/{id}/revoke", post(tokens::revoke))
+        .route("/console/audit", get(views::audit))
+        .route("/console/fleet", get(views::fleet))
+}
+
+/// A form's fields.
+pub type Fields = HashMap<String, String>;
+
+fn field<'a>(form: &'a Fields, name: &str) -> &'a str {
+    form.get(name).map(String::as_str).unwrap_or_default().trim()
+}
+
+/// An HTML page, with the headers every console page carries: no caching, no framing, no
+/// script, forms only to this origin.
+pub fn html(status: StatusCode, page: Markup) -> Response {
+    let mut response = (status, page.into_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'",
+        ),
+    );
+    response
+}
+
+fn see_other(to: &str) -> Response {
+    Redirect::to(to).into_response()
+}
+
+/// Whether the server speaks TLS: cookies are then `Secure`.
+fn secure(state: &AppState) -> bool {
+    state.config.tls.is_some()
+}
+
+fn now_ms(state: &AppState) -> i64 {
+    state.mcp.services().clock().now_ms()
+}
+
+fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str, detail: String) {
+    let event = AuditEvent::new(now_ms(state), action, outcome)
+        .by_principal(principal)
+        .detail(detail)
+        .correlation(state.mcp.correlation_id());
+    state.mcp.services().audit().record(event);
+}
+
+/// A signed-in person whose factor is enrolled; anyone else is sent to sign in (or to enroll).
+pub struct SignedIn(pub ConsoleSession);
+
+impl FromRequestParts<Arc<AppState>> for SignedIn {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Response> {
+        match state.console.current(&parts.headers, now_ms(state)) {
+            None => Err(see_other("/console/sign-in")),
+            Some(session) if !session.enrolled() => Err(see_other("/console/enroll")),
+            Some(session) => Ok(SignedIn(session)),
+        }
+    }
+}
+
+impl SignedIn {
+    fn chrome(&self) -> pages::Chrome<'_> {
+        pages::Chrome { principal: Some(&self.0.principal), csrf: Some(&self.0.csrf) }
+    }
+
+    /// The refusal page, unless the form's CSRF token is this session's.
+    fn csrf_refusal(&self, form: &Fields) -> Option<Response> {
+        match csrf_matches(&self.0.csrf, form.get("csrf").map(String::as_str)) {
+            true => None,
+            false => Some(html(
+                StatusCode::FORBIDDEN,
+                pages::refused(
+                    "Refused",
+                    "This form carried no valid CSRF token (it expired, or it was sent from another page): reload the page and submit again.",
+                    &self.chrome(),
+                ),
+            )),
+        }
+    }
+
+    /// The refusal page, unless the principal's roles grant reviewing (policy.yaml
+    /// `server.reviewer_permission`).
+    async fn reviewer_refusal(&self, state: &AppState) -> Option<Response> {
+        let services = state.mcp.services();
+        let principal = services.credentials().principal(&self.0.principal).await.ok().flatten();
+        let roles = principal.map(|p| p.roles);
+        match roles.is_some_and(|roles| services.catalogue().may_review(&roles)) {
+            true => None,
+            false => Some(html(
+                StatusCode::FORBIDDEN,
+                pages::refused(
+                    "Not a reviewer",
+                    &format!("Your roles do not grant {}: this page is for reviewers.", services.catalogue().reviewer),
+                    &self.chrome(),
+                ),
+            )),
+        }
+    }
+
+    /// A fresh TOTP proof: the session's last one if it is recent enough, else `code` (taken
+    /// once). Err: what to tell the person.
+    async fn step_up(&self, state: &AppState, headers: &HeaderMap, code: &str) -> Result<&'static str, String> {
+        let now = now_ms(state);
+        if self.0.proof_fresh(now) && code.is_empty() {
+            return Ok("password+totp (proof within 5 min)");
+        }
+        if code.is_empty() {
+            return Err(
+                "Your last code is more than 5 minutes old: enter a fresh code from your authenticator app.".into()
+            );
+        }
+        sign_in::prove_code(state, &self.0.principal, code, now).await?;
+        state.console.proved(headers, now);
+        Ok("password+totp (fresh code)")
+    }
+}

@@ -1,0 +1,129 @@
+//! Read-only views for reviewers: the audit log with filters, and the fleet (agents and their
+//! state, recent executions and their progress, compliance by rule).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::html;
+use toolgate_domain::audit::AuditFilter;
+use toolgate_domain::fleet::compliance::ComplianceStatus;
+
+use super::{AppState, Fields, SignedIn, html as respond, pages};
+
+fn when_ms(ms: i64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64))
+        .to_string()
+}
+
+/// The rows a page shows at most.
+const PAGE_ROWS: i64 = 200;
+
+pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): Query<Fields>) -> Response {
+    if let Some(refused) = who.reviewer_refusal(&state).await {
+        return refused;
+    }
+    let text = |k: &str| q.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let filter = AuditFilter {
+        since_ms: None,
+        until_ms: None,
+        principal: text("principal"),
+        action_prefix: text("action"),
+        result: text("result"),
+        correlation_id: text("correlation_id"),
+        limit: PAGE_ROWS,
+    };
+    let rows = match state.mcp.services().audit_log().query(&filter).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            return respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
+            );
+        }
+    };
+    let value = |k: &str| text(k).unwrap_or_default();
+    let body = html! {
+        form method="get" action="/console/audit" {
+            label { "Principal " input type="text" name="principal" value=(value("principal")); }
+            label { "Action starts with " input type="text" name="action" value=(value("action")) placeholder="mcp.delete_tag"; }
+            label { "Result " input type="text" name="result" value=(value("result")) placeholder="denied"; }
+            label { "Correlation id " input type="text" name="correlation_id" value=(value("correlation_id")); }
+            button type="submit" { "Filter" }
+        }
+        p.muted { (rows.len()) " rows, newest first (at most " (PAGE_ROWS) ")." }
+        table #audit {
+            tr { th { "When" } th { "Principal" } th { "Action" } th { "Target" } th { "Result" } th { "Detail" } th { "Correlation" } }
+            @for r in &rows {
+                tr {
+                    td { (when_ms(r.at_ms)) } td { (r.principal.as_deref().unwrap_or("")) } td { code { (r.action) } }
+                    td { (r.target.as_deref().unwrap_or("")) } td { (r.result) } td { (r.detail.as_deref().unwrap_or("")) }
+                    td { code { (r.correlation_id.as_deref().unwrap_or("")) } }
+                }
+            }
+        }
+    };
+    respond(StatusCode::OK, pages::layout("Audit log", &who.chrome(), body))
+}
+
+pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Response {
+    if let Some(refused) = who.reviewer_refusal(&state).await {
+        return refused;
+    }
+    let services = state.mcp.services();
+    let hub = services.fleet();
+    let agents: Vec<_> = hub.agent_ids().iter().filter_map(|id| hub.summary(id)).collect();
+    let work = &services.repositories().work;
+    let (executions, compliance) = match (work.executions(None, 0, 50).await, work.compliance(None).await) {
+        (Ok(e), Ok(c)) => (e, c),
+        (Err(e), _) | (_, Err(e)) => {
+            return respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
+            );
+        }
+    };
+    let mut by_rule: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    for (_, result, _) in &compliance {
+        let counts = by_rule.entry(result.rule_id.as_str()).or_default();
+        counts[match result.status {
+            ComplianceStatus::Compliant => 0,
+            ComplianceStatus::NonCompliant => 1,
+            ComplianceStatus::Unknown => 2,
+        }] += 1;
+    }
+    let body = html! {
+        h2 { "Agents (" (agents.len()) ")" }
+        table #agents {
+            tr { th { "Agent" } th { "State" } th { "Host" } th { "OS" } th { "Last seen" } }
+            @for a in &agents {
+                tr {
+                    td { code { (a.agent_id) } } td { (a.status.as_str()) }
+                    td { (a.facts.as_ref().map_or("", |f| f.hostname.as_str())) }
+                    td { (a.facts.as_ref().map_or("", |f| f.os_pretty_name.as_str())) }
+                    td { (a.last_seen_ms.map_or("never".to_string(), when_ms)) }
+                }
+            }
+        }
+        h2 { "Executions (newest 50)" }
+        table #executions {
+            tr { th { "Execution" } th { "Kind" } th { "Requested by" } th { "Created" } th { "Targets by status" } }
+            @for e in &executions {
+                tr {
+                    td { code { (e.execution_id) } } td { (e.kind) } td { (e.requested_by) } td { (when_ms(e.created_at_ms)) }
+                    td { @for (status, n) in &e.counts { @if *n > 0 { (status.as_str()) ": " (n) " " } } }
+                }
+            }
+        }
+        h2 { "Compliance" }
+        table #compliance {
+            tr { th { "Rule" } th { "Compliant" } th { "Non-compliant" } th { "Unknown" } }
+            @for (rule, [ok, bad, unknown]) in &by_rule {
+                tr { td { code { (rule) } } td { (ok) } td { (bad) } td { (unknown) } }
+            }
+        }
+    };
+    respond(StatusCode::OK, pages::layout("Fleet", &who.chrome(), body))
+}
