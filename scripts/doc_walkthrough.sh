@@ -9,7 +9,7 @@ PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
 # The block, minus its build line (the binary is given).
 awk '/^```bash$/ {on=1; next} /^```$/ {on=0} on' docs/approvals.md | grep -v '^cargo build' >"$BLOCK"
 OUT="$(TG="$BIN" PORT="$PORT" bash "$BLOCK" 2>&1)" || { echo "$OUT"; echo "FAIL: the walk-through block failed"; exit 1; }
-for expect in '"code":-32006' 'approved ' '"deleted_value":"staging"' '"code":-32003' 'already consumed (replay)'; do
+for expect in '"code":-32006' '"status":"approved"' '"deleted_value":"staging"' '"code":-32003' 'already consumed (replay)'; do
   grep -qF "$expect" <<<"$OUT" || { echo "$OUT"; echo "FAIL: the walk-through did not show $expect"; exit 1; }
 done
 rm -f "$BLOCK"

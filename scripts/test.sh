@@ -19,6 +19,8 @@ cargo clippy --workspace --all-targets --locked -q -- -D warnings
 bash scripts/lint_deploy.sh
 # Real clients (Python SDK, Inspector) and the conformance suite against the real binary.
 bash scripts/test_clients.sh
+# The approver's console in a real browser (chromium over WebDriver).
+bash scripts/test_console_browser.sh
 # The shipped files pass the author's check with no warnings.
 summary="$(cargo run -q --locked -- check)"
 echo "$summary"

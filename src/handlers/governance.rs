@@ -29,7 +29,7 @@ pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingAp
 fn refuse_review(what: &str) -> ToolResult {
     Err(ToolError::Refused {
         message: format!("{NON_INTERACTIVE}: approvals cannot be {what} over MCP"),
-        remediation: "a person approves or rejects with an administrator API credential (POST /api/v1/approvals/<id>/approve) or on the console (toolgate approvals approve <id> --as <reviewer>)".into(),
+        remediation: "a person approves or rejects on the approver's console (/console), signed in with a second factor; no token can decide".into(),
     })
 }
 

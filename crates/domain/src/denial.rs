@@ -179,8 +179,8 @@ impl Denial {
             }
             Denial::InvalidArguments(invalid) => invalid.remediation().to_string(),
             Denial::ApprovalPending { approval: a, .. } => format!(
-                "ask a reviewer to approve {} (toolgate approvals approve {} --as <reviewer>), then call again with the same arguments plus \"approval_id\": \"{}\"",
-                a.id, a.id, a.id
+                "ask a reviewer to approve {} on the approver's console (/console); poll status_url meanwhile, then call again with the same arguments plus \"approval_id\": \"{}\"",
+                a.id, a.id
             ),
             Denial::ApprovalCap(ApprovalCap::Submitter) => {
                 "wait for reviewers to decide some of them (list_pending_approvals shows them)".into()

@@ -1,0 +1,237 @@
+"""The approver's console in a real browser (Debian's chromium over WebDriver, with selenium).
+
+Starts the real binary with a local agent, signs a reviewer in with a password and a TOTP code
+computed from the secret the enrollment page shows, sees a pending approval minted by an MCP
+call, approves it, and checks that the MCP recall then runs. Also: a wrong code, a replayed
+code, a form without its CSRF token and a self-approval are each refused with a clear message.
+With --screenshots DIR, saves the main pages there (docs/console.md shows them).
+
+Usage: python browser_test.py TOOLGATE_BINARY [--screenshots DIR]
+"""
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pyotp
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+PASSWORD = {"rita": "rita's long console password", "admin": "admin's long console password"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, binary):
+        self.binary = binary
+        self.data = tempfile.mkdtemp(prefix="toolgate-console-")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(self.data, "serve.log"), "w")
+        self.process = subprocess.Popen(
+            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data, "--local-agent"],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.token = None
+        for line in self.process.stdout:
+            found = re.search(r"tg_[A-Za-z0-9_-]+", line)
+            if found and not self.token:
+                self.token = found.group(0)
+            if line.startswith("toolgate: serving MCP on"):
+                break
+        assert self.token, "the demo token was printed"
+
+    def cli(self, *args, stdin=None):
+        out = subprocess.run([self.binary, *args, "--data-dir", self.data], input=stdin, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def mcp(self, name, arguments):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+        request = urllib.request.Request(self.base + "/mcp", data=body.encode(), headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return json.load(r)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+    print(f"ok: {what}")
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def submit(driver, button):
+    """Clicks a submit button and waits for the next page to load (the old one goes stale)."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    button.click()
+    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(page))
+
+
+def error_text(driver):
+    found = driver.find_elements(By.ID, "error")
+    return found[0].text if found else ""
+
+
+def sign_in(driver, server, name, code=""):
+    driver.get(server.base + "/console/sign-in")
+    driver.find_element(By.ID, "name").send_keys(name)
+    driver.find_element(By.ID, "password").send_keys(PASSWORD[name])
+    if code:
+        driver.find_element(By.ID, "code").send_keys(code)
+    submit(driver, driver.find_element(By.ID, "sign-in"))
+
+
+def sign_out(driver):
+    submit(driver, driver.find_element(By.XPATH, "//button[text()='Sign out']"))
+
+
+def enroll(driver, name, shots):
+    """On the enrollment page: a wrong code first (refused), then the right one. The TOTP and
+    the code that enrolled it."""
+    check(driver.current_url.endswith("/console/enroll"), f"{name} is sent to enroll a second factor")
+    shots("enroll")
+    totp = pyotp.TOTP(driver.find_element(By.ID, "secret").text)
+    driver.find_element(By.ID, "code").send_keys("000000" if totp.now() != "000000" else "111111")
+    submit(driver, driver.find_element(By.ID, "enroll"))
+    check("does not match" in error_text(driver), "a wrong enrollment code is refused with a clear message")
+    code = totp.now()
+    driver.find_element(By.ID, "code").send_keys(code)
+    submit(driver, driver.find_element(By.ID, "enroll"))
+    check(driver.current_url.endswith("/console/approvals"), f"{name} enrolled and sees the approvals")
+    return totp, code
+
+
+def decide(driver, approval_id, reason, button="Approve"):
+    row = driver.find_element(By.ID, f"approval-{approval_id}")
+    row.find_element(By.NAME, "reason").send_keys(reason)
+    submit(driver, row.find_element(By.XPATH, f".//button[text()='{button}']"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--screenshots")
+    args = parser.parse_args()
+    server = Server(os.path.abspath(args.binary))
+    driver = browser()
+
+    def shots(name):
+        if args.screenshots:
+            os.makedirs(args.screenshots, exist_ok=True)
+            driver.save_screenshot(os.path.join(args.screenshots, f"{name}.png"))
+
+    try:
+        for name in PASSWORD:
+            if name != "admin":
+                server.cli("principal", "add", name, "--role", "Administrator")
+            server.cli("principal", "set-password", name, stdin=PASSWORD[name] + "\n")
+        deadline = time.time() + 60
+        while "agt-" not in server.cli("agent", "list"):
+            assert time.time() < deadline, "the local agent enrolled"
+            time.sleep(0.2)
+        agent = re.search(r"agt-[0-9a-f]{16}", server.cli("agent", "list")).group(0)
+        while server.mcp("set_tag", {"agent_id": agent, "key": "env", "value": "staging"})["result"]["isError"]:
+            assert time.time() < deadline, "the local agent is online"
+            time.sleep(0.2)
+
+        # rita signs in with her password, enrolls her authenticator, and sees the ticket.
+        sign_in(driver, server, "rita")
+        totp, used = enroll(driver, "rita", shots)
+        ticket = server.mcp("delete_tag", {"agent_id": agent, "key": "env"})
+        check(ticket["error"]["code"] == -32006, "the MCP call is held for a person's approval (-32006)")
+        approval_id = ticket["error"]["data"]["approval_id"]
+        driver.get(server.base + "/console/approvals")
+        check(driver.find_elements(By.ID, f"approval-{approval_id}"), "the pending approval is listed")
+        row_text = driver.find_element(By.ID, f"approval-{approval_id}").text
+        check("delete_tag" in row_text and "admin" in row_text and "approval required by" in row_text,
+              "with its tool, its submitter and the policy rule behind it")
+        shots("approvals")
+
+        # A form whose CSRF token was removed is refused.
+        driver.execute_script(
+            f"document.querySelector('#approval-{approval_id} input[name=csrf]').remove()")
+        decide(driver, approval_id, "no token")
+        check("CSRF" in error_text(driver), "a form without its CSRF token is refused")
+        driver.get(server.base + "/console/approvals")
+        decide(driver, approval_id, "change window agreed")
+        notice = driver.find_element(By.ID, "notice").text
+        check(f"Approved delete_tag for admin" in notice, "rita approves it")
+        recall = server.mcp("delete_tag", {"agent_id": agent, "key": "env", "approval_id": approval_id})
+        check(recall["result"]["isError"] is False and recall["result"]["structuredContent"]["deleted_value"] == "staging",
+              "the MCP recall then runs the tool")
+
+        driver.get(server.base + "/console/tokens")
+        shots("tokens")
+        driver.get(server.base + "/console/audit?action=approval.review")
+        check("assurance: password+totp" in driver.find_element(By.ID, "audit").text,
+              "the decision is audited with the assurance used")
+        shots("audit")
+        driver.get(server.base + "/console/fleet")
+        check(agent in driver.find_element(By.ID, "agents").text, "the fleet page lists the agent")
+        shots("fleet")
+
+        # Signing in again with the code that enrolled the factor is refused (it was used, and
+        # a code counts once); a wrong one too; the next code works.
+        sign_out(driver)
+        shots("sign-in")
+        sign_in(driver, server, "rita", used)
+        check("used already" in error_text(driver), "a replayed code is refused with a clear message")
+        sign_in(driver, server, "rita", "999999" if used != "999999" else "888888")
+        check("wrong" in error_text(driver), "a wrong code is refused")
+        while True:
+            nxt = totp.at(time.time() + 30)
+            sign_in(driver, server, "rita", nxt)
+            if driver.current_url.endswith("/console/approvals"):
+                break
+            assert "used already" in error_text(driver), error_text(driver)
+            time.sleep(1)
+        check(True, "the next code signs rita in")
+        sign_out(driver)
+
+        # The submitter cannot approve their own request.
+        server.mcp("set_tag", {"agent_id": agent, "key": "env", "value": "prod"})
+        own = server.mcp("delete_tag", {"agent_id": agent, "key": "env"})["error"]["data"]["approval_id"]
+        sign_in(driver, server, "admin")
+        enroll(driver, "admin", lambda _: None)
+        decide(driver, own, "my own")
+        check("You submitted this request" in error_text(driver), "a self-approval is refused")
+        print("console browser test: all checks passed")
+    finally:
+        driver.quit()
+        server.stop()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        sys.exit(1)
