@@ -41,18 +41,13 @@ fn pretty(canonical: &str) -> String {
         .unwrap_or_else(|_| canonical.into())
 }
 
-fn when(secs: i64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64))
-        .to_string()
-}
-
 fn row(a: &Approval, who: &SignedIn, proof_fresh: bool) -> Markup {
     let title = ToolId::from_name(&a.tool).map_or(a.tool.as_str(), |t| t.meta().title);
     html! {
         tr id={ "approval-" (a.id) } {
             td { strong { (title) } br; code { (a.tool) } }
             td.submitter { (a.submitter) }
-            td { (when(a.submitted_at)) br; span.muted { "expires " (when(a.expires_at)) } }
+            td { (pages::when(a.submitted_at)) br; span.muted { "expires " (pages::when(a.expires_at)) } }
             td { pre { (pretty(&a.canonical_args)) } }
             td { @for rule in rules_behind(&a.tool) { div.muted { (rule) } } }
             td {

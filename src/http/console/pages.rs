@@ -15,6 +15,17 @@ form.inline{display:inline}input,select,button{font-size:.95rem;margin:.15rem 0}
 label{display:block;margin:.4rem 0}.muted{color:#666;font-size:.85rem}
 .secret{font-family:monospace;font-size:1.1rem;letter-spacing:.1rem}";
 
+/// A time in seconds since the epoch, as RFC 3339 (UTC).
+pub fn when(secs: i64) -> String {
+    when_ms(secs.saturating_mul(1000))
+}
+
+/// A time in milliseconds since the epoch, as RFC 3339 (UTC, to the second).
+pub fn when_ms(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 /// What the header shows about the signed-in person.
 pub struct Chrome<'a> {
     pub principal: Option<&'a str>,

@@ -18,11 +18,6 @@ use crate::registry::CATALOGUE;
 /// The tier choice that makes an API credential (no MCP tier; reviewers only).
 const API_CHOICE: &str = "api";
 
-fn when(secs: i64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64))
-        .to_string()
-}
-
 async fn listing(
     state: &AppState,
     who: &SignedIn,
@@ -55,7 +50,7 @@ async fn listing(
             @for t in &mine {
                 tr {
                     td { code { (t.id) } } td { (t.name) } td { (t.tier.as_deref().unwrap_or("API (no MCP tier)")) }
-                    td { (when(t.created_at)) } td { (when(t.expires_at)) }
+                    td { (pages::when(t.created_at)) } td { (pages::when(t.expires_at)) }
                     td { @if t.revoked_at.is_some() { "revoked" } @else if t.expires_at <= now { "expired" } @else { "active" } }
                     td {
                         @if t.revoked_at.is_none() && t.expires_at > now {

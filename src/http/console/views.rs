@@ -13,11 +13,6 @@ use toolgate_domain::fleet::compliance::ComplianceStatus;
 
 use super::{AppState, Fields, SignedIn, html as respond, pages};
 
-fn when_ms(ms: i64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64))
-        .to_string()
-}
-
 /// The rows a page shows at most.
 const PAGE_ROWS: i64 = 200;
 
@@ -58,7 +53,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
             tr { th { "When" } th { "Principal" } th { "Action" } th { "Target" } th { "Result" } th { "Detail" } th { "Correlation" } }
             @for r in &rows {
                 tr {
-                    td { (when_ms(r.at_ms)) } td { (r.principal.as_deref().unwrap_or("")) } td { code { (r.action) } }
+                    td { (pages::when_ms(r.at_ms)) } td { (r.principal.as_deref().unwrap_or("")) } td { code { (r.action) } }
                     td { (r.target.as_deref().unwrap_or("")) } td { (r.result) } td { (r.detail.as_deref().unwrap_or("")) }
                     td { code { (r.correlation_id.as_deref().unwrap_or("")) } }
                 }
@@ -103,7 +98,7 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
                     td { code { (a.agent_id) } } td { (a.status.as_str()) }
                     td { (a.facts.as_ref().map_or("", |f| f.hostname.as_str())) }
                     td { (a.facts.as_ref().map_or("", |f| f.os_pretty_name.as_str())) }
-                    td { (a.last_seen_ms.map_or("never".to_string(), when_ms)) }
+                    td { (a.last_seen_ms.map_or("never".to_string(), pages::when_ms)) }
                 }
             }
         }
@@ -112,7 +107,7 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
             tr { th { "Execution" } th { "Kind" } th { "Requested by" } th { "Created" } th { "Targets by status" } }
             @for e in &executions {
                 tr {
-                    td { code { (e.execution_id) } } td { (e.kind) } td { (e.requested_by) } td { (when_ms(e.created_at_ms)) }
+                    td { code { (e.execution_id) } } td { (e.kind) } td { (e.requested_by) } td { (pages::when_ms(e.created_at_ms)) }
                     td { @for (status, n) in &e.counts { @if *n > 0 { (status.as_str()) ": " (n) " " } } }
                 }
             }
