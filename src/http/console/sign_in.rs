@@ -123,12 +123,10 @@ pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64)
     }
 }
 
-pub async fn sign_out(
-    State(state): State<Arc<AppState>>,
-    who: SignedIn,
-    headers: HeaderMap,
-    Form(fields): Form<Fields>,
-) -> Response {
+/// Any session may sign out, enrolled or not.
+pub async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(fields): Form<Fields>) -> Response {
+    let Some(session) = state.console.current(&headers, now_ms(&state)) else { return see_other("/console/sign-in") };
+    let who = SignedIn(session);
     if let Some(refused) = who.csrf_refusal(&fields) {
         return refused;
     }
