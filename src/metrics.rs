@@ -27,6 +27,7 @@ pub const AGENTS_ENROLLED: &str = "toolgate_agents_enrolled";
 pub const EXECUTIONS_IN_FLIGHT: &str = "toolgate_executions_in_flight";
 pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
 pub const POLLS: &str = "toolgate_mcp_poll_total";
+pub const CONSOLE_SIGN_INS: &str = "toolgate_console_sign_ins_total";
 pub const STORE_SECONDS: &str = toolgate_store::STORE_SECONDS;
 
 /// Store latency buckets, seconds: a cached read is tens of microseconds, an fsync about a
@@ -70,6 +71,7 @@ fn describe() {
     describe_gauge!(EXECUTIONS_IN_FLIGHT, "Executions with an agent yet to answer");
     describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit rows queued and not yet stored");
     describe_counter!(POLLS, "Result polls by tool and verdict (ready, not_ready)");
+    describe_counter!(CONSOLE_SIGN_INS, "Console sign-in attempts by result (success, denied, locked)");
     describe_histogram!(
         STORE_SECONDS,
         metrics::Unit::Seconds,
@@ -80,6 +82,9 @@ fn describe() {
         counter!(APPROVALS, "event" => event.label()).absolute(0);
     }
     counter!(AUTH_FAILURES).absolute(0);
+    for result in ["success", "denied", "locked"] {
+        counter!(CONSOLE_SIGN_INS, "result" => result).absolute(0);
+    }
 }
 
 /// The text a scrape gets: the gauges read now, then every series.
@@ -260,6 +265,12 @@ pub fn auth_failure() {
 /// A result poll's verdict (get_execution_status, get_bundle_result).
 pub fn poll(tool: &'static str, ready: bool) {
     counter!(POLLS, "tool" => tool, "result" => if ready { "ready" } else { "not_ready" }).increment(1);
+}
+
+/// A console sign-in attempt: `success`, `denied` (a wrong name, password or code, or a
+/// replayed code) or `locked` (refused unchecked while locked).
+pub fn console_sign_in(result: &'static str) {
+    counter!(CONSOLE_SIGN_INS, "result" => result).increment(1);
 }
 
 #[cfg(test)]

@@ -48,7 +48,8 @@ fn metrics_move_by_exactly_what_was_done() {
     let before = scrape(&s, metrics);
 
     // The script: two lists; a tag set; a tier refusal; a ticket approved and recalled; one
-    // rejected and recalled; one approved whose call fails in its handler (burned); a bad token.
+    // rejected and recalled; one approved whose call fails in its handler (burned); a bad token;
+    // a wrong console password.
     for _ in 0..2 {
         let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
         let r = common::request(s.addr, "POST", &[("Authorization", &format!("Bearer {}", s.token))], Some(&list));
@@ -78,6 +79,7 @@ fn metrics_move_by_exactly_what_was_done() {
     let burned = approved_call(json!({"agent_id": unknown, "key": "env"}), "approve");
     assert_eq!(burned.json()["result"]["isError"], true, "{burned:?}");
     assert_eq!(s.http("POST", "/mcp", Some("tg_not_a_token"), Some("{}")).status, 401);
+    assert_eq!(common::console::sign_in(&s, "reviewer", "not the password", "").status, 401);
     // An execution on the local agent, polled until it finished.
     let started = structured_as(
         &s,
@@ -118,6 +120,8 @@ fn metrics_move_by_exactly_what_was_done() {
         ("toolgate_approvals_total{event=\"consumed\"}", 2.0),
         ("toolgate_approvals_total{event=\"burned\"}", 1.0),
         ("toolgate_auth_failures_total", 1.0),
+        ("toolgate_console_sign_ins_total{result=\"denied\"}", 1.0),
+        ("toolgate_console_sign_ins_total{result=\"success\"}", 0.0),
         ("toolgate_mcp_tool_calls_total{tool=\"set_tag\",outcome=\"success\"}", 1.0),
         ("toolgate_mcp_tool_calls_total{tool=\"set_tag\",outcome=\"denied\"}", 1.0),
         ("toolgate_mcp_tool_calls_total{tool=\"delete_tag\",outcome=\"pending\"}", 3.0),

@@ -155,8 +155,9 @@ pub async fn serve(config: Config) -> Result<()> {
             stop.cancelled().await
         }))
     });
+    let metrics_at = metrics_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let metrics_surface = metrics_listener.map(|l| {
-        let address = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let address = metrics_at.map(|a| a.to_string()).unwrap_or_default();
         println!("toolgate: metrics at {scheme}://{address}/metrics");
         let stop = stop_agents.clone();
         tokio::spawn(super::listener::serve(
@@ -168,7 +169,7 @@ pub async fn serve(config: Config) -> Result<()> {
         ))
     });
     if served.is_none() {
-        warn_plain_http(&state.config);
+        warn_plain_http(&[Some(local), Some(agents_at), metrics_at]);
     }
     println!("toolgate: agents connect to {scheme}://{agents_at}");
     println!("toolgate: serving MCP on {scheme}://{local}/mcp ({} tools)", ToolId::ALL.len());
@@ -228,9 +229,10 @@ async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
 }
 
 /// Plain HTTP beyond this machine carries bearer tokens and agent credentials in clear.
-fn warn_plain_http(config: &Config) {
-    let listeners = [Some(config.listen), config.agent_listen, config.metrics_listen];
-    for address in listeners.into_iter().flatten().filter(|a| !a.ip().is_loopback()) {
+fn warn_plain_http(bound: &[Option<SocketAddr>]) {
+    let mut outside: Vec<SocketAddr> = bound.iter().flatten().filter(|a| !a.ip().is_loopback()).copied().collect();
+    outside.dedup();
+    for address in outside {
         let warning = format!(
             "{address} serves plain HTTP beyond this machine: tokens and agent credentials cross the network in clear; \
              serve HTTPS (--tls-cert, --tls-key) or put a TLS-terminating proxy in front"

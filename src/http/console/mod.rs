@@ -107,7 +107,7 @@ impl FromRequestParts<Arc<AppState>> for SignedIn {
 
 impl SignedIn {
     fn chrome(&self) -> pages::Chrome<'_> {
-        pages::Chrome { principal: Some(&self.0.principal), csrf: Some(&self.0.csrf) }
+        pages::Chrome { principal: Some(&self.0.principal), csrf: Some(&self.0.csrf), enrolled: self.0.enrolled() }
     }
 
     /// The refusal page, unless the form's CSRF token is this session's.

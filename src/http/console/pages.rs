@@ -30,6 +30,8 @@ pub fn when_ms(ms: i64) -> String {
 pub struct Chrome<'a> {
     pub principal: Option<&'a str>,
     pub csrf: Option<&'a str>,
+    /// The pages are reachable (the second factor is enrolled).
+    pub enrolled: bool,
 }
 
 pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
@@ -46,10 +48,12 @@ pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
                 header {
                     strong { "toolgate" }
                     @if let (Some(who), Some(csrf)) = (chrome.principal, chrome.csrf) {
-                        a href="/console/approvals" { "Approvals" }
-                        a href="/console/tokens" { "Tokens" }
-                        a href="/console/audit" { "Audit" }
-                        a href="/console/fleet" { "Fleet" }
+                        @if chrome.enrolled {
+                            a href="/console/approvals" { "Approvals" }
+                            a href="/console/tokens" { "Tokens" }
+                            a href="/console/audit" { "Audit" }
+                            a href="/console/fleet" { "Fleet" }
+                        }
                         span.who {
                             "Signed in as " strong #who { (who) } " "
                             form.inline method="post" action="/console/sign-out" {
@@ -84,7 +88,7 @@ pub fn sign_in(csrf: &str, error: Option<&str>) -> Markup {
             button #sign-in type="submit" { "Sign in" }
         }
     };
-    layout("Sign in", &Chrome { principal: None, csrf: None }, body)
+    layout("Sign in", &Chrome { principal: None, csrf: None, enrolled: false }, body)
 }
 
 pub fn enroll(principal: &str, csrf: &str, secret: &str, qr_svg: &str, error: Option<&str>) -> Markup {
@@ -100,7 +104,7 @@ pub fn enroll(principal: &str, csrf: &str, secret: &str, qr_svg: &str, error: Op
             button #enroll type="submit" { "Enroll" }
         }
     };
-    layout("Enroll a second factor", &Chrome { principal: Some(principal), csrf: Some(csrf) }, body)
+    layout("Enroll a second factor", &Chrome { principal: Some(principal), csrf: Some(csrf), enrolled: false }, body)
 }
 
 /// A refusal page (a missing CSRF token, no console session, a role that does not review).

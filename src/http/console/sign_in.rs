@@ -64,6 +64,7 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     };
     if let Some(r) = record.as_ref().filter(|r| r.locked_until_ms > now) {
         audit(&state, "console.sign_in", AuditOutcome::Denied, name, "locked after failed attempts".into());
+        crate::metrics::console_sign_in("locked");
         let wait = (r.locked_until_ms - now + 999) / 1000;
         let message = format!("Too many failed attempts: sign-in is locked for {wait} s more.");
         return form(&state, StatusCode::TOO_MANY_REQUESTS, Some(&message));
@@ -92,6 +93,7 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     };
     let value = state.console.open(session);
     audit(&state, "console.sign_in", AuditOutcome::Success, name, assurance.to_string());
+    crate::metrics::console_sign_in("success");
     let next = if proof_ms.is_some() { "/console/approvals" } else { "/console/enroll" };
     let response = with_cookie(see_other(next), set_cookie(SESSION_COOKIE, &value, secure(&state), None));
     with_cookie(response, set_cookie(SIGN_IN_CSRF_COOKIE, "", secure(&state), Some(0)))
@@ -104,6 +106,7 @@ async fn failed(state: &AppState, name: &str, why: &str, message: &str) -> Respo
     let before = store.sign_in_record(name).await.ok().flatten().map_or(0, |r| r.failed_attempts);
     let _ = store.sign_in_failed(name, locked_until(before + 1, now)).await;
     audit(state, "console.sign_in", AuditOutcome::Denied, name, why.to_string());
+    crate::metrics::console_sign_in("denied");
     form(state, StatusCode::UNAUTHORIZED, Some(message))
 }
 
@@ -169,7 +172,7 @@ async fn enrollment(state: &AppState, headers: &HeaderMap, error: Option<&str>, 
 }
 
 fn chrome(session: &ConsoleSession) -> pages::Chrome<'_> {
-    pages::Chrome { principal: Some(&session.principal), csrf: Some(&session.csrf) }
+    pages::Chrome { principal: Some(&session.principal), csrf: Some(&session.csrf), enrolled: session.enrolled() }
 }
 
 pub async fn enroll(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(fields): Form<Fields>) -> Response {
