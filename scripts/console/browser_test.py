@@ -25,7 +25,7 @@ import pyotp
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.support.ui import WebDriverWait
 
 PASSWORD = {"rita": "rita's long console password", "admin": "admin's long console password"}
@@ -89,10 +89,21 @@ def browser():
 
 
 def submit(driver, button):
-    """Clicks a submit button and waits for the next page to load (the old one goes stale)."""
+    """Clicks a submit button and waits for the next page to load: the old page's root is gone
+    (chromium reports that as a stale element or as a node outside the document), then the
+    new one is complete."""
     page = driver.find_element(By.TAG_NAME, "html")
     button.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(page))
+
+    def old_page_gone(_):
+        try:
+            page.is_enabled()
+            return False
+        except WebDriverException:
+            return True
+
+    WebDriverWait(driver, 20).until(old_page_gone)
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
 def error_text(driver):
