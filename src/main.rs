@@ -205,6 +205,17 @@ fn print_out(text: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A password from standard input: typed without echo at a terminal, else its first line.
+fn read_password(name: &str) -> anyhow::Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return Ok(rpassword::prompt_password(format!("console password for {name}: "))?);
+    }
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = run(cli.command);
@@ -233,9 +244,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 PrincipalCommand::List => console::principal_list(&store).await,
                 PrincipalCommand::Remove { name } => console::principal_remove(&store, &name).await,
                 PrincipalCommand::SetPassword { name } => {
-                    let mut line = String::new();
-                    std::io::stdin().read_line(&mut line)?;
-                    console::principal_set_password(&store, &name, line.trim_end_matches(['\r', '\n'])).await
+                    let password = read_password(&name)?;
+                    console::principal_set_password(&store, &name, &password).await
                 }
                 PrincipalCommand::ResetFactor { name } => console::principal_reset_factor(&store, &name).await,
             }?;

@@ -45,6 +45,7 @@ async fn listing(
             }
         }
         h2 { "Your tokens" }
+        @if mine.is_empty() { p #no-tokens { "You have no tokens yet." } }
         table #tokens {
             tr { th { "Id" } th { "Name" } th { "Tier" } th { "Created" } th { "Expires" } th { "State" } th {} }
             @for t in &mine {
