@@ -205,3 +205,15 @@ fn an_idle_session_is_signed_out() {
     let r = get(&s, "/console/approvals", &rita.cookie);
     assert_eq!((r.status, r.header("location")), (303, Some("/console/sign-in")));
 }
+
+#[test]
+fn a_removed_principal_is_signed_out() {
+    let s = start(&[]);
+    let rita = reviewer(&s, "rita");
+    assert_eq!(get(&s, "/console/tokens", &rita.cookie).status, 200);
+    s.cli(&["principal", "remove", "rita"]);
+    let r = get(&s, "/console/tokens", &rita.cookie);
+    assert_eq!((r.status, r.header("location")), (303, Some("/console/sign-in")));
+    let again = common::console::approve(&s, &rita, "0000");
+    assert_eq!(again.status, 403, "the session is gone: {again:?}");
+}

@@ -91,16 +91,31 @@ fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str,
 }
 
 /// A signed-in person whose factor is enrolled; anyone else is sent to sign in (or to enroll).
+/// A principal removed since signing in is signed out.
 pub struct SignedIn(pub ConsoleSession);
 
 impl FromRequestParts<Arc<AppState>> for SignedIn {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Response> {
-        match state.console.current(&parts.headers, now_ms(state)) {
-            None => Err(see_other("/console/sign-in")),
-            Some(session) if !session.enrolled() => Err(see_other("/console/enroll")),
-            Some(session) => Ok(SignedIn(session)),
+        let Some(session) = state.console.current(&parts.headers, now_ms(state)) else {
+            return Err(see_other("/console/sign-in"));
+        };
+        match state.mcp.services().credentials().principal(&session.principal).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                state.console.close(&parts.headers);
+                return Err(see_other("/console/sign-in"));
+            }
+            Err(e) => {
+                let message = format!("The store cannot answer ({e}); try again shortly.");
+                let chrome = pages::Chrome { principal: None, csrf: None, enrolled: false };
+                return Err(html(StatusCode::SERVICE_UNAVAILABLE, pages::refused("Unavailable", &message, &chrome)));
+            }
+        }
+        match session.enrolled() {
+            true => Ok(SignedIn(session)),
+            false => Err(see_other("/console/enroll")),
         }
     }
 }
