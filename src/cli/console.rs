@@ -43,7 +43,9 @@ pub async fn principal_reset_factor(store: &Repositories, name: &str) -> Result<
     Ok(format!("removed the second factor of `{name}`; their next sign-in enrolls a new one\n"))
 }
 
-async fn audit_now(store: &Repositories, action: &str, target: &str) {
+/// One successful console action's audit row, written durably now (the CLI has no audit
+/// writer); a row that cannot be written is a warning, not a failure of the action done.
+pub(crate) async fn audit_now(store: &Repositories, action: &str, target: &str) {
     let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success).target(target.to_string());
     if let Err(err) = store.audit.append(&[event], true).await {
         eprintln!("warning: the audit row could not be written ({err})");

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use toolgate_domain::Clock;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::fleet::agent::is_agent_id;
 use toolgate_store::Repositories;
 
@@ -75,10 +74,7 @@ pub async fn agent_revoke(store: &Repositories, agent_id: &str) -> Result<String
     if !store.fleet.revoke_agent(agent_id, now).await? {
         bail!("no unrevoked agent `{agent_id}` (`toolgate agent list` shows them)");
     }
-    let event = AuditEvent::new(now, "console.agent_revoke", AuditOutcome::Success).target(agent_id.to_string());
-    if let Err(err) = store.audit.append(&[event], true).await {
-        eprintln!("warning: the audit row could not be written ({err})");
-    }
+    super::console::audit_now(store, "console.agent_revoke", agent_id).await;
     Ok(format!(
         "revoked {agent_id}; a running server disconnects it within a second, and it cannot \
          reconnect without a new enrollment\n"

@@ -101,7 +101,7 @@ async fn listing(
 }
 
 pub async fn page(State(state): State<Arc<AppState>>, who: SignedIn) -> Response {
-    if let Some(refused) = who.reviewer_refusal(&state).await {
+    if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
     listing(&state, &who, None, None, StatusCode::OK).await
@@ -157,7 +157,7 @@ pub async fn decide(
     if let Some(refused) = who.csrf_refusal(&fields) {
         return refused;
     }
-    if let Some(refused) = who.reviewer_refusal(&state).await {
+    if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
     let approve = match field(&fields, "decision") {
@@ -174,7 +174,9 @@ pub async fn decide(
                 ),
                 false => format!("Rejected {} for {}.", a.tool, a.submitter),
             };
-            let who = SignedIn(state.console.current(&headers, now_ms(&state)).unwrap_or(who.0));
+            // The session's proof time may have moved (a fresh code): show the page as it is now.
+            let session = state.console.current(&headers, now_ms(&state)).unwrap_or_else(|| who.0.clone());
+            let who = SignedIn(session, who.1);
             listing(&state, &who, None, Some(&done), StatusCode::OK).await
         }
         Err(NotDecided::Refused(status, message)) => listing(&state, &who, Some(&message), None, status).await,
@@ -195,13 +197,12 @@ pub async fn rest_decide(
     approve: bool,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let Some(session) = state.console.current(headers, now_ms(state)) else {
+    let Some(who) = SignedIn::load(state, headers).await? else {
         return Err(ApiError::forbidden(
             "console_session_required",
             "a decision needs a person signed in to the console with a second factor (/console); tokens can never decide",
         ));
     };
-    let who = SignedIn(session);
     if !who.0.enrolled() {
         return Err(ApiError::forbidden("factor_not_enrolled", "enroll a second factor on /console/enroll first"));
     }
@@ -209,7 +210,7 @@ pub async fn rest_decide(
     if !csrf_matches(&who.0.csrf, token) {
         return Err(ApiError::forbidden("csrf", "send the console session's CSRF token in X-CSRF-Token"));
     }
-    if who.reviewer_refusal(state).await.is_some() {
+    if who.reviewer_refusal(state).is_some() {
         return Err(ApiError::forbidden(
             "not_a_reviewer",
             format!("your roles do not grant {}", state.mcp.services().catalogue().reviewer),

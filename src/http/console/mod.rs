@@ -92,35 +92,40 @@ fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str,
 
 /// A signed-in person whose factor is enrolled; anyone else is sent to sign in (or to enroll).
 /// A principal removed since signing in is signed out.
-pub struct SignedIn(pub ConsoleSession);
+/// The session and its principal's roles, read once per request.
+pub struct SignedIn(pub ConsoleSession, Vec<String>);
 
 impl FromRequestParts<Arc<AppState>> for SignedIn {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Response> {
-        let Some(session) = state.console.current(&parts.headers, now_ms(state)) else {
-            return Err(see_other("/console/sign-in"));
-        };
-        match state.mcp.services().credentials().principal(&session.principal).await {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                state.console.close(&parts.headers);
-                return Err(see_other("/console/sign-in"));
-            }
+        match SignedIn::load(state, &parts.headers).await {
+            Ok(Some(who)) if who.0.enrolled() => Ok(who),
+            Ok(Some(_)) => Err(see_other("/console/enroll")),
+            Ok(None) => Err(see_other("/console/sign-in")),
             Err(e) => {
                 let message = format!("The store cannot answer ({e}); try again shortly.");
                 let chrome = pages::Chrome { principal: None, csrf: None, enrolled: false };
-                return Err(html(StatusCode::SERVICE_UNAVAILABLE, pages::refused("Unavailable", &message, &chrome)));
+                Err(html(StatusCode::SERVICE_UNAVAILABLE, pages::refused("Unavailable", &message, &chrome)))
             }
-        }
-        match session.enrolled() {
-            true => Ok(SignedIn(session)),
-            false => Err(see_other("/console/enroll")),
         }
     }
 }
 
 impl SignedIn {
+    /// The request's live session, enrolled or not, with its principal's roles now; None
+    /// without one, or when the principal was removed since (its session is then closed).
+    pub async fn load(state: &AppState, headers: &HeaderMap) -> Result<Option<Self>, toolgate_domain::StoreError> {
+        let Some(session) = state.console.current(headers, now_ms(state)) else { return Ok(None) };
+        match state.mcp.services().credentials().principal(&session.principal).await? {
+            Some(principal) => Ok(Some(SignedIn(session, principal.roles))),
+            None => {
+                state.console.close(headers);
+                Ok(None)
+            }
+        }
+    }
+
     fn chrome(&self) -> pages::Chrome<'_> {
         pages::Chrome { principal: Some(&self.0.principal), csrf: Some(&self.0.csrf), enrolled: self.0.enrolled() }
     }
@@ -142,11 +147,9 @@ impl SignedIn {
 
     /// The refusal page, unless the principal's roles grant reviewing (policy.yaml
     /// `server.reviewer_permission`).
-    async fn reviewer_refusal(&self, state: &AppState) -> Option<Response> {
+    fn reviewer_refusal(&self, state: &AppState) -> Option<Response> {
         let services = state.mcp.services();
-        let principal = services.credentials().principal(&self.0.principal).await.ok().flatten();
-        let roles = principal.map(|p| p.roles);
-        match roles.is_some_and(|roles| services.catalogue().may_review(&roles)) {
+        match services.catalogue().may_review(&self.1) {
             true => None,
             false => Some(html(
                 StatusCode::FORBIDDEN,

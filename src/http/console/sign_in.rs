@@ -73,13 +73,14 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     let hash = record.as_ref().and_then(|r| r.password_hash.clone());
     let matches =
         tokio::task::spawn_blocking(move || password_matches(hash.as_deref(), &password)).await.unwrap_or(false);
+    let failed_before = record.as_ref().map_or(0, |r| r.failed_attempts);
     let Some(record) = record.filter(|_| matches) else {
-        return failed(&state, name, "wrong name or password", WRONG).await;
+        return failed(&state, name, failed_before, "wrong name or password", WRONG).await;
     };
     let (proof_ms, assurance) = match (&record.totp_secret, record.totp_confirmed) {
-        (Some(_), true) => match prove_code(&state, name, code, now).await {
+        (Some(secret), true) => match take_code(&state, name, secret, code, now).await {
             Ok(()) => (Some(now), "password+totp"),
-            Err(message) => return failed(&state, name, "wrong or replayed code", &message).await,
+            Err(message) => return failed(&state, name, failed_before, "wrong or replayed code", &message).await,
         },
         _ => (None, "password (no factor enrolled yet)"),
     };
@@ -99,12 +100,11 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     with_cookie(response, set_cookie(SIGN_IN_CSRF_COOKIE, "", secure(&state), Some(0)))
 }
 
-/// A failed attempt: counted (locking sign-in after [`factor::LOCK_AFTER`]), audited, told.
-async fn failed(state: &AppState, name: &str, why: &str, message: &str) -> Response {
+/// A failed attempt (`before` failures already in a row): counted, locking sign-in after
+/// [`factor::LOCK_AFTER`], audited, told.
+async fn failed(state: &AppState, name: &str, before: i64, why: &str, message: &str) -> Response {
     let store = &state.mcp.services().repositories().sign_in;
-    let now = now_ms(state);
-    let before = store.sign_in_record(name).await.ok().flatten().map_or(0, |r| r.failed_attempts);
-    let _ = store.sign_in_failed(name, locked_until(before + 1, now)).await;
+    let _ = store.sign_in_failed(name, locked_until(before + 1, now_ms(state))).await;
     audit(state, "console.sign_in", AuditOutcome::Denied, name, why.to_string());
     crate::metrics::console_sign_in("denied");
     form(state, StatusCode::UNAUTHORIZED, Some(message))
@@ -118,8 +118,13 @@ pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64)
     let Some(secret) = record.and_then(|r| r.totp_secret.filter(|_| r.totp_confirmed)) else {
         return Err("No second factor is enrolled for you.".into());
     };
-    let step = code_step(&secret, principal, code, now).map_err(|e| e.to_string())?.ok_or_else(|| WRONG.to_string())?;
-    match store.take_totp_step(principal, step).await {
+    take_code(state, principal, &secret, code, now).await
+}
+
+/// Checks `code` against `secret` (enrolled or being enrolled) and takes its time step once.
+async fn take_code(state: &AppState, principal: &str, secret: &str, code: &str, now: i64) -> Result<(), String> {
+    let step = code_step(secret, principal, code, now).map_err(|e| e.to_string())?.ok_or_else(|| WRONG.to_string())?;
+    match state.mcp.services().repositories().sign_in.take_totp_step(principal, step).await {
         Ok(true) => Ok(()),
         Ok(false) => Err("This code was used already: wait for the next one (a code counts once).".into()),
         Err(e) => Err(format!("The store cannot answer ({e}).")),
@@ -128,8 +133,7 @@ pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64)
 
 /// Any session may sign out, enrolled or not.
 pub async fn sign_out(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(fields): Form<Fields>) -> Response {
-    let Some(session) = state.console.current(&headers, now_ms(&state)) else { return see_other("/console/sign-in") };
-    let who = SignedIn(session);
+    let Ok(Some(who)) = SignedIn::load(&state, &headers).await else { return see_other("/console/sign-in") };
     if let Some(refused) = who.csrf_refusal(&fields) {
         return refused;
     }
@@ -184,10 +188,8 @@ pub async fn enroll(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     }
     let store = &state.mcp.services().repositories().sign_in;
     let secret = store.sign_in_record(&session.principal).await.ok().flatten().and_then(|r| r.totp_secret);
-    let step =
-        secret.as_deref().and_then(|s| code_step(s, &session.principal, field(&fields, "code"), now).ok().flatten());
-    let taken = match step {
-        Some(step) => store.take_totp_step(&session.principal, step).await.unwrap_or(false),
+    let taken = match secret {
+        Some(secret) => take_code(&state, &session.principal, &secret, field(&fields, "code"), now).await.is_ok(),
         None => false,
     };
     if !taken {

@@ -108,7 +108,7 @@ pub async fn create(
             None => return refuse(format!("There is no tier `{t}`."), StatusCode::BAD_REQUEST).await,
         },
     };
-    if tier.is_none() && who.reviewer_refusal(state).await.is_some() {
+    if tier.is_none() && who.reviewer_refusal(state).is_some() {
         return refuse(
             "An API credential is for reviewers; your roles do not grant reviewing.".into(),
             StatusCode::FORBIDDEN,

@@ -17,7 +17,7 @@ use super::{AppState, Fields, SignedIn, html as respond, pages};
 const PAGE_ROWS: i64 = 200;
 
 pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): Query<Fields>) -> Response {
-    if let Some(refused) = who.reviewer_refusal(&state).await {
+    if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
     let text = |k: &str| q.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
@@ -64,7 +64,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
 }
 
 pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Response {
-    if let Some(refused) = who.reviewer_refusal(&state).await {
+    if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
     let services = state.mcp.services();
