@@ -25,5 +25,7 @@ bash scripts/test_console_browser.sh
 summary="$(cargo run -q --locked -- check)"
 echo "$summary"
 grep -q ' 0 errors, 0 warnings' <<<"$summary" || { echo "toolgate check: the shipped files must check clean" >&2; exit 1; }
-# Unit, fixture, snapshot, cross-check and end-to-end tests (last, so their summary closes the run).
-cargo test --workspace --locked
+# Unit, fixture, snapshot, cross-check and end-to-end tests (last, so their summary closes the run),
+# with a throwaway PostgreSQL cluster (installed from Debian's packages when missing): the store
+# suite runs on SQLite and on PostgreSQL, and the replica tests run two servers on it.
+bash scripts/with_postgres.sh cargo test --workspace --locked

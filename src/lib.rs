@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod compliance;
+pub mod database;
 pub mod handlers;
 pub mod http;
 pub mod instructions;

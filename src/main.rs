@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, fleet};
+use toolgate::database::StoreArgs;
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
 #[derive(Parser)]
@@ -34,29 +35,29 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Create, list and revoke API tokens.
     Token {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         #[command(subcommand)]
         command: TokenCommand,
     },
     /// Add, list and remove principals (the owners of tokens) and their roles.
     Principal {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         #[command(subcommand)]
         command: PrincipalCommand,
     },
     /// Review human approvals from the server's console.
     Approvals {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
     /// Mint and list the tokens endpoints enroll with.
     EnrollToken {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", global = true, env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         #[command(subcommand)]
         command: EnrollTokenCommand,
     },
@@ -67,8 +68,8 @@ enum Command {
     },
     /// Write a consistent copy of the store, also while the server runs (docs/operations.md).
     Backup {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// The file to write; it must not exist yet.
         #[arg(long, value_name = "FILE")]
         to: PathBuf,
@@ -176,14 +177,14 @@ enum AgentCommand {
     Run(fleet::AgentRunArgs),
     /// List enrolled agents (from the store; list_agents over MCP also says who is online).
     List {
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Revoke an agent: it is disconnected and cannot come back without a new enrollment.
     Revoke {
         agent_id: String,
-        #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
 }
 
@@ -234,11 +235,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
             toolgate::logging::init(args.log_format);
-            tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(args.into_config()))?;
+            tokio::runtime::Runtime::new()?.block_on(toolgate::http::serve(args.into_config()?))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Principal { data_dir, command } => runtime()?.block_on(async {
-            let store = console::open(&data_dir)?;
+        Command::Principal { store, command } => runtime()?.block_on(async {
+            let store = console::open(&store).await?;
             let text = match command {
                 PrincipalCommand::Add { name, roles } => console::principal_add(&store, &name, &roles).await,
                 PrincipalCommand::List => console::principal_list(&store).await,
@@ -251,8 +252,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
-        Command::Approvals { data_dir, command } => runtime()?.block_on(async {
-            let store = console::open(&data_dir)?;
+        Command::Approvals { store, command } => runtime()?.block_on(async {
+            let store = console::open(&store).await?;
             let text = match command {
                 ApprovalsCommand::List { status } => console::approvals_list(&store, status.as_deref()).await,
                 ApprovalsCommand::Show { id } => console::approvals_show(&store, &id).await,
@@ -265,8 +266,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
-        Command::Token { data_dir, command } => runtime()?.block_on(async {
-            let store = console::open(&data_dir)?;
+        Command::Token { store, command } => runtime()?.block_on(async {
+            let store = console::open(&store).await?;
             let text = match command {
                 TokenCommand::Create { principal, tier, api: _, expires_in, name } => {
                     console::token_create(&store, &principal, tier.as_deref(), &expires_in, &name).await
@@ -276,8 +277,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
-        Command::EnrollToken { data_dir, command } => runtime()?.block_on(async {
-            let store = console::open(&data_dir)?;
+        Command::EnrollToken { store, command } => runtime()?.block_on(async {
+            let store = console::open(&store).await?;
             let text = match command {
                 EnrollTokenCommand::Create { expires_in, uses } => {
                     fleet::enroll_token_create(&store, &expires_in, uses).await
@@ -305,13 +306,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Agent { command: AgentCommand::List { data_dir } } => {
-            runtime()?.block_on(async { Ok(print_out(&fleet::agent_list(&console::open(&data_dir)?).await?)) })
+        Command::Agent { command: AgentCommand::List { store } } => {
+            runtime()?.block_on(async { Ok(print_out(&fleet::agent_list(&console::open(&store).await?).await?)) })
         }
-        Command::Agent { command: AgentCommand::Revoke { agent_id, data_dir } } => runtime()?
-            .block_on(async { Ok(print_out(&fleet::agent_revoke(&console::open(&data_dir)?, &agent_id).await?)) }),
-        Command::Backup { data_dir, to } => {
-            runtime()?.block_on(async { Ok(print_out(&console::backup(&data_dir, &to).await?)) })
+        Command::Agent { command: AgentCommand::Revoke { agent_id, store } } => runtime()?
+            .block_on(async { Ok(print_out(&fleet::agent_revoke(&console::open(&store).await?, &agent_id).await?)) }),
+        Command::Backup { store, to } => {
+            runtime()?.block_on(async { Ok(print_out(&console::backup(&store, &to).await?)) })
         }
         Command::Check { tools, policy, handlers } => {
             let ok = author::check(&tools, &policy, handlers)?;

@@ -58,6 +58,8 @@ async fn app() -> App {
     let config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: "unused".into(),
+        database: toolgate::database::Database::Sqlite { file: "unused".into() },
+        replica: "test".into(),
         allowed_origins: Vec::new(),
         list_all_tools: false,
         read_only: false,

@@ -7,21 +7,16 @@ use anyhow::{Context, Result, bail};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken};
 use toolgate_domain::{Clock, approvals::Approval};
-use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME, SqliteStore};
+use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME};
+
+use crate::database::{Database, StoreArgs};
 
 use crate::registry::CATALOGUE;
 use toolgate_gate::Decide;
 
-pub fn open(data_dir: &Path) -> Result<Repositories> {
-    let path = data_dir.join(SQLITE_FILE_NAME);
-    if !path.exists() {
-        bail!(
-            "no store at {}: start the server once (`toolgate serve --data-dir {}`) or pass --data-dir",
-            path.display(),
-            data_dir.display()
-        );
-    }
-    Ok(SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?.repositories())
+/// Opens the store a console command works on (it must exist: the server creates it).
+pub async fn open(store: &StoreArgs) -> Result<Repositories> {
+    store.database()?.open(false, "cli").await
 }
 
 /// `principal set-password`: the console's first factor, hashed with argon2id.
@@ -53,15 +48,18 @@ pub(crate) async fn audit_now(store: &Repositories, action: &str, target: &str) 
 }
 
 /// `toolgate backup`: a consistent copy of the store, written while the server may be running.
-pub async fn backup(data_dir: &Path, to: &Path) -> Result<String> {
-    let path = data_dir.join(SQLITE_FILE_NAME);
-    if !path.exists() {
-        bail!("no store at {}: pass the server's --data-dir", path.display());
-    }
+pub async fn backup(store: &StoreArgs, to: &Path) -> Result<String> {
+    let database = store.database()?;
+    let Database::Sqlite { file: path } = &database else {
+        bail!(
+            "the store is PostgreSQL ({}): back it up with PostgreSQL's own tools (pg_dump, or base backups with WAL archiving; docs/operations.md)",
+            database.describe()
+        );
+    };
     if to.exists() {
         bail!("{} exists: a backup is written to a new file (choose another name)", to.display());
     }
-    let store = SqliteStore::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    let store = database.open_sqlite(path, false)?;
     store.backup_to(to).await.with_context(|| format!("cannot write {}", to.display()))?;
     // On disk before we say so.
     std::fs::File::open(to).and_then(|f| f.sync_all()).with_context(|| format!("cannot sync {}", to.display()))?;

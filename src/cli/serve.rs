@@ -16,6 +16,13 @@ pub struct ServeArgs {
     listen: std::net::SocketAddr,
     #[arg(long, value_name = "DIR", default_value = "toolgate-data", env = "TOOLGATE_DATA_DIR")]
     data_dir: PathBuf,
+    /// `sqlite` (the file in --data-dir; the default) or a PostgreSQL URL,
+    /// postgres://user:password@host:port/database: several replicas share one database.
+    #[arg(long, value_name = "URL", env = "TOOLGATE_DATABASE")]
+    database: Option<String>,
+    /// This server's name in a shared database's rows (the audit log) [default: HOST:PORT]
+    #[arg(long, value_name = "NAME", env = "TOOLGATE_REPLICA")]
+    replica: Option<String>,
     /// An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable (the
     /// variable takes a comma-separated list).
     #[arg(long = "allowed-origin", value_name = "ORIGIN", env = "TOOLGATE_ALLOWED_ORIGIN", value_delimiter = ',')]
@@ -128,11 +135,15 @@ fn seconds(text: &str) -> Result<i64, String> {
 }
 
 impl ServeArgs {
-    pub fn into_config(self) -> Config {
+    pub fn into_config(self) -> anyhow::Result<Config> {
         let data_dir = self.data_dir.clone();
-        Config {
+        let database = crate::database::Database::from_flags(&self.data_dir, self.database.as_deref())?;
+        let replica = self.replica.unwrap_or_else(|| format!("{}:{}", host_name(), self.listen.port()));
+        Ok(Config {
             listen: self.listen,
             data_dir: self.data_dir,
+            database,
+            replica,
             allowed_origins: self.allowed_origins,
             list_all_tools: self.list_all_tools,
             read_only: self.read_only,
@@ -169,8 +180,17 @@ impl ServeArgs {
             metrics_listen: self.metrics_listen,
             tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
             console_idle_ms: self.console_idle_timeout * 1000,
-        }
+        })
     }
+}
+
+/// This machine's name (the kernel's), for the default replica name.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "toolgate".into())
 }
 
 #[cfg(test)]

@@ -42,6 +42,10 @@ pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
 pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// The store: SQLite in the data dir, or a PostgreSQL database shared by replicas.
+    pub database: crate::database::Database,
+    /// This server's name in a shared database's rows.
+    pub replica: String,
     /// Origins allowed besides the loopback ones.
     pub allowed_origins: Vec<String>,
     /// Serve the whole catalogue to every tier (the gate still refuses at call time).

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use toolgate_domain::tokens::NewToken;
 use toolgate_domain::{CancellationToken, Clock};
 use toolgate_fleet::Hub;
-use toolgate_store::{AuditWriter, Repositories, SQLITE_FILE_NAME, SqliteStore};
+use toolgate_store::{AuditWriter, Repositories};
 
 use super::tls::ServedCertificate;
 use super::upkeep::Upkeep;
@@ -24,11 +24,10 @@ const DEMO_TOKEN_SECS: i64 = 30 * 24 * 3600;
 pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Result<Repositories> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let path = config.data_dir.join(SQLITE_FILE_NAME);
-    let store = SqliteStore::open(&path).with_context(|| format!("cannot open the store {}", path.display()))?;
+    let store = config.database.open(true, &config.replica).await?;
     // Authentication is answered from a cache that never outlives a revocation made elsewhere
     // (the console) by more than its time to live; one made through this server, at once.
-    let repositories = store.repositories().with_auth_cache(clock.clone(), config.auth_cache_ttl_ms);
+    let repositories = store.with_auth_cache(clock.clone(), config.auth_cache_ttl_ms);
     let credentials = &repositories.credentials;
     if credentials.principal_count().await? == 0 {
         let now = clock.now_secs();
@@ -43,17 +42,17 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
             "command": "npx",
             "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
         }}});
-        println!("toolgate: first start: created {} and the principal `admin` ({FIRST_START_ROLE}).", path.display());
+        println!(
+            "toolgate: first start: created {} and the principal `admin` ({FIRST_START_ROLE}).",
+            config.database.describe()
+        );
         println!(
             "Demo token {} ({tier} tier, expires in {} days), shown only this once:\n\n    {secret}\n",
             record.id,
             DEMO_TOKEN_SECS / 86_400
         );
         println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
-        println!(
-            "More tokens: toolgate token create --principal admin --tier readonly --data-dir {}",
-            config.data_dir.display()
-        );
+        println!("More tokens: toolgate token create --principal admin --tier readonly {}", config.database.flag());
     }
     Ok(repositories)
 }

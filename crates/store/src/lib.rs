@@ -1,9 +1,10 @@
 //! toolgate's store: one async trait per area (what the server may ask), implemented for the
-//! embedded SQLite file in [`sqlite`]. The SQL dialect, row mapping and migrations stay behind
-//! the traits; a PostgreSQL implementation will implement the same traits.
+//! embedded SQLite file in [`sqlite`] and for PostgreSQL (several replicas on one database) in
+//! [`postgres`]. The SQL dialect, row mapping and migrations stay behind the traits.
 
 mod audit_writer;
 mod cached;
+pub mod postgres;
 pub mod sqlite;
 mod traits;
 mod work;
@@ -12,7 +13,8 @@ use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
-pub use sqlite::{STORE_SECONDS, SqliteStore};
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
@@ -22,6 +24,9 @@ pub use work::{
     Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
     WorkStore,
 };
+
+/// The latency of every store operation, seconds (a Prometheus histogram).
+pub const STORE_SECONDS: &str = "toolgate_store_seconds";
 
 /// The file name of the embedded store inside a data directory.
 pub const SQLITE_FILE_NAME: &str = "toolgate.sqlite3";

@@ -5,14 +5,10 @@
 mod approvals;
 mod credentials;
 mod fleet;
-#[cfg(test)]
-mod fleet_tests;
 mod responses;
 mod sign_in;
 mod small;
 mod work;
-#[cfg(test)]
-mod work_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,12 +17,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Params, params};
 use toolgate_domain::StoreError;
 
-use crate::{HealthStore, Repositories, StoreGauges};
+use crate::{HealthStore, Repositories, STORE_SECONDS, StoreGauges};
 
 /// The schema, one file per version, in order. A database's `user_version` says how many ran.
-/// The latency of every store operation, seconds (a Prometheus histogram).
-pub const STORE_SECONDS: &str = "toolgate_store_seconds";
-
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_plugin_config", include_str!("../../migrations/sqlite/0001_plugin_config.sql")),
     ("0002_agent_tags", include_str!("../../migrations/sqlite/0002_agent_tags.sql")),

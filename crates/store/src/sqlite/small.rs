@@ -257,34 +257,3 @@ impl GroupStore for SqliteStore {
         .await
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn by(at: i64) -> Change<'static> {
-        Change { at, by: "admin" }
-    }
-
-    #[tokio::test]
-    async fn config_round_trip() {
-        let store = SqliteStore::open_in_memory().unwrap();
-        assert_eq!(store.set("p", "k", "v1", by(1)).await.unwrap(), None);
-        assert_eq!(store.set("p", "k", "v2", by(2)).await.unwrap(), Some("v1".into()));
-        assert_eq!(store.get("p", "k").await.unwrap().unwrap().value, "v2");
-        assert_eq!(store.list(Some("p")).await.unwrap().len(), 1);
-        assert_eq!(store.list(Some("q")).await.unwrap().len(), 0);
-        assert_eq!(store.delete("p", "k").await.unwrap(), Some("v2".into()));
-        assert_eq!(store.delete("p", "k").await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn kill_switch_defaults_off() {
-        let store = SqliteStore::open_in_memory().unwrap();
-        assert!(!store.kill_switch("p", None).await.unwrap().enabled);
-        let s = store.set_kill_switch("p", Some("sync"), true, Some("incident"), by(5)).await.unwrap();
-        assert!(s.enabled);
-        assert!(!store.kill_switch("p", None).await.unwrap().enabled);
-        assert!(store.kill_switch("p", Some("sync")).await.unwrap().enabled);
-    }
-}

@@ -1,13 +1,17 @@
-//! The work area of the SQLite store (executions, responses, quarantine, compliance), against
-//! a real (in-memory) database.
+//! Executions, responses, quarantine and compliance, on every backend.
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::{ActionClass, StepStatus, TargetStatus};
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
+use toolgate_store::{ColumnCondition, ColumnValue, NewExecution, Repositories, ResponseQuery, Taken};
 
-use super::SqliteStore;
-use crate::{ColumnCondition, ColumnValue, FleetStore, NewExecution, ResponseQuery, Taken, WorkStore};
+crate::matrix!(
+    results_are_stored_once_and_read_back_filtered_paged_and_grouped,
+    deadlines_cancellation_and_listing,
+    quarantine_and_compliance_are_kept_per_agent,
+    one_result_is_taken_when_the_same_upload_arrives_at_once,
+);
 
 fn step(definition: &str) -> RunStep {
     RunStep {
@@ -29,18 +33,17 @@ fn succeeded(rows: Vec<Map<String, Value>>) -> StepResult {
     StepResult { status: StepStatus::Succeeded, error: None, rows }
 }
 
-async fn store_with_agents(n: i64) -> (SqliteStore, Vec<String>) {
-    let store = SqliteStore::open_in_memory().unwrap();
-    let (_, secret) = store.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
+async fn with_agents(r: &Repositories, n: i64) -> Vec<String> {
+    let (_, secret) = r.fleet.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
-        ids.push(store.enroll(&secret, 0).await.unwrap().unwrap().0);
+        ids.push(r.fleet.enroll(&secret, 0).await.unwrap().unwrap().0);
     }
     ids.sort();
-    (store, ids)
+    ids
 }
 
-async fn execution(store: &SqliteStore, id: &str, targets: &[String], deadline_ms: i64) {
+async fn execution(r: &Repositories, id: &str, targets: &[String], deadline_ms: i64) {
     let e = NewExecution {
         execution_id: id.into(),
         kind: "bundle".into(),
@@ -51,13 +54,12 @@ async fn execution(store: &SqliteStore, id: &str, targets: &[String], deadline_m
         deadline_ms,
         targets: targets.to_vec(),
     };
-    store.create_execution(e).await.unwrap();
+    r.work.create_execution(e).await.unwrap();
 }
-
-#[tokio::test]
-async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped() {
-    let (store, ids) = store_with_agents(3).await;
-    execution(&store, "exe-01", &ids, 1_000).await;
+async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Repositories) {
+    let ids = with_agents(&r, 3).await;
+    let store = &r.work;
+    execution(&r, "exe-01", &ids, 1_000).await;
     assert_eq!(store.due_for(&ids[0], 20).await.unwrap().len(), 1);
     store.mark_delivered("exe-01", vec![ids[0].clone(), ids[1].clone()], 20).await.unwrap();
     let result = |agent: usize, hash: &str| RunResult {
@@ -120,10 +122,10 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped() {
     assert_eq!((steps[1].status.as_str(), steps[1].row_count), ("failed", 0));
 }
 
-#[tokio::test]
-async fn deadlines_cancellation_and_listing() {
-    let (store, ids) = store_with_agents(3).await;
-    execution(&store, "exe-02", &ids, 1_000).await;
+async fn deadlines_cancellation_and_listing(r: Repositories) {
+    let ids = with_agents(&r, 3).await;
+    let store = &r.work;
+    execution(&r, "exe-02", &ids, 1_000).await;
     store.mark_delivered("exe-02", vec![ids[0].clone()], 20).await.unwrap();
     let cancelled = store.cancel("exe-02", 50).await.unwrap().unwrap();
     assert_eq!(cancelled.stopped, 2, "the two never delivered");
@@ -131,7 +133,7 @@ async fn deadlines_cancellation_and_listing() {
     assert!(store.cancel("exe-nope", 60).await.unwrap().is_none());
     assert!(store.due_for(&ids[0], 60).await.unwrap().is_empty(), "a cancelled execution is never sent again");
 
-    execution(&store, "exe-03", &ids, 100).await;
+    execution(&r, "exe-03", &ids, 100).await;
     store.mark_delivered("exe-03", vec![ids[0].clone()], 20).await.unwrap();
     assert_eq!(store.expire(99).await.unwrap(), 0);
     assert!(store.expire(100).await.unwrap() >= 3);
@@ -146,9 +148,9 @@ async fn deadlines_cancellation_and_listing() {
     assert!(store.executions(Some("nothing"), 0, 10).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn quarantine_and_compliance_are_kept_per_agent() {
-    let (store, ids) = store_with_agents(2).await;
+async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {
+    let ids = with_agents(&r, 2).await;
+    let store = &r.work;
     store.set_quarantine(&ids[0], true, Some("why")).await.unwrap();
     store.quarantine_reported(&ids[0], true).await.unwrap();
     let q = store.quarantines().await.unwrap();
@@ -169,4 +171,21 @@ async fn quarantine_and_compliance_are_kept_per_agent() {
     let r1 = store.compliance(Some("r1")).await.unwrap();
     let mine = r1.iter().find(|(a, _, _)| a == &ids[0]).unwrap();
     assert_eq!((mine.1.status, mine.2), (ComplianceStatus::NonCompliant, 6));
+}
+
+async fn one_result_is_taken_when_the_same_upload_arrives_at_once(r: Repositories) {
+    let ids = with_agents(&r, 1).await;
+    execution(&r, "exe-04", &ids, 1_000).await;
+    let uploads = (0..8).map(|i| {
+        let (store, agent) = (r.work.clone(), ids[0].clone());
+        let result = RunResult {
+            execution_id: "exe-04".into(),
+            steps: vec![succeeded(vec![row(json!({"n": i}))]), succeeded(Vec::new())],
+        };
+        tokio::spawn(async move { store.save_result(&agent, result, 20).await.unwrap() })
+    });
+    let taken = futures_util::future::join_all(uploads).await;
+    let stored = taken.iter().filter(|t| *t.as_ref().unwrap() == Taken::Stored).count();
+    assert_eq!(stored, 1, "the first result stands, the others are repeats: {taken:?}");
+    assert_eq!(r.work.steps("exe-04").await.unwrap().len(), 2);
 }

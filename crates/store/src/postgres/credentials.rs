@@ -1,0 +1,377 @@
+//! Principals, API tokens and console sign-in on PostgreSQL.
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use toolgate_domain::StoreError;
+use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
+
+use super::{Pg, PostgresStore, execute, pg, row, rows};
+use crate::{CredentialStore, SignInRecord, SignInStore};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at";
+
+fn principal_row(r: &tokio_postgres::Row) -> Pg<PrincipalRecord> {
+    let roles: String = r.try_get(1)?;
+    Ok(PrincipalRecord {
+        name: r.try_get(0)?,
+        roles: roles.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect(),
+        created_at: r.try_get(2)?,
+    })
+}
+
+fn token_row(r: &tokio_postgres::Row) -> Pg<TokenRecord> {
+    Ok(TokenRecord {
+        id: r.try_get(0)?,
+        name: r.try_get(1)?,
+        principal: r.try_get(2)?,
+        tier: r.try_get(3)?,
+        created_at: r.try_get(4)?,
+        expires_at: r.try_get(5)?,
+        revoked_at: r.try_get(6)?,
+    })
+}
+
+async fn principal_by_name(c: &impl GenericClient, name: &str) -> Pg<Option<PrincipalRecord>> {
+    row(c, "SELECT name, roles, created_at FROM principal WHERE name = $1", &[&name])
+        .await?
+        .as_ref()
+        .map(principal_row)
+        .transpose()
+}
+
+/// Inserts a token row; returns the record and its secret.
+async fn insert_token(c: &impl GenericClient, new: NewToken<'_>) -> Pg<(TokenRecord, String)> {
+    let secret = new_secret(TOKEN_PREFIX);
+    let id = format!("tok_{}", random_hex::<8>());
+    execute(
+        c,
+        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&id, &new.name, &new.principal, &new.tier, &hash_secret(&secret), &new.now, &new.expires_at],
+    )
+    .await?;
+    let record = TokenRecord {
+        id,
+        name: new.name.to_string(),
+        principal: new.principal.to_string(),
+        tier: new.tier.map(str::to_string),
+        created_at: new.now,
+        expires_at: new.expires_at,
+        revoked_at: None,
+    };
+    Ok((record, secret))
+}
+
+#[async_trait]
+impl CredentialStore for PostgresStore {
+    async fn principal_count(&self) -> Result<i64> {
+        pg(async { Ok(self.conn().await?.query_one("SELECT count(*) FROM principal", &[]).await?.try_get(0)?) }).await
+    }
+
+    async fn put_principal(&self, name: &str, roles: &[String], now: i64) -> Result<()> {
+        pg(async {
+            let c = self.conn().await?;
+            execute(
+                &*c,
+                "INSERT INTO principal (name, roles, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET roles = excluded.roles",
+                &[&name, &roles.join(","), &now],
+            )
+            .await
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>> {
+        pg(async { principal_by_name(&*self.conn().await?, name).await }).await
+    }
+
+    async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(&*c, "SELECT name, roles, created_at FROM principal ORDER BY name", &[])
+                .await?
+                .iter()
+                .map(principal_row)
+                .collect()
+        })
+        .await
+    }
+
+    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            execute(
+                &tx,
+                "UPDATE api_token SET revoked_at = $2 WHERE principal = $1 AND revoked_at IS NULL",
+                &[&name, &now],
+            )
+            .await?;
+            let removed = execute(&tx, "DELETE FROM principal WHERE name = $1", &[&name]).await? == 1;
+            execute(&tx, "DELETE FROM principal_sign_in WHERE principal = $1", &[&name]).await?;
+            tx.commit().await?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn create_token(&self, new: NewToken<'_>) -> Result<(TokenRecord, String)> {
+        pg(async { insert_token(&*self.conn().await?, new).await }).await
+    }
+
+    async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication> {
+        let hash = hash_secret(secret);
+        pg(async {
+            let c = self.conn().await?;
+            let sql = format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE secret_hash = $1");
+            let Some(token) = row(&*c, &sql, &[&hash]).await?.as_ref().map(token_row).transpose()? else {
+                return Ok(Authentication::Unknown);
+            };
+            if token.revoked_at.is_some() {
+                return Ok(Authentication::Revoked);
+            }
+            if token.expires_at <= now {
+                return Ok(Authentication::Expired);
+            }
+            Ok(match principal_by_name(&*c, &token.principal).await? {
+                Some(principal) => Authentication::Valid { token, principal },
+                // The principal was removed: its tokens die with it.
+                None => Authentication::Revoked,
+            })
+        })
+        .await
+    }
+
+    async fn token(&self, id: &str) -> Result<Option<TokenRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            row(&*c, &format!("SELECT {TOKEN_COLUMNS} FROM api_token WHERE id = $1"), &[&id])
+                .await?
+                .as_ref()
+                .map(token_row)
+                .transpose()
+        })
+        .await
+    }
+
+    async fn rotate_token(
+        &self,
+        predecessor: &TokenRecord,
+        overlap_secs: i64,
+        now: i64,
+    ) -> Result<(TokenRecord, String)> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let name = format!("{} (rotated)", predecessor.name);
+            let new = NewToken {
+                principal: &predecessor.principal,
+                tier: predecessor.tier.as_deref(),
+                name: &name,
+                now,
+                expires_at: predecessor.expires_at,
+            };
+            let (successor, secret) = insert_token(&tx, new).await?;
+            execute(&tx, "UPDATE api_token SET rotated_from = $2 WHERE id = $1", &[&successor.id, &predecessor.id])
+                .await?;
+            execute(
+                &tx,
+                "UPDATE api_token SET expires_at = least(expires_at, $2) WHERE id = $1",
+                &[&predecessor.id, &(now + overlap_secs)],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok((successor, secret))
+        })
+        .await
+    }
+
+    async fn confirm_rotation(
+        &self,
+        successor_id: &str,
+        secret: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<Option<String>> {
+        let hash = hash_secret(secret);
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let found = row(
+                &tx,
+                "SELECT rotated_from FROM api_token WHERE id = $1 AND secret_hash = $2 AND principal = $3 AND revoked_at IS NULL AND expires_at > $4",
+                &[&successor_id, &hash, &principal, &now],
+            )
+            .await?;
+            let Some(Some(predecessor)) = found.map(|r| r.try_get::<_, Option<String>>(0)).transpose()? else {
+                return Ok(None);
+            };
+            execute(&tx, "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", &[&predecessor, &now])
+                .await?;
+            tx.commit().await?;
+            Ok(Some(predecessor))
+        })
+        .await
+    }
+
+    async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            let sql = format!(
+                "SELECT {TOKEN_COLUMNS} FROM api_token WHERE $1::text IS NULL OR principal = $1 ORDER BY created_at, id"
+            );
+            rows(&*c, &sql, &[&principal]).await?.iter().map(token_row).collect()
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {
+        pg(async {
+            let c = self.conn().await?;
+            Ok(execute(&*c, "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", &[&id, &now])
+                .await?
+                == 1)
+        })
+        .await
+    }
+}
+
+/// Creates the principal's sign-in row when it has none (only for an existing principal).
+const ENSURE_ROW: &str = "INSERT INTO principal_sign_in (principal) SELECT name FROM principal WHERE name = $1
+     ON CONFLICT (principal) DO NOTHING";
+
+#[async_trait]
+impl SignInStore for PostgresStore {
+    async fn sign_in_record(&self, principal: &str) -> Result<Option<SignInRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            if principal_by_name(&*c, principal).await?.is_none() {
+                return Ok(None);
+            }
+            let found = row(
+                &*c,
+                "SELECT password_hash, totp_secret, totp_confirmed_at_ms IS NOT NULL, failed_attempts, locked_until_ms
+                 FROM principal_sign_in WHERE principal = $1",
+                &[&principal],
+            )
+            .await?;
+            let Some(r) = found else { return Ok(Some(SignInRecord::default())) };
+            Ok(Some(SignInRecord {
+                password_hash: r.try_get(0)?,
+                totp_secret: r.try_get(1)?,
+                totp_confirmed: r.try_get(2)?,
+                failed_attempts: r.try_get(3)?,
+                locked_until_ms: r.try_get(4)?,
+            }))
+        })
+        .await
+    }
+
+    async fn set_password(&self, principal: &str, hash: &str) -> Result<bool> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            execute(&tx, ENSURE_ROW, &[&principal]).await?;
+            let set = execute(
+                &tx,
+                "UPDATE principal_sign_in SET password_hash = $2, failed_attempts = 0, locked_until_ms = 0 WHERE principal = $1",
+                &[&principal, &hash],
+            )
+            .await?
+                == 1;
+            tx.commit().await?;
+            Ok(set)
+        })
+        .await
+    }
+
+    async fn begin_totp(&self, principal: &str, secret: &str) -> Result<()> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            execute(&tx, ENSURE_ROW, &[&principal]).await?;
+            execute(
+                &tx,
+                "UPDATE principal_sign_in SET totp_secret = $2, totp_confirmed_at_ms = NULL, last_totp_step = NULL
+                 WHERE principal = $1 AND totp_confirmed_at_ms IS NULL",
+                &[&principal, &secret],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn confirm_totp(&self, principal: &str, now_ms: i64) -> Result<()> {
+        self.sign_in_update(
+            "UPDATE principal_sign_in SET totp_confirmed_at_ms = $2 WHERE principal = $1 AND totp_secret IS NOT NULL",
+            principal,
+            Some(now_ms),
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn reset_totp(&self, principal: &str) -> Result<bool> {
+        self.sign_in_update(
+            "UPDATE principal_sign_in SET totp_secret = NULL, totp_confirmed_at_ms = NULL, last_totp_step = NULL
+             WHERE principal = $1 AND totp_secret IS NOT NULL AND $2::bigint IS NULL",
+            principal,
+            None,
+        )
+        .await
+    }
+
+    async fn take_totp_step(&self, principal: &str, step: i64) -> Result<bool> {
+        self.sign_in_update(
+            "UPDATE principal_sign_in SET last_totp_step = $2
+             WHERE principal = $1 AND (last_totp_step IS NULL OR last_totp_step < $2)",
+            principal,
+            Some(step),
+        )
+        .await
+    }
+
+    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            execute(&tx, ENSURE_ROW, &[&principal]).await?;
+            let count = row(
+                &tx,
+                "UPDATE principal_sign_in SET failed_attempts = failed_attempts + 1, locked_until_ms = $2
+                 WHERE principal = $1 RETURNING failed_attempts",
+                &[&principal, &locked_until_ms],
+            )
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+            tx.commit().await?;
+            Ok(count)
+        })
+        .await
+    }
+
+    async fn sign_in_succeeded(&self, principal: &str) -> Result<()> {
+        self.sign_in_update(
+            "UPDATE principal_sign_in SET failed_attempts = 0, locked_until_ms = 0 WHERE principal = $1 AND $2::bigint IS NULL",
+            principal,
+            None,
+        )
+        .await
+        .map(drop)
+    }
+}
+
+impl PostgresStore {
+    /// One UPDATE of a principal's sign-in row (`$1` the principal, `$2` a number or NULL):
+    /// whether a row changed.
+    async fn sign_in_update(&self, sql: &str, principal: &str, number: Option<i64>) -> Result<bool> {
+        pg(async { Ok(execute(&*self.conn().await?, sql, &[&principal, &number]).await? == 1) }).await
+    }
+}

@@ -1,0 +1,391 @@
+//! The fleet on PostgreSQL: enrollment tokens, agents, and inventory rows as JSONB.
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use serde_json::{Map, Value};
+use tokio_postgres::types::ToSql;
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::agent::{
+    AGENT_SECRET_PREFIX, AgentAuth, ENROLL_SECRET_PREFIX, InventoryStatus, new_agent_id,
+};
+use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+
+use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
+use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+fn enrollment_row(r: &tokio_postgres::Row) -> Pg<EnrollmentToken> {
+    Ok(EnrollmentToken {
+        id: r.try_get(0)?,
+        created_at_ms: r.try_get(1)?,
+        expires_at_ms: r.try_get(2)?,
+        uses_allowed: r.try_get(3)?,
+        uses: r.try_get(4)?,
+    })
+}
+
+/// A column name fit to be written into SQL: declared names only (checked again here).
+pub(super) fn json_key(column: &str) -> Pg<&str> {
+    if column.is_empty() || !column.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(PgError::Invalid(format!("{column:?} is not a column name")));
+    }
+    Ok(column)
+}
+
+/// The conditions as SQL on the JSONB `row` of `alias`, values bound from `$first` on. The key
+/// is written into the SQL (not bound) so that the expression indexes on `row -> 'name'` and
+/// `row -> 'port'` apply. A JSON null or a missing key matches neither = nor != (as in SQL).
+pub(super) fn conditions_sql(conditions: &[ColumnCondition], alias: &str, first: usize) -> Pg<(String, Vec<Value>)> {
+    let (mut sql, mut values) = (String::new(), Vec::new());
+    for (i, condition) in conditions.iter().enumerate() {
+        let key = json_key(&condition.column)?;
+        let n = first + i;
+        if condition.equal {
+            sql.push_str(&format!(" AND {alias}row -> '{key}' = ${n}"));
+        } else {
+            sql.push_str(&format!(" AND {alias}row -> '{key}' <> ${n} AND {alias}row -> '{key}' <> 'null'::jsonb"));
+        }
+        values.push(match &condition.value {
+            ColumnValue::Text(text) => Value::from(text.as_str()),
+            ColumnValue::Integer(n) => Value::from(*n),
+        });
+    }
+    Ok((sql, values))
+}
+
+/// Reads a page of rows: conditions in SQL, and the paging too unless a filter is left for Rust.
+async fn scan(
+    c: &impl GenericClient,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
+    filter: Option<RowFilter>,
+    offset: usize,
+    limit: usize,
+) -> Pg<RowPage> {
+    let (where_sql, values) = conditions_sql(conditions, "", 3)?;
+    let mut sql = format!(
+        "SELECT agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){where_sql} ORDER BY agent_id, id"
+    );
+    let in_sql = filter.is_none();
+    let (page_limit, page_offset) = (limit as i64 + 1, offset as i64);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&table, &agent_id];
+    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    if in_sql {
+        // One more than the page: whether there is a next one.
+        sql.push_str(&format!(" LIMIT ${} OFFSET ${}", params.len() + 1, params.len() + 2));
+        params.push(&page_limit);
+        params.push(&page_offset);
+    }
+    let (mut page, mut skipped) = (RowPage::default(), 0);
+    for r in rows(c, &sql, &params).await? {
+        let agent: String = r.try_get(0)?;
+        let Value::Object(found) = r.try_get::<_, Value>(1)? else { continue };
+        if filter.as_ref().is_some_and(|keep| !keep(&agent, &found)) {
+            continue;
+        }
+        if !in_sql && skipped < offset {
+            skipped += 1;
+        } else if page.rows.len() < limit {
+            page.rows.push((agent, found));
+        } else {
+            page.more = true;
+            break;
+        }
+    }
+    Ok(page)
+}
+
+#[async_trait]
+impl FleetStore for PostgresStore {
+    async fn create_enrollment_token(
+        &self,
+        expires_at_ms: i64,
+        uses_allowed: i64,
+        now_ms: i64,
+    ) -> Result<(EnrollmentToken, String)> {
+        let secret = new_secret(ENROLL_SECRET_PREFIX);
+        let token = EnrollmentToken {
+            id: format!("enr_{}", random_hex::<8>()),
+            created_at_ms: now_ms,
+            expires_at_ms,
+            uses_allowed,
+            uses: 0,
+        };
+        pg(async {
+            execute(
+                &*self.conn().await?,
+                "INSERT INTO enrollment_token (id, secret_hash, created_at_ms, expires_at_ms, uses_allowed) VALUES ($1, $2, $3, $4, $5)",
+                &[&token.id, &hash_secret(&secret), &now_ms, &expires_at_ms, &uses_allowed],
+            )
+            .await
+        })
+        .await?;
+        Ok((token, secret))
+    }
+
+    async fn enrollment_tokens(&self) -> Result<Vec<EnrollmentToken>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT id, created_at_ms, expires_at_ms, uses_allowed, uses FROM enrollment_token ORDER BY created_at_ms DESC, id",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(enrollment_row)
+            .collect()
+        })
+        .await
+    }
+
+    async fn enroll(&self, secret: &str, now_ms: i64) -> Result<std::result::Result<(String, String), EnrollRefusal>> {
+        let hash = hash_secret(secret);
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            // The token's row is locked: two replicas enrolling with its last use cannot both win.
+            let found = row(
+                &tx,
+                "SELECT id, created_at_ms, expires_at_ms, uses_allowed, uses FROM enrollment_token WHERE secret_hash = $1 FOR UPDATE",
+                &[&hash],
+            )
+            .await?;
+            let Some(token) = found.as_ref().map(enrollment_row).transpose()? else { return Ok(Err(EnrollRefusal::Unknown)) };
+            if token.expires_at_ms <= now_ms {
+                return Ok(Err(EnrollRefusal::Expired));
+            }
+            if token.uses >= token.uses_allowed {
+                return Ok(Err(EnrollRefusal::UsedUp));
+            }
+            execute(&tx, "UPDATE enrollment_token SET uses = uses + 1 WHERE id = $1", &[&token.id]).await?;
+            let (agent_id, credential) = (new_agent_id(), new_secret(AGENT_SECRET_PREFIX));
+            execute(
+                &tx,
+                "INSERT INTO agent (agent_id, credential_hash, enrolled_at_ms, enrolled_with) VALUES ($1, $2, $3, $4)",
+                &[&agent_id, &hash_secret(&credential), &now_ms, &token.id],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Ok((agent_id, credential)))
+        })
+        .await
+    }
+
+    async fn authenticate_agent(&self, agent_id: &str, credential: &str) -> Result<AgentAuth> {
+        let hash = hash_secret(credential);
+        pg(async {
+            let c = self.conn().await?;
+            let found =
+                row(&*c, "SELECT credential_hash, revoked_at_ms FROM agent WHERE agent_id = $1", &[&agent_id]).await?;
+            let Some(r) = found else { return Ok(AgentAuth::Unknown) };
+            let (stored, revoked): (String, Option<i64>) = (r.try_get(0)?, r.try_get(1)?);
+            Ok(match revoked {
+                Some(_) => AgentAuth::Revoked,
+                None if stored == hash => AgentAuth::Valid,
+                None => AgentAuth::BadCredential,
+            })
+        })
+        .await
+    }
+
+    async fn agents(&self) -> Result<Vec<AgentSummary>> {
+        pg(async {
+            let c = self.conn().await?;
+            let found = rows(
+                &*c,
+                "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent ORDER BY agent_id",
+                &[],
+            )
+            .await?;
+            found
+                .iter()
+                .map(|r| {
+                    let revoked_at_ms: Option<i64> = r.try_get(3)?;
+                    let facts: Option<String> = r.try_get(4)?;
+                    Ok(AgentSummary {
+                        agent_id: r.try_get(0)?,
+                        status: if revoked_at_ms.is_some() { AgentStatus::Revoked } else { AgentStatus::Offline },
+                        enrolled_at_ms: r.try_get(1)?,
+                        last_seen_ms: r.try_get(2)?,
+                        revoked_at_ms,
+                        facts: facts.map(|f| serde_json::from_str(&f)).transpose()?,
+                        facts_at_ms: r.try_get(5)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()> {
+        let facts = serde_json::to_string(facts).map_err(StoreError::backend)?;
+        // Reports are sent again on the next connection or schedule: no wait for the disk.
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(
+                &tx,
+                "UPDATE agent SET facts = $2, facts_at_ms = $3 WHERE agent_id = $1",
+                &[&agent_id, &facts, &collected_at_ms],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()> {
+        let (ids, at): (Vec<&str>, Vec<i64>) = seen.iter().map(|(id, at)| (id.as_str(), *at)).unzip();
+        // When an agent was last seen is a hint, written again at the next sweep.
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(
+                &tx,
+                "UPDATE agent SET last_seen_ms = s.at FROM unnest($1::text[], $2::bigint[]) AS s(id, at) WHERE agent.agent_id = s.id",
+                &[&ids, &at],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool> {
+        pg(async {
+            let c = self.conn().await?;
+            Ok(execute(
+                &*c,
+                "UPDATE agent SET revoked_at_ms = $2 WHERE agent_id = $1 AND revoked_at_ms IS NULL",
+                &[&agent_id, &now_ms],
+            )
+            .await?
+                == 1)
+        })
+        .await
+    }
+
+    async fn revoked_since(&self, since_ms: i64) -> Result<Vec<String>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(&*c, "SELECT agent_id FROM agent WHERE revoked_at_ms >= $1", &[&since_ms])
+                .await?
+                .iter()
+                .map(|r| Ok(r.try_get(0)?))
+                .collect()
+        })
+        .await
+    }
+
+    async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()> {
+        let found: Vec<Value> = report.rows.into_iter().map(Value::Object).collect();
+        let row_count = found.len() as i64;
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(&tx, "DELETE FROM inventory_row WHERE table_name = $1 AND agent_id = $2", &[&report.table, &agent_id]).await?;
+            // One statement for every row, in the order reported.
+            execute(
+                &tx,
+                "INSERT INTO inventory_row (table_name, agent_id, row) SELECT $1, $2, r FROM unnest($3::jsonb[]) WITH ORDINALITY AS u(r, n) ORDER BY n",
+                &[&report.table, &agent_id, &found],
+            )
+            .await?;
+            execute(
+                &tx,
+                "INSERT INTO inventory_table (agent_id, table_name, collected_at_ms, received_at_ms, available, reason, row_count)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (agent_id, table_name) DO UPDATE SET collected_at_ms = excluded.collected_at_ms,
+                   received_at_ms = excluded.received_at_ms, available = excluded.available, reason = excluded.reason,
+                   row_count = excluded.row_count",
+                &[&agent_id, &report.table, &report.collected_at_ms, &received_at_ms, &report.available, &report.reason, &row_count],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn inventory_status(&self, agent_id: &str) -> Result<Vec<InventoryStatus>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT agent_id, table_name, collected_at_ms, received_at_ms, available, reason, row_count FROM inventory_table
+                 WHERE agent_id = $1 ORDER BY table_name",
+                &[&agent_id],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(InventoryStatus {
+                    agent_id: r.try_get(0)?,
+                    table: r.try_get(1)?,
+                    collected_at_ms: r.try_get(2)?,
+                    received_at_ms: r.try_get(3)?,
+                    available: r.try_get(4)?,
+                    reason: r.try_get(5)?,
+                    rows: r.try_get(6)?,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT table_name, count(*), count(*) FILTER (WHERE NOT available) FROM inventory_table GROUP BY table_name ORDER BY table_name",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect()
+        })
+        .await
+    }
+
+    async fn inventory_rows(
+        &self,
+        table: &str,
+        agent_id: Option<&str>,
+        conditions: &[ColumnCondition],
+        filter: Option<RowFilter>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<RowPage> {
+        pg(async { scan(&*self.conn().await?, table, agent_id, conditions, filter, offset, limit).await }).await
+    }
+
+    async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(&*c, "SELECT agent_id, key, value FROM agent_tag ORDER BY agent_id, key", &[])
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// The rows of a JSONB column, as objects (anything else cannot have been written here).
+pub(super) fn objects(found: Vec<tokio_postgres::Row>) -> Pg<Vec<(String, Map<String, Value>)>> {
+    let mut out = Vec::with_capacity(found.len());
+    for r in found {
+        if let Value::Object(object) = r.try_get::<_, Value>(1)? {
+            out.push((r.try_get(0)?, object));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,477 @@
+//! Executions, responses, quarantine and compliance on PostgreSQL. An agent's result is
+//! taken once: its target row is locked while the result is stored, so the same upload
+//! reaching two replicas stores one copy (the other answers AlreadyFinal).
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use toolgate_domain::StoreError;
+use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::fleet::instruction::{TargetStatus, target_status};
+use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+
+use super::fleet::{conditions_sql, json_key, objects};
+use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
+use crate::RowPage;
+use crate::work::{
+    Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
+    WorkStore,
+};
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+fn status_of(text: &str) -> Pg<TargetStatus> {
+    TargetStatus::parse(text).map_err(PgError::Invalid)
+}
+
+const HEADER_COLUMNS: &str =
+    "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms";
+
+async fn header(c: &impl GenericClient, r: &tokio_postgres::Row) -> Pg<ExecutionHeader> {
+    let execution_id: String = r.try_get(0)?;
+    let counts = rows(
+        c,
+        "SELECT status, count(*) FROM execution_target WHERE execution_id = $1 GROUP BY status ORDER BY status",
+        &[&execution_id],
+    )
+    .await?
+    .iter()
+    .map(|r| Ok((status_of(r.try_get(0)?)?, r.try_get(1)?)))
+    .collect::<Pg<_>>()?;
+    let steps: String = r.try_get(2)?;
+    Ok(ExecutionHeader {
+        execution_id,
+        kind: r.try_get(1)?,
+        steps: serde_json::from_str(&steps)?,
+        scope: r.try_get(3)?,
+        requested_by: r.try_get(4)?,
+        created_at_ms: r.try_get(5)?,
+        deadline_ms: r.try_get(6)?,
+        cancelled_at_ms: r.try_get(7)?,
+        counts,
+    })
+}
+
+async fn headers(c: &impl GenericClient, found: Vec<tokio_postgres::Row>) -> Pg<Vec<ExecutionHeader>> {
+    let mut out = Vec::with_capacity(found.len());
+    for r in &found {
+        out.push(header(c, r).await?);
+    }
+    Ok(out)
+}
+
+fn target_row(r: &tokio_postgres::Row) -> Pg<TargetRecord> {
+    Ok(TargetRecord {
+        agent_id: r.try_get(0)?,
+        status: status_of(r.try_get(1)?)?,
+        error: r.try_get(2)?,
+        updated_at_ms: r.try_get(3)?,
+    })
+}
+
+async fn targets(c: &impl GenericClient, execution_id: &str) -> Pg<Vec<TargetRecord>> {
+    rows(
+        c,
+        "SELECT agent_id, status, error, updated_at_ms FROM execution_target WHERE execution_id = $1 ORDER BY agent_id",
+        &[&execution_id],
+    )
+    .await?
+    .iter()
+    .map(target_row)
+    .collect()
+}
+
+async fn store_result(c: &mut super::Conn, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
+    let tx = relaxed(c).await?;
+    let known = row(
+        &tx,
+        "SELECT status FROM execution_target WHERE execution_id = $1 AND agent_id = $2 FOR UPDATE",
+        &[&result.execution_id, &agent_id],
+    )
+    .await?;
+    if known.is_none() {
+        return Ok(Taken::Unknown);
+    }
+    let stored: i64 = row(
+        &tx,
+        "SELECT count(*) FROM execution_step WHERE execution_id = $1 AND agent_id = $2",
+        &[&result.execution_id, &agent_id],
+    )
+    .await?
+    .map(|r| r.try_get(0))
+    .transpose()?
+    .unwrap_or(0);
+    if stored > 0 {
+        return Ok(Taken::AlreadyFinal);
+    }
+    for (i, step) in result.steps.iter().enumerate() {
+        let (index, count) = (i as i64, step.rows.len() as i64);
+        execute(
+            &tx,
+            "INSERT INTO execution_step (execution_id, agent_id, step, status, error, row_count) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&result.execution_id, &agent_id, &index, &step.status.as_str(), &step.error, &count],
+        )
+        .await?;
+        let found: Vec<Value> = step.rows.iter().cloned().map(Value::Object).collect();
+        execute(
+            &tx,
+            "INSERT INTO response (execution_id, step, agent_id, row_index, row)
+             SELECT $1, $2, $3, n - 1, r FROM unnest($4::jsonb[]) WITH ORDINALITY AS u(r, n)",
+            &[&result.execution_id, &index, &agent_id, &found],
+        )
+        .await?;
+    }
+    let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
+    let error = result.steps.iter().find_map(|s| s.error.clone());
+    execute(
+        &tx,
+        "UPDATE execution_target SET status = $3, error = $4, updated_at_ms = $5 WHERE execution_id = $1 AND agent_id = $2",
+        &[&result.execution_id, &agent_id, &target_status(&statuses).as_str(), &error, &now_ms],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Taken::Stored)
+}
+
+#[async_trait]
+impl WorkStore for PostgresStore {
+    async fn create_execution(&self, e: NewExecution) -> Result<()> {
+        let steps = serde_json::to_string(&e.steps).map_err(StoreError::backend)?;
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            execute(
+                &tx,
+                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms],
+            )
+            .await?;
+            execute(
+                &tx,
+                "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) SELECT $1, a, 'pending', $3 FROM unnest($2::text[]) AS a",
+                &[&e.execution_id, &e.targets, &e.created_at_ms],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>> {
+        pg(async {
+            let c = self.conn().await?;
+            let found = rows(
+                &*c,
+                "SELECT e.execution_id, e.deadline_ms, e.steps FROM execution_target t JOIN execution e ON e.execution_id = t.execution_id
+                 WHERE t.agent_id = $1 AND t.status IN ('pending', 'running') AND e.deadline_ms > $2 AND e.cancelled_at_ms IS NULL
+                 ORDER BY e.created_at_ms",
+                &[&agent_id, &now_ms],
+            )
+            .await?;
+            found
+                .iter()
+                .map(|r| {
+                    let steps: String = r.try_get(2)?;
+                    let steps: Vec<RunStep> = serde_json::from_str(&steps)?;
+                    Ok(RunOrder { execution_id: r.try_get(0)?, deadline_ms: r.try_get(1)?, steps })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn mark_delivered(&self, execution_id: &str, agent_ids: Vec<String>, now_ms: i64) -> Result<()> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(
+                &tx,
+                "UPDATE execution_target SET status = 'running', updated_at_ms = $3
+                 WHERE execution_id = $1 AND agent_id = ANY($2) AND status = 'pending'",
+                &[&execution_id, &agent_ids, &now_ms],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
+        pg(async { store_result(&mut self.conn().await?, agent_id, &result, now_ms).await }).await
+    }
+
+    async fn expire(&self, now_ms: i64) -> Result<u64> {
+        pg(async {
+            let c = self.conn().await?;
+            execute(
+                &*c,
+                "UPDATE execution_target SET status = CASE status WHEN 'pending' THEN 'offline' ELSE 'timed_out' END, updated_at_ms = $1
+                 WHERE status IN ('pending', 'running') AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= $1)",
+                &[&now_ms],
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let found = execute(
+                &tx,
+                "UPDATE execution SET cancelled_at_ms = coalesce(cancelled_at_ms, $2) WHERE execution_id = $1",
+                &[&execution_id, &now_ms],
+            )
+            .await?;
+            if found == 0 {
+                return Ok(None);
+            }
+            let stopped = execute(
+                &tx,
+                "UPDATE execution_target SET status = 'cancelled', updated_at_ms = $2 WHERE execution_id = $1 AND status = 'pending'",
+                &[&execution_id, &now_ms],
+            )
+            .await? as i64;
+            let targets = targets(&tx, execution_id).await?;
+            tx.commit().await?;
+            Ok(Some(Cancelled { stopped, targets }))
+        })
+        .await
+    }
+
+    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>> {
+        pg(async {
+            let c = self.conn().await?;
+            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = $1");
+            match row(&*c, &sql, &[&execution_id]).await? {
+                Some(r) => Ok(Some(header(&*c, &r).await?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn targets(&self, execution_id: &str) -> Result<Vec<TargetRecord>> {
+        pg(async { targets(&*self.conn().await?, execution_id).await }).await
+    }
+
+    async fn targets_page(
+        &self,
+        execution_id: &str,
+        status: Option<TargetStatus>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<TargetRecord>> {
+        let status = status.map(|s| s.as_str());
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT agent_id, status, error, updated_at_ms FROM execution_target
+                 WHERE execution_id = $1 AND ($2::text IS NULL OR status = $2) ORDER BY agent_id LIMIT $3 OFFSET $4",
+                &[&execution_id, &status, &(limit as i64), &(offset as i64)],
+            )
+            .await?
+            .iter()
+            .map(target_row)
+            .collect()
+        })
+        .await
+    }
+
+    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>> {
+        // A step names its definition in the steps JSON; the pattern is bound, never spliced.
+        let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        pg(async {
+            let c = self.conn().await?;
+            let sql = format!(
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1)
+                 ORDER BY created_at_ms DESC, execution_id LIMIT $2 OFFSET $3"
+            );
+            let found = rows(&*c, &sql, &[&pattern, &(limit as i64), &(offset as i64)]).await?;
+            headers(&*c, found).await
+        })
+        .await
+    }
+
+    async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT agent_id, step, status, error, row_count FROM execution_step WHERE execution_id = $1 ORDER BY agent_id, step",
+                &[&execution_id],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(StepRecord {
+                    agent_id: r.try_get(0)?,
+                    step: r.try_get::<_, i64>(1)? as usize,
+                    status: r.try_get(2)?,
+                    error: r.try_get(3)?,
+                    row_count: r.try_get(4)?,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn responses(&self, q: ResponseQuery) -> Result<RowPage> {
+        pg(async {
+            let c = self.conn().await?;
+            let (where_sql, values) = conditions_sql(&q.conditions, "r.", 5)?;
+            let step = q.step as i64;
+            let status = q.status.map(|s| s.as_str());
+            let (limit, offset) = (q.limit as i64 + 1, q.offset as i64);
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status];
+            params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+            let sql = format!(
+                "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
+                 WHERE r.execution_id = $1 AND r.step = $2 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){where_sql}
+                 ORDER BY r.agent_id, r.row_index LIMIT ${} OFFSET ${}",
+                params.len() + 1,
+                params.len() + 2
+            );
+            params.push(&limit);
+            params.push(&offset);
+            let mut found = objects(rows(&*c, &sql, &params).await?)?;
+            let more = found.len() > q.limit;
+            found.truncate(q.limit);
+            Ok(RowPage { rows: found, more })
+        })
+        .await
+    }
+
+    async fn aggregate(
+        &self,
+        execution_id: &str,
+        step: usize,
+        group_by: &str,
+        of: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Group>> {
+        pg(async {
+            let group = json_key(group_by)?;
+            // jsonb has an order but no min() or max(): the first of the sorted values instead.
+            let measure = match of {
+                Some(column) => format!("row -> '{}'", json_key(column)?),
+                None => "NULL::jsonb".into(),
+            };
+            let sql = format!(
+                "SELECT row -> '{group}' AS g, count(*),
+                   (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
+                   (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1]
+                 FROM response WHERE execution_id = $1 AND step = $2 GROUP BY g ORDER BY count(*) DESC, g LIMIT $3"
+            );
+            let c = self.conn().await?;
+            rows(&*c, &sql, &[&execution_id, &(step as i64), &(limit as i64)])
+                .await?
+                .iter()
+                .map(|r| {
+                    let value = |i| r.try_get::<_, Option<Value>>(i).map(Option::unwrap_or_default);
+                    Ok(Group { value: value(0)?, count: r.try_get(1)?, min: value(2)?, max: value(3)? })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()> {
+        pg(async {
+            let c = self.conn().await?;
+            execute(
+                &*c,
+                "UPDATE agent SET quarantine_wanted = $2, quarantine_reason = $3 WHERE agent_id = $1",
+                &[&agent_id, &wanted, &reason],
+            )
+            .await
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()> {
+        pg(async {
+            let c = self.conn().await?;
+            execute(&*c, "UPDATE agent SET quarantine_reported = $2 WHERE agent_id = $1", &[&agent_id, &quarantined])
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn quarantines(&self) -> Result<Vec<QuarantineRecord>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported FROM agent
+                 WHERE quarantine_wanted OR quarantine_reported IS NOT NULL ORDER BY agent_id",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(QuarantineRecord {
+                    agent_id: r.try_get(0)?,
+                    wanted: r.try_get(1)?,
+                    reason: r.try_get(2)?,
+                    reported: r.try_get(3)?,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    async fn save_compliance(&self, agent_id: &str, results: Vec<RuleResult>, evaluated_at_ms: i64) -> Result<()> {
+        let rule_ids: Vec<&str> = results.iter().map(|r| r.rule_id.as_str()).collect();
+        let statuses: Vec<&str> = results.iter().map(|r| r.status.as_str()).collect();
+        let evidence: Vec<&str> = results.iter().map(|r| r.evidence.as_str()).collect();
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(&tx, "DELETE FROM compliance_result WHERE agent_id = $1", &[&agent_id]).await?;
+            execute(
+                &tx,
+                "INSERT INTO compliance_result (agent_id, rule_id, status, evidence, evaluated_at_ms)
+                 SELECT $1, u.rule_id, u.status, u.evidence, $5 FROM unnest($2::text[], $3::text[], $4::text[]) AS u(rule_id, status, evidence)",
+                &[&agent_id, &rule_ids, &statuses, &evidence, &evaluated_at_ms],
+            )
+            .await?;
+            Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>> {
+        pg(async {
+            let c = self.conn().await?;
+            rows(
+                &*c,
+                "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result
+                 WHERE ($1::text IS NULL OR rule_id = $1) ORDER BY rule_id, agent_id",
+                &[&rule_id],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                let status: String = r.try_get(2)?;
+                let status = ComplianceStatus::parse(&status).ok_or_else(|| {
+                    PgError::Invalid(format!("a compliance result has the unknown status {status:?}"))
+                })?;
+                Ok((
+                    r.try_get(0)?,
+                    RuleResult { rule_id: r.try_get(1)?, status, evidence: r.try_get(3)? },
+                    r.try_get(4)?,
+                ))
+            })
+            .collect()
+        })
+        .await
+    }
+}

@@ -1,0 +1,115 @@
+//! Human approvals, on every backend: deduplication, caps, expiry and consumption at most once.
+
+use toolgate_domain::approvals::{
+    APPROVAL_TTL_SECS, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, Mint, Recall, Review, ReviewRefusal,
+};
+use toolgate_store::Repositories;
+
+crate::matrix!(
+    mint_dedup_review_consume_once,
+    expiry_and_caps,
+    a_ticket_binds_the_secret_without_storing_it,
+    sixty_four_concurrent_recalls_run_the_tool_once,
+    the_cap_holds_under_concurrent_mints,
+);
+
+fn review<'a>(id: &'a str, reviewer: &'a str, now: i64) -> Review<'a> {
+    Review { id, reviewer, approve: true, comment: None, now }
+}
+
+fn args(text: &str) -> ArgumentBinding {
+    ArgumentBinding::plain(text)
+}
+
+async fn mint_dedup_review_consume_once(r: Repositories) {
+    let store = &r.approvals;
+    let Mint::Pending(a) = store.mint("delete_tag", "alice", &args("{\"k\":1}"), 100).await.unwrap() else { panic!() };
+    let Mint::Pending(again) = store.mint("delete_tag", "alice", &args("{\"k\":1}"), 101).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(a.id, again.id, "deduplicated while pending");
+    assert_eq!(
+        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 102).await.unwrap(),
+        Recall::StillPending(a.clone())
+    );
+    assert_eq!(
+        store.review(review(&a.id, "alice", 103)).await.unwrap(),
+        Err(ReviewRefusal::OwnRequest("alice".into()))
+    );
+    let decided = store.review(Review { comment: Some("ok"), ..review(&a.id, "bob", 104) }).await.unwrap().unwrap();
+    assert_eq!((decided.reviewer.as_deref(), decided.review_comment.as_deref()), (Some("bob"), Some("ok")));
+    assert!(matches!(store.review(review(&a.id, "carol", 104)).await.unwrap(), Err(ReviewRefusal::NotPending(_))));
+    assert_eq!(store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":2}"), 105).await.unwrap(), Recall::Mismatch);
+    assert!(matches!(
+        store.recall(&a.id, "delete_tag", "mallory", &args("{\"k\":1}"), 105).await.unwrap(),
+        Recall::NotRedeemable { .. }
+    ));
+    assert!(matches!(
+        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 106).await.unwrap(),
+        Recall::Run(_)
+    ));
+    assert!(matches!(
+        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 107).await.unwrap(),
+        Recall::NotRedeemable { .. }
+    ));
+    assert_eq!(store.approvals(Some("consumed"), Some("alice"), 10).await.unwrap().len(), 1);
+    assert_eq!(store.approvals(Some("pending"), None, 10).await.unwrap().len(), 0);
+}
+
+async fn expiry_and_caps(r: Repositories) {
+    let store = &r.approvals;
+    let Mint::Pending(a) = store.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    store.review(review(&a.id, "bob", APPROVAL_TTL_SECS - 1)).await.unwrap().unwrap();
+    // Approved: the week runs from the review.
+    assert!(matches!(
+        store.recall(&a.id, "t", "alice", &args("{}"), 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
+        Recall::Run(_)
+    ));
+    let Mint::Pending(b) = store.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    store.review(review(&b.id, "bob", 10)).await.unwrap().unwrap();
+    assert_eq!(store.recall(&b.id, "t", "alice", &args("{}"), 10 + APPROVAL_TTL_SECS).await.unwrap(), Recall::Expired);
+    for i in 0..MAX_PENDING_PER_SUBMITTER {
+        assert!(matches!(
+            store.mint("t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap(),
+            Mint::Pending(_)
+        ));
+    }
+    assert_eq!(store.mint("t", "carol", &args("{\"i\":99}"), 1).await.unwrap(), Mint::TooManyForSubmitter);
+}
+
+async fn a_ticket_binds_the_secret_without_storing_it(r: Repositories) {
+    let store = &r.approvals;
+    let bound = |digest: &str| ArgumentBinding {
+        canonical: "{\"secret\":\"[redacted]\"}".into(),
+        sensitive_digest: digest.into(),
+    };
+    let Mint::Pending(a) = store.mint("t", "alice", &bound("digest-one"), 0).await.unwrap() else { panic!() };
+    let Mint::Pending(b) = store.mint("t", "alice", &bound("digest-two"), 0).await.unwrap() else { panic!() };
+    assert_ne!(a.id, b.id, "another secret is another request");
+    store.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
+    assert_eq!(store.recall(&a.id, "t", "alice", &bound("digest-two"), 2).await.unwrap(), Recall::Mismatch);
+    assert!(matches!(store.recall(&a.id, "t", "alice", &bound("digest-one"), 2).await.unwrap(), Recall::Run(_)));
+    assert!(!serde_json::to_string(&*a).unwrap().contains("digest-one"), "the digest is never shown");
+}
+
+async fn sixty_four_concurrent_recalls_run_the_tool_once(r: Repositories) {
+    let Mint::Pending(a) = r.approvals.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    r.approvals.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
+    let recalls = (0..64).map(|_| {
+        let (store, id) = (r.approvals.clone(), a.id.clone());
+        tokio::spawn(async move { store.recall(&id, "t", "alice", &args("{}"), 2).await.unwrap() })
+    });
+    let outcomes = futures_util::future::join_all(recalls).await;
+    let runs = outcomes.iter().filter(|o| matches!(o.as_ref().unwrap(), Recall::Run(_))).count();
+    assert_eq!(runs, 1, "exactly one recall runs the tool: {outcomes:?}");
+}
+
+async fn the_cap_holds_under_concurrent_mints(r: Repositories) {
+    let mints = (0..MAX_PENDING_PER_SUBMITTER + 8).map(|i| {
+        let store = r.approvals.clone();
+        tokio::spawn(async move { store.mint("t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap() })
+    });
+    let outcomes = futures_util::future::join_all(mints).await;
+    let minted = outcomes.iter().filter(|o| matches!(o.as_ref().unwrap(), Mint::Pending(_))).count();
+    assert_eq!(minted as i64, MAX_PENDING_PER_SUBMITTER, "never past the per-submitter cap");
+}

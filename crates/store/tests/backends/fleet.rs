@@ -1,0 +1,99 @@
+//! Enrollment, agents and inventory, on every backend.
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::wire::InventoryReport;
+use toolgate_domain::fleet::{AgentStatus, EnrollRefusal, HostFacts};
+use toolgate_store::{ColumnCondition, ColumnValue, Repositories, RowFilter, RowPage};
+
+crate::matrix!(
+    conditions_and_pages_in_sql_or_in_the_filter_agree,
+    enrollment_tokens_refuse_in_their_own_words,
+    the_last_use_of_an_enrollment_token_is_taken_once,
+    agents_authenticate_until_revoked,
+);
+
+fn report(table: &str, ports: &[i64]) -> InventoryReport {
+    let rows = ports.iter().map(|p| json!({"port": p, "process": format!("p{p}")}).as_object().unwrap().clone());
+    InventoryReport { table: table.into(), collected_at_ms: 1, available: true, reason: None, rows: rows.collect() }
+}
+
+async fn conditions_and_pages_in_sql_or_in_the_filter_agree(r: Repositories) {
+    let store = &r.fleet;
+    let (_, secret) = store.create_enrollment_token(i64::MAX, 2, 0).await.unwrap();
+    let (a, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+    let (b, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+    store.save_inventory(&a, report("listening_ports", &[22, 80, 443]), 2).await.unwrap();
+    store.save_inventory(&b, report("listening_ports", &[22, 8080]), 2).await.unwrap();
+    // A second report replaces the first.
+    store.save_inventory(&b, report("listening_ports", &[22, 8080, 9090]), 3).await.unwrap();
+    let not_22 = [ColumnCondition { column: "port".into(), equal: false, value: ColumnValue::Integer(22) }];
+    let page = |offset, filter: Option<RowFilter>| {
+        let (store, not_22) = (store.clone(), not_22.clone());
+        async move { store.inventory_rows("listening_ports", None, &not_22, filter, offset, 2).await.unwrap() }
+    };
+    let ports = |p: &RowPage| p.rows.iter().map(|(_, r)| r["port"].as_i64().unwrap()).collect::<Vec<_>>();
+    let (first, second) = (page(0, None).await, page(2, None).await);
+    let expected: Vec<i64> = if a < b { vec![80, 443, 8080, 9090] } else { vec![8080, 9090, 80, 443] };
+    assert_eq!((ports(&first), first.more), (expected[..2].to_vec(), true));
+    assert_eq!((ports(&second), second.more), (expected[2..].to_vec(), false));
+    // The same pages with a filter left for Rust (which keeps everything).
+    let keep_all = || Some(Box::new(|_: &str, _: &Map<String, Value>| true) as RowFilter);
+    assert_eq!(ports(&page(0, keep_all()).await), expected[..2].to_vec());
+    assert_eq!(ports(&page(2, keep_all()).await), expected[2..].to_vec());
+    let text = [ColumnCondition { column: "process".into(), equal: true, value: ColumnValue::Text("p8080".into()) }];
+    let only = store.inventory_rows("listening_ports", Some(&b), &text, None, 0, 10).await.unwrap();
+    assert_eq!(ports(&only), [8080]);
+    // A text never equals a number, as in JSON.
+    let as_text = [ColumnCondition { column: "port".into(), equal: true, value: ColumnValue::Text("22".into()) }];
+    assert!(store.inventory_rows("listening_ports", None, &as_text, None, 0, 10).await.unwrap().rows.is_empty());
+    let bad = [ColumnCondition { column: "port') OR 1=1 --".into(), equal: true, value: ColumnValue::Integer(1) }];
+    assert!(store.inventory_rows("listening_ports", None, &bad, None, 0, 10).await.is_err(), "never spliced raw");
+    let status = store.inventory_status(&b).await.unwrap();
+    assert_eq!((status[0].rows, status[0].collected_at_ms, status[0].received_at_ms), (3, 1, 3));
+    assert_eq!(store.inventory_coverage().await.unwrap(), [("listening_ports".to_string(), 2, 0)]);
+}
+
+async fn enrollment_tokens_refuse_in_their_own_words(r: Repositories) {
+    let store = &r.fleet;
+    assert_eq!(store.enroll("tge_nope", 0).await.unwrap(), Err(EnrollRefusal::Unknown));
+    let (_, once) = store.create_enrollment_token(100, 1, 0).await.unwrap();
+    assert!(store.enroll(&once, 99).await.unwrap().is_ok());
+    assert_eq!(store.enroll(&once, 99).await.unwrap(), Err(EnrollRefusal::UsedUp));
+    let (_, late) = store.create_enrollment_token(100, 5, 0).await.unwrap();
+    assert_eq!(store.enroll(&late, 100).await.unwrap(), Err(EnrollRefusal::Expired));
+    let tokens = store.enrollment_tokens().await.unwrap();
+    assert_eq!(tokens.iter().map(|t| t.uses).sum::<i64>(), 1);
+}
+
+async fn the_last_use_of_an_enrollment_token_is_taken_once(r: Repositories) {
+    let (_, secret) = r.fleet.create_enrollment_token(i64::MAX, 3, 0).await.unwrap();
+    let enrollments = (0..12).map(|_| {
+        let (store, secret) = (r.fleet.clone(), secret.clone());
+        tokio::spawn(async move { store.enroll(&secret, 1).await.unwrap() })
+    });
+    let outcomes = futures_util::future::join_all(enrollments).await;
+    assert_eq!(outcomes.iter().filter(|o| o.as_ref().unwrap().is_ok()).count(), 3, "three uses, three agents");
+    assert_eq!(r.fleet.agents().await.unwrap().len(), 3);
+}
+
+async fn agents_authenticate_until_revoked(r: Repositories) {
+    let store = &r.fleet;
+    let (_, secret) = store.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();
+    let (agent, credential) = store.enroll(&secret, 5).await.unwrap().unwrap();
+    assert_eq!(store.authenticate_agent(&agent, &credential).await.unwrap(), AgentAuth::Valid);
+    assert_eq!(store.authenticate_agent(&agent, "tga_wrong").await.unwrap(), AgentAuth::BadCredential);
+    assert_eq!(store.authenticate_agent("agt-nobody", &credential).await.unwrap(), AgentAuth::Unknown);
+    store.save_last_seen(&[(agent.clone(), 42)]).await.unwrap();
+    let facts = HostFacts { hostname: "h1".into(), cpu_count: 2, ..HostFacts::default() };
+    store.save_facts(&agent, &facts, 43).await.unwrap();
+    let listed = store.agents().await.unwrap();
+    assert_eq!((listed[0].last_seen_ms, listed[0].status), (Some(42), AgentStatus::Offline));
+    assert_eq!((listed[0].facts.as_ref(), listed[0].facts_at_ms), (Some(&facts), Some(43)));
+    assert!(store.revoke_agent(&agent, 50).await.unwrap());
+    assert!(!store.revoke_agent(&agent, 51).await.unwrap());
+    assert_eq!(store.authenticate_agent(&agent, &credential).await.unwrap(), AgentAuth::Revoked);
+    assert_eq!(store.revoked_since(50).await.unwrap(), std::slice::from_ref(&agent));
+    assert!(store.revoked_since(51).await.unwrap().is_empty());
+    assert_eq!(store.agents().await.unwrap()[0].status, AgentStatus::Revoked);
+}

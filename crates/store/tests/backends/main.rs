@@ -1,0 +1,104 @@
+//! One store test suite, run against every backend: the embedded SQLite file and PostgreSQL
+//! (a fresh schema per test in the database `TOOLGATE_TEST_POSTGRES` names; scripts/test.sh
+//! starts a throwaway cluster for it with scripts/with_postgres.sh).
+//!
+//! Each test is written once, against [`Repositories`] (the traits the server uses), and the
+//! `matrix!` macro runs it on each backend.
+
+mod approvals;
+mod credentials;
+mod fleet;
+mod small;
+mod work;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use toolgate_store::{PostgresStore, Repositories, SqliteStore};
+
+/// Runs `$test(repositories)` once per backend: `$test::sqlite` and `$test::postgres`.
+#[macro_export]
+macro_rules! matrix {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$test($crate::sqlite().await).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$test($crate::postgres().await).await
+                }
+            }
+        )+
+    };
+}
+
+pub async fn sqlite() -> Repositories {
+    SqliteStore::open_in_memory().expect("an in-memory SQLite store").repositories()
+}
+
+/// The PostgreSQL URL the suite runs against.
+pub fn postgres_url() -> String {
+    std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!(
+            "TOOLGATE_TEST_POSTGRES is not set: the store suite runs on PostgreSQL too. Run it as \
+             `bash scripts/with_postgres.sh cargo test -p toolgate-store` (scripts/test.sh does), or point \
+             TOOLGATE_TEST_POSTGRES at a database you may fill"
+        )
+    })
+}
+
+/// A fresh schema of its own, so that tests running at once never see each other's rows: the
+/// connection configuration that uses it, and its name.
+pub async fn postgres_schema() -> (tokio_postgres::Config, String) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let schema = format!("t{}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed), rand_suffix());
+    sql(&format!("CREATE SCHEMA {schema}")).await;
+    let mut config: tokio_postgres::Config =
+        postgres_url().parse().expect("TOOLGATE_TEST_POSTGRES is a PostgreSQL URL");
+    config.options(format!("-c search_path={schema}"));
+    (config, schema)
+}
+
+/// Runs SQL on the test database, outside any store.
+pub async fn sql(text: &str) {
+    let (client, connection) =
+        tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls).await.expect("connect to the test database");
+    let task = tokio::spawn(connection);
+    client.batch_execute(text).await.unwrap_or_else(|e| panic!("{text}: {e}"));
+    drop(client);
+    let _ = task.await;
+}
+
+pub async fn postgres_store() -> PostgresStore {
+    PostgresStore::connect_with(postgres_schema().await.0, "test-replica").await.expect("connect the store")
+}
+
+pub async fn postgres() -> Repositories {
+    postgres_store().await.repositories()
+}
+
+fn rand_suffix() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
+}
+
+/// Replicas starting together migrate once (under the advisory lock); a database whose schema
+/// is newer than this binary is refused with a sentence saying what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrations_run_once_and_refuse_a_newer_schema() {
+    let (config, schema) = postgres_schema().await;
+    let (a, b) = tokio::join!(
+        PostgresStore::connect_with(config.clone(), "a"),
+        PostgresStore::connect_with(config.clone(), "b")
+    );
+    a.unwrap().repositories().health.check_ready(1).await.unwrap();
+    b.unwrap();
+    sql(&format!("UPDATE {schema}.toolgate_schema SET version = 99")).await;
+    let connect = || PostgresStore::connect_with(config.clone(), "c");
+    let refused = connect().await.unwrap_err().to_string();
+    assert!(refused.contains("newer than this binary") && refused.contains("upgrade toolgate"), "{refused}");
+    let bad = PostgresStore::connect("mysql://nope", "x").await.unwrap_err().to_string();
+    assert!(bad.contains("postgres://user:password@host:port/database"), "{bad}");
+}

@@ -1,0 +1,70 @@
+//! Plugin configuration, kill switches, tags, groups, the audit log and health, on every backend.
+
+use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome};
+use toolgate_domain::records::Change;
+use toolgate_store::Repositories;
+
+crate::matrix!(config_round_trip, kill_switch_defaults_off, tags_groups_and_health, audit_rows_are_kept_and_filtered);
+
+fn by(at: i64) -> Change<'static> {
+    Change { at, by: "admin" }
+}
+
+async fn config_round_trip(r: Repositories) {
+    let store = &r.plugin_config;
+    assert_eq!(store.set("p", "k", "v1", by(1)).await.unwrap(), None);
+    assert_eq!(store.set("p", "k", "v2", by(2)).await.unwrap(), Some("v1".into()));
+    assert_eq!(store.get("p", "k").await.unwrap().unwrap().value, "v2");
+    assert_eq!(store.list(Some("p")).await.unwrap().len(), 1);
+    assert_eq!(store.list(Some("q")).await.unwrap().len(), 0);
+    assert_eq!(store.list(None).await.unwrap().len(), 1);
+    assert_eq!(store.delete("p", "k").await.unwrap(), Some("v2".into()));
+    assert_eq!(store.delete("p", "k").await.unwrap(), None);
+}
+
+async fn kill_switch_defaults_off(r: Repositories) {
+    let store = &r.plugin_config;
+    assert!(!store.kill_switch("p", None).await.unwrap().enabled);
+    let s = store.set_kill_switch("p", Some("sync"), true, Some("incident"), by(5)).await.unwrap();
+    assert!(s.enabled && s.reason.as_deref() == Some("incident") && s.updated_at == Some(5));
+    assert!(!store.kill_switch("p", None).await.unwrap().enabled);
+    assert!(store.kill_switch("p", Some("sync")).await.unwrap().enabled);
+    assert!(!store.set_kill_switch("p", Some("sync"), false, None, by(6)).await.unwrap().enabled);
+}
+
+async fn tags_groups_and_health(r: Repositories) {
+    assert_eq!(r.tags.set_agent_tag("agt-1", "env", "prod", by(1)).await.unwrap(), None);
+    assert_eq!(r.tags.set_agent_tag("agt-1", "env", "dev", by(2)).await.unwrap(), Some("prod".into()));
+    r.tags.set_agent_tag("agt-2", "role", "db", by(2)).await.unwrap();
+    let tags = r.tags.agent_tags("agt-1").await.unwrap();
+    assert_eq!((tags.len(), tags[0].value.as_str(), tags[0].updated_at), (1, "dev", 2));
+    assert_eq!(r.fleet.all_tags().await.unwrap().len(), 2);
+    assert_eq!(r.tags.delete_agent_tag("agt-1", "env").await.unwrap(), Some("dev".into()));
+    assert_eq!(r.tags.delete_agent_tag("agt-1", "env").await.unwrap(), None);
+    let groups = r.groups.management_groups().await.unwrap();
+    assert_eq!(groups.iter().map(|g| g.id.as_str()).collect::<Vec<_>>(), ["all"]);
+    r.health.check_ready(1).await.unwrap();
+    r.health.check_ready(2).await.unwrap();
+    let gauges = r.health.gauges(0).await.unwrap();
+    assert_eq!((gauges.approvals_pending, gauges.executions_in_flight), (0, 0));
+}
+
+async fn audit_rows_are_kept_and_filtered(r: Repositories) {
+    let event = |at_ms, action: &str, principal: &str| AuditEvent {
+        principal: Some(principal.into()),
+        correlation_id: Some(format!("c{at_ms}")),
+        ..AuditEvent::new(at_ms, action, AuditOutcome::Success)
+    };
+    r.audit.append(&[event(1, "mcp.set_tag", "alice"), event(2, "mcp.get_tags", "bob")], true).await.unwrap();
+    r.audit.append(&[event(3, "session.open", "alice")], false).await.unwrap();
+    let all = r.audit.query(&AuditFilter { limit: 10, ..AuditFilter::default() }).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.at_ms).collect::<Vec<_>>(), [3, 2, 1], "newest first");
+    let mcp = AuditFilter { action_prefix: Some("mcp.".into()), limit: 10, ..AuditFilter::default() };
+    assert_eq!(r.audit.query(&mcp).await.unwrap().len(), 2);
+    let alice = AuditFilter { principal: Some("alice".into()), since_ms: Some(2), limit: 10, ..AuditFilter::default() };
+    assert_eq!(r.audit.query(&alice).await.unwrap()[0].action, "session.open");
+    let one = AuditFilter { correlation_id: Some("c2".into()), limit: 10, ..AuditFilter::default() };
+    assert_eq!(r.audit.query(&one).await.unwrap()[0].principal.as_deref(), Some("bob"));
+    assert_eq!(r.audit.prune(3).await.unwrap(), 2);
+    assert_eq!(r.audit.query(&AuditFilter { limit: 10, ..AuditFilter::default() }).await.unwrap().len(), 1);
+}
