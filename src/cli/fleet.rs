@@ -85,9 +85,11 @@ pub async fn agent_revoke(store: &Repositories, agent_id: &str) -> Result<String
 #[derive(Debug, clap::Args)]
 pub struct AgentRunArgs {
     /// The server's URL, e.g. https://toolgate.example.com:8443 (http:// only on a trusted
-    /// network: the agent's credential travels in it).
-    #[arg(long, env = "TOOLGATE_SERVER")]
-    pub server: String,
+    /// network: the agent's credential travels in it). Repeat it (or list them, comma-separated,
+    /// in the variable) for the replicas of one deployment: the agent moves to the next one
+    /// when the one it uses cannot be reached.
+    #[arg(long, env = "TOOLGATE_SERVER", value_delimiter = ',', required = true)]
+    pub server: Vec<String>,
     /// An enrollment token (first run only; `toolgate enroll-token create` mints one).
     #[arg(long, env = "TOOLGATE_ENROLL_TOKEN")]
     pub enroll_token: Option<String>,
@@ -118,7 +120,7 @@ pub struct AgentRunArgs {
 impl AgentRunArgs {
     pub fn into_options(self) -> toolgate_agent::AgentOptions {
         toolgate_agent::AgentOptions {
-            server: self.server,
+            servers: self.server,
             enroll_token: self.enroll_token,
             state_dir: self.state_dir,
             reconnect_spread_ms: self.reconnect_spread_ms,

@@ -103,6 +103,7 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
         hub.disconnect(&connection).await;
         return;
     }
+    hub.announce_connected(&connection).await;
     if let Err(e) = hub.welcome_work(&agent_id).await {
         // Its runs stay due: the next connection is sent them.
         tracing::warn!(%agent_id, "could not look up the runs due: {e}");

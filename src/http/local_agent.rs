@@ -55,7 +55,7 @@ pub async fn start(
         None => ("http", ServerTrust::System),
     };
     let options = AgentOptions {
-        server: format!("{scheme}://{}", SocketAddr::new(host, local.port())),
+        servers: vec![format!("{scheme}://{}", SocketAddr::new(host, local.port()))],
         enroll_token,
         state_dir,
         reconnect_spread_ms: 1_000,

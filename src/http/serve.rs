@@ -93,11 +93,16 @@ pub async fn serve(config: Config) -> Result<()> {
     };
     let repositories = bootstrap(&config, local, &clock).await?;
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
-    let hub = Arc::new(
-        Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
-            .await
-            .context("cannot load the agents")?,
-    );
+    let mut hub = Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
+        .await
+        .context("cannot load the agents")?;
+    // Other replicas share the database: say where our agents are, follow what they change.
+    let feed = repositories.changes.clone();
+    if feed.is_some() {
+        hub = hub.shared_as(&config.replica);
+        println!("toolgate: replica {} of a shared database", config.replica);
+    }
+    let hub = Arc::new(hub);
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
@@ -122,6 +127,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .run(stop_upkeep.clone()),
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
+    let follower = feed.map(|feed| tokio::spawn(hub.clone().follow(feed, stop_upkeep.clone())));
     let resource_updates = tokio::spawn(state.mcp.clone().forward_resource_updates(stop_upkeep.clone()));
     let tls_reloader = served.clone().map(|s| tokio::spawn(super::tls::reload_on_hangup(s, stop_upkeep.clone())));
     let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
@@ -188,6 +194,9 @@ pub async fn serve(config: Config) -> Result<()> {
     stop_upkeep.cancel();
     let _ = upkeep.await;
     let _ = sweeper.await;
+    if let Some(follower) = follower {
+        let _ = follower.await;
+    }
     let _ = resource_updates.await;
     let _ = reloader.await;
     if let Some(tls_reloader) = tls_reloader {

@@ -56,7 +56,7 @@ async fn main() {
         let facts = HostFacts { hostname: format!("load-{i:05}"), agent_version: "load".into(), ..host.clone() };
         let reporter = Arc::new(Simulated { facts, tables: tables.clone() });
         let options = AgentOptions {
-            server: server.clone(),
+            servers: vec![server.clone()],
             enroll_token: Some(token.clone()),
             state_dir: PathBuf::from(root).join(format!("{i:05}")),
             reconnect_spread_ms: spread_ms,

@@ -14,6 +14,7 @@ use toolgate_domain::fleet::wire::{
 };
 use toolgate_domain::secrets::random_bytes;
 
+use crate::servers::Servers;
 use crate::state::{self, Identity};
 use crate::tls::Endpoint;
 use crate::worker::Worker;
@@ -69,33 +70,41 @@ pub async fn run_with(
     stop: CancellationToken,
     reporter: Arc<dyn Reporter>,
 ) -> Result<(), AgentError> {
-    let url = Endpoint::new(&options.server, &options.trust)?;
+    let servers = Arc::new(Servers::new(&options.servers, &options.trust)?);
     let mut identity = state::load(&options.state_dir)?;
     if identity.is_none() && options.enroll_token.is_none() {
         return Err(AgentError::NotEnrolled(state::path(&options.state_dir)));
     }
     if let Some(id) = &identity {
-        tracing::info!(agent_id = %id.agent_id, "enrolled; connecting to {url}");
+        tracing::info!(agent_id = %id.agent_id, "enrolled; connecting to {}", servers.current());
     }
-    let worker = Arc::new(Worker::new(&options, &url)?);
-    let mut failures: u32 = 0;
+    let worker = Arc::new(Worker::new(&options, servers.clone())?);
+    let mut rounds_failed: u32 = 0;
     loop {
+        let url = servers.current().clone();
         let ended = tokio::select! {
             ended = session(&url, &options, &mut identity, &reporter, &worker) => ended?,
             _ = stop.cancelled() => return Ok(()),
         };
         let wait = match ended {
             Ended::Lost(why) => {
-                failures = 0;
-                tracing::warn!("connection lost ({why}); reconnecting");
+                rounds_failed = 0;
+                tracing::warn!("connection to {url} lost ({why}); reconnecting");
                 jitter(options.reconnect_spread_ms)
             }
+            // Another replica is tried at once; only a whole round of failures backs off.
+            Ended::Failed(why) if !servers.advance(&url) => {
+                tracing::warn!("cannot connect to {url} ({why}); trying {}", servers.current());
+                jitter(FIRST_RETRY_MS / 4)
+            }
             Ended::Failed(why) => {
-                failures = failures.saturating_add(1);
-                let ceiling = FIRST_RETRY_MS.saturating_mul(1 << failures.min(16)).min(options.reconnect_max_ms.max(1));
+                rounds_failed = rounds_failed.saturating_add(1);
+                let ceiling =
+                    FIRST_RETRY_MS.saturating_mul(1 << rounds_failed.min(16)).min(options.reconnect_max_ms.max(1));
                 // Equal jitter: at least half the ceiling, so retries do grow apart.
                 let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
-                tracing::warn!("cannot connect to {url} ({why}); retrying in {} ms", wait.as_millis());
+                let which = if servers.several() { "any of the servers" } else { "the server" };
+                tracing::warn!("cannot connect to {url} ({why}), nor to {which}; retrying in {} ms", wait.as_millis());
                 wait
             }
         };
@@ -180,7 +189,7 @@ async fn session(
     let (heartbeat_ms, inventory_ms) = match answer {
         ServerMessage::Welcome { agent_id, credential, heartbeat_ms, inventory_interval_ms } => {
             if let Some(credential) = credential {
-                let enrolled = Identity { server: options.server.clone(), agent_id: agent_id.clone(), credential };
+                let enrolled = Identity { server: url.to_string(), agent_id: agent_id.clone(), credential };
                 state::save(&options.state_dir, &enrolled)?;
                 tracing::info!(%agent_id, "enrolled; identity saved in {}", state::path(&options.state_dir).display());
                 *identity = Some(enrolled);
@@ -207,7 +216,7 @@ async fn session(
             _ = inventory.tick() => {
                 // One report at a time; a slow one is not piled on.
                 if reporting.0.as_ref().is_none_or(|task| task.is_finished()) {
-                    let task = report(url.clone(), me.clone(), reporter.clone(), worker.clone(), options.reconnect_max_ms);
+                    let task = report(worker.servers(), me.clone(), reporter.clone(), worker.clone(), options.reconnect_max_ms);
                     reporting.0 = Some(tokio::spawn(task));
                 }
             }
@@ -239,7 +248,13 @@ async fn session(
 
 /// Reads the host (off the async threads) and uploads the facts, every table and the
 /// compliance outcomes (once the server has sent rules).
-async fn report(url: Endpoint, identity: Identity, reporter: Arc<dyn Reporter>, worker: Arc<Worker>, max_wait_ms: u64) {
+async fn report(
+    servers: Arc<Servers>,
+    identity: Identity,
+    reporter: Arc<dyn Reporter>,
+    worker: Arc<Worker>,
+    max_wait_ms: u64,
+) {
     let read = tokio::task::spawn_blocking(move || (reporter.read(), worker.compliance_frame())).await;
     let Ok(((facts, tables), compliance)) = read else {
         tracing::error!("the collectors failed; the next scheduled report tries again");
@@ -248,17 +263,20 @@ async fn report(url: Endpoint, identity: Identity, reporter: Arc<dyn Reporter>, 
     let mut frames = vec![AgentMessage::Facts { collected_at_ms: now_ms(), facts: Box::new(facts) }];
     frames.extend(tables.into_iter().map(AgentMessage::Inventory));
     frames.extend(compliance);
-    deliver(&url, &identity, &frames, max_wait_ms).await;
+    deliver(&servers, &identity, &frames, max_wait_ms).await;
 }
 
-/// Uploads frames over a connection of their own, retried with jittered backoff until the
-/// server takes them (a server busy with a whole fleet's reports says so).
-pub(crate) async fn deliver(url: &Endpoint, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
+/// Uploads frames over a connection of their own, retried with jittered backoff until a
+/// server takes them (a server busy with a whole fleet's reports says so; one that cannot be
+/// reached is left for the next replica).
+pub(crate) async fn deliver(servers: &Servers, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
     let mut ceiling = FIRST_RETRY_MS;
     loop {
-        match upload(url, identity, frames).await {
+        let url = servers.current().clone();
+        match upload(&url, identity, frames).await {
             Ok(()) => return,
             Err(e) => {
+                servers.advance(&url);
                 let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
                 // A busy server is routine after a restart; still failing at the longest wait
                 // is worth an operator's eye (a refusal that retrying will not cure, say).

@@ -61,9 +61,13 @@ fn nft(script: &str) -> Result<(), String> {
     }
 }
 
-/// Isolates the host but for the server.
-pub fn isolate(server_url: &str) -> Result<(), String> {
-    nft(&ruleset(&server_addresses(server_url)?))
+/// Isolates the host but for the servers (every replica the agent may connect to).
+pub fn isolate(server_urls: &[String]) -> Result<(), String> {
+    let mut addresses = Vec::new();
+    for url in server_urls {
+        addresses.extend(server_addresses(url)?);
+    }
+    nft(&ruleset(&addresses))
 }
 
 /// Lifts the isolation (a host that was not isolated is left as it is).

@@ -10,6 +10,7 @@ mod connection;
 pub mod isolation;
 pub mod journal;
 pub mod plugins;
+mod servers;
 pub mod state;
 pub mod tls;
 mod worker;
@@ -17,14 +18,16 @@ mod worker;
 use std::path::PathBuf;
 
 pub use connection::{Reporter, ThisHost, now_ms, run, run_with};
+pub use servers::Servers;
 pub use tls::{Endpoint, ServerTrust};
 use toolgate_domain::fleet::wire::RefusalCode;
 
 /// How the agent runs.
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
-    /// The server's base URL: https://host:port (or wss://), http:// (or ws://).
-    pub server: String,
+    /// The server's base URL: https://host:port (or wss://), http:// (or ws://); several for
+    /// the replicas of one deployment, tried in turn when one cannot be reached.
+    pub servers: Vec<String>,
     /// Needed on the first run only; ignored once the state dir holds an identity.
     pub enroll_token: Option<String>,
     pub state_dir: PathBuf,
@@ -47,7 +50,7 @@ pub enum AgentError {
     Revoked(String),
     #[error("{path}: {message}", path = path.display())]
     State { path: PathBuf, message: String },
-    #[error("bad --server URL `{0}`: expected https://host:port or http://host:port")]
+    #[error("bad --server URL `{0}`: expected https://host:port or http://host:port (one or more)")]
     BadServerUrl(String),
     #[error("TLS: {0}")]
     Tls(String),

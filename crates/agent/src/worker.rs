@@ -19,9 +19,9 @@ const SESSION_FRAME_BYTES: usize = 3 * 1024;
 
 pub(crate) struct Worker {
     ctx: PluginContext,
-    url: crate::tls::Endpoint,
-    /// The server's base URL, whose addresses isolation keeps reachable.
-    server: String,
+    servers: Arc<crate::servers::Servers>,
+    /// Every server's URL: a quarantined host may still reach each.
+    server_urls: Vec<String>,
     max_wait_ms: u64,
     /// Executions being worked on: an order that comes again meanwhile is not run twice.
     in_flight: Mutex<HashSet<String>>,
@@ -37,7 +37,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Worker {
-    pub(crate) fn new(options: &AgentOptions, url: &crate::tls::Endpoint) -> Result<Self, AgentError> {
+    /// The servers, for uploads.
+    pub(crate) fn servers(&self) -> Arc<crate::servers::Servers> {
+        self.servers.clone()
+    }
+
+    pub(crate) fn new(options: &AgentOptions, servers: Arc<crate::servers::Servers>) -> Result<Self, AgentError> {
         journal::prune(&options.state_dir);
         if options.allow_network_isolation && !isolation::is_root() {
             return Err(AgentError::IsolationNeedsRoot);
@@ -51,8 +56,8 @@ impl Worker {
         }
         let worker = Self {
             ctx: PluginContext { state_dir: options.state_dir.clone() },
-            url: url.clone(),
-            server: options.server.clone(),
+            servers,
+            server_urls: options.servers.clone(),
             max_wait_ms: options.reconnect_max_ms,
             in_flight: Mutex::new(HashSet::new()),
             quarantine: Mutex::new(quarantine.clone()),
@@ -71,7 +76,7 @@ impl Worker {
         if !self.isolate_network {
             return;
         }
-        let done = if quarantine.quarantined { isolation::isolate(&self.server) } else { isolation::lift() };
+        let done = if quarantine.quarantined { isolation::isolate(&self.server_urls) } else { isolation::lift() };
         match done {
             Ok(()) if quarantine.quarantined => tracing::warn!("network isolated: only the server is reachable"),
             Ok(()) => tracing::debug!("no network isolation in force"),
@@ -159,7 +164,7 @@ impl Worker {
             },
             false => frame,
         };
-        deliver(&self.url, me, &[frame], self.max_wait_ms).await;
+        deliver(&self.servers, me, &[frame], self.max_wait_ms).await;
     }
 
     /// The compliance outcomes now, if the server has sent rules (blocking: reads the host).

@@ -48,7 +48,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// An agent just enrolled: nothing reported, never seen.
-    fn enrolled_at(ms: i64) -> Self {
+    pub(crate) fn enrolled_at(ms: i64) -> Self {
         Entry {
             enrolled_at_ms: ms,
             revoked_at_ms: None,
@@ -83,6 +83,10 @@ pub struct Hub {
     pub(crate) live_connections: AtomicU64,
     /// The id of each execution an agent's response was just stored for.
     pub(crate) execution_updates: tokio::sync::broadcast::Sender<String>,
+    /// This server's name when it shares its database with other replicas (None: alone).
+    pub(crate) replica: Option<std::sync::Arc<str>>,
+    /// Agents connected to another replica: when that replica last saw each.
+    pub(crate) elsewhere: RwLock<std::collections::HashMap<String, i64>>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -148,6 +152,8 @@ impl Hub {
             handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
             live_connections: AtomicU64::new(0),
             execution_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
+            replica: None,
+            elsewhere: RwLock::default(),
         })
     }
 
@@ -280,9 +286,12 @@ impl Hub {
             }
             entry.last_seen_ms
         };
-        if let Some(at) = seen
-            && let Err(e) = self.store.save_last_seen(&[(connection.agent_id.clone(), at)]).await
-        {
+        let Some(at) = seen else { return };
+        let saved = match &self.replica {
+            Some(replica) => self.store.agent_disconnected(&connection.agent_id, replica, at).await,
+            None => self.store.save_last_seen(&[(connection.agent_id.clone(), at)]).await,
+        };
+        if let Err(e) = saved {
             tracing::warn!(agent_id = %connection.agent_id, "could not save when the agent was last seen: {e}");
         }
     }
@@ -300,12 +309,12 @@ impl Hub {
         self.store.save_inventory(agent_id, report, self.clock.now_ms()).await
     }
 
-    fn status(&self, entry: &Entry, now: i64) -> AgentStatus {
+    /// `seen_elsewhere`: when another replica the agent is connected to last saw it.
+    fn status(&self, entry: &Entry, seen_elsewhere: Option<i64>, now: i64) -> AgentStatus {
+        let recent = |seen: Option<i64>| seen.is_some_and(|s| now - s <= self.settings.offline_after_ms());
         if entry.revoked_at_ms.is_some() {
             AgentStatus::Revoked
-        } else if entry.live.is_some()
-            && entry.last_seen_ms.is_some_and(|s| now - s <= self.settings.offline_after_ms())
-        {
+        } else if (entry.live.is_some() && recent(entry.last_seen_ms)) || recent(seen_elsewhere) {
             AgentStatus::Online
         } else {
             AgentStatus::Offline
@@ -328,12 +337,14 @@ impl Hub {
         mut visit: impl FnMut(&AgentView<'_>) -> Option<T>,
     ) -> Vec<T> {
         let now = self.clock.now_ms();
+        let elsewhere = self.elsewhere();
         // The registry is ordered by id: pages come out in id order without a sort.
         self.read()
             .iter()
             .filter_map(|(id, entry)| {
                 let tags = tags.map(|t| t.of(id));
-                visit(&AgentView { agent_id: id, entry, status: self.status(entry, now), tags })
+                let status = self.status(entry, elsewhere.get(id).copied(), now);
+                visit(&AgentView { agent_id: id, entry, status, tags })
             })
             .collect()
     }
@@ -341,9 +352,10 @@ impl Hub {
     /// Calls `look` with one agent, if enrolled.
     pub fn with_agent<T>(&self, agent_id: &str, look: impl FnOnce(&AgentView<'_>) -> T) -> Option<T> {
         let now = self.clock.now_ms();
+        let seen_elsewhere = self.elsewhere().get(agent_id).copied();
         let agents = self.read();
         let (agent_id, entry) = agents.get_key_value(agent_id)?;
-        Some(look(&AgentView { agent_id, entry, status: self.status(entry, now), tags: None }))
+        Some(look(&AgentView { agent_id, entry, status: self.status(entry, seen_elsewhere, now), tags: None }))
     }
 
     /// The host name the agent last reported, if it is enrolled and has reported.

@@ -8,6 +8,7 @@ mod hub;
 #[cfg(test)]
 mod hub_tests;
 pub mod query;
+mod replicas;
 pub mod session;
 mod settings;
 mod sweep;

@@ -21,7 +21,7 @@ impl Hub {
         Ok(revoked)
     }
 
-    fn mark_revoked(&self, agent_id: &str, at_ms: i64) {
+    pub(crate) fn mark_revoked(&self, agent_id: &str, at_ms: i64) {
         if let Some(entry) = self.write().get_mut(agent_id) {
             entry.revoked_at_ms.get_or_insert(at_ms);
             if let Some(live) = entry.live.take() {
@@ -76,6 +76,7 @@ impl Hub {
         if !seen.is_empty() {
             self.store.save_last_seen(&seen).await?;
         }
+        self.refresh_elsewhere(now).await?;
         self.expire_overdue().await
     }
 }

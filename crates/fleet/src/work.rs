@@ -44,7 +44,7 @@ impl Hub {
     /// Records that runs were sent. A failure leaves them pending in the store: they are sent
     /// again on the agents' next connections, and an agent answers a repeated order from its
     /// journal.
-    async fn record_delivery(&self, execution_id: &str, agent_ids: Vec<String>) {
+    pub(crate) async fn record_delivery(&self, execution_id: &str, agent_ids: Vec<String>) {
         if agent_ids.is_empty() {
             return;
         }

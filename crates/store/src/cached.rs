@@ -2,10 +2,12 @@
 //! database on every request. It can never outlive a revocation or an expiry by more than
 //! its time to live: an entry is used for at most `ttl_ms` after it was read, a token past
 //! its `expires_at` is never served from it, and every change made through this process
-//! (revocation, rotation, a principal's removal or new roles) empties it at once. Changes made
-//! elsewhere (the console, another replica) are seen within `ttl_ms`.
+//! (revocation, rotation, a principal's removal or new roles) empties it at once. Another
+//! replica's changes empty it as soon as the database tells of them (see [`crate::changes`]);
+//! the console commands' (and a change whose notice was lost) are seen within `ttl_ms`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -14,6 +16,7 @@ use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRe
 use toolgate_domain::{Clock, StoreError};
 
 use crate::CredentialStore;
+use crate::changes::{Change, ChangeFeed, next_change};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -33,15 +36,37 @@ pub struct CachedCredentials {
     ttl_ms: i64,
     /// By the secret's hash (the secret itself is not kept).
     entries: Mutex<HashMap<String, Entry>>,
+    /// Counts the times the cache was emptied: an answer read before the last emptying is not
+    /// kept (it may predate the revocation that emptied it).
+    generation: AtomicU64,
 }
 
 impl CachedCredentials {
     pub fn new(inner: Arc<dyn CredentialStore>, clock: Clock, ttl_ms: i64) -> Self {
-        Self { inner, clock, ttl_ms, entries: Mutex::default() }
+        Self { inner, clock, ttl_ms, entries: Mutex::default(), generation: AtomicU64::new(0) }
+    }
+
+    /// The cache, emptied whenever `feed` says another replica changed credentials.
+    pub fn following(self, feed: Option<&Arc<ChangeFeed>>) -> Arc<Self> {
+        let cache = Arc::new(self);
+        if let Some(feed) = feed {
+            let (mut changes, weak) = (feed.subscribe(), Arc::downgrade(&cache));
+            tokio::spawn(async move {
+                while let Some(change) = next_change(&mut changes).await {
+                    let Some(cache) = weak.upgrade() else { return };
+                    if matches!(change, Change::Credentials | Change::Resync) {
+                        cache.forget_everything();
+                    }
+                }
+            });
+        }
+        cache
     }
 
     fn forget_everything(&self) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entries.clear();
     }
 }
 
@@ -59,10 +84,11 @@ impl CredentialStore for CachedCredentials {
                 return Ok(Authentication::Valid { token: e.token.clone(), principal: e.principal.clone() });
             }
         }
+        let generation = self.generation.load(Ordering::SeqCst);
         let answer = self.inner.authenticate(secret, now).await?;
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         match &answer {
-            Authentication::Valid { token, principal } => {
+            Authentication::Valid { token, principal } if generation == self.generation.load(Ordering::SeqCst) => {
                 if entries.len() >= MAX_ENTRIES {
                     entries.clear();
                 }

@@ -4,6 +4,7 @@
 
 mod audit_writer;
 mod cached;
+mod changes;
 pub mod postgres;
 pub mod sqlite;
 mod traits;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
+pub use changes::{Change, ChangeFeed, next_change};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
@@ -44,12 +46,14 @@ pub struct Repositories {
     pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
     pub sign_in: Arc<dyn SignInStore>,
+    /// What other replicas sharing the database change (None: this process is the only one).
+    pub changes: Option<Arc<ChangeFeed>>,
 }
 
 impl Repositories {
     /// The same repositories, with authentication answered from a cache that lives `ttl_ms`.
     pub fn with_auth_cache(mut self, clock: toolgate_domain::Clock, ttl_ms: i64) -> Self {
-        self.credentials = Arc::new(CachedCredentials::new(self.credentials, clock, ttl_ms));
+        self.credentials = CachedCredentials::new(self.credentials, clock, ttl_ms).following(self.changes.as_ref());
         self
     }
 }

@@ -204,6 +204,13 @@ pub trait FleetStore: Send + Sync {
     async fn agents(&self) -> Result<Vec<AgentSummary>>;
     async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()>;
     async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()>;
+    /// The agent connected to `replica` (and was seen then).
+    async fn agent_connected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()>;
+    /// The agent's connection to `replica` ended (a newer one elsewhere is left as it is).
+    async fn agent_disconnected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()>;
+    /// Agents connected to a replica other than `replica` and seen since `since_ms`:
+    /// (agent id, replica, last seen).
+    async fn connected_elsewhere(&self, replica: &str, since_ms: i64) -> Result<Vec<(String, String, i64)>>;
     /// Revokes an agent; false when there is no such unrevoked agent.
     async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool>;
     /// The agents revoked at or after `since_ms` (by this server or the console).

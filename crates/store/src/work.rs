@@ -108,6 +108,9 @@ pub struct QuarantineRecord {
 #[async_trait]
 pub trait WorkStore: Send + Sync {
     async fn create_execution(&self, execution: NewExecution) -> Result<()>;
+    /// An execution's run (if it is neither cancelled nor past `now_ms`) and its targets not
+    /// yet sent it: what a replica sends its connected agents when another created it.
+    async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>>;
     /// The unfinished, uncancelled runs for one agent whose deadline is still ahead.
     async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>>;
     /// The run was sent to these agents: pending becomes running.

@@ -7,6 +7,7 @@ use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
 
 use super::{Pg, PostgresStore, execute, pg, row, rows};
+use crate::changes::Change;
 use crate::{CredentialStore, SignInRecord, SignInStore};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -72,15 +73,17 @@ impl CredentialStore for PostgresStore {
 
     async fn put_principal(&self, name: &str, roles: &[String], now: i64) -> Result<()> {
         pg(async {
-            let c = self.conn().await?;
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
             execute(
-                &*c,
+                &tx,
                 "INSERT INTO principal (name, roles, created_at) VALUES ($1, $2, $3)
                  ON CONFLICT (name) DO UPDATE SET roles = excluded.roles",
                 &[&name, &roles.join(","), &now],
             )
-            .await
-            .map(drop)
+            .await?;
+            self.notify(&tx, Change::Credentials).await?;
+            Ok(tx.commit().await?)
         })
         .await
     }
@@ -113,6 +116,7 @@ impl CredentialStore for PostgresStore {
             .await?;
             let removed = execute(&tx, "DELETE FROM principal WHERE name = $1", &[&name]).await? == 1;
             execute(&tx, "DELETE FROM principal_sign_in WHERE principal = $1", &[&name]).await?;
+            self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
             Ok(removed)
         })
@@ -184,6 +188,7 @@ impl CredentialStore for PostgresStore {
                 &[&predecessor.id, &(now + overlap_secs)],
             )
             .await?;
+            self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
             Ok((successor, secret))
         })
@@ -212,6 +217,7 @@ impl CredentialStore for PostgresStore {
             };
             execute(&tx, "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", &[&predecessor, &now])
                 .await?;
+            self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
             Ok(Some(predecessor))
         })
@@ -230,12 +236,11 @@ impl CredentialStore for PostgresStore {
     }
 
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {
-        pg(async {
-            let c = self.conn().await?;
-            Ok(execute(&*c, "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", &[&id, &now])
-                .await?
-                == 1)
-        })
+        pg(self.update_announcing(
+            "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+            &[&id, &now],
+            Change::Credentials,
+        ))
         .await
     }
 }

@@ -13,6 +13,7 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, Enrollmen
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
+use crate::changes::Change;
 use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -170,6 +171,7 @@ impl FleetStore for PostgresStore {
                 &[&agent_id, &hash_secret(&credential), &now_ms, &token.id],
             )
             .await?;
+            self.notify(&tx, Change::AgentEnrolled(agent_id.clone())).await?;
             tx.commit().await?;
             Ok(Ok((agent_id, credential)))
         })
@@ -256,17 +258,49 @@ impl FleetStore for PostgresStore {
         .await
     }
 
-    async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool> {
+    async fn agent_connected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {
+        self.presence(
+            "UPDATE agent SET connected_to = $2, last_seen_ms = $3 WHERE agent_id = $1",
+            agent_id,
+            replica,
+            at_ms,
+        )
+        .await
+    }
+
+    async fn agent_disconnected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {
+        self.presence(
+            "UPDATE agent SET connected_to = NULL, last_seen_ms = $3 WHERE agent_id = $1 AND connected_to = $2",
+            agent_id,
+            replica,
+            at_ms,
+        )
+        .await
+    }
+
+    async fn connected_elsewhere(&self, replica: &str, since_ms: i64) -> Result<Vec<(String, String, i64)>> {
         pg(async {
             let c = self.conn().await?;
-            Ok(execute(
+            rows(
                 &*c,
-                "UPDATE agent SET revoked_at_ms = $2 WHERE agent_id = $1 AND revoked_at_ms IS NULL",
-                &[&agent_id, &now_ms],
+                "SELECT agent_id, connected_to, last_seen_ms FROM agent
+                 WHERE connected_to IS NOT NULL AND connected_to <> $1 AND last_seen_ms >= $2 AND revoked_at_ms IS NULL",
+                &[&replica, &since_ms],
             )
             .await?
-                == 1)
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect()
         })
+        .await
+    }
+
+    async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool> {
+        pg(self.update_announcing(
+            "UPDATE agent SET revoked_at_ms = $2 WHERE agent_id = $1 AND revoked_at_ms IS NULL",
+            &[&agent_id, &now_ms],
+            Change::AgentRevoked(agent_id.to_string()),
+        ))
         .await
     }
 
@@ -374,6 +408,20 @@ impl FleetStore for PostgresStore {
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
                 .collect()
+        })
+        .await
+    }
+}
+
+impl PostgresStore {
+    /// Writes where an agent is connected; a hint rewritten on every connection, so its
+    /// commit does not wait for the disk.
+    async fn presence(&self, sql: &str, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = relaxed(&mut c).await?;
+            execute(&tx, sql, &[&agent_id, &replica, &at_ms]).await?;
+            Ok(tx.commit().await?)
         })
         .await
     }

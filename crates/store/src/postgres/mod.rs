@@ -9,6 +9,7 @@
 mod approvals;
 mod credentials;
 mod fleet;
+mod listen;
 mod small;
 mod work;
 
@@ -20,10 +21,14 @@ use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use toolgate_domain::StoreError;
 
+use crate::changes::{Change, ChangeFeed};
 use crate::{HealthStore, Repositories, STORE_SECONDS, StoreGauges};
 
 /// The schema, one file per version, in order; `toolgate_schema.version` says how many ran.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_schema", include_str!("../../migrations/postgres/0001_schema.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_schema", include_str!("../../migrations/postgres/0001_schema.sql")),
+    ("0002_agent_presence", include_str!("../../migrations/postgres/0002_agent_presence.sql")),
+];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).
 const MIGRATION_LOCK: i64 = 0x7467;
@@ -64,8 +69,11 @@ pub(crate) async fn pg<T>(work: impl Future<Output = Pg<T>>) -> Result<T, StoreE
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
-    /// Names this server in the rows it writes (the audit log's `replica`).
+    /// Names this server in the rows it writes (the audit log's `replica`) and in the
+    /// changes it announces.
     replica: Arc<str>,
+    /// What other replicas change, heard through LISTEN.
+    feed: Arc<ChangeFeed>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -128,6 +136,7 @@ impl PostgresStore {
     /// Like [`PostgresStore::connect`], from a parsed configuration (tests set a schema).
     pub async fn connect_with(config: tokio_postgres::Config, replica: &str) -> Result<Self, StoreError> {
         let target = describe(&config);
+        let listener_config = config.clone();
         let manager = Manager::from_config(
             config,
             tokio_postgres::NoTls,
@@ -140,12 +149,13 @@ impl PostgresStore {
             .create_timeout(Some(Duration::from_secs(10)))
             .build()
             .map_err(|e| StoreError::Unavailable(format!("cannot set up the connection pool for {target}: {e}")))?;
-        let store = Self { pool, replica: replica.into() };
+        let store = Self { pool, replica: replica.into(), feed: Arc::default() };
         store.migrate().await.map_err(|e| match e {
             PgError::Pool(e) => StoreError::Unavailable(format!("cannot connect to PostgreSQL at {target}: {e}")),
             PgError::Invalid(text) => StoreError::Unavailable(text),
             other => StoreError::Unavailable(format!("cannot prepare the database at {target}: {other}")),
         })?;
+        listen::spawn(listener_config, store.replica.clone(), Arc::downgrade(&store.feed));
         Ok(store)
     }
 
@@ -185,6 +195,7 @@ impl PostgresStore {
             work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
             sign_in: Arc::new(self.clone()),
+            changes: Some(self.feed.clone()),
         }
     }
 
@@ -195,6 +206,28 @@ impl PostgresStore {
 
     pub(crate) fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// Runs an UPDATE of one row and, when it changed it, announces `change`: whether it did.
+    pub(crate) async fn update_announcing(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        change: Change,
+    ) -> Pg<bool> {
+        let mut c = self.conn().await?;
+        let tx = c.transaction().await?;
+        let changed = execute(&tx, sql, params).await? == 1;
+        if changed {
+            self.notify(&tx, change).await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    /// Announces `change` to the other replicas when `c`'s transaction commits.
+    pub(crate) async fn notify(&self, c: &impl GenericClient, change: Change) -> Pg<()> {
+        listen::notify(c, &self.replica, &change).await
     }
 }
 

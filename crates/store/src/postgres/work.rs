@@ -14,6 +14,7 @@ use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use super::fleet::{conditions_sql, json_key, objects};
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::RowPage;
+use crate::changes::Change;
 use crate::work::{
     Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
     WorkStore,
@@ -82,7 +83,9 @@ async fn targets(c: &impl GenericClient, execution_id: &str) -> Pg<Vec<TargetRec
     .collect()
 }
 
-async fn store_result(c: &mut super::Conn, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
+async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
+    let mut c = store.conn().await?;
+    let c = &mut c;
     let tx = relaxed(c).await?;
     let known = row(
         &tx,
@@ -130,6 +133,7 @@ async fn store_result(c: &mut super::Conn, agent_id: &str, result: &RunResult, n
         &[&result.execution_id, &agent_id, &target_status(&statuses).as_str(), &error, &now_ms],
     )
     .await?;
+    store.notify(&tx, Change::ExecutionUpdated(result.execution_id.clone())).await?;
     tx.commit().await?;
     Ok(Taken::Stored)
 }
@@ -153,7 +157,35 @@ impl WorkStore for PostgresStore {
                 &[&e.execution_id, &e.targets, &e.created_at_ms],
             )
             .await?;
+            self.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
             Ok(tx.commit().await?)
+        })
+        .await
+    }
+
+    async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>> {
+        pg(async {
+            let c = self.conn().await?;
+            let found = row(
+                &*c,
+                "SELECT execution_id, deadline_ms, steps FROM execution
+                 WHERE execution_id = $1 AND cancelled_at_ms IS NULL AND deadline_ms > $2",
+                &[&execution_id, &now_ms],
+            )
+            .await?;
+            let Some(r) = found else { return Ok(None) };
+            let steps: String = r.try_get(2)?;
+            let order = RunOrder { execution_id: r.try_get(0)?, deadline_ms: r.try_get(1)?, steps: serde_json::from_str(&steps)? };
+            let targets = rows(
+                &*c,
+                "SELECT agent_id FROM execution_target WHERE execution_id = $1 AND status = 'pending' ORDER BY agent_id",
+                &[&execution_id],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok(r.try_get(0)?))
+            .collect::<Pg<_>>()?;
+            Ok(Some((order, targets)))
         })
         .await
     }
@@ -198,7 +230,7 @@ impl WorkStore for PostgresStore {
     }
 
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
-        pg(async { store_result(&mut self.conn().await?, agent_id, &result, now_ms).await }).await
+        pg(store_result(self, agent_id, &result, now_ms)).await
     }
 
     async fn expire(&self, now_ms: i64) -> Result<u64> {
@@ -382,14 +414,16 @@ impl WorkStore for PostgresStore {
 
     async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()> {
         pg(async {
-            let c = self.conn().await?;
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
             execute(
-                &*c,
+                &tx,
                 "UPDATE agent SET quarantine_wanted = $2, quarantine_reason = $3 WHERE agent_id = $1",
                 &[&agent_id, &wanted, &reason],
             )
-            .await
-            .map(drop)
+            .await?;
+            self.notify(&tx, Change::Quarantine(agent_id.to_string())).await?;
+            Ok(tx.commit().await?)
         })
         .await
     }

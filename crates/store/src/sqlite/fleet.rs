@@ -295,6 +295,46 @@ impl FleetStore for SqliteStore {
         .await
     }
 
+    async fn agent_connected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {
+        let (agent_id, replica) = (agent_id.to_string(), replica.to_string());
+        self.run(move |c| {
+            without_fsync(c, |c| {
+                c.execute(
+                    "UPDATE agent SET connected_to = ?2, last_seen_ms = ?3 WHERE agent_id = ?1",
+                    params![agent_id, replica, at_ms],
+                )
+            })
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn agent_disconnected(&self, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {
+        let (agent_id, replica) = (agent_id.to_string(), replica.to_string());
+        self.run(move |c| {
+            without_fsync(c, |c| {
+                c.execute(
+                    "UPDATE agent SET connected_to = NULL, last_seen_ms = ?3 WHERE agent_id = ?1 AND connected_to = ?2",
+                    params![agent_id, replica, at_ms],
+                )
+            })
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn connected_elsewhere(&self, replica: &str, since_ms: i64) -> Result<Vec<(String, String, i64)>> {
+        let replica = replica.to_string();
+        self.run(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id, connected_to, last_seen_ms FROM agent
+                 WHERE connected_to IS NOT NULL AND connected_to != ?1 AND last_seen_ms >= ?2 AND revoked_at_ms IS NULL",
+            )?;
+            stmt.query_map(params![replica, since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+        })
+        .await
+    }
+
     async fn revoke_agent(&self, agent_id: &str, now_ms: i64) -> Result<bool> {
         let agent_id = agent_id.to_string();
         self.run(move |c| {

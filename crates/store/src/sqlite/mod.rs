@@ -31,6 +31,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0008_inventory_indexes", include_str!("../../migrations/sqlite/0008_inventory_indexes.sql")),
     ("0009_executions", include_str!("../../migrations/sqlite/0009_executions.sql")),
     ("0010_console_sign_in", include_str!("../../migrations/sqlite/0010_console_sign_in.sql")),
+    ("0011_agent_presence", include_str!("../../migrations/sqlite/0011_agent_presence.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
@@ -97,6 +98,7 @@ impl SqliteStore {
             work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
             sign_in: Arc::new(self.clone()),
+            changes: None,
         }
     }
 

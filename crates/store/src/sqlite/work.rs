@@ -98,6 +98,33 @@ impl WorkStore for SqliteStore {
         self.run(move |c| create(c, &execution)).await
     }
 
+    async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>> {
+        let execution_id = execution_id.to_string();
+        self.run(move |c| {
+            let order = c
+                .query_row(
+                    "SELECT execution_id, deadline_ms, steps FROM execution
+                     WHERE execution_id = ?1 AND cancelled_at_ms IS NULL AND deadline_ms > ?2",
+                    params![execution_id, now_ms],
+                    |r| {
+                        Ok(RunOrder {
+                            execution_id: r.get(0)?,
+                            deadline_ms: r.get(1)?,
+                            steps: steps_of(&r.get::<_, String>(2)?)?,
+                        })
+                    },
+                )
+                .optional()?;
+            let Some(order) = order else { return Ok(None) };
+            let mut stmt = c.prepare_cached(
+                "SELECT agent_id FROM execution_target WHERE execution_id = ?1 AND status = 'pending' ORDER BY agent_id",
+            )?;
+            let targets = stmt.query_map(params![execution_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            Ok(Some((order, targets)))
+        })
+        .await
+    }
+
     async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>> {
         let agent_id = agent_id.to_string();
         self.run(move |c| {

@@ -102,3 +102,50 @@ async fn postgres_migrations_run_once_and_refuse_a_newer_schema() {
     let bad = PostgresStore::connect("mysql://nope", "x").await.unwrap_err().to_string();
     assert!(bad.contains("postgres://user:password@host:port/database"), "{bad}");
 }
+
+/// Two replicas on one database: what one changes, the other hears (and not its own changes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_hear_each_others_changes() {
+    use toolgate_domain::tokens::NewToken;
+    use toolgate_store::{Change, NewExecution};
+    let (config, _) = postgres_schema().await;
+    let a = PostgresStore::connect_with(config.clone(), "a").await.unwrap().repositories();
+    let b = PostgresStore::connect_with(config, "b").await.unwrap().repositories();
+    let (mut heard_by_a, mut heard_by_b) =
+        (a.changes.as_ref().unwrap().subscribe(), b.changes.as_ref().unwrap().subscribe());
+    // LISTEN runs on a connection of its own: give it a moment to be in place.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    b.credentials.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
+    let new = NewToken { principal: "alice", tier: None, name: "t", now: 0, expires_at: 100 };
+    let (token, _) = b.credentials.create_token(new).await.unwrap();
+    b.credentials.revoke_token(&token.id, 1).await.unwrap();
+    let (_, secret) = b.fleet.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();
+    let (agent, _) = b.fleet.enroll(&secret, 0).await.unwrap().unwrap();
+    let execution = NewExecution {
+        execution_id: "exe-1".into(),
+        kind: "instruction".into(),
+        steps: Vec::new(),
+        scope: None,
+        requested_by: "alice".into(),
+        created_at_ms: 0,
+        deadline_ms: 10,
+        targets: vec![agent.clone()],
+    };
+    b.work.create_execution(execution).await.unwrap();
+    b.work.set_quarantine(&agent, true, None).await.unwrap();
+    b.fleet.revoke_agent(&agent, 2).await.unwrap();
+    let expected = [
+        Change::Credentials,
+        Change::Credentials,
+        Change::AgentEnrolled(agent.clone()),
+        Change::ExecutionCreated("exe-1".into()),
+        Change::Quarantine(agent.clone()),
+        Change::AgentRevoked(agent.clone()),
+    ];
+    for want in expected {
+        let got =
+            tokio::time::timeout(std::time::Duration::from_secs(10), heard_by_a.recv()).await.expect("heard in time");
+        assert_eq!(got.unwrap(), want);
+    }
+    assert!(heard_by_b.try_recv().is_err(), "a replica does not hear its own changes");
+}

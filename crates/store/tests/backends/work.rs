@@ -11,6 +11,7 @@ crate::matrix!(
     deadlines_cancellation_and_listing,
     quarantine_and_compliance_are_kept_per_agent,
     one_result_is_taken_when_the_same_upload_arrives_at_once,
+    presence_and_undelivered_runs,
 );
 
 fn step(definition: &str) -> RunStep {
@@ -188,4 +189,27 @@ async fn one_result_is_taken_when_the_same_upload_arrives_at_once(r: Repositorie
     let stored = taken.iter().filter(|t| *t.as_ref().unwrap() == Taken::Stored).count();
     assert_eq!(stored, 1, "the first result stands, the others are repeats: {taken:?}");
     assert_eq!(r.work.steps("exe-04").await.unwrap().len(), 2);
+}
+
+async fn presence_and_undelivered_runs(r: Repositories) {
+    let ids = with_agents(&r, 2).await;
+    r.fleet.agent_connected(&ids[0], "replica-a", 100).await.unwrap();
+    r.fleet.agent_connected(&ids[1], "replica-b", 100).await.unwrap();
+    assert_eq!(
+        r.fleet.connected_elsewhere("replica-a", 50).await.unwrap(),
+        [(ids[1].clone(), "replica-b".into(), 100)]
+    );
+    assert!(r.fleet.connected_elsewhere("replica-a", 101).await.unwrap().is_empty(), "not seen since");
+    r.fleet.agent_disconnected(&ids[1], "replica-a", 110).await.unwrap();
+    assert_eq!(r.fleet.connected_elsewhere("replica-a", 50).await.unwrap().len(), 1, "only its own replica ends it");
+    r.fleet.agent_disconnected(&ids[1], "replica-b", 110).await.unwrap();
+    assert!(r.fleet.connected_elsewhere("replica-a", 50).await.unwrap().is_empty());
+
+    execution(&r, "exe-05", &ids, 1_000).await;
+    r.work.mark_delivered("exe-05", vec![ids[0].clone()], 20).await.unwrap();
+    let (order, pending) = r.work.undelivered("exe-05", 20).await.unwrap().unwrap();
+    assert_eq!((order.steps.len(), pending), (2, vec![ids[1].clone()]));
+    assert!(r.work.undelivered("exe-05", 1_000).await.unwrap().is_none(), "past its deadline");
+    r.work.cancel("exe-05", 30).await.unwrap();
+    assert!(r.work.undelivered("exe-05", 40).await.unwrap().is_none(), "cancelled");
 }

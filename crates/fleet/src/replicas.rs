@@ -1,0 +1,138 @@
+//! Several replicas on one database: each keeps the agents connected to it, announces where
+//! they are (the store's `connected_to`), counts those connected elsewhere online while their
+//! replica keeps seeing them, and follows what the others change: a new agent, a revocation,
+//! an execution whose targets are connected here, a stored result, a quarantine.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use toolgate_domain::fleet::wire::ServerMessage;
+use toolgate_domain::{CancellationToken, StoreError};
+use toolgate_store::{Change, ChangeFeed, next_change};
+
+use crate::hub::{Connection, Entry, Hub};
+
+impl Hub {
+    /// This hub shares its database with other replicas, as `replica`.
+    pub fn shared_as(mut self, replica: &str) -> Self {
+        self.replica = Some(Arc::from(replica));
+        self
+    }
+
+    /// Agents connected to other replicas, with when each was last seen there.
+    pub(crate) fn elsewhere(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, i64>> {
+        self.elsewhere.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Says in the store that the agent is connected here (other replicas count it online).
+    pub async fn announce_connected(&self, connection: &Connection) {
+        let Some(replica) = &self.replica else { return };
+        let now = self.clock().now_ms();
+        if let Err(e) = self.store.agent_connected(&connection.agent_id, replica, now).await {
+            tracing::warn!(agent_id = %connection.agent_id, "could not record where the agent is connected: {e}");
+        }
+    }
+
+    /// Reads which agents other replicas have seen within the offline window.
+    pub(crate) async fn refresh_elsewhere(&self, now: i64) -> Result<(), StoreError> {
+        let Some(replica) = &self.replica else { return Ok(()) };
+        let since = now - self.settings().offline_after_ms();
+        let found = self.store.connected_elsewhere(replica, since).await?;
+        let mut agents = self.write();
+        for (agent_id, _, seen) in &found {
+            // Enrolled through another replica since this one loaded: known from now on.
+            let entry = agents.entry(agent_id.clone()).or_insert_with(|| Entry::enrolled_at(*seen));
+            entry.last_seen_ms = entry.last_seen_ms.max(Some(*seen));
+        }
+        drop(agents);
+        *self.elsewhere.write().unwrap_or_else(|e| e.into_inner()) =
+            found.into_iter().map(|(agent_id, _, seen)| (agent_id, seen)).collect();
+        Ok(())
+    }
+
+    /// Follows another replica's change.
+    pub async fn apply(&self, change: Change) -> Result<(), StoreError> {
+        let now = self.clock().now_ms();
+        match change {
+            Change::Credentials => {}
+            Change::AgentEnrolled(agent_id) => {
+                self.write().entry(agent_id).or_insert_with(|| Entry::enrolled_at(now));
+            }
+            Change::AgentRevoked(agent_id) => self.mark_revoked(&agent_id, now),
+            Change::ExecutionCreated(execution_id) => self.deliver_here(&execution_id).await?,
+            Change::ExecutionUpdated(execution_id) => drop(self.execution_updates.send(execution_id)),
+            Change::Quarantine(agent_id) => self.reload_quarantines(Some(&agent_id)).await?,
+            Change::Resync => self.resync().await?,
+        }
+        Ok(())
+    }
+
+    /// Sends a run created by another replica to its targets connected here.
+    async fn deliver_here(&self, execution_id: &str) -> Result<(), StoreError> {
+        let Some((order, targets)) = self.work.undelivered(execution_id, self.clock().now_ms()).await? else {
+            return Ok(());
+        };
+        let delivered: Vec<String> =
+            targets.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
+        self.record_delivery(execution_id, delivered).await;
+        Ok(())
+    }
+
+    /// Reads the quarantine wanted for one agent (or all) again, and tells connected agents
+    /// whose wish changed.
+    async fn reload_quarantines(&self, only: Option<&str>) -> Result<(), StoreError> {
+        for q in self.work.quarantines().await? {
+            if only.is_some_and(|id| id != q.agent_id) {
+                continue;
+            }
+            let mut changed = false;
+            self.update(&q.agent_id, |e| {
+                changed = e.quarantine_wanted != q.wanted || e.quarantine.as_deref() != q.reason.as_deref();
+                e.quarantine_wanted = q.wanted;
+                e.quarantine = q.reason.as_deref().map(Arc::from);
+            });
+            if changed || only.is_some() {
+                self.send(&q.agent_id, ServerMessage::Quarantine { quarantined: q.wanted, reason: q.reason });
+            }
+        }
+        Ok(())
+    }
+
+    /// Notices may have been lost: learn the agents enrolled meanwhile, the quarantines, and
+    /// send connected agents every run still due (an agent answers a repeated one from its
+    /// journal).
+    async fn resync(&self) -> Result<(), StoreError> {
+        let now = self.clock().now_ms();
+        for agent in self.store.agents().await? {
+            self.write().entry(agent.agent_id.clone()).or_insert_with(|| Entry::enrolled_at(agent.enrolled_at_ms));
+            if let Some(at) = agent.revoked_at_ms {
+                self.mark_revoked(&agent.agent_id, at);
+            }
+        }
+        self.reload_quarantines(None).await?;
+        for agent_id in self.live_agent_ids() {
+            for order in self.work.due_for(&agent_id, now).await? {
+                let execution_id = order.execution_id.clone();
+                if self.send(&agent_id, ServerMessage::Run(order)) {
+                    self.record_delivery(&execution_id, vec![agent_id.clone()]).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies every change the feed brings until `stop`.
+    pub async fn follow(self: Arc<Self>, feed: Arc<ChangeFeed>, stop: CancellationToken) {
+        let mut changes = feed.subscribe();
+        loop {
+            let change = tokio::select! {
+                _ = stop.cancelled() => return,
+                change = next_change(&mut changes) => change,
+            };
+            let Some(change) = change else { return };
+            if let Err(e) = self.apply(change.clone()).await {
+                tracing::warn!("could not follow another replica's change {change:?}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! What other replicas changed, as it happens: a shared database tells every replica (on
+//! PostgreSQL, `NOTIFY` in the writing transaction, heard through `LISTEN` on a connection of
+//! its own) so that what each keeps in memory follows: the authentication cache, the agents
+//! it knows, the runs its connected agents are due.
+//!
+//! The embedded SQLite store has no feed: it serves one server process, and what the console
+//! commands change there is picked up by the cache's time to live and the fleet's sweep.
+
+use tokio::sync::broadcast;
+
+/// One change made by another replica (or [`Change::Resync`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A principal or a token changed (revoked, rotated, removed, new roles).
+    Credentials,
+    AgentEnrolled(String),
+    AgentRevoked(String),
+    /// A new execution: its targets connected here are to be sent the run.
+    ExecutionCreated(String),
+    /// An agent's result for this execution was stored.
+    ExecutionUpdated(String),
+    /// The quarantine wanted for this agent changed.
+    Quarantine(String),
+    /// Changes may have been missed (the feed's connection was lost and is back): whoever
+    /// keeps something in memory reads it again.
+    Resync,
+}
+
+impl Change {
+    /// The text a notification carries: `kind` and, for the kinds about one thing, its id.
+    pub(crate) fn encode(&self) -> String {
+        match self {
+            Change::Credentials => "credentials".into(),
+            Change::AgentEnrolled(id) => format!("enrolled {id}"),
+            Change::AgentRevoked(id) => format!("revoked {id}"),
+            Change::ExecutionCreated(id) => format!("execution {id}"),
+            Change::ExecutionUpdated(id) => format!("result {id}"),
+            Change::Quarantine(id) => format!("quarantine {id}"),
+            Change::Resync => "resync".into(),
+        }
+    }
+
+    pub(crate) fn decode(text: &str) -> Option<Self> {
+        let (kind, id) = text.split_once(' ').unwrap_or((text, ""));
+        let id = id.to_string();
+        Some(match (kind, id.is_empty()) {
+            ("credentials", true) => Change::Credentials,
+            ("resync", true) => Change::Resync,
+            ("enrolled", false) => Change::AgentEnrolled(id),
+            ("revoked", false) => Change::AgentRevoked(id),
+            ("execution", false) => Change::ExecutionCreated(id),
+            ("result", false) => Change::ExecutionUpdated(id),
+            ("quarantine", false) => Change::Quarantine(id),
+            _ => return None,
+        })
+    }
+}
+
+/// Changes kept for a slow listener before it is told it lagged (then it resyncs).
+const BUFFER: usize = 4096;
+
+/// Where a replica hears of other replicas' changes.
+#[derive(Debug)]
+pub struct ChangeFeed {
+    sender: broadcast::Sender<Change>,
+}
+
+impl Default for ChangeFeed {
+    fn default() -> Self {
+        Self { sender: broadcast::channel(BUFFER).0 }
+    }
+}
+
+impl ChangeFeed {
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.sender.subscribe()
+    }
+
+    pub(crate) fn publish(&self, change: Change) {
+        // Nobody listening is fine.
+        let _ = self.sender.send(change);
+    }
+}
+
+/// The next change for a listener; a listener that fell behind gets [`Change::Resync`].
+/// None when the feed is gone.
+pub async fn next_change(receiver: &mut broadcast::Receiver<Change>) -> Option<Change> {
+    match receiver.recv().await {
+        Ok(change) => Some(change),
+        Err(broadcast::error::RecvError::Lagged(_)) => Some(Change::Resync),
+        Err(broadcast::error::RecvError::Closed) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_change_reads_back_as_written() {
+        let all = [
+            Change::Credentials,
+            Change::AgentEnrolled("agt-1".into()),
+            Change::AgentRevoked("agt-1".into()),
+            Change::ExecutionCreated("exe-1".into()),
+            Change::ExecutionUpdated("exe-1".into()),
+            Change::Quarantine("agt-1".into()),
+            Change::Resync,
+        ];
+        for change in all {
+            assert_eq!(Change::decode(&change.encode()), Some(change));
+        }
+        assert_eq!(Change::decode("enrolled"), None);
+        assert_eq!(Change::decode("nonsense x"), None);
+    }
+}
