@@ -35,10 +35,10 @@ pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Result
     let McpCaller(caller) = McpCaller::from_request_parts(&mut parts, &state).await?;
     let headers = parts.headers;
     if method == Method::DELETE {
-        return Ok(render(state.mcp.end_session(&caller, &headers)));
+        return Ok(render(state.mcp.end_session(&caller, &headers).await));
     }
     if method == Method::GET {
-        return Ok(render(state.mcp.open_channel(&caller, &headers)));
+        return Ok(render(state.mcp.open_channel(&caller, &headers).await));
     }
     check_body_headers(&headers)?;
     let bytes = super::read_body(&state, body).await?;

@@ -97,7 +97,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?;
     // Other replicas share the database: say where our agents are, follow what they change.
-    let feed = repositories.changes.clone();
+    let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
     if feed.is_some() {
         hub = hub.shared_as(&config.replica);
         println!("toolgate: replica {} of a shared database", config.replica);
@@ -113,7 +113,17 @@ pub async fn serve(config: Config) -> Result<()> {
         sessions: config.sessions,
         streams: config.streams,
     };
-    let mcp = McpServer::new(services.clone(), options)?.with_request_state_key(request_state_key(&config.data_dir)?);
+    let mut mcp = McpServer::new(services.clone(), options)?;
+    mcp = match services.repositories().shared.clone() {
+        // Replicas: one key for all (a round issued by one is answered on another), made by
+        // the first to start; sessions and request-state marks in the database.
+        Some(shared) => {
+            let fresh = toolgate_domain::secrets::random_bytes::<32>();
+            let key = shared.state.shared_secret(REQUEST_STATE_KEY_FILE, &fresh).await?;
+            mcp.with_request_state_key(key).with_shared_state(shared.state, shared.replica)
+        }
+        None => mcp.with_request_state_key(request_state_key(&config.data_dir)?),
+    };
     let state = Arc::new(AppState::new(config, mcp));
     let stop_upkeep = CancellationToken::new();
     let upkeep = tokio::spawn(
@@ -127,7 +137,10 @@ pub async fn serve(config: Config) -> Result<()> {
         .run(stop_upkeep.clone()),
     );
     let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
-    let follower = feed.map(|feed| tokio::spawn(hub.clone().follow(feed, stop_upkeep.clone())));
+    let follower = feed.map(|feed| {
+        let answers = tokio::spawn(state.mcp.clone().follow_replicas(feed.clone(), stop_upkeep.clone()));
+        (tokio::spawn(hub.clone().follow(feed, stop_upkeep.clone())), answers)
+    });
     let resource_updates = tokio::spawn(state.mcp.clone().forward_resource_updates(stop_upkeep.clone()));
     let tls_reloader = served.clone().map(|s| tokio::spawn(super::tls::reload_on_hangup(s, stop_upkeep.clone())));
     let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
@@ -194,8 +207,9 @@ pub async fn serve(config: Config) -> Result<()> {
     stop_upkeep.cancel();
     let _ = upkeep.await;
     let _ = sweeper.await;
-    if let Some(follower) = follower {
-        let _ = follower.await;
+    if let Some((fleet, answers)) = follower {
+        let _ = fleet.await;
+        let _ = answers.await;
     }
     let _ = resource_updates.await;
     let _ = reloader.await;

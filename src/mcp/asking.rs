@@ -42,7 +42,7 @@ impl Retry {
     }
 
     /// Checks the retry against the state the last round issued.
-    pub fn round(
+    pub async fn round(
         self,
         server: &McpServer,
         caller: &Caller,
@@ -74,6 +74,9 @@ impl Retry {
         let now = server.services.clock().now_secs();
         match server.request_states.round(&binding, state, responses, now) {
             Ok(round) => {
+                if let Some(refusal) = server.used_elsewhere(round.nonce.as_ref(), now).await {
+                    return Err(invalid(refusal));
+                }
                 let capabilities = request.era.client_capabilities.clone().unwrap_or(Value::Null);
                 Ok(Round { binding, channel: Arc::new(RoundChannel::new(capabilities, round)) })
             }

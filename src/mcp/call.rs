@@ -185,7 +185,7 @@ async fn call(
     }
     // 2026-07-28: this round's answers, checked against the state the last round issued.
     let round = match request.era.stateless {
-        true => match retry.round(server, caller, request, "tools/call", meta.name, &arguments) {
+        true => match retry.round(server, caller, request, "tools/call", meta.name, &arguments).await {
             Ok(round) => Some(round),
             Err(outcome) => return outcome,
         },

@@ -17,7 +17,7 @@ use super::replay::{CHANNEL, EventId};
 use super::{HANDSHAKE_VERSIONS, McpServer, Reply, handshake, stream};
 
 impl McpServer {
-    pub fn open_channel(self: &Arc<Self>, caller: &Caller, headers: &HeaderMap) -> Reply {
+    pub async fn open_channel(self: &Arc<Self>, caller: &Caller, headers: &HeaderMap) -> Reply {
         let refuse = |status: StatusCode, code: i64, message: &str, remediation: &str| {
             let data =
                 json!({"correlation_id": self.correlation_id(), "retry_after_ms": null, "remediation": remediation});
@@ -39,7 +39,7 @@ impl McpServer {
                 "initialize first, then GET with its Mcp-Session-Id and Accept: text/event-stream",
             );
         };
-        let Some(session) = self.sessions.touch(sid, &caller.principal.name, self.now_ms()) else {
+        let Some(session) = self.find_session(sid, &caller.principal.name).await else {
             return handshake::session_not_found(self, &Value::Null, "session not found: it expired or was ended");
         };
         if !stream::accepts_sse(headers) {

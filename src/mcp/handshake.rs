@@ -27,12 +27,16 @@ pub(super) fn session_not_found(server: &McpServer, id: &Value, message: &str) -
 }
 
 /// The session named by `Mcp-Session-Id`, if any: `Err` is the 404 for an unknown one.
-fn session(server: &McpServer, caller: &Caller, headers: &HeaderMap, id: &Value) -> Result<Option<Session>, Reply> {
-    match header(headers, "mcp-session-id") {
-        None => Ok(None),
-        Some(sid) => server.sessions.touch(sid, &caller.principal.name, server.now_ms()).map(Some).ok_or_else(|| {
-            session_not_found(server, id, "session not found: it expired or was ended; initialize again")
-        }),
+async fn session(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+) -> Result<Option<Session>, Reply> {
+    let Some(sid) = header(headers, "mcp-session-id") else { return Ok(None) };
+    match server.find_session(sid, &caller.principal.name).await {
+        Some(session) => Ok(Some(session)),
+        None => Err(session_not_found(server, id, "session not found: it expired or was ended; initialize again")),
     }
 }
 
@@ -45,19 +49,21 @@ pub async fn handle(
 ) -> Reply {
     let (id, method, params) = match message {
         Message::Response { id, outcome } => {
-            if let Err(reply) = session(server, caller, headers, &Value::Null) {
+            if let Err(reply) = session(server, caller, headers, &Value::Null).await {
                 return reply;
             }
             // The answer to a question a handler sent on its call's stream.
-            let answered =
-                header(headers, "mcp-session-id").is_some_and(|sid| server.outstanding.answer(sid, &id, outcome));
+            let answered = match header(headers, "mcp-session-id") {
+                Some(sid) => server.take_answer(sid, &id, outcome).await,
+                None => false,
+            };
             if !answered {
                 tracing::info!(request = %id, "a client response that no call is waiting for (late or unknown)");
             }
             return Reply::accepted();
         }
         Message::Notification { method, params } => {
-            if let Err(reply) = session(server, caller, headers, &Value::Null) {
+            if let Err(reply) = session(server, caller, headers, &Value::Null).await {
                 return reply;
             }
             // A cancellation names a request of the same session; anything else is noted.
@@ -73,9 +79,9 @@ pub async fn handle(
         Message::Request { id, method, params } => (id, method, params),
     };
     if method == "initialize" {
-        return initialize(server, caller, &id, params.as_ref());
+        return initialize(server, caller, &id, params.as_ref()).await;
     }
-    let session = match session(server, caller, headers, &id) {
+    let session = match session(server, caller, headers, &id).await {
         Ok(s) => s,
         Err(reply) => return reply,
     };
@@ -159,7 +165,7 @@ fn set_log_level(
     }
 }
 
-fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
+async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
     if server.shutdown.is_cancelled() {
         let data = json!({"correlation_id": server.correlation_id(), "retry_after_ms": 1000,
                           "remediation": "the server is stopping: connect again once it (or another replica) is up"});
@@ -178,10 +184,12 @@ fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&V
         _ => HANDSHAKE_VERSIONS[HANDSHAKE_VERSIONS.len() - 1],
     };
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or(json!({}));
-    let session_id = match server.sessions.create(&caller.principal.name, version, capabilities, server.now_ms()) {
-        Ok(id) => id,
-        Err(cap) => return session_cap_full(server, caller, id, cap),
-    };
+    let session_id =
+        match server.sessions.create(&caller.principal.name, version, capabilities.clone(), server.now_ms()) {
+            Ok(id) => id,
+            Err(cap) => return session_cap_full(server, caller, id, cap),
+        };
+    server.share_session(&session_id, &caller.principal.name, version, &capabilities).await;
     audit_session(server, caller, "session.open", &session_id);
     let result = json!({
         "protocolVersion": version,
@@ -246,7 +254,7 @@ pub async fn batch(
 
 impl McpServer {
     /// DELETE ends a handshake-era session (200), after which it is unknown (404).
-    pub fn end_session(&self, caller: &Caller, headers: &HeaderMap) -> Reply {
+    pub async fn end_session(&self, caller: &Caller, headers: &HeaderMap) -> Reply {
         match header(headers, "mcp-session-id") {
             None => Reply::error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -255,7 +263,12 @@ impl McpServer {
                 "DELETE ends a session: send its Mcp-Session-Id",
                 None,
             ),
-            Some(sid) if self.sessions.remove(sid, &caller.principal.name) => {
+            // A session another replica opened is taken in first, so that it can end here.
+            Some(sid)
+                if self.find_session(sid, &caller.principal.name).await.is_some()
+                    && self.sessions.remove(sid, &caller.principal.name) =>
+            {
+                self.forget_shared_session(sid).await;
                 self.in_flight.cancel_session(sid);
                 audit_session(self, caller, "session.close", sid);
                 Reply::json(StatusCode::OK, "{}".into())

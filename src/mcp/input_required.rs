@@ -61,6 +61,9 @@ pub enum StateError {
 pub struct Round {
     pub answers: Map<String, Value>,
     pub verified: bool,
+    /// The verified state's nonce and expiry: replicas sharing a database also mark it used
+    /// there, so that a state is good once across all of them.
+    pub nonce: Option<(String, i64)>,
 }
 
 /// Signs and checks request states; remembers used nonces until they expire.
@@ -107,7 +110,7 @@ impl RequestStates {
         now_secs: i64,
     ) -> Result<Round, StateError> {
         let Some(state) = state else {
-            return Ok(Round { answers: responses, verified: false });
+            return Ok(Round { answers: responses, verified: false, nonce: None });
         };
         let payload = self.verify(state)?;
         if payload.sub != binding.principal {
@@ -132,7 +135,7 @@ impl RequestStates {
         }
         let mut answers = payload.answers;
         answers.extend(responses);
-        Ok(Round { answers, verified: true })
+        Ok(Round { answers, verified: true, nonce: Some((payload.nonce, payload.exp)) })
     }
 
     fn verify(&self, state: &str) -> Result<Payload, StateError> {
@@ -277,7 +280,7 @@ mod tests {
         let mut answers = Map::new();
         answers.insert("a".into(), json!({"x": 1}));
         answers.insert("bad".into(), json!(12345));
-        let channel = RoundChannel::new(json!({"sampling": {}}), Round { answers, verified: true });
+        let channel = RoundChannel::new(json!({"sampling": {}}), Round { answers, verified: true, nonce: None });
         assert_eq!(channel.ask("a", ClientMethod::Sampling, json!({})).await, Ok(json!({"x": 1})));
         assert!(matches!(channel.ask("bad", ClientMethod::Sampling, json!({})).await, Err(AskError::Malformed { .. })));
         assert_eq!(channel.ask("b", ClientMethod::Sampling, json!({"q": 1})).await, Err(AskError::InputRequired));

@@ -18,6 +18,7 @@ pub mod jsonrpc;
 mod lists;
 mod prompts;
 mod replay;
+mod replicas;
 mod reply;
 mod request;
 mod resources;
@@ -110,6 +111,8 @@ pub struct McpServer {
     outstanding: Arc<back_channel::Outstanding>,
     /// 2026-07-28: signs and checks the `requestState` of `input_required` rounds.
     request_states: input_required::RequestStates,
+    /// Sessions and request-state marks shared with other replicas (None: alone).
+    shared: Option<replicas::SharedState>,
     /// 2026-07-28 tasks (the tasks extension), by id.
     tasks: Arc<tasks::Tasks>,
     lists: Vec<ListResults>,
@@ -138,6 +141,7 @@ impl McpServer {
             outstanding: Arc::default(),
             // A key of this run's own unless the operator's is set (`with_request_state_key`).
             request_states: input_required::RequestStates::new(toolgate_domain::secrets::random_bytes::<32>().to_vec()),
+            shared: None,
             tasks: Arc::default(),
             lists,
             surface: crate::surface::Surface::load(catalogue),

@@ -130,7 +130,7 @@ async fn ask(
         );
         return Err(request.error(rpc::INVALID_REQUEST, message, None));
     }
-    let round = retry.round(server, caller, request, "prompts/get", name, &Value::Object(arguments.clone()))?;
+    let round = retry.round(server, caller, request, "prompts/get", name, &Value::Object(arguments.clone())).await?;
     let client = ClientRequests::new(round.channel.clone());
     let params = json!({"mode": "form", "message": question.message, "requestedSchema": question.requested_schema});
     let asked = match client.ask(&question.key, ClientMethod::Elicitation, params).await {

@@ -42,6 +42,8 @@ pub struct Session {
     pub log_level: Option<toolgate_domain::LogLevel>,
     /// Every frame its streams sent, for resumption (closed when the session ends).
     pub ring: Arc<Ring>,
+    /// When it was last written down in a shared database (replicas; see `replicas.rs`).
+    pub shared_seen_ms: i64,
 }
 
 #[derive(Default)]
@@ -89,9 +91,39 @@ impl Sessions {
             last_seen_ms: now_ms,
             log_level: None,
             ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
+            shared_seen_ms: now_ms,
         };
         map.insert(id.clone(), session);
         Ok(id)
+    }
+
+    /// Takes in a session another replica opened (its record from the shared database), under
+    /// its id; None when this server is at its cap of sessions.
+    pub fn adopt(&self, id: &str, principal: &str, version: &str, capabilities: Value, now_ms: i64) -> Option<Session> {
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= self.limits.max_total {
+            return None;
+        }
+        let session = Session {
+            principal: principal.into(),
+            version: version.into(),
+            client_capabilities: capabilities,
+            last_seen_ms: now_ms,
+            log_level: None,
+            ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
+            shared_seen_ms: now_ms,
+        };
+        Some(map.entry(id.to_string()).or_insert(session).clone())
+    }
+
+    pub fn mark_shared_seen(&self, id: &str, now_ms: i64) {
+        if let Some(session) = self.inner.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
+            session.shared_seen_ms = now_ms;
+        }
+    }
+
+    pub fn idle_ms(&self) -> i64 {
+        self.limits.idle_ms
     }
 
     /// The live session `id` of `principal`; another principal's id reads as unknown.

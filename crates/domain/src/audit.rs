@@ -40,6 +40,9 @@ pub struct AuditEvent {
     pub result: String,
     pub detail: Option<String>,
     pub correlation_id: Option<String>,
+    /// The replica that wrote the row, when several share one database (set by the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 impl AuditEvent {
@@ -53,6 +56,7 @@ impl AuditEvent {
             result: outcome.label().to_string(),
             detail: None,
             correlation_id: None,
+            replica: None,
         }
     }
 

@@ -54,7 +54,7 @@ impl Hub {
     pub async fn apply(&self, change: Change) -> Result<(), StoreError> {
         let now = self.clock().now_ms();
         match change {
-            Change::Credentials => {}
+            Change::Credentials | Change::ClientAnswer(_) => {}
             Change::AgentEnrolled(agent_id) => {
                 self.write().entry(agent_id).or_insert_with(|| Entry::enrolled_at(now));
             }

@@ -21,6 +21,9 @@ pub enum Change {
     ExecutionUpdated(String),
     /// The quarantine wanted for this agent changed.
     Quarantine(String),
+    /// A client's answer (JSON: session, id, outcome) to a question a call on another replica
+    /// asked: the replica holding the call takes it.
+    ClientAnswer(String),
     /// Changes may have been missed (the feed's connection was lost and is back): whoever
     /// keeps something in memory reads it again.
     Resync,
@@ -28,7 +31,7 @@ pub enum Change {
 
 impl Change {
     /// The text a notification carries: `kind` and, for the kinds about one thing, its id.
-    pub(crate) fn encode(&self) -> String {
+    pub fn encode(&self) -> String {
         match self {
             Change::Credentials => "credentials".into(),
             Change::AgentEnrolled(id) => format!("enrolled {id}"),
@@ -36,6 +39,7 @@ impl Change {
             Change::ExecutionCreated(id) => format!("execution {id}"),
             Change::ExecutionUpdated(id) => format!("result {id}"),
             Change::Quarantine(id) => format!("quarantine {id}"),
+            Change::ClientAnswer(json) => format!("answer {json}"),
             Change::Resync => "resync".into(),
         }
     }
@@ -51,6 +55,7 @@ impl Change {
             ("execution", false) => Change::ExecutionCreated(id),
             ("result", false) => Change::ExecutionUpdated(id),
             ("quarantine", false) => Change::Quarantine(id),
+            ("answer", false) => Change::ClientAnswer(id),
             _ => return None,
         })
     }
@@ -105,6 +110,7 @@ mod tests {
             Change::ExecutionCreated("exe-1".into()),
             Change::ExecutionUpdated("exe-1".into()),
             Change::Quarantine("agt-1".into()),
+            Change::ClientAnswer(r#"{"session":"s 1","id":3}"#.into()),
             Change::Resync,
         ];
         for change in all {

@@ -6,6 +6,7 @@ mod audit_writer;
 mod cached;
 mod changes;
 pub mod postgres;
+mod shared;
 pub mod sqlite;
 mod traits;
 mod work;
@@ -16,6 +17,7 @@ pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
 pub use changes::{Change, ChangeFeed, next_change};
 pub use postgres::PostgresStore;
+pub use shared::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
@@ -46,14 +48,15 @@ pub struct Repositories {
     pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
     pub sign_in: Arc<dyn SignInStore>,
-    /// What other replicas sharing the database change (None: this process is the only one).
-    pub changes: Option<Arc<ChangeFeed>>,
+    /// What this server shares with the other replicas on its database (None: it is alone).
+    pub shared: Option<Shared>,
 }
 
 impl Repositories {
     /// The same repositories, with authentication answered from a cache that lives `ttl_ms`.
     pub fn with_auth_cache(mut self, clock: toolgate_domain::Clock, ttl_ms: i64) -> Self {
-        self.credentials = CachedCredentials::new(self.credentials, clock, ttl_ms).following(self.changes.as_ref());
+        self.credentials =
+            CachedCredentials::new(self.credentials, clock, ttl_ms).following(self.shared.as_ref().map(|s| &s.changes));
         self
     }
 }

@@ -10,6 +10,7 @@ mod approvals;
 mod credentials;
 mod fleet;
 mod listen;
+mod shared;
 mod small;
 mod work;
 
@@ -28,6 +29,7 @@ use crate::{HealthStore, Repositories, STORE_SECONDS, StoreGauges};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_schema", include_str!("../../migrations/postgres/0001_schema.sql")),
     ("0002_agent_presence", include_str!("../../migrations/postgres/0002_agent_presence.sql")),
+    ("0003_replica_state", include_str!("../../migrations/postgres/0003_replica_state.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).
@@ -195,7 +197,11 @@ impl PostgresStore {
             work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
             sign_in: Arc::new(self.clone()),
-            changes: Some(self.feed.clone()),
+            shared: Some(crate::shared::Shared {
+                changes: self.feed.clone(),
+                state: Arc::new(self.clone()),
+                replica: self.replica.clone(),
+            }),
         }
     }
 

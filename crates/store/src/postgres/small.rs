@@ -48,7 +48,7 @@ impl AuditStore for PostgresStore {
             let c = self.conn().await?;
             let found = rows(
                 &*c,
-                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id FROM audit
+                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, replica FROM audit
                  WHERE ($1::bigint IS NULL OR at_ms >= $1) AND ($2::bigint IS NULL OR at_ms <= $2)
                    AND ($3::text IS NULL OR principal = $3) AND ($4::text IS NULL OR starts_with(action, $4))
                    AND ($5::text IS NULL OR result = $5) AND ($6::text IS NULL OR correlation_id = $6)
@@ -68,6 +68,7 @@ impl AuditStore for PostgresStore {
                         result: r.try_get(5)?,
                         detail: r.try_get(6)?,
                         correlation_id: r.try_get(7)?,
+                        replica: r.try_get(8)?,
                     })
                 })
                 .collect()

@@ -98,7 +98,7 @@ impl SqliteStore {
             work: Arc::new(self.clone()),
             health: Arc::new(self.clone()),
             sign_in: Arc::new(self.clone()),
-            changes: None,
+            shared: None,
         }
     }
 

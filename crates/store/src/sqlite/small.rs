@@ -65,6 +65,7 @@ impl AuditStore for SqliteStore {
                         result: r.get(5)?,
                         detail: r.get(6)?,
                         correlation_id: r.get(7)?,
+                        replica: None,
                     })
                 },
             )?;

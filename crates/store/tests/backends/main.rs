@@ -111,8 +111,8 @@ async fn postgres_replicas_hear_each_others_changes() {
     let (config, _) = postgres_schema().await;
     let a = PostgresStore::connect_with(config.clone(), "a").await.unwrap().repositories();
     let b = PostgresStore::connect_with(config, "b").await.unwrap().repositories();
-    let (mut heard_by_a, mut heard_by_b) =
-        (a.changes.as_ref().unwrap().subscribe(), b.changes.as_ref().unwrap().subscribe());
+    let feed = |r: &Repositories| r.shared.as_ref().unwrap().changes.subscribe();
+    let (mut heard_by_a, mut heard_by_b) = (feed(&a), feed(&b));
     // LISTEN runs on a connection of its own: give it a moment to be in place.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     b.credentials.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
@@ -148,4 +148,37 @@ async fn postgres_replicas_hear_each_others_changes() {
         assert_eq!(got.unwrap(), want);
     }
     assert!(heard_by_b.try_recv().is_err(), "a replica does not hear its own changes");
+}
+
+/// What replicas share besides records: a secret made once, single-use marks, sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_share_secrets_single_use_marks_and_sessions() {
+    use toolgate_store::SessionRecord;
+    let (config, _) = postgres_schema().await;
+    let a = PostgresStore::connect_with(config.clone(), "a").await.unwrap().repositories();
+    let b = PostgresStore::connect_with(config, "b").await.unwrap().repositories();
+    let (a, b) = (a.shared.unwrap().state, b.shared.unwrap().state);
+    let (first, second) = tokio::join!(a.shared_secret("key", b"from-a"), b.shared_secret("key", b"from-b"));
+    assert_eq!(first.unwrap(), second.unwrap(), "one secret, whoever asked first");
+    assert!(a.use_once("nonce-1", 100, 10).await.unwrap());
+    assert!(!b.use_once("nonce-1", 100, 10).await.unwrap(), "used once, on any replica");
+    assert!(b.use_once("nonce-1", 200, 100).await.unwrap(), "forgotten once expired");
+    let session = SessionRecord {
+        id: "tgs-1".into(),
+        principal: "alice".into(),
+        version: "2025-11-25".into(),
+        client_capabilities: "{}".into(),
+        last_seen_ms: 1_000,
+        replica: "a".into(),
+    };
+    a.put_session(&session, 0).await.unwrap();
+    assert_eq!(b.session("tgs-1").await.unwrap(), Some(session.clone()));
+    b.touch_session("tgs-1", 2_000).await.unwrap();
+    b.touch_session("tgs-1", 1_500).await.unwrap();
+    assert_eq!(a.session("tgs-1").await.unwrap().unwrap().last_seen_ms, 2_000, "never moves back");
+    assert!(b.remove_session("tgs-1").await.unwrap());
+    assert!(!a.remove_session("tgs-1").await.unwrap());
+    a.put_session(&SessionRecord { id: "tgs-2".into(), ..session.clone() }, 0).await.unwrap();
+    a.put_session(&SessionRecord { id: "tgs-3".into(), last_seen_ms: 5_000, ..session }, 2_000).await.unwrap();
+    assert!(b.session("tgs-2").await.unwrap().is_none(), "idle sessions are forgotten");
 }

@@ -63,6 +63,8 @@ async fn audit_rows_are_kept_and_filtered(r: Repositories) {
     assert_eq!(r.audit.query(&mcp).await.unwrap().len(), 2);
     let alice = AuditFilter { principal: Some("alice".into()), since_ms: Some(2), limit: 10, ..AuditFilter::default() };
     assert_eq!(r.audit.query(&alice).await.unwrap()[0].action, "session.open");
+    let replica = r.shared.as_ref().map(|s| s.replica.to_string());
+    assert!(all.iter().all(|e| e.replica == replica), "each row names the replica that wrote it (none when alone)");
     let one = AuditFilter { correlation_id: Some("c2".into()), limit: 10, ..AuditFilter::default() };
     assert_eq!(r.audit.query(&one).await.unwrap()[0].principal.as_deref(), Some("bob"));
     assert_eq!(r.audit.prune(3).await.unwrap(), 2);
