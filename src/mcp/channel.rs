@@ -71,6 +71,7 @@ impl McpServer {
             && ring.after(id.stream, Some(id.seq)).is_err()
         {
             self.sessions.remove(sid, &caller.principal.name);
+            self.forget_shared_session(sid).await;
             self.record(
                 AuditEvent::new(self.now_ms(), "session.close", AuditOutcome::Success)
                     .by(caller)

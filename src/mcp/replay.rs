@@ -168,6 +168,11 @@ impl Ring {
         if !inner.opened.contains(&stream) {
             return Err(Gap);
         }
+        // A cursor this ring never issued (from a stream another replica served, say): what
+        // came before it is not here either.
+        if cursor.is_some_and(|c| c >= inner.next_seq) {
+            return Err(Gap);
+        }
         if let (Some(cursor), Some(&evicted)) = (cursor, inner.evicted.get(&stream))
             && evicted > cursor
         {

@@ -84,10 +84,14 @@ impl McpServer {
         }
     }
 
-    /// The session ended: on every replica.
+    /// The session ended: on every replica (those that took it in drop it when told).
     pub(super) async fn forget_shared_session(&self, sid: &str) {
         let Some(shared) = &self.shared else { return };
-        if let Err(e) = shared.store.remove_session(sid).await {
+        let ended = async {
+            shared.store.remove_session(sid).await?;
+            shared.store.announce(Change::SessionEnded(sid.to_string())).await
+        };
+        if let Err(e) = ended.await {
             tracing::warn!(session = %sid, "could not end the session in the shared database: {e}");
         }
     }
@@ -146,6 +150,11 @@ impl McpServer {
             match change {
                 None => return,
                 Some(Change::ClientAnswer(text)) => self.answer_passed_on(&text),
+                Some(Change::SessionEnded(sid)) => {
+                    if self.sessions.end(&sid) {
+                        self.in_flight.cancel_session(&sid);
+                    }
+                }
                 Some(_) => {}
             }
         }

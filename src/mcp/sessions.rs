@@ -192,6 +192,15 @@ impl Sessions {
             .collect()
     }
 
+    /// Ends the session whoever it belongs to (another replica ended it); false when unknown.
+    pub fn end(&self, id: &str) -> bool {
+        let Some(principal) = self.inner.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|s| s.principal.clone())
+        else {
+            return false;
+        };
+        self.remove(id, &principal)
+    }
+
     pub fn remove(&self, id: &str, principal: &str) -> bool {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if map.get(id).is_some_and(|s| s.principal == principal) {

@@ -46,20 +46,30 @@ pub fn spawn_agent_in(
     hostname: Option<&str>,
     cwd: Option<&Path>,
 ) -> Agent {
+    spawn_agent_to(&[server], token, state_dir, hostname, cwd)
+}
+
+/// [`spawn_agent_in`] with several servers (replicas): the agent uses the first it can reach.
+pub fn spawn_agent_to(
+    servers: &[&Server],
+    token: Option<&str>,
+    state_dir: &Path,
+    hostname: Option<&str>,
+    cwd: Option<&Path>,
+) -> Agent {
     let log = state_dir.with_extension("log");
-    let url = format!("http://{}", server.agents);
-    let mut run = vec![
-        "agent".to_string(),
-        "run".into(),
-        "--server".into(),
-        url,
+    let mut run = vec!["agent".to_string(), "run".into()];
+    for server in servers {
+        run.extend(["--server".to_string(), format!("http://{}", server.agents)]);
+    }
+    run.extend([
         "--state-dir".into(),
         state_dir.display().to_string(),
         "--reconnect-spread-ms".into(),
         "200".into(),
         "--reconnect-max-ms".into(),
         "1000".into(),
-    ];
+    ]);
     if let Some(token) = token {
         run.extend(["--enroll-token".to_string(), token.to_string()]);
     }

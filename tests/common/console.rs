@@ -80,8 +80,8 @@ pub fn post_form(s: &Server, path: &str, cookie: &str, fields: &[(&str, &str)]) 
 
 pub fn set_password(s: &Server, name: &str, password: &str) -> std::process::Output {
     let mut child = Command::new(bin())
-        .args(["principal", "set-password", name, "--data-dir"])
-        .arg(s.data_dir.path())
+        .args(["principal", "set-password", name])
+        .args(s.store_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -22,6 +22,8 @@ pub struct Server {
     pub data_dir: tempfile::TempDir,
     /// The operator-tier demo token printed on first start.
     pub token: String,
+    /// The shared database it runs on (`--database`), which CLI commands must name too.
+    pub database: Option<String>,
 }
 
 impl Drop for Server {
@@ -105,7 +107,8 @@ pub fn start_logging_to(
     });
     // The demo token is printed only on the first start: keep it for restarts.
     std::fs::write(data_dir.path().join("demo-token"), &token).unwrap();
-    Server { child, addr, agents: agents.unwrap_or(addr), data_dir, token }
+    let database = extra.iter().position(|a| *a == "--database").map(|i| extra[i + 1].to_string());
+    Server { child, addr, agents: agents.unwrap_or(addr), data_dir, token, database }
 }
 
 impl Server {
@@ -161,8 +164,17 @@ impl Server {
             .to_string()
     }
 
+    /// The flags that name this server's store on a CLI command.
+    pub fn store_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args = vec!["--data-dir".into(), self.data_dir.path().as_os_str().to_owned()];
+        if let Some(database) = &self.database {
+            args.extend(["--database".into(), database.into()]);
+        }
+        args
+    }
+
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(bin()).args(args).arg("--data-dir").arg(self.data_dir.path()).output().unwrap();
+        let out = Command::new(bin()).args(args).args(self.store_args()).output().unwrap();
         assert!(out.status.success(), "toolgate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
@@ -239,15 +251,21 @@ pub fn request_to(
     raw(addr, text.as_bytes())
 }
 
+/// Sends `bytes` and reads the answer; status 0 when there is none (the server is gone or
+/// closed without answering), with the reason as the body.
 pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Response {
-    let mut stream = TcpStream::connect(addr).unwrap();
+    let no_answer = |why: String| Response { status: 0, headers: Vec::new(), body: why };
+    let mut stream = match TcpStream::connect(addr) {
+        Ok(stream) => stream,
+        Err(e) => return no_answer(format!("cannot connect to {addr}: {e}")),
+    };
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     // The server may answer and close before reading a refused body: that is the point.
     let _ = stream.write_all(bytes);
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let Some((head, body)) = text.split_once("\r\n\r\n") else { return no_answer(format!("no HTTP answer: {text:?}")) };
     let mut lines = head.lines();
     let status = lines.next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     let headers =

@@ -54,17 +54,36 @@ impl Hub {
     pub async fn apply(&self, change: Change) -> Result<(), StoreError> {
         let now = self.clock().now_ms();
         match change {
-            Change::Credentials | Change::ClientAnswer(_) => {}
+            Change::Credentials | Change::ClientAnswer(_) | Change::SessionEnded(_) => {}
             Change::AgentEnrolled(agent_id) => {
                 self.write().entry(agent_id).or_insert_with(|| Entry::enrolled_at(now));
             }
             Change::AgentRevoked(agent_id) => self.mark_revoked(&agent_id, now),
+            Change::AgentFacts(agent_id) => {
+                if let Some(agent) = self.store.agent(&agent_id).await? {
+                    self.learn(agent);
+                }
+            }
             Change::ExecutionCreated(execution_id) => self.deliver_here(&execution_id).await?,
             Change::ExecutionUpdated(execution_id) => drop(self.execution_updates.send(execution_id)),
             Change::Quarantine(agent_id) => self.reload_quarantines(Some(&agent_id)).await?,
             Change::Resync => self.resync().await?,
         }
         Ok(())
+    }
+
+    /// Takes in what the store says of an agent: enrolled, revoked, its facts.
+    fn learn(&self, agent: toolgate_domain::fleet::AgentSummary) {
+        if let Some(at) = agent.revoked_at_ms {
+            self.write().entry(agent.agent_id.clone()).or_insert_with(|| Entry::enrolled_at(agent.enrolled_at_ms));
+            return self.mark_revoked(&agent.agent_id, at);
+        }
+        let mut agents = self.write();
+        let entry = agents.entry(agent.agent_id).or_insert_with(|| Entry::enrolled_at(agent.enrolled_at_ms));
+        if agent.facts_at_ms > entry.facts_at_ms {
+            entry.facts = agent.facts.map(Arc::new);
+            entry.facts_at_ms = agent.facts_at_ms;
+        }
     }
 
     /// Sends a run created by another replica to its targets connected here.
@@ -104,10 +123,7 @@ impl Hub {
     async fn resync(&self) -> Result<(), StoreError> {
         let now = self.clock().now_ms();
         for agent in self.store.agents().await? {
-            self.write().entry(agent.agent_id.clone()).or_insert_with(|| Entry::enrolled_at(agent.enrolled_at_ms));
-            if let Some(at) = agent.revoked_at_ms {
-                self.mark_revoked(&agent.agent_id, at);
-            }
+            self.learn(agent);
         }
         self.reload_quarantines(None).await?;
         for agent_id in self.live_agent_ids() {

@@ -15,6 +15,8 @@ pub enum Change {
     Credentials,
     AgentEnrolled(String),
     AgentRevoked(String),
+    /// An agent reported its host's facts (hostname, OS, ...).
+    AgentFacts(String),
     /// A new execution: its targets connected here are to be sent the run.
     ExecutionCreated(String),
     /// An agent's result for this execution was stored.
@@ -24,6 +26,8 @@ pub enum Change {
     /// A client's answer (JSON: session, id, outcome) to a question a call on another replica
     /// asked: the replica holding the call takes it.
     ClientAnswer(String),
+    /// A handshake-era MCP session was ended (DELETE, or a failed resume) on another replica.
+    SessionEnded(String),
     /// Changes may have been missed (the feed's connection was lost and is back): whoever
     /// keeps something in memory reads it again.
     Resync,
@@ -36,10 +40,12 @@ impl Change {
             Change::Credentials => "credentials".into(),
             Change::AgentEnrolled(id) => format!("enrolled {id}"),
             Change::AgentRevoked(id) => format!("revoked {id}"),
+            Change::AgentFacts(id) => format!("facts {id}"),
             Change::ExecutionCreated(id) => format!("execution {id}"),
             Change::ExecutionUpdated(id) => format!("result {id}"),
             Change::Quarantine(id) => format!("quarantine {id}"),
             Change::ClientAnswer(json) => format!("answer {json}"),
+            Change::SessionEnded(id) => format!("session-ended {id}"),
             Change::Resync => "resync".into(),
         }
     }
@@ -52,10 +58,12 @@ impl Change {
             ("resync", true) => Change::Resync,
             ("enrolled", false) => Change::AgentEnrolled(id),
             ("revoked", false) => Change::AgentRevoked(id),
+            ("facts", false) => Change::AgentFacts(id),
             ("execution", false) => Change::ExecutionCreated(id),
             ("result", false) => Change::ExecutionUpdated(id),
             ("quarantine", false) => Change::Quarantine(id),
             ("answer", false) => Change::ClientAnswer(id),
+            ("session-ended", false) => Change::SessionEnded(id),
             _ => return None,
         })
     }
@@ -107,10 +115,12 @@ mod tests {
             Change::Credentials,
             Change::AgentEnrolled("agt-1".into()),
             Change::AgentRevoked("agt-1".into()),
+            Change::AgentFacts("agt-1".into()),
             Change::ExecutionCreated("exe-1".into()),
             Change::ExecutionUpdated("exe-1".into()),
             Change::Quarantine("agt-1".into()),
             Change::ClientAnswer(r#"{"session":"s 1","id":3}"#.into()),
+            Change::SessionEnded("tgs-1".into()),
             Change::Resync,
         ];
         for change in all {

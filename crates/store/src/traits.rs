@@ -202,6 +202,8 @@ pub trait FleetStore: Send + Sync {
     async fn authenticate_agent(&self, agent_id: &str, credential: &str) -> Result<AgentAuth>;
     /// Every agent; `status` is Offline or Revoked (whether one is online is the hub's to say).
     async fn agents(&self) -> Result<Vec<AgentSummary>>;
+    /// One agent, as [`FleetStore::agents`] lists it.
+    async fn agent(&self, agent_id: &str) -> Result<Option<AgentSummary>>;
     async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()>;
     async fn save_last_seen(&self, seen: &[(String, i64)]) -> Result<()>;
     /// The agent connected to `replica` (and was seen then).

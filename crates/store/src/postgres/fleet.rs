@@ -196,32 +196,11 @@ impl FleetStore for PostgresStore {
     }
 
     async fn agents(&self) -> Result<Vec<AgentSummary>> {
-        pg(async {
-            let c = self.conn().await?;
-            let found = rows(
-                &*c,
-                "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent ORDER BY agent_id",
-                &[],
-            )
-            .await?;
-            found
-                .iter()
-                .map(|r| {
-                    let revoked_at_ms: Option<i64> = r.try_get(3)?;
-                    let facts: Option<String> = r.try_get(4)?;
-                    Ok(AgentSummary {
-                        agent_id: r.try_get(0)?,
-                        status: if revoked_at_ms.is_some() { AgentStatus::Revoked } else { AgentStatus::Offline },
-                        enrolled_at_ms: r.try_get(1)?,
-                        last_seen_ms: r.try_get(2)?,
-                        revoked_at_ms,
-                        facts: facts.map(|f| serde_json::from_str(&f)).transpose()?,
-                        facts_at_ms: r.try_get(5)?,
-                    })
-                })
-                .collect()
-        })
-        .await
+        pg(self.agents_where(None)).await
+    }
+
+    async fn agent(&self, agent_id: &str) -> Result<Option<AgentSummary>> {
+        Ok(pg(self.agents_where(Some(agent_id))).await?.pop())
     }
 
     async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()> {
@@ -236,6 +215,7 @@ impl FleetStore for PostgresStore {
                 &[&agent_id, &facts, &collected_at_ms],
             )
             .await?;
+            self.notify(&tx, Change::AgentFacts(agent_id.to_string())).await?;
             Ok(tx.commit().await?)
         })
         .await
@@ -414,6 +394,34 @@ impl FleetStore for PostgresStore {
 }
 
 impl PostgresStore {
+    /// Every agent, or the one named.
+    async fn agents_where(&self, agent_id: Option<&str>) -> Pg<Vec<AgentSummary>> {
+        let c = self.conn().await?;
+        let found = rows(
+            &*c,
+            "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent
+             WHERE $1::text IS NULL OR agent_id = $1 ORDER BY agent_id",
+            &[&agent_id],
+        )
+        .await?;
+        found
+            .iter()
+            .map(|r| {
+                let revoked_at_ms: Option<i64> = r.try_get(3)?;
+                let facts: Option<String> = r.try_get(4)?;
+                Ok(AgentSummary {
+                    agent_id: r.try_get(0)?,
+                    status: if revoked_at_ms.is_some() { AgentStatus::Revoked } else { AgentStatus::Offline },
+                    enrolled_at_ms: r.try_get(1)?,
+                    last_seen_ms: r.try_get(2)?,
+                    revoked_at_ms,
+                    facts: facts.map(|f| serde_json::from_str(&f)).transpose()?,
+                    facts_at_ms: r.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
     /// Writes where an agent is connected; a hint rewritten on every connection, so its
     /// commit does not wait for the disk.
     async fn presence(&self, sql: &str, agent_id: &str, replica: &str, at_ms: i64) -> Result<()> {

@@ -107,6 +107,27 @@ fn replace_inventory(
     tx.commit()
 }
 
+impl SqliteStore {
+    /// Every agent, or the one named.
+    async fn agents_where(&self, agent_id: Option<String>) -> Result<Vec<AgentSummary>> {
+        let rows = self
+            .run(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent
+                     WHERE ?1 IS NULL OR agent_id = ?1 ORDER BY agent_id",
+                )?;
+                stmt.query_map(params![agent_id], agent_row)?.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(mut agent, facts)| {
+                agent.facts = facts.map(|f| serde_json::from_str(&f)).transpose().map_err(StoreError::backend)?;
+                Ok(agent)
+            })
+            .collect()
+    }
+}
+
 /// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
 pub(super) fn push_conditions(
     conditions: &[ColumnCondition],
@@ -246,20 +267,11 @@ impl FleetStore for SqliteStore {
     }
 
     async fn agents(&self) -> Result<Vec<AgentSummary>> {
-        let rows = self
-            .run(|c| {
-                let mut stmt = c.prepare(
-                    "SELECT agent_id, enrolled_at_ms, last_seen_ms, revoked_at_ms, facts, facts_at_ms FROM agent ORDER BY agent_id",
-                )?;
-                stmt.query_map([], agent_row)?.collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .await?;
-        rows.into_iter()
-            .map(|(mut agent, facts)| {
-                agent.facts = facts.map(|f| serde_json::from_str(&f)).transpose().map_err(StoreError::backend)?;
-                Ok(agent)
-            })
-            .collect()
+        self.agents_where(None).await
+    }
+
+    async fn agent(&self, agent_id: &str) -> Result<Option<AgentSummary>> {
+        Ok(self.agents_where(Some(agent_id.to_string())).await?.pop())
     }
 
     async fn save_facts(&self, agent_id: &str, facts: &HostFacts, collected_at_ms: i64) -> Result<()> {

@@ -1,0 +1,287 @@
+//! Two real `toolgate serve` processes on one real PostgreSQL database (a fresh database per
+//! test in the cluster TOOLGATE_TEST_POSTGRES names; scripts/test.sh starts one), with real
+//! agents: the replicas behave as one server. Figures (revocation delay, recalls, execution
+//! across replicas) are printed for the record; bounds are generous, never timings.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::agents::{
+    FAST, PATIENCE, approval_id, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
+};
+use common::console::{Reviewer, approve, reviewer};
+use common::{Server, call_as, request};
+use serde_json::{Value, json};
+
+/// A database of its own in the test cluster; its URL.
+fn fresh_database(name: &str) -> String {
+    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| {
+        panic!("TOOLGATE_TEST_POSTGRES is not set: run `bash scripts/with_postgres.sh cargo test --test replicas`")
+    });
+    let database = format!("{name}_{}", std::process::id());
+    let out = Command::new("psql").arg(&base).args(["-qc", &format!("CREATE DATABASE {database}")]).output().unwrap();
+    assert!(out.status.success(), "CREATE DATABASE: {}", String::from_utf8_lossy(&out.stderr));
+    let (server, _) = base.rsplit_once('/').unwrap();
+    format!("{server}/{database}")
+}
+
+/// Replicas `a` and `b` on `database`; `a` starts first (and prints the demo token).
+fn replicas(database: &str, extra: &[&str]) -> (Server, Server) {
+    let with = |name: &'static str| {
+        let mut args = vec!["--database", database, "--replica", name];
+        args.extend_from_slice(FAST);
+        args.extend_from_slice(extra);
+        args
+    };
+    let a = common::start(&with("a"));
+    let mut b = common::start(&with("b"));
+    // Only the first start on a database prints the demo token: the same token on B.
+    b.token = a.token.clone();
+    (a, b)
+}
+
+fn ok(r: &common::Response) -> Value {
+    let v = r.json();
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    v["result"]["structuredContent"].clone()
+}
+
+/// Mints a ticket for `tool` on `minting`, approves it on `reviewing`'s console, recalls it on
+/// `minting`: the recall's answer.
+fn approved_across(
+    minting: &Server,
+    reviewing: &Server,
+    reviewer: &Reviewer,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let id = approval_id(&call_as(minting, token, tool, arguments.clone()));
+    let r = approve(reviewing, reviewer, &id);
+    assert_eq!(r.status, 200, "approved on the other replica: {r:?}");
+    let mut recall = arguments;
+    recall["approval_id"] = json!(id);
+    ok(&call_as(minting, token, tool, recall))
+}
+
+#[test]
+fn two_replicas_behave_as_one() {
+    let database = fresh_database("replicas_one");
+    // A long authentication cache: only the database's notice can explain a quick refusal.
+    let (a, b) = replicas(&database, &["--auth-cache-ttl-ms", "600000"]);
+    let schemas = output_schemas(&a);
+    let operator = a.token.clone();
+    let supervised = a.token("admin", "supervised", "1d");
+    let carol = reviewer(&b, "carol");
+
+    // A token minted through A (approved on B's console, recalled on A) works on B at once.
+    let expires_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
+    let created = approved_across(
+        &a,
+        &b,
+        &carol,
+        &supervised,
+        "create_api_token",
+        json!({"name": "replica-test", "mcp_tier": "readonly", "expires_at": expires_at}),
+    );
+    let (minted, minted_id) = (created["secret"].as_str().unwrap().to_string(), created["token_id"].clone());
+    ok(&call_as(&b, &minted, "list_management_groups", json!({})));
+    // Revoked through A while B has it cached: B refuses it as soon as the notice arrives.
+    approved_across(&a, &b, &carol, &supervised, "revoke_api_token", json!({"token_id": minted_id}));
+    let revoked_at = Instant::now();
+    let delay = loop {
+        if call_as(&b, &minted, "list_management_groups", json!({})).status == 401 {
+            break revoked_at.elapsed();
+        }
+        assert!(revoked_at.elapsed() < Duration::from_secs(30), "B still takes a token A revoked");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    eprintln!("figure: a revocation through A refused by B after {} ms (cache TTL 600 s)", delay.as_millis());
+
+    // An agent connected to A; an execution requested through B reaches it; both read it.
+    let states = tempfile::tempdir().unwrap();
+    let enroll = mint(&a, &["--uses", "1"]);
+    let _agent = spawn_agent_to(&[&a, &b], Some(&enroll), &states.path().join("r1"), Some("replica-host"), None);
+    let agent_id = wait_online(&b, &schemas, "replica-host");
+    let asked = Instant::now();
+    let started =
+        structured(&b, &schemas, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [agent_id]}));
+    let execution_id = started["execution_id"].as_str().unwrap().to_string();
+    let on_b = wait_finished(&b, &schemas, &operator, &execution_id);
+    eprintln!(
+        "figure: an execution requested through B, run by an agent on A, finished after {} ms",
+        asked.elapsed().as_millis()
+    );
+    let on_a = wait_finished(&a, &schemas, &operator, &execution_id);
+    assert_eq!(on_a["counts"], on_b["counts"], "one execution, read through either");
+    let rows =
+        |s: &Server| structured(s, &schemas, "query_responses", json!({"execution_id": execution_id}))["rows"].clone();
+    assert_eq!(rows(&a), rows(&b));
+    assert_eq!(rows(&a).as_array().unwrap().len(), 1, "the agent's one row");
+
+    // An approval minted on A, approved on B, recalled by 64 callers split across both: the
+    // tool runs once.
+    ok(&call_as(&a, &operator, "set_tag", json!({"agent_id": agent_id, "key": "env", "value": "prod"})));
+    let arguments = json!({"agent_id": agent_id, "key": "env"});
+    let id = approval_id(&call_as(&a, &operator, "delete_tag", arguments.clone()));
+    assert_eq!(approve(&b, &carol, &id).status, 200);
+    let mut recall = arguments;
+    recall["approval_id"] = json!(id);
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let recalls: Vec<_> = (0..64)
+        .map(|i| {
+            let (server, token, recall) =
+                (if i % 2 == 0 { a.clone() } else { b.clone() }, operator.clone(), recall.clone());
+            std::thread::spawn(move || call_as(&server, &token, "delete_tag", recall).json())
+        })
+        .collect();
+    let answers: Vec<Value> = recalls.into_iter().map(|t| t.join().unwrap()).collect();
+    let ran = answers.iter().filter(|v| v["result"]["isError"] == false).count();
+    eprintln!("figure: 64 concurrent recalls (32 on A, 32 on B): {ran} ran the tool");
+    assert_eq!(ran, 1, "{answers:?}");
+
+    // Audit rows from both replicas land in one log, each naming its replica.
+    let audit = structured(&a, &schemas, "query_audit_log", json!({"action": "mcp.", "limit": 500}));
+    let by_replica =
+        audit["entries"].as_array().unwrap().iter().fold(HashMap::new(), |mut m: HashMap<String, usize>, e| {
+            *m.entry(e["replica"].as_str().unwrap_or("none").to_string()).or_default() += 1;
+            m
+        });
+    assert!(
+        by_replica.get("a").is_some_and(|n| *n > 0) && by_replica.get("b").is_some_and(|n| *n > 0),
+        "{by_replica:?}"
+    );
+    assert!(!by_replica.contains_key("none"), "every row names its replica: {by_replica:?}");
+
+    sessions_cross_replicas(&a, &b, &operator);
+}
+
+/// Waits until `s` lists the agent named `hostname` online; its id.
+fn wait_online(s: &Server, schemas: &HashMap<String, Value>, hostname: &str) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let listed = structured(s, schemas, "list_agents", json!({"status": "online"}));
+        if let Some(agent) = listed["agents"].as_array().unwrap().iter().find(|a| a["hostname"] == hostname) {
+            return agent["agent_id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "{hostname} not online: {listed}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A handshake-era session opened on A is good on B; a stream resumed on B is told clearly to
+/// initialize again; a session ended on B is gone on A.
+fn sessions_cross_replicas(a: &Server, b: &Server, token: &str) {
+    let sid = common::initialize(a, token, json!({}));
+    let auth = format!("Bearer {token}");
+    let headers =
+        [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let on_b = request(b.addr, "POST", &headers, Some(&list));
+    assert_eq!(on_b.status, 200, "a session opened on A is good on B: {on_b:?}");
+    assert!(on_b.json()["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    // A stream A served cannot be resumed on B: a clear 404 that says to initialize again.
+    let mut resume = headers.to_vec();
+    resume.extend([("Accept", "text/event-stream"), ("Last-Event-ID", "0-3")]);
+    let resumed = request(b.addr, "GET", &resume, None);
+    assert_eq!(resumed.status, 404, "{resumed:?}");
+    assert!(resumed.body.contains("initialize again"), "{}", resumed.body);
+    // Ended on B (the failed resume ended it there already, or DELETE does): unknown on A.
+    let sid = common::initialize(a, token, json!({}));
+    let headers =
+        [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    assert_eq!(request(b.addr, "DELETE", &headers, None).status, 200);
+    // A hears of it through the database's notice: soon, not necessarily at once.
+    let deadline = Instant::now() + PATIENCE;
+    while request(a.addr, "POST", &headers, Some(&list)).status != 404 {
+        assert!(Instant::now() < deadline, "a session ended on B still works on A");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_killed_mid_load_loses_nothing_it_acknowledged() {
+    let database = fresh_database("replicas_kill");
+    let (a, b) = replicas(&database, &[]);
+    let schemas = output_schemas(&a);
+    let token = a.token.clone();
+    let states = tempfile::tempdir().unwrap();
+    let enroll = mint(&a, &["--uses", "1"]);
+    let agent = spawn_agent_to(&[&a, &b], Some(&enroll), &states.path().join("k1"), Some("failover-host"), None);
+    let agent_id = wait_online(&a, &schemas, "failover-host");
+
+    // Four writers, two on each replica, each setting tags of its own until told to stop.
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (server, token, agent_id, stop) =
+                (if w < 2 { a.clone() } else { b.clone() }, token.clone(), agent_id.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut acknowledged = Vec::new();
+                // At most 240 each: the audit log answers up to 1000 rows at once.
+                for i in 0..240 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(4));
+                    let key = format!("w{w}-{i}");
+                    let arguments = json!({"agent_id": agent_id, "key": key, "value": "v"});
+                    let r = call_as(&server, &token, "set_tag", arguments);
+                    if r.status == 200 && r.json()["result"]["isError"] == false {
+                        acknowledged.push(key);
+                    }
+                    if r.status == 0 {
+                        // The connection failed: this replica is gone.
+                        break;
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed_at = Instant::now();
+    // SIGKILL: no drain, no goodbye (the writers still hold A's handle).
+    assert!(Command::new("kill").args(["-KILL", &a.pid().to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged: Vec<String> = writers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    assert!(acknowledged.len() > 8, "the load ran: {}", acknowledged.len());
+
+    // Every acknowledged write is there, with its audit row.
+    let tags = structured(&b, &schemas, "get_tags", json!({"agent_id": agent_id}));
+    let kept: std::collections::HashSet<&str> =
+        tags["tags"].as_array().unwrap().iter().filter_map(|t| t["key"].as_str()).collect();
+    let lost: Vec<&String> = acknowledged.iter().filter(|k| !kept.contains(k.as_str())).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+    let audit = structured(
+        &b,
+        &schemas,
+        "query_audit_log",
+        json!({"action": "mcp.set_tag", "result": "success", "limit": 1000}),
+    );
+    let audited = audit["entries"].as_array().unwrap().len();
+    assert!(audited >= acknowledged.len(), "{audited} audit rows for {} acknowledged writes", acknowledged.len());
+    eprintln!(
+        "figure: {} writes acknowledged across the kill of A, all kept, {audited} audit rows",
+        acknowledged.len()
+    );
+
+    // The agent connected to A moves to B; an execution through B reaches it.
+    let started =
+        structured(&b, &schemas, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [agent_id]}));
+    let execution_id = started["execution_id"].as_str().unwrap().to_string();
+    wait_finished(&b, &schemas, &token, &execution_id);
+    eprintln!(
+        "figure: the agent of the killed replica ran B's execution {} ms after the kill",
+        killed_at.elapsed().as_millis()
+    );
+    assert!(agent.log_text().contains("trying ws://"), "the agent moved to the next server: {}", agent.log_text());
+    let _ = structured_as(&b, &schemas, &token, "get_agent_details", json!({"agent_id": agent_id}));
+}
