@@ -285,3 +285,64 @@ fn a_replica_killed_mid_load_loses_nothing_it_acknowledged() {
     assert!(agent.log_text().contains("trying ws://"), "the agent moved to the next server: {}", agent.log_text());
     let _ = structured_as(&b, &schemas, &token, "get_agent_details", json!({"agent_id": agent_id}));
 }
+
+/// A 2026-07-28 `set_plugin_config` (confirmed by the client's user) with extra params.
+fn modern_set(s: &Server, token: &str, value: &str, extra: Value) -> common::Response {
+    let mut params =
+        json!({"name": "set_plugin_config", "arguments": {"plugin": "sync", "key": "interval", "value": value}});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": common::MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params});
+    let auth = format!("Bearer {token}");
+    let mut headers = common::modern_headers("tools/call", Some("set_plugin_config"));
+    headers.push(("Authorization", &auth));
+    request(s.addr, "POST", &headers, Some(&body.to_string()))
+}
+
+#[test]
+fn questions_to_the_client_and_their_answers_cross_replicas() {
+    use common::sse::{event_with, open_stream, read_through, rest_of};
+    let database = fresh_database("replicas_ask");
+    let (a, b) = replicas(&database, &[]);
+    let token = a.token("admin", "supervised", "1d");
+    let yes = json!({"toolgate_confirm": {"action": "accept", "content": {"toolgate_confirm": true}}});
+
+    // 2026-07-28: a round issued by A is answered on B (one request-state key), once.
+    let asked = modern_set(&a, &token, "45", json!({})).json();
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_string();
+    let done = modern_set(&b, &token, "45", json!({"inputResponses": yes, "requestState": state})).json();
+    assert_eq!(
+        (done["result"]["resultType"].as_str(), done["result"]["isError"].as_bool()),
+        (Some("complete"), Some(false)),
+        "{done}"
+    );
+    let again = modern_set(&a, &token, "45", json!({"inputResponses": yes, "requestState": state}));
+    assert_eq!(again.error_code(), -32602, "good once across replicas: {again:?}");
+    assert!(again.json()["error"]["message"].as_str().unwrap().contains("already used"), "{again:?}");
+
+    // Handshake era: a call on A asks the client; the client's answer reaches B, which passes
+    // it on; A's call runs.
+    let sid = common::initialize(&a, &token, json!({"elicitation": {}}));
+    let auth = format!("Bearer {token}");
+    let headers =
+        [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let call = common::call("set_plugin_config", json!({"plugin": "sync", "key": "interval", "value": "60"}));
+    let (mut stream, first) = open_stream(&a, &headers, &call.to_string());
+    let first = read_through(&mut stream, first, "elicitation/create");
+    let (_, question) = event_with(&first, "elicitation/create");
+    let reply = json!({"jsonrpc": "2.0", "id": question["id"], "result": yes["toolgate_confirm"]});
+    let posted = request(b.addr, "POST", &headers, Some(&reply.to_string()));
+    assert_eq!(posted.status, 202, "{posted:?}");
+    let rest = first + &rest_of(stream);
+    let (_, answered) = event_with(&rest, "\"id\":7");
+    assert_eq!(answered["result"]["isError"], false, "the call on A ran on the answer B took: {answered}");
+    let stored =
+        common::call_as(&b, &b.token, "get_plugin_config", json!({"plugin": "sync", "key": "interval"})).json();
+    assert_eq!(stored["result"]["structuredContent"]["value"], "60");
+}
