@@ -8,10 +8,18 @@
 # floor; idle and peak RSS; and checks that the audit log holds exactly one row per answered
 # call. Not a test: its table goes into docs/performance.md.
 #
+# toolgate runs on each backend in BENCH_BACKENDS: the embedded SQLite file, and PostgreSQL
+# (a throwaway cluster from scripts/with_postgres.sh, unpinned: on two cores it shares them
+# with the server and wrk, so its ratios are a floor on what a database host of its own gives).
+#
 #   scripts/bench.sh                      # 60 and 600 tools, 10 s per load after 2 s warm-up
-#   BENCH_SIZES="100" BENCH_SECONDS=5 scripts/bench.sh
+#   BENCH_SIZES="100" BENCH_SECONDS=5 BENCH_BACKENDS=postgres scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BACKENDS="${BENCH_BACKENDS:-sqlite postgres}"
+if [[ " $BACKENDS " == *" postgres "* ]] && [ -z "${TOOLGATE_TEST_POSTGRES:-}" ]; then
+  exec bash scripts/with_postgres.sh bash "$0" "$@"
+fi
 SECONDS_PER_LOAD="${BENCH_SECONDS:-10}"
 WARMUP="${BENCH_WARMUP:-2}"
 SIZES="${BENCH_SIZES:-60 600}"
@@ -25,14 +33,16 @@ if ! command -v wrk >/dev/null; then
 fi
 [ "$(nproc)" -ge 2 ] || { echo "bench.sh needs 2 cores (server and load on separate ones)"; exit 1; }
 
-cargo build -q --locked --release -p toolgate-floor
+# BENCH_NO_BUILD=1: measure the binaries an earlier run built (target/bench/toolgate-N).
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --release -p toolgate-floor
 for n in $(printf '%s\n' $SIZES $RSS_TOOLS | sort -un); do
+  [ -z "${BENCH_NO_BUILD:-}" ] || { python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null; continue; }
   python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null
   TOOLGATE_TOOLS="$OUT/catalogue-$n/tools.yaml" TOOLGATE_POLICY="$OUT/catalogue-$n/policy.yaml" \
     cargo build -q --locked --release --bin toolgate
   cp target/release/toolgate "$OUT/toolgate-$n"
 done
-cargo build -q --locked --release --bin toolgate   # the shipped catalogue again
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --release --bin toolgate   # the shipped catalogue again
 
 PID=""
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null || true; }
@@ -45,7 +55,8 @@ start() { # log command... -> PID, URL
   taskset -c 0 "$@" >"$log" 2>&1 &
   PID=$!
   for _ in $(seq 200); do grep -qE 'listening on|serving MCP on' "$log" && break; sleep 0.05; done
-  URL="http://$(grep -oE '127\.0\.0\.1:[0-9]+' "$log" | head -1)/mcp"
+  # The address on the line that announces it (the log names the database's address too).
+  URL="http://$(grep -E 'listening on|serving MCP on' "$log" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1)/mcp"
   sleep 0.5
 }
 
@@ -71,27 +82,39 @@ for n in $SIZES; do
   done
   floor_peak=$(kib VmHWM); kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 
-  data="$OUT/data-$n"; rm -rf "$data"
-  start "$OUT/toolgate-$n.log" "$OUT/toolgate-$n" serve --listen 127.0.0.1:0 --data-dir "$data"
-  token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-$n.log" | head -1)
-  tg_idle=$(kib VmRSS)
-  calls=0
-  for mode in list read write invalid; do
-    r=$(load "$mode" "$token")
-    [ "$mode" = list ] || calls=$((calls + $(field answered "$r")))
-    [ "$(field non2xx "$r")" = 0 ] || echo "  warning: $(field non2xx "$r") non-2xx answers in $mode"
-    printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %7.2fx\n' "$n" toolgate "$mode" "$(field rps "$r")" \
-      "$(python3 -c "print($(field p50_us "$r")/1000)")" "$(python3 -c "print($(field p99_us "$r")/1000)")" \
-      "$(python3 -c "print($(field rps "$r") / ${FLOOR[$mode]})")"
+  for backend in $BACKENDS; do
+    data="$OUT/data-$n"; rm -rf "$data"
+    database=()
+    if [ "$backend" = postgres ]; then
+      db="bench_${n}_$$"
+      psql "$TOOLGATE_TEST_POSTGRES" -qc "CREATE DATABASE $db"
+      database=(--database "${TOOLGATE_TEST_POSTGRES%/*}/$db" --replica bench)
+    fi
+    start "$OUT/toolgate-$n-$backend.log" "$OUT/toolgate-$n" serve --listen 127.0.0.1:0 --data-dir "$data" "${database[@]}"
+    token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-$n-$backend.log" | head -1)
+    tg_idle=$(kib VmRSS)
+    calls=0
+    for mode in list read write invalid; do
+      r=$(load "$mode" "$token")
+      [ "$mode" = list ] || calls=$((calls + $(field answered "$r")))
+      [ "$(field non2xx "$r")" = 0 ] || echo "  warning: $(field non2xx "$r") non-2xx answers in $mode"
+      printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %7.2fx\n' "$n" "tg-$backend" "$mode" "$(field rps "$r")" \
+        "$(python3 -c "print($(field p50_us "$r")/1000)")" "$(python3 -c "print($(field p99_us "$r")/1000)")" \
+        "$(python3 -c "print($(field rps "$r") / ${FLOOR[$mode]})")"
+    done
+    tg_peak=$(kib VmHWM); kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+    if [ "$backend" = postgres ]; then
+      rows=$(psql "${TOOLGATE_TEST_POSTGRES%/*}/$db" -tAc "select count(*) from audit where action like 'mcp.%'")
+    else
+      rows=$(python3 -c "import sqlite3; c=sqlite3.connect('$data/toolgate.sqlite3'); print(c.execute(\"select count(*) from audit where action like 'mcp.%'\").fetchone()[0])")
+    fi
+    # wrk stops with up to CONNECTIONS requests in flight per run (6 call runs): the server
+    # answered and audited them, wrk did not count them.
+    inflight=$((rows - calls))
+    verdict=$([ "$inflight" -ge 0 ] && [ "$inflight" -le $((6 * CONNECTIONS)) ] && echo "one row per call; +$inflight in flight when wrk stopped" || echo MISMATCH)
+    printf '%-6s %s RSS idle/peak: floor %s/%s MiB, toolgate %s/%s MiB; audit rows %s for %s calls wrk counted (%s)\n' "$n" "$backend" \
+      "$(mib "$floor_idle")" "$(mib "$floor_peak")" "$(mib "$tg_idle")" "$(mib "$tg_peak")" "$rows" "$calls" "$verdict"
   done
-  tg_peak=$(kib VmHWM); kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
-  rows=$(python3 -c "import sqlite3; c=sqlite3.connect('$data/toolgate.sqlite3'); print(c.execute(\"select count(*) from audit where action like 'mcp.%'\").fetchone()[0])")
-  # wrk stops with up to CONNECTIONS requests in flight per run (6 call runs): the server
-  # answered and audited them, wrk did not count them.
-  inflight=$((rows - calls))
-  verdict=$([ "$inflight" -ge 0 ] && [ "$inflight" -le $((6 * CONNECTIONS)) ] && echo "one row per call; +$inflight in flight when wrk stopped" || echo MISMATCH)
-  printf '%-6s RSS idle/peak: floor %s/%s MiB, toolgate %s/%s MiB; audit rows %s for %s calls wrk counted (%s)\n' "$n" \
-    "$(mib "$floor_idle")" "$(mib "$floor_peak")" "$(mib "$tg_idle")" "$(mib "$tg_peak")" "$rows" "$calls" "$verdict"
 done
 
 # Memory: idle with RSS_TOOLS tools, then after a first short load (>= 10k read calls) and

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate_domain::CancellationToken;
-use toolgate_store::{Change, ChangeFeed, MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, next_change};
+use toolgate_store::{Change, ChangeFeed, MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, next_change_until};
 
 use super::McpServer;
 use super::sessions::Session;
@@ -142,20 +142,11 @@ impl McpServer {
     /// Until `stop`: takes the client answers other replicas pass on.
     pub async fn follow_replicas(self: Arc<Self>, feed: Arc<ChangeFeed>, stop: CancellationToken) {
         let mut changes = feed.subscribe();
-        loop {
-            let change = tokio::select! {
-                _ = stop.cancelled() => return,
-                change = next_change(&mut changes) => change,
-            };
+        while let Some(change) = next_change_until(&mut changes, &stop).await {
             match change {
-                None => return,
-                Some(Change::ClientAnswer(text)) => self.answer_passed_on(&text),
-                Some(Change::SessionEnded(sid)) => {
-                    if self.sessions.end(&sid) {
-                        self.in_flight.cancel_session(&sid);
-                    }
-                }
-                Some(_) => {}
+                Change::ClientAnswer(text) => self.answer_passed_on(&text),
+                Change::SessionEnded(sid) if self.sessions.end(&sid) => drop(self.in_flight.cancel_session(&sid)),
+                _ => {}
             }
         }
     }

@@ -84,16 +84,7 @@ impl Sessions {
             return Err(SessionCap::Server(self.limits.max_total));
         }
         let id = format!("tgs-{}", random_hex::<16>());
-        let session = Session {
-            principal: principal.into(),
-            version: version.into(),
-            client_capabilities: capabilities,
-            last_seen_ms: now_ms,
-            log_level: None,
-            ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
-            shared_seen_ms: now_ms,
-        };
-        map.insert(id.clone(), session);
+        map.insert(id.clone(), self.fresh(principal, version, capabilities, now_ms));
         Ok(id)
     }
 
@@ -104,7 +95,13 @@ impl Sessions {
         if map.len() >= self.limits.max_total {
             return None;
         }
-        let session = Session {
+        let session = self.fresh(principal, version, capabilities, now_ms);
+        Some(map.entry(id.to_string()).or_insert(session).clone())
+    }
+
+    /// A session as it starts here: no log level, an empty replay ring.
+    fn fresh(&self, principal: &str, version: &str, capabilities: Value, now_ms: i64) -> Session {
+        Session {
             principal: principal.into(),
             version: version.into(),
             client_capabilities: capabilities,
@@ -112,8 +109,7 @@ impl Sessions {
             log_level: None,
             ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
             shared_seen_ms: now_ms,
-        };
-        Some(map.entry(id.to_string()).or_insert(session).clone())
+        }
     }
 
     pub fn mark_shared_seen(&self, id: &str, now_ms: i64) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use toolgate_domain::fleet::wire::ServerMessage;
 use toolgate_domain::{CancellationToken, StoreError};
-use toolgate_store::{Change, ChangeFeed, next_change};
+use toolgate_store::{Change, ChangeFeed, next_change_until};
 
 use crate::hub::{Connection, Entry, Hub};
 
@@ -140,12 +140,7 @@ impl Hub {
     /// Applies every change the feed brings until `stop`.
     pub async fn follow(self: Arc<Self>, feed: Arc<ChangeFeed>, stop: CancellationToken) {
         let mut changes = feed.subscribe();
-        loop {
-            let change = tokio::select! {
-                _ = stop.cancelled() => return,
-                change = next_change(&mut changes) => change,
-            };
-            let Some(change) = change else { return };
+        while let Some(change) = next_change_until(&mut changes, &stop).await {
             if let Err(e) = self.apply(change.clone()).await {
                 tracing::warn!("could not follow another replica's change {change:?}: {e}");
             }

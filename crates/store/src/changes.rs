@@ -105,6 +105,17 @@ pub async fn next_change(receiver: &mut broadcast::Receiver<Change>) -> Option<C
     }
 }
 
+/// [`next_change`], or None once `stop` is cancelled.
+pub async fn next_change_until(
+    receiver: &mut broadcast::Receiver<Change>,
+    stop: &toolgate_domain::CancellationToken,
+) -> Option<Change> {
+    tokio::select! {
+        _ = stop.cancelled() => None,
+        change = next_change(receiver) => change,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

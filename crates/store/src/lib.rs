@@ -6,6 +6,7 @@ mod audit_writer;
 mod cached;
 mod changes;
 pub mod postgres;
+mod rules;
 mod shared;
 pub mod sqlite;
 mod traits;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
 pub use cached::CachedCredentials;
-pub use changes::{Change, ChangeFeed, next_change};
+pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use postgres::PostgresStore;
 pub use shared::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use sqlite::SqliteStore;
@@ -52,7 +53,57 @@ pub struct Repositories {
     pub shared: Option<Shared>,
 }
 
+/// A store that is every repository at once (each backend).
+pub(crate) trait WholeStore:
+    CredentialStore
+    + ApprovalStore
+    + AuditStore
+    + TagStore
+    + PluginConfigStore
+    + GroupStore
+    + FleetStore
+    + WorkStore
+    + HealthStore
+    + SignInStore
+    + Clone
+    + 'static
+{
+}
+
+impl<S> WholeStore for S where
+    S: CredentialStore
+        + ApprovalStore
+        + AuditStore
+        + TagStore
+        + PluginConfigStore
+        + GroupStore
+        + FleetStore
+        + WorkStore
+        + HealthStore
+        + SignInStore
+        + Clone
+        + 'static
+{
+}
+
 impl Repositories {
+    /// Every repository, backed by one store.
+    pub(crate) fn of(store: impl WholeStore, shared: Option<Shared>) -> Self {
+        Repositories {
+            credentials: Arc::new(store.clone()),
+            approvals: Arc::new(store.clone()),
+            audit: Arc::new(store.clone()),
+            tags: Arc::new(store.clone()),
+            plugin_config: Arc::new(store.clone()),
+            groups: Arc::new(store.clone()),
+            fleet: Arc::new(store.clone()),
+            work: Arc::new(store.clone()),
+            health: Arc::new(store.clone()),
+            sign_in: Arc::new(store),
+            shared,
+        }
+    }
+
     /// The same repositories, with authentication answered from a cache that lives `ttl_ms`.
     pub fn with_auth_cache(mut self, clock: toolgate_domain::Clock, ttl_ms: i64) -> Self {
         self.credentials =

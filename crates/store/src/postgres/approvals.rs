@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL,
-    MCP_SURFACE, Mint, Recall, Review, ReviewRefusal, definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MCP_SURFACE, Mint, Recall, Review, ReviewRefusal,
+    definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
 use super::{Pg, PgError, PostgresStore, execute, pg, row, rows};
 use crate::ApprovalStore;
+use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, recall_refusal, review_refusal};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -103,14 +104,7 @@ impl ApprovalStore for PostgresStore {
             .ok_or_else(|| PgError::Invalid("a count returned no row".into()))?;
             let (mine, all): (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
             // Committed either way: the expiry above stands even when a cap refuses.
-            let refusal = if mine >= MAX_PENDING_PER_SUBMITTER {
-                Some(Mint::TooManyForSubmitter)
-            } else if all >= MAX_PENDING_TOTAL {
-                Some(Mint::TooManyInAll)
-            } else {
-                None
-            };
-            if let Some(refusal) = refusal {
+            if let Some(refusal) = mint_refusal(mine, all) {
                 tx.commit().await?;
                 return Ok(refusal);
             }
@@ -136,14 +130,8 @@ impl ApprovalStore for PostgresStore {
             let Some((a, _)) = by_id(&tx, review.id, true).await? else {
                 return Ok(Err(ReviewRefusal::Unknown(review.id.to_string())));
             };
-            if a.submitter == review.reviewer {
-                return Ok(Err(ReviewRefusal::OwnRequest(review.reviewer.to_string())));
-            }
-            if a.status != ApprovalStatus::Pending {
-                return Ok(Err(ReviewRefusal::NotPending(a.status.label())));
-            }
-            if a.expired(review.now) {
-                return Ok(Err(ReviewRefusal::Expired));
+            if let Some(refusal) = review_refusal(&a, review.reviewer, review.now) {
+                return Ok(Err(refusal));
             }
             let status = if review.approve { ApprovalStatus::Approved } else { ApprovalStatus::Rejected };
             execute(
@@ -179,24 +167,8 @@ impl ApprovalStore for PostgresStore {
         pg(async {
             let c = self.conn().await?;
             let Some((a, digest)) = by_id(&*c, id, false).await? else { return Ok(Recall::Unknown) };
-            if a.definition != definition
-                || a.canonical_args != arguments.canonical
-                || digest != arguments.sensitive_digest
-            {
-                return Ok(Recall::Mismatch);
-            }
-            if a.submitter != caller {
-                return Ok(Recall::NotRedeemable { why: "another principal's approval" });
-            }
-            if a.surface != MCP_SURFACE {
-                return Ok(Recall::NotRedeemable { why: "not minted by the MCP surface" });
-            }
-            match a.status {
-                ApprovalStatus::Rejected => return Ok(Recall::Rejected),
-                ApprovalStatus::Consumed => return Ok(Recall::NotRedeemable { why: "already consumed (replay)" }),
-                _ if a.expired(now) => return Ok(Recall::Expired),
-                ApprovalStatus::Pending => return Ok(Recall::StillPending(Box::new(a))),
-                ApprovalStatus::Approved => {}
+            if let Some(refusal) = recall_refusal(a, &digest, &definition, arguments, caller, now) {
+                return Ok(refusal);
             }
             let consumed = row(
                 &*c,
@@ -209,7 +181,7 @@ impl ApprovalStore for PostgresStore {
             .await?;
             match consumed {
                 Some(r) => Ok(Recall::Run(Box::new(approval_row(&r)?))),
-                None => Ok(Recall::NotRedeemable { why: "consumed by a concurrent recall" }),
+                None => Ok(CONSUMED_CONCURRENTLY),
             }
         })
         .await

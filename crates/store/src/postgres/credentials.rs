@@ -8,6 +8,7 @@ use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_P
 
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::changes::Change;
+use crate::rules::token_refusal;
 use crate::{CredentialStore, SignInRecord, SignInStore};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -135,11 +136,8 @@ impl CredentialStore for PostgresStore {
             let Some(token) = row(&*c, &sql, &[&hash]).await?.as_ref().map(token_row).transpose()? else {
                 return Ok(Authentication::Unknown);
             };
-            if token.revoked_at.is_some() {
-                return Ok(Authentication::Revoked);
-            }
-            if token.expires_at <= now {
-                return Ok(Authentication::Expired);
+            if let Some(refusal) = token_refusal(&token, now) {
+                return Ok(refusal);
             }
             Ok(match principal_by_name(&*c, &token.principal).await? {
                 Some(principal) => Authentication::Valid { token, principal },

@@ -14,6 +14,7 @@ use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::changes::Change;
+use crate::rules::{agent_auth, enroll_refusal};
 use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -157,11 +158,8 @@ impl FleetStore for PostgresStore {
             )
             .await?;
             let Some(token) = found.as_ref().map(enrollment_row).transpose()? else { return Ok(Err(EnrollRefusal::Unknown)) };
-            if token.expires_at_ms <= now_ms {
-                return Ok(Err(EnrollRefusal::Expired));
-            }
-            if token.uses >= token.uses_allowed {
-                return Ok(Err(EnrollRefusal::UsedUp));
+            if let Some(refusal) = enroll_refusal(&token, now_ms) {
+                return Ok(Err(refusal));
             }
             execute(&tx, "UPDATE enrollment_token SET uses = uses + 1 WHERE id = $1", &[&token.id]).await?;
             let (agent_id, credential) = (new_agent_id(), new_secret(AGENT_SECRET_PREFIX));
@@ -184,13 +182,8 @@ impl FleetStore for PostgresStore {
             let c = self.conn().await?;
             let found =
                 row(&*c, "SELECT credential_hash, revoked_at_ms FROM agent WHERE agent_id = $1", &[&agent_id]).await?;
-            let Some(r) = found else { return Ok(AgentAuth::Unknown) };
-            let (stored, revoked): (String, Option<i64>) = (r.try_get(0)?, r.try_get(1)?);
-            Ok(match revoked {
-                Some(_) => AgentAuth::Revoked,
-                None if stored == hash => AgentAuth::Valid,
-                None => AgentAuth::BadCredential,
-            })
+            let stored = found.map(|r| Ok::<_, tokio_postgres::Error>((r.try_get(0)?, r.try_get(1)?))).transpose()?;
+            Ok(agent_auth(stored, &hash))
         })
         .await
     }

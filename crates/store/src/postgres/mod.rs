@@ -186,23 +186,12 @@ impl PostgresStore {
 
     /// Every repository, backed by this database.
     pub fn repositories(&self) -> Repositories {
-        Repositories {
-            credentials: Arc::new(self.clone()),
-            approvals: Arc::new(self.clone()),
-            audit: Arc::new(self.clone()),
-            tags: Arc::new(self.clone()),
-            plugin_config: Arc::new(self.clone()),
-            groups: Arc::new(self.clone()),
-            fleet: Arc::new(self.clone()),
-            work: Arc::new(self.clone()),
-            health: Arc::new(self.clone()),
-            sign_in: Arc::new(self.clone()),
-            shared: Some(crate::shared::Shared {
-                changes: self.feed.clone(),
-                state: Arc::new(self.clone()),
-                replica: self.replica.clone(),
-            }),
-        }
+        let shared = crate::shared::Shared {
+            changes: self.feed.clone(),
+            state: Arc::new(self.clone()),
+            replica: self.replica.clone(),
+        };
+        Repositories::of(self.clone(), Some(shared))
     }
 
     pub(crate) async fn conn(&self) -> Pg<Conn> {

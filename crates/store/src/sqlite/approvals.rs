@@ -5,13 +5,14 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL,
-    MCP_SURFACE, Mint, Recall, Review, ReviewRefusal, definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MCP_SURFACE, Mint, Recall, Review, ReviewRefusal,
+    definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
 use super::SqliteStore;
 use crate::ApprovalStore;
+use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, recall_refusal, review_refusal};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -89,14 +90,7 @@ impl ApprovalStore for SqliteStore {
             )?;
             let all: i64 = tx.query_row("SELECT count(*) FROM approval WHERE status = 'pending'", [], |r| r.get(0))?;
             // Committed either way: the expiry above stands even when a cap refuses.
-            let capped = if mine >= MAX_PENDING_PER_SUBMITTER {
-                Some(Mint::TooManyForSubmitter)
-            } else if all >= MAX_PENDING_TOTAL {
-                Some(Mint::TooManyInAll)
-            } else {
-                None
-            };
-            if let Some(refusal) = capped {
+            if let Some(refusal) = mint_refusal(mine, all) {
                 tx.commit()?;
                 return Ok(refusal);
             }
@@ -120,14 +114,8 @@ impl ApprovalStore for SqliteStore {
         self.run(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let Some(a) = by_id(&tx, &id)? else { return Ok(Err(ReviewRefusal::Unknown(id))) };
-            if a.submitter == reviewer {
-                return Ok(Err(ReviewRefusal::OwnRequest(reviewer)));
-            }
-            if a.status != ApprovalStatus::Pending {
-                return Ok(Err(ReviewRefusal::NotPending(a.status.label())));
-            }
-            if a.expired(now) {
-                return Ok(Err(ReviewRefusal::Expired));
+            if let Some(refusal) = review_refusal(&a, &reviewer, now) {
+                return Ok(Err(refusal));
             }
             let status = if approve { ApprovalStatus::Approved } else { ApprovalStatus::Rejected };
             tx.execute(
@@ -161,24 +149,8 @@ impl ApprovalStore for SqliteStore {
                 )
                 .optional()?;
             let Some((a, digest)) = found else { return Ok(Recall::Unknown) };
-            if a.definition != definition
-                || a.canonical_args != arguments.canonical
-                || digest != arguments.sensitive_digest
-            {
-                return Ok(Recall::Mismatch);
-            }
-            if a.submitter != caller {
-                return Ok(Recall::NotRedeemable { why: "another principal's approval" });
-            }
-            if a.surface != MCP_SURFACE {
-                return Ok(Recall::NotRedeemable { why: "not minted by the MCP surface" });
-            }
-            match a.status {
-                ApprovalStatus::Rejected => return Ok(Recall::Rejected),
-                ApprovalStatus::Consumed => return Ok(Recall::NotRedeemable { why: "already consumed (replay)" }),
-                _ if a.expired(now) => return Ok(Recall::Expired),
-                ApprovalStatus::Pending => return Ok(Recall::StillPending(Box::new(a))),
-                ApprovalStatus::Approved => {}
+            if let Some(refusal) = recall_refusal(a, &digest, &definition, &arguments, &caller, now) {
+                return Ok(refusal);
             }
             let changed = c.execute(
                 "UPDATE approval SET status = 'consumed', consumed_at = ?2
@@ -188,7 +160,7 @@ impl ApprovalStore for SqliteStore {
             if changed == 1 {
                 Ok(Recall::Run(Box::new(by_id(c, &id)?.expect("just consumed"))))
             } else {
-                Ok(Recall::NotRedeemable { why: "consumed by a concurrent recall" })
+                Ok(CONSUMED_CONCURRENTLY)
             }
         })
         .await

@@ -8,6 +8,7 @@ use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_P
 
 use super::SqliteStore;
 use crate::CredentialStore;
+use crate::rules::token_refusal;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -137,11 +138,8 @@ impl CredentialStore for SqliteStore {
                 )
                 .optional()?;
             let Some(token) = token else { return Ok(Authentication::Unknown) };
-            if token.revoked_at.is_some() {
-                return Ok(Authentication::Revoked);
-            }
-            if token.expires_at <= now {
-                return Ok(Authentication::Expired);
+            if let Some(refusal) = token_refusal(&token, now) {
+                return Ok(refusal);
             }
             match principal_by_name(c, &token.principal)? {
                 Some(principal) => Ok(Authentication::Valid { token, principal }),

@@ -12,6 +12,7 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, Enrollmen
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 
 use super::{SqliteStore, without_fsync};
+use crate::rules::{agent_auth, enroll_refusal};
 use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -40,11 +41,8 @@ fn redeem(
         )
         .optional()?;
     let Some(token) = token else { return Ok(Err(EnrollRefusal::Unknown)) };
-    if token.expires_at_ms <= now_ms {
-        return Ok(Err(EnrollRefusal::Expired));
-    }
-    if token.uses >= token.uses_allowed {
-        return Ok(Err(EnrollRefusal::UsedUp));
+    if let Some(refusal) = enroll_refusal(&token, now_ms) {
+        return Ok(Err(refusal));
     }
     tx.execute("UPDATE enrollment_token SET uses = uses + 1 WHERE id = ?1", params![token.id])?;
     let (agent_id, credential) = (new_agent_id(), new_secret(AGENT_SECRET_PREFIX));
@@ -256,12 +254,7 @@ impl FleetStore for SqliteStore {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            Ok(match row {
-                None => AgentAuth::Unknown,
-                Some((_, Some(_))) => AgentAuth::Revoked,
-                Some((stored, None)) if stored == hash => AgentAuth::Valid,
-                Some(_) => AgentAuth::BadCredential,
-            })
+            Ok(agent_auth(row, &hash))
         })
         .await
     }

@@ -87,19 +87,7 @@ impl SqliteStore {
 
     /// Every repository, backed by this one file.
     pub fn repositories(&self) -> Repositories {
-        Repositories {
-            credentials: Arc::new(self.clone()),
-            approvals: Arc::new(self.clone()),
-            audit: Arc::new(self.clone()),
-            tags: Arc::new(self.clone()),
-            plugin_config: Arc::new(self.clone()),
-            groups: Arc::new(self.clone()),
-            fleet: Arc::new(self.clone()),
-            work: Arc::new(self.clone()),
-            health: Arc::new(self.clone()),
-            sign_in: Arc::new(self.clone()),
-            shared: None,
-        }
+        Repositories::of(self.clone(), None)
     }
 
     /// Writes a consistent copy of the whole store to `target` (a new file), while the store

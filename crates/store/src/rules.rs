@@ -1,0 +1,98 @@
+//! The decisions every backend takes the same way on a record it has read, written once so
+//! that SQLite and PostgreSQL cannot drift apart. The backend keeps what only it can do: the
+//! reading, and the one conditional write that makes each decision stick under concurrency.
+
+use toolgate_domain::approvals::{
+    Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, MCP_SURFACE, Mint, Recall,
+    ReviewRefusal,
+};
+use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::{EnrollRefusal, EnrollmentToken};
+use toolgate_domain::tokens::{Authentication, TokenRecord};
+
+/// What a recall of `a` (stored with the sensitive-value `digest`) gets instead of running,
+/// or None when it may consume the ticket.
+pub(crate) fn recall_refusal(
+    a: Approval,
+    digest: &str,
+    definition: &str,
+    arguments: &ArgumentBinding,
+    caller: &str,
+    now: i64,
+) -> Option<Recall> {
+    if a.definition != definition || a.canonical_args != arguments.canonical || digest != arguments.sensitive_digest {
+        return Some(Recall::Mismatch);
+    }
+    if a.submitter != caller {
+        return Some(Recall::NotRedeemable { why: "another principal's approval" });
+    }
+    if a.surface != MCP_SURFACE {
+        return Some(Recall::NotRedeemable { why: "not minted by the MCP surface" });
+    }
+    match a.status {
+        ApprovalStatus::Rejected => Some(Recall::Rejected),
+        ApprovalStatus::Consumed => Some(Recall::NotRedeemable { why: "already consumed (replay)" }),
+        _ if a.expired(now) => Some(Recall::Expired),
+        ApprovalStatus::Pending => Some(Recall::StillPending(Box::new(a))),
+        ApprovalStatus::Approved => None,
+    }
+}
+
+/// The answer of a recall whose conditional consumption changed no row.
+pub(crate) const CONSUMED_CONCURRENTLY: Recall = Recall::NotRedeemable { why: "consumed by a concurrent recall" };
+
+/// Why `reviewer` may not decide `a` now, if they may not.
+pub(crate) fn review_refusal(a: &Approval, reviewer: &str, now: i64) -> Option<ReviewRefusal> {
+    if a.submitter == reviewer {
+        Some(ReviewRefusal::OwnRequest(reviewer.to_string()))
+    } else if a.status != ApprovalStatus::Pending {
+        Some(ReviewRefusal::NotPending(a.status.label()))
+    } else if a.expired(now) {
+        Some(ReviewRefusal::Expired)
+    } else {
+        None
+    }
+}
+
+/// The cap a new ticket would break, given the pending tickets of its submitter and in all.
+pub(crate) fn mint_refusal(mine: i64, all: i64) -> Option<Mint> {
+    if mine >= MAX_PENDING_PER_SUBMITTER {
+        Some(Mint::TooManyForSubmitter)
+    } else if all >= MAX_PENDING_TOTAL {
+        Some(Mint::TooManyInAll)
+    } else {
+        None
+    }
+}
+
+/// Why an enrollment token may not enroll one more agent now, if it may not.
+pub(crate) fn enroll_refusal(token: &EnrollmentToken, now_ms: i64) -> Option<EnrollRefusal> {
+    if token.expires_at_ms <= now_ms {
+        Some(EnrollRefusal::Expired)
+    } else if token.uses >= token.uses_allowed {
+        Some(EnrollRefusal::UsedUp)
+    } else {
+        None
+    }
+}
+
+/// A found token that may not authenticate: revoked or expired.
+pub(crate) fn token_refusal(token: &TokenRecord, now: i64) -> Option<Authentication> {
+    if token.revoked_at.is_some() {
+        Some(Authentication::Revoked)
+    } else if token.expires_at <= now {
+        Some(Authentication::Expired)
+    } else {
+        None
+    }
+}
+
+/// An agent's credential check against what is stored (None: no such agent).
+pub(crate) fn agent_auth(stored: Option<(String, Option<i64>)>, given_hash: &str) -> AgentAuth {
+    match stored {
+        None => AgentAuth::Unknown,
+        Some((_, Some(_))) => AgentAuth::Revoked,
+        Some((hash, None)) if hash == given_hash => AgentAuth::Valid,
+        Some(_) => AgentAuth::BadCredential,
+    }
+}
