@@ -9,7 +9,9 @@
 mod approvals;
 mod credentials;
 mod fleet;
+mod json_rows;
 mod listen;
+mod responses;
 mod shared;
 mod small;
 mod work;

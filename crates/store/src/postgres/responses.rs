@@ -1,0 +1,122 @@
+//! An agent's result stored once, and responses read back: pages with the conditions in SQL,
+//! and groups of one column.
+
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use toolgate_domain::fleet::instruction::target_status;
+use toolgate_domain::fleet::wire::RunResult;
+
+use super::json_rows::{conditions_sql, json_key, objects};
+use super::{Pg, PostgresStore, execute, relaxed, row, rows};
+use crate::RowPage;
+use crate::changes::Change;
+use crate::work::{Group, ResponseQuery, Taken};
+
+pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
+    let mut c = store.conn().await?;
+    let c = &mut c;
+    let tx = relaxed(c).await?;
+    let known = row(
+        &tx,
+        "SELECT status FROM execution_target WHERE execution_id = $1 AND agent_id = $2 FOR UPDATE",
+        &[&result.execution_id, &agent_id],
+    )
+    .await?;
+    if known.is_none() {
+        return Ok(Taken::Unknown);
+    }
+    let stored: i64 = row(
+        &tx,
+        "SELECT count(*) FROM execution_step WHERE execution_id = $1 AND agent_id = $2",
+        &[&result.execution_id, &agent_id],
+    )
+    .await?
+    .map(|r| r.try_get(0))
+    .transpose()?
+    .unwrap_or(0);
+    if stored > 0 {
+        return Ok(Taken::AlreadyFinal);
+    }
+    for (i, step) in result.steps.iter().enumerate() {
+        let (index, count) = (i as i64, step.rows.len() as i64);
+        execute(
+            &tx,
+            "INSERT INTO execution_step (execution_id, agent_id, step, status, error, row_count) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&result.execution_id, &agent_id, &index, &step.status.as_str(), &step.error, &count],
+        )
+        .await?;
+        let found: Vec<Value> = step.rows.iter().cloned().map(Value::Object).collect();
+        execute(
+            &tx,
+            "INSERT INTO response (execution_id, step, agent_id, row_index, row)
+             SELECT $1, $2, $3, n - 1, r FROM unnest($4::jsonb[]) WITH ORDINALITY AS u(r, n)",
+            &[&result.execution_id, &index, &agent_id, &found],
+        )
+        .await?;
+    }
+    let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
+    let error = result.steps.iter().find_map(|s| s.error.clone());
+    execute(
+        &tx,
+        "UPDATE execution_target SET status = $3, error = $4, updated_at_ms = $5 WHERE execution_id = $1 AND agent_id = $2",
+        &[&result.execution_id, &agent_id, &target_status(&statuses).as_str(), &error, &now_ms],
+    )
+    .await?;
+    store.notify(&tx, Change::ExecutionUpdated(result.execution_id.clone())).await?;
+    tx.commit().await?;
+    Ok(Taken::Stored)
+}
+
+pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<RowPage> {
+    let c = store.conn().await?;
+    let (where_sql, values) = conditions_sql(&q.conditions, "r.", 5)?;
+    let step = q.step as i64;
+    let status = q.status.map(|s| s.as_str());
+    let (limit, offset) = (q.limit as i64 + 1, q.offset as i64);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status];
+    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    let sql = format!(
+        "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
+         WHERE r.execution_id = $1 AND r.step = $2 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){where_sql}
+         ORDER BY r.agent_id, r.row_index LIMIT ${} OFFSET ${}",
+        params.len() + 1,
+        params.len() + 2
+    );
+    params.push(&limit);
+    params.push(&offset);
+    let mut found = objects(rows(&*c, &sql, &params).await?)?;
+    let more = found.len() > q.limit;
+    found.truncate(q.limit);
+    Ok(RowPage { rows: found, more })
+}
+
+pub(super) async fn aggregate(
+    store: &PostgresStore,
+    execution_id: &str,
+    step: usize,
+    group_by: &str,
+    of: Option<&str>,
+    limit: usize,
+) -> Pg<Vec<Group>> {
+    let group = json_key(group_by)?;
+    // jsonb has an order but no min() or max(): the first of the sorted values instead.
+    let measure = match of {
+        Some(column) => format!("row -> '{}'", json_key(column)?),
+        None => "NULL::jsonb".into(),
+    };
+    let sql = format!(
+        "SELECT row -> '{group}' AS g, count(*),
+           (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
+           (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1]
+         FROM response WHERE execution_id = $1 AND step = $2 GROUP BY g ORDER BY count(*) DESC, g LIMIT $3"
+    );
+    let c = store.conn().await?;
+    rows(&*c, &sql, &[&execution_id, &(step as i64), &(limit as i64)])
+        .await?
+        .iter()
+        .map(|r| {
+            let value = |i| r.try_get::<_, Option<Value>>(i).map(Option::unwrap_or_default);
+            Ok(Group { value: value(0)?, count: r.try_get(1)?, min: value(2)?, max: value(3)? })
+        })
+        .collect()
+}
