@@ -6,8 +6,10 @@ use toolgate_domain::approvals::{
     Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, MCP_SURFACE, Mint, Recall,
     ReviewRefusal,
 };
-use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::agent::{AgentAuth, ENROLL_SECRET_PREFIX};
 use toolgate_domain::fleet::{EnrollRefusal, EnrollmentToken};
+use toolgate_domain::records::KillSwitch;
+use toolgate_domain::secrets::{new_secret, random_hex};
 use toolgate_domain::tokens::{Authentication, TokenRecord};
 
 /// What a recall of `a` (stored with the sensitive-value `digest`) gets instead of running,
@@ -94,5 +96,37 @@ pub(crate) fn agent_auth(stored: Option<(String, Option<i64>)>, given_hash: &str
         Some((_, Some(_))) => AgentAuth::Revoked,
         Some((hash, None)) if hash == given_hash => AgentAuth::Valid,
         Some(_) => AgentAuth::BadCredential,
+    }
+}
+
+/// A new enrollment token and its secret (the store keeps only the secret's hash).
+pub(crate) fn new_enrollment_token(expires_at_ms: i64, uses_allowed: i64, now_ms: i64) -> (EnrollmentToken, String) {
+    let token = EnrollmentToken {
+        id: format!("enr_{}", random_hex::<8>()),
+        created_at_ms: now_ms,
+        expires_at_ms,
+        uses_allowed,
+        uses: 0,
+    };
+    (token, new_secret(ENROLL_SECRET_PREFIX))
+}
+
+/// A kill switch as stored, or off when it was never set: (engaged, reason, when, by whom).
+pub(crate) fn kill_switch(
+    plugin: &str,
+    action: Option<&str>,
+    stored: Option<(bool, Option<String>, i64, String)>,
+) -> KillSwitch {
+    let (enabled, reason, updated_at, updated_by) = match stored {
+        Some((engaged, reason, at, by)) => (engaged, reason, Some(at), Some(by)),
+        None => (false, None, None, None),
+    };
+    KillSwitch {
+        plugin: plugin.to_string(),
+        action: action.map(str::to_string),
+        enabled,
+        reason,
+        updated_at,
+        updated_by,
     }
 }

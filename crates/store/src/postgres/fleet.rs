@@ -4,17 +4,15 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use toolgate_domain::StoreError;
-use toolgate_domain::fleet::agent::{
-    AGENT_SECRET_PREFIX, AgentAuth, ENROLL_SECRET_PREFIX, InventoryStatus, new_agent_id,
-};
+use toolgate_domain::fleet::agent::{AGENT_SECRET_PREFIX, AgentAuth, InventoryStatus, new_agent_id};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
-use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+use toolgate_domain::secrets::{hash_secret, new_secret};
 
 use super::json_rows::scan;
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::changes::Change;
-use crate::rules::{agent_auth, enroll_refusal};
+use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
 use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -37,14 +35,7 @@ impl FleetStore for PostgresStore {
         uses_allowed: i64,
         now_ms: i64,
     ) -> Result<(EnrollmentToken, String)> {
-        let secret = new_secret(ENROLL_SECRET_PREFIX);
-        let token = EnrollmentToken {
-            id: format!("enr_{}", random_hex::<8>()),
-            created_at_ms: now_ms,
-            expires_at_ms,
-            uses_allowed,
-            uses: 0,
-        };
+        let (token, secret) = new_enrollment_token(expires_at_ms, uses_allowed, now_ms);
         pg(async {
             execute(
                 &*self.conn().await?,

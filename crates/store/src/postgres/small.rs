@@ -8,7 +8,7 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
-use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore};
+use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore, rules};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -182,18 +182,11 @@ async fn kill_switch(c: &impl GenericClient, plugin: &str, action: Option<&str>)
         &[&plugin, &action.unwrap_or("")],
     )
     .await?;
-    let (enabled, reason, updated_at, updated_by) = match found {
-        Some(r) => (r.try_get(0)?, r.try_get(1)?, Some(r.try_get(2)?), Some(r.try_get(3)?)),
-        None => (false, None, None, None),
+    let stored = match found {
+        Some(r) => Some((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)),
+        None => None,
     };
-    Ok(KillSwitch {
-        plugin: plugin.to_string(),
-        action: action.map(str::to_string),
-        enabled,
-        reason,
-        updated_at,
-        updated_by,
-    })
+    Ok(rules::kill_switch(plugin, action, stored))
 }
 
 #[async_trait]

@@ -2,18 +2,16 @@
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
-use toolgate_domain::fleet::agent::{
-    AGENT_SECRET_PREFIX, AgentAuth, ENROLL_SECRET_PREFIX, InventoryStatus, new_agent_id,
-};
+use toolgate_domain::fleet::agent::{AGENT_SECRET_PREFIX, AgentAuth, InventoryStatus, new_agent_id};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
-use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
+use toolgate_domain::secrets::{hash_secret, new_secret};
 
+use super::json_rows::scan;
 use super::{SqliteStore, without_fsync};
-use crate::rules::{agent_auth, enroll_refusal};
-use crate::{ColumnCondition, ColumnValue, FleetStore, RowFilter, RowPage};
+use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
+use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -126,82 +124,6 @@ impl SqliteStore {
     }
 }
 
-/// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
-pub(super) fn push_conditions(
-    conditions: &[ColumnCondition],
-    sql: &mut String,
-    values: &mut Vec<rusqlite::types::Value>,
-) -> rusqlite::Result<()> {
-    for condition in conditions {
-        // The path is written into the SQL (not bound) so that the expression indexes of
-        // 0008_inventory_indexes apply; a column is a declared name, checked again here.
-        json_path(&condition.column)?;
-        let op = if condition.equal { "=" } else { "!=" };
-        sql.push_str(&format!(" AND json_extract(row, '$.{}') {op} ?", condition.column));
-        values.push(match &condition.value {
-            ColumnValue::Text(text) => text.clone().into(),
-            ColumnValue::Integer(n) => (*n).into(),
-        });
-    }
-    Ok(())
-}
-
-/// A column name fit to be written into a JSON path: declared names only.
-pub(super) fn json_path(column: &str) -> rusqlite::Result<String> {
-    if column.is_empty() || !column.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        return Err(rusqlite::Error::InvalidColumnName(column.to_string()));
-    }
-    Ok(format!("$.{column}"))
-}
-
-/// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the value bound
-/// as a parameter); when there is no filter left for Rust, SQL
-/// does the paging too, so a deep page costs no decoding of the rows before it.
-fn scan(
-    c: &mut Connection,
-    table: &str,
-    agent_id: Option<&str>,
-    conditions: &[ColumnCondition],
-    filter: Option<RowFilter>,
-    offset: usize,
-    limit: usize,
-) -> rusqlite::Result<RowPage> {
-    let mut sql =
-        String::from("SELECT agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)");
-    let mut values: Vec<rusqlite::types::Value> =
-        vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
-    push_conditions(conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY agent_id, rowid");
-    let in_sql = filter.is_none();
-    if in_sql {
-        // One more than the page: whether there is a next one.
-        sql.push_str(" LIMIT ? OFFSET ?");
-        values.push((limit as i64 + 1).into());
-        values.push((offset as i64).into());
-    }
-    let mut stmt = c.prepare_cached(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    let (mut page, mut skipped) = (RowPage::default(), 0);
-    while let Some(r) = rows.next()? {
-        let agent: String = r.get(0)?;
-        let text: String = r.get(1)?;
-        // A row that is not a JSON object cannot have been written by this store.
-        let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
-        if filter.as_ref().is_some_and(|keep| !keep(&agent, &row)) {
-            continue;
-        }
-        if !in_sql && skipped < offset {
-            skipped += 1;
-        } else if page.rows.len() < limit {
-            page.rows.push((agent, row));
-        } else {
-            page.more = true;
-            break;
-        }
-    }
-    Ok(page)
-}
-
 #[async_trait]
 impl FleetStore for SqliteStore {
     async fn create_enrollment_token(
@@ -210,14 +132,7 @@ impl FleetStore for SqliteStore {
         uses_allowed: i64,
         now_ms: i64,
     ) -> Result<(EnrollmentToken, String)> {
-        let secret = new_secret(ENROLL_SECRET_PREFIX);
-        let token = EnrollmentToken {
-            id: format!("enr_{}", random_hex::<8>()),
-            created_at_ms: now_ms,
-            expires_at_ms,
-            uses_allowed,
-            uses: 0,
-        };
+        let (token, secret) = new_enrollment_token(expires_at_ms, uses_allowed, now_ms);
         let (row, hash) = (token.clone(), hash_secret(&secret));
         self.run(move |c| {
             c.execute(

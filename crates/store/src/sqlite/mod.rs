@@ -5,6 +5,7 @@
 mod approvals;
 mod credentials;
 mod fleet;
+mod json_rows;
 mod responses;
 mod sign_in;
 mod small;

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use toolgate_domain::fleet::instruction::target_status;
 use toolgate_domain::fleet::wire::RunResult;
 
-use super::fleet::push_conditions;
+use super::json_rows::push_conditions;
 use crate::RowPage;
 use crate::work::{ResponseQuery, Taken};
 

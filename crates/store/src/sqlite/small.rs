@@ -8,7 +8,7 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 
 use super::{SqliteStore, delete_returning, replace_returning_previous, without_fsync};
-use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore};
+use crate::{AuditStore, GroupStore, PluginConfigStore, TagStore, rules};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -142,25 +142,14 @@ fn config_entry(row: &rusqlite::Row) -> rusqlite::Result<ConfigEntry> {
 }
 
 fn kill_switch(conn: &rusqlite::Connection, plugin: &str, action: Option<&str>) -> rusqlite::Result<KillSwitch> {
-    let row = conn
+    let stored = conn
         .query_row(
             "SELECT engaged, reason, updated_at, updated_by FROM plugin_kill_switch WHERE plugin = ?1 AND action = ?2",
             params![plugin, action.unwrap_or("")],
             |r| Ok((r.get::<_, bool>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
-    let (enabled, reason, updated_at, updated_by) = match row {
-        Some((e, r, at, by)) => (e, r, Some(at), Some(by)),
-        None => (false, None, None, None),
-    };
-    Ok(KillSwitch {
-        plugin: plugin.to_string(),
-        action: action.map(str::to_string),
-        enabled,
-        reason,
-        updated_at,
-        updated_by,
-    })
+    Ok(rules::kill_switch(plugin, action, stored))
 }
 
 #[async_trait]

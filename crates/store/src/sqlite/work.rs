@@ -14,7 +14,7 @@ use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 
-use super::fleet::json_path;
+use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::RowPage;
