@@ -72,8 +72,11 @@ fn approved_across(
 #[test]
 fn two_replicas_behave_as_one() {
     let database = fresh_database("replicas_one");
+    let rules = tempfile::tempdir().unwrap();
+    let compliance = rules.path().join("compliance.yaml");
+    std::fs::write(&compliance, "rules:\n  - id: port-one-closed\n    description: nothing listens on port 1\n    check: {port_not_listening: {port: 1}}\n").unwrap();
     // A long authentication cache: only the database's notice can explain a quick refusal.
-    let (a, b) = replicas(&database, &["--auth-cache-ttl-ms", "600000"]);
+    let (a, b) = replicas(&database, &["--auth-cache-ttl-ms", "600000", "--compliance", compliance.to_str().unwrap()]);
     let schemas = output_schemas(&a);
     let operator = a.token.clone();
     let supervised = a.token("admin", "supervised", "1d");
@@ -123,6 +126,27 @@ fn two_replicas_behave_as_one() {
         |s: &Server| structured(s, &schemas, "query_responses", json!({"execution_id": execution_id}))["rows"].clone();
     assert_eq!(rows(&a), rows(&b));
     assert_eq!(rows(&a).as_array().unwrap().len(), 1, "the agent's one row");
+
+    // Compliance asked through B is evaluated by the agent on A (its first evaluation came
+    // with A's welcome; a new one follows B's request).
+    let evaluated = || {
+        let summary = structured(&b, &schemas, "get_compliance_summary", json!({"policy_id": "port-one-closed"}));
+        summary["agents"].as_array().unwrap().first().map(|a| a["evaluated_at_ms"].as_i64().unwrap())
+    };
+    let deadline = Instant::now() + PATIENCE;
+    let first = loop {
+        if let Some(at) = evaluated() {
+            break at;
+        }
+        assert!(Instant::now() < deadline, "the agent on A never evaluated its rules");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let asked = structured(&b, &schemas, "evaluate_compliance", json!({"agent_ids": [agent_id]}));
+    assert_eq!((asked["asked"].as_i64(), asked["offline"].as_i64()), (Some(1), Some(0)), "{asked}");
+    while evaluated() == Some(first) {
+        assert!(Instant::now() < deadline, "B's request never reached the agent on A");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // An approval minted on A, approved on B, recalled by 64 callers split across both: the
     // tool runs once.

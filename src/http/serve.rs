@@ -98,8 +98,8 @@ pub async fn serve(config: Config) -> Result<()> {
         .context("cannot load the agents")?;
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
-    if feed.is_some() {
-        hub = hub.shared_as(&config.replica);
+    if let Some(shared) = &repositories.shared {
+        hub = hub.shared_as(&config.replica, shared.state.clone());
         println!("toolgate: replica {} of a shared database", config.replica);
     }
     let hub = Arc::new(hub);

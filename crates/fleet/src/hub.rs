@@ -85,6 +85,8 @@ pub struct Hub {
     pub(crate) execution_updates: tokio::sync::broadcast::Sender<String>,
     /// This server's name when it shares its database with other replicas (None: alone).
     pub(crate) replica: Option<std::sync::Arc<str>>,
+    /// Tells the other replicas what only the one holding an agent's connection can do.
+    pub(crate) announcer: Option<Arc<dyn toolgate_store::ReplicaStore>>,
     /// Agents connected to another replica: when that replica last saw each.
     pub(crate) elsewhere: RwLock<std::collections::HashMap<String, i64>>,
 }
@@ -153,6 +155,7 @@ impl Hub {
             live_connections: AtomicU64::new(0),
             execution_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
             replica: None,
+            announcer: None,
             elsewhere: RwLock::default(),
         })
     }

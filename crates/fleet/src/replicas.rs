@@ -8,15 +8,51 @@ use std::sync::Arc;
 
 use toolgate_domain::fleet::wire::ServerMessage;
 use toolgate_domain::{CancellationToken, StoreError};
-use toolgate_store::{Change, ChangeFeed, next_change_until};
+use toolgate_store::{Change, ChangeFeed, MAX_ANNOUNCED_BYTES, ReplicaStore, next_change_until};
 
 use crate::hub::{Connection, Entry, Hub};
 
 impl Hub {
-    /// This hub shares its database with other replicas, as `replica`.
-    pub fn shared_as(mut self, replica: &str) -> Self {
+    /// This hub shares its database with other replicas, as `replica`; `announcer` tells
+    /// them what it cannot do itself.
+    pub fn shared_as(mut self, replica: &str, announcer: Arc<dyn ReplicaStore>) -> Self {
         self.replica = Some(Arc::from(replica));
+        self.announcer = Some(announcer);
         self
+    }
+
+    /// Of `agent_ids`, those another replica has seen within the offline window.
+    pub(crate) fn online_elsewhere(&self, agent_ids: &[&String]) -> Vec<String> {
+        let now = self.clock().now_ms();
+        let window = self.settings().offline_after_ms();
+        let elsewhere = self.elsewhere();
+        agent_ids
+            .iter()
+            .filter(|id| elsewhere.get(id.as_str()).is_some_and(|seen| now - seen <= window))
+            .map(|id| id.to_string())
+            .collect()
+    }
+
+    /// Asks the other replicas to have these agents (connected to them) evaluate now; in
+    /// notices small enough for the database to carry.
+    pub(crate) fn evaluate_elsewhere(&self, agent_ids: Vec<String>) {
+        let Some(announcer) = self.announcer.clone() else { return };
+        if agent_ids.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            let mut batch = String::new();
+            for id in agent_ids {
+                if !batch.is_empty() && batch.len() + id.len() + 1 > MAX_ANNOUNCED_BYTES - 100 {
+                    announce(&*announcer, Change::Evaluate(std::mem::take(&mut batch))).await;
+                }
+                if !batch.is_empty() {
+                    batch.push(',');
+                }
+                batch.push_str(&id);
+            }
+            announce(&*announcer, Change::Evaluate(batch)).await;
+        });
     }
 
     /// Agents connected to other replicas, with when each was last seen there.
@@ -67,6 +103,12 @@ impl Hub {
             Change::ExecutionCreated(execution_id) => self.deliver_here(&execution_id).await?,
             Change::ExecutionUpdated(execution_id) => drop(self.execution_updates.send(execution_id)),
             Change::Quarantine(agent_id) => self.reload_quarantines(Some(&agent_id)).await?,
+            Change::Evaluate(ids) => {
+                let rules = self.rules();
+                for id in ids.split(',') {
+                    self.send(id, ServerMessage::Evaluate { rules: rules.rules.clone() });
+                }
+            }
             Change::Resync => self.resync().await?,
         }
         Ok(())
@@ -145,5 +187,11 @@ impl Hub {
                 tracing::warn!("could not follow another replica's change {change:?}: {e}");
             }
         }
+    }
+}
+
+async fn announce(announcer: &dyn ReplicaStore, change: Change) {
+    if let Err(e) = announcer.announce(change).await {
+        tracing::warn!("could not ask the other replicas' agents to evaluate: {e}");
     }
 }

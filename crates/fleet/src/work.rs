@@ -122,10 +122,16 @@ impl Hub {
         }
     }
 
-    /// Asks the connected ones of `agent_ids` to evaluate the rules now; how many were asked.
+    /// Asks the connected ones of `agent_ids` to evaluate the rules now (through the replica
+    /// holding the connection, for an agent connected to another); how many were asked.
     pub fn evaluate_now(&self, agent_ids: &[String]) -> usize {
         let rules = self.rules();
-        agent_ids.iter().filter(|id| self.send(id, ServerMessage::Evaluate { rules: rules.rules.clone() })).count()
+        let (here, not_here): (Vec<&String>, Vec<&String>) =
+            agent_ids.iter().partition(|id| self.send(id, ServerMessage::Evaluate { rules: rules.rules.clone() }));
+        let elsewhere = self.online_elsewhere(&not_here);
+        let asked = here.len() + elsewhere.len();
+        self.evaluate_elsewhere(elsewhere);
+        asked
     }
 
     pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {

@@ -26,6 +26,9 @@ pub enum Change {
     /// A client's answer (JSON: session, id, outcome) to a question a call on another replica
     /// asked: the replica holding the call takes it.
     ClientAnswer(String),
+    /// These agents (ids, comma-separated) are to evaluate their compliance rules now: asked
+    /// through another replica, connected here.
+    Evaluate(String),
     /// A handshake-era MCP session was ended (DELETE, or a failed resume) on another replica.
     SessionEnded(String),
     /// Changes may have been missed (the feed's connection was lost and is back): whoever
@@ -46,6 +49,7 @@ impl Change {
             Change::Quarantine(id) => format!("quarantine {id}"),
             Change::ClientAnswer(json) => format!("answer {json}"),
             Change::SessionEnded(id) => format!("session-ended {id}"),
+            Change::Evaluate(ids) => format!("evaluate {ids}"),
             Change::Resync => "resync".into(),
         }
     }
@@ -64,6 +68,7 @@ impl Change {
             ("quarantine", false) => Change::Quarantine(id),
             ("answer", false) => Change::ClientAnswer(id),
             ("session-ended", false) => Change::SessionEnded(id),
+            ("evaluate", false) => Change::Evaluate(id),
             _ => return None,
         })
     }
@@ -132,6 +137,7 @@ mod tests {
             Change::Quarantine("agt-1".into()),
             Change::ClientAnswer(r#"{"session":"s 1","id":3}"#.into()),
             Change::SessionEnded("tgs-1".into()),
+            Change::Evaluate("agt-1,agt-2".into()),
             Change::Resync,
         ];
         for change in all {
