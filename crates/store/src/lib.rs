@@ -53,42 +53,23 @@ pub struct Repositories {
     pub shared: Option<Shared>,
 }
 
-/// A store that is every repository at once (each backend).
-pub(crate) trait WholeStore:
-    CredentialStore
-    + ApprovalStore
-    + AuditStore
-    + TagStore
-    + PluginConfigStore
-    + GroupStore
-    + FleetStore
-    + WorkStore
-    + HealthStore
-    + SignInStore
-    + Clone
-    + 'static
-{
-}
-
-impl<S> WholeStore for S where
-    S: CredentialStore
-        + ApprovalStore
-        + AuditStore
-        + TagStore
-        + PluginConfigStore
-        + GroupStore
-        + FleetStore
-        + WorkStore
-        + HealthStore
-        + SignInStore
-        + Clone
-        + 'static
-{
-}
-
 impl Repositories {
-    /// Every repository, backed by one store.
-    pub(crate) fn of(store: impl WholeStore, shared: Option<Shared>) -> Self {
+    /// Every repository, backed by one store (each backend is every one of them).
+    pub(crate) fn of<S>(store: S, shared: Option<Shared>) -> Self
+    where
+        S: CredentialStore
+            + ApprovalStore
+            + AuditStore
+            + TagStore
+            + PluginConfigStore
+            + GroupStore
+            + FleetStore
+            + WorkStore
+            + HealthStore
+            + SignInStore
+            + Clone
+            + 'static,
+    {
         Repositories {
             credentials: Arc::new(store.clone()),
             approvals: Arc::new(store.clone()),

@@ -186,6 +186,42 @@ pub struct RowPage {
     pub more: bool,
 }
 
+/// Cuts a page out of rows read in order: those `filter` keeps, past the first `skip` of them,
+/// `limit` at most, and `more` once one more comes. Each backend feeds it what it reads.
+pub(crate) struct Paging {
+    page: RowPage,
+    filter: Option<RowFilter>,
+    skip: usize,
+    limit: usize,
+}
+
+impl Paging {
+    pub(crate) fn new(filter: Option<RowFilter>, skip: usize, limit: usize) -> Self {
+        Self { page: RowPage::default(), filter, skip, limit }
+    }
+
+    /// Offers the next row; false once the page is full (read no further).
+    pub(crate) fn offer(&mut self, agent: String, row: Map<String, Value>) -> bool {
+        if self.filter.as_ref().is_some_and(|keep| !keep(&agent, &row)) {
+            return true;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return true;
+        }
+        if self.page.rows.len() < self.limit {
+            self.page.rows.push((agent, row));
+            return true;
+        }
+        self.page.more = true;
+        false
+    }
+
+    pub(crate) fn finish(self) -> RowPage {
+        self.page
+    }
+}
+
 /// Enrollment tokens, agents and the inventory they report.
 #[async_trait]
 pub trait FleetStore: Send + Sync {

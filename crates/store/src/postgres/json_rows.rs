@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 
 use super::{Pg, PgError, rows};
+use crate::traits::Paging;
 use crate::{ColumnCondition, ColumnValue, RowFilter, RowPage};
 
 /// A column name fit to be written into SQL: declared names only (checked again here).
@@ -61,23 +62,15 @@ pub(super) async fn scan(
         params.push(&page_limit);
         params.push(&page_offset);
     }
-    let (mut page, mut skipped) = (RowPage::default(), 0);
+    // With a filter left for Rust, the offset counts the rows it keeps: skipped here.
+    let mut paging = Paging::new(filter, if in_sql { 0 } else { offset }, limit);
     for r in rows(c, &sql, &params).await? {
-        let agent: String = r.try_get(0)?;
         let Value::Object(found) = r.try_get::<_, Value>(1)? else { continue };
-        if filter.as_ref().is_some_and(|keep| !keep(&agent, &found)) {
-            continue;
-        }
-        if !in_sql && skipped < offset {
-            skipped += 1;
-        } else if page.rows.len() < limit {
-            page.rows.push((agent, found));
-        } else {
-            page.more = true;
+        if !paging.offer(r.try_get(0)?, found) {
             break;
         }
     }
-    Ok(page)
+    Ok(paging.finish())
 }
 
 /// The rows of a JSONB column, as objects (anything else cannot have been written here).

@@ -8,6 +8,7 @@
 
 mod approvals;
 mod credentials;
+mod executions;
 mod fleet;
 mod json_rows;
 mod listen;

@@ -4,6 +4,7 @@
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
+use crate::traits::Paging;
 use crate::{ColumnCondition, ColumnValue, RowFilter, RowPage};
 
 /// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
@@ -61,23 +62,15 @@ pub(super) fn scan(
     }
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    let (mut page, mut skipped) = (RowPage::default(), 0);
+    // With a filter left for Rust, the offset counts the rows it keeps: skipped here.
+    let mut paging = Paging::new(filter, if in_sql { 0 } else { offset }, limit);
     while let Some(r) = rows.next()? {
-        let agent: String = r.get(0)?;
         let text: String = r.get(1)?;
         // A row that is not a JSON object cannot have been written by this store.
         let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
-        if filter.as_ref().is_some_and(|keep| !keep(&agent, &row)) {
-            continue;
-        }
-        if !in_sql && skipped < offset {
-            skipped += 1;
-        } else if page.rows.len() < limit {
-            page.rows.push((agent, row));
-        } else {
-            page.more = true;
+        if !paging.offer(r.get(0)?, row) {
             break;
         }
     }
-    Ok(page)
+    Ok(paging.finish())
 }
