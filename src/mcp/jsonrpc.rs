@@ -2,7 +2,7 @@
 //! writing results and errors. Bodies are parsed by hand, never by an extractor whose own
 //! rejections would bypass the JSON-RPC error mapping.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use super::codes::*;
@@ -76,8 +76,24 @@ pub fn parse(bytes: &[u8]) -> Result<Body, FramingError> {
     if depth(bytes) > MAX_DEPTH {
         return Err(FramingError { code: PARSE_ERROR, message: format!("JSON nested deeper than {MAX_DEPTH} levels") });
     }
+    // One object (nearly every request): its members read straight into place, no tree of
+    // the whole. Anything else, or anything that does not read so (a duplicate member, a
+    // `method` that is not a string, bad JSON), is read the general way below, which answers
+    // it exactly as before.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && let Ok(members) = serde_json::from_slice::<Members>(bytes)
+    {
+        return Ok(Body::Single(message(members)));
+    }
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| FramingError { code: PARSE_ERROR, message: format!("the body is not JSON: {e}") })?;
+    let single = |value| match value {
+        Value::Object(object) => message(Members::of(object)),
+        _ => Err((
+            Value::Null,
+            FramingError { code: INVALID_REQUEST, message: "a JSON-RPC message is an object".into() },
+        )),
+    };
     match value {
         Value::Array(items) if items.is_empty() => {
             Err(FramingError { code: INVALID_REQUEST, message: "an empty batch is not a request".into() })
@@ -89,39 +105,72 @@ pub fn parse(bytes: &[u8]) -> Result<Body, FramingError> {
                 items.len()
             ),
         }),
-        Value::Array(items) => Ok(Body::Batch(items.into_iter().map(message).collect())),
-        other => Ok(Body::Single(message(other))),
+        Value::Array(items) => Ok(Body::Batch(items.into_iter().map(single).collect())),
+        other => Ok(Body::Single(single(other))),
     }
 }
 
-fn message(value: Value) -> Result<Message, (Value, FramingError)> {
+/// The members of a message that JSON-RPC gives meaning to, each `Some` when present (null
+/// included); others are ignored.
+#[derive(Default, Deserialize)]
+struct Members {
+    #[serde(default, deserialize_with = "present")]
+    jsonrpc: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
+}
+
+/// A member that is there, even as `null` (serde's `Option` would read null as absent).
+fn present<'de, D: serde::Deserializer<'de>>(member: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(member).map(Some)
+}
+
+impl Members {
+    fn of(mut object: serde_json::Map<String, Value>) -> Self {
+        let mut take = |name: &str| object.remove(name);
+        Self {
+            jsonrpc: take("jsonrpc"),
+            id: take("id"),
+            method: take("method"),
+            params: take("params"),
+            result: take("result"),
+            error: take("error"),
+        }
+    }
+}
+
+fn message(members: Members) -> Result<Message, (Value, FramingError)> {
     let invalid = |id: Value, why: &str| Err((id, FramingError { code: INVALID_REQUEST, message: why.to_string() }));
-    let Value::Object(mut obj) = value else {
-        return invalid(Value::Null, "a JSON-RPC message is an object");
-    };
-    let id = obj.remove("id");
+    let Members { jsonrpc, id, method, params, result, error } = members;
     // MCP ids are strings or integers: never null, never fractional.
     let valid_id = |v: &Value| v.is_string() || v.as_number().is_some_and(|n| n.is_i64() || n.is_u64());
     let id_for_errors = match &id {
         Some(v) if valid_id(v) => v.clone(),
         _ => Value::Null,
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return invalid(id_for_errors, "`jsonrpc` must be \"2.0\"");
     }
-    let params = obj.remove("params");
     if params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
         return invalid(id_for_errors, "`params` must be an object");
     }
-    match (obj.remove("method"), id) {
+    match (method, id) {
         (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
         (Some(Value::String(method)), Some(id)) if valid_id(&id) => Ok(Message::Request { id, method, params }),
         (Some(Value::String(_)), Some(_)) => invalid(Value::Null, "`id` must be a string or an integer, never null"),
         (Some(_), _) => invalid(id_for_errors, "`method` must be a string"),
-        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
-            let outcome = match obj.remove("result") {
+        (None, Some(id)) if result.is_some() || error.is_some() => {
+            let outcome = match result {
                 Some(result) => Ok(result),
-                None => Err(obj.remove("error").unwrap_or(Value::Null)),
+                None => Err(error.unwrap_or(Value::Null)),
             };
             Ok(Message::Response { id, outcome })
         }
@@ -197,5 +246,30 @@ mod tests {
         assert!(matches!(parse(b"{"), Err(FramingError { code: PARSE_ERROR, .. })));
         let deep = "[".repeat(65) + &"]".repeat(65);
         assert!(matches!(parse(deep.as_bytes()), Err(FramingError { code: PARSE_ERROR, .. })));
+    }
+
+    #[test]
+    fn members_read_in_place_answer_as_a_whole_reading_does() {
+        // A duplicate member: the last one counts, as when the object is read whole.
+        let Ok(Body::Single(Ok(Message::Request { method, .. }))) =
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"ping"}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(method, "ping");
+        let null_result = parse(br#"{"jsonrpc":"2.0","id":1,"result":null}"#);
+        assert!(matches!(null_result, Ok(Body::Single(Ok(Message::Response { outcome: Ok(Value::Null), .. })))));
+        let Ok(Body::Single(Err((id, e)))) = parse(br#"{"jsonrpc":"2.0","id":3,"method":5}"#) else { panic!() };
+        assert_eq!((id, e.message.as_str()), (json!(3), "`method` must be a string"));
+        let Ok(Body::Single(Ok(Message::Request { method, .. }))) =
+            parse(br#" {"jsonrpc":"2\u002e0","id":"x","method":"p\u0069ng","extra":[1]}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(method, "ping");
+        let trailing = parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"} x"#);
+        assert!(matches!(trailing, Err(FramingError { code: PARSE_ERROR, .. })));
+        let Ok(Body::Single(Err((id, e)))) = parse(br#""ping""#) else { panic!() };
+        assert_eq!((id, e.message.as_str()), (Value::Null, "a JSON-RPC message is an object"));
     }
 }
