@@ -42,7 +42,7 @@ pub async fn principal_reset_factor(store: &Repositories, name: &str) -> Result<
 /// writer); a row that cannot be written is a warning, not a failure of the action done.
 pub(crate) async fn audit_now(store: &Repositories, action: &str, target: &str) {
     let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success).target(target.to_string());
-    if let Err(err) = store.audit.append(&[event], true).await {
+    if let Err(err) = store.audit.append([event].into(), true).await {
         eprintln!("warning: the audit row could not be written ({err})");
     }
 }
@@ -254,7 +254,7 @@ pub async fn approvals_decide(
     )
     .await?;
     let rows = std::mem::take(&mut *audit.rows.lock().unwrap_or_else(|e| e.into_inner()));
-    if let Err(err) = audit.store.append(&rows, true).await {
+    if let Err(err) = audit.store.append(rows.as_slice().into(), true).await {
         eprintln!("warning: the audit row could not be written ({err}): {rows:?}");
     }
     match decided {

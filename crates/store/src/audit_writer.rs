@@ -119,6 +119,7 @@ async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<
         let durable = batch.iter().any(|q| q.durable.is_some());
         let (events, waiting): (Vec<AuditEvent>, Vec<Option<oneshot::Sender<bool>>>) =
             batch.into_iter().map(|q| (q.event, q.durable)).unzip();
+        let events: Arc<[AuditEvent]> = events.into();
         let stored = write(store.as_ref(), &events, durable).await;
         queued.fetch_sub(events.len(), Ordering::Relaxed);
         for done in waiting.into_iter().flatten() {
@@ -127,15 +128,15 @@ async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<
     }
 }
 
-async fn write(store: &dyn AuditStore, batch: &[AuditEvent], durable: bool) -> bool {
+async fn write(store: &dyn AuditStore, batch: &Arc<[AuditEvent]>, durable: bool) -> bool {
     for attempt in 1..=WRITE_ATTEMPTS {
-        match store.append(batch, durable).await {
+        match store.append(batch.clone(), durable).await {
             Ok(()) => return true,
             Err(e) => tracing::warn!(attempt, rows = batch.len(), "audit write failed: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
     }
-    for row in batch {
+    for row in batch.iter() {
         tracing::error!(row = %serde_json::to_string(row).unwrap_or_default(), "audit row could not be stored; logged instead");
     }
     false

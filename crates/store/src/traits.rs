@@ -1,6 +1,8 @@
 //! What the server may ask of a store, one trait per area. Every method is async: a backend
 //! runs its I/O off the async threads, so a slow query never stalls the reactor.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
@@ -27,6 +29,12 @@ pub trait CredentialStore: Send + Sync {
     /// Creates a token; returns its record and the secret, which is never stored.
     async fn create_token(&self, new: NewToken<'_>) -> Result<(TokenRecord, String)>;
     async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication>;
+    /// The answer an authentication cache holds for `secret` while it may still serve it
+    /// (None: no cache in front of this store, or nothing valid cached). Synchronous and
+    /// copy-free: the hot path asks this first and [`CredentialStore::authenticate`] on a miss.
+    fn cached(&self, _secret: &str) -> Option<Arc<crate::CachedCredential>> {
+        None
+    }
     async fn token(&self, id: &str) -> Result<Option<TokenRecord>>;
     /// Mints the successor of `predecessor` (same principal, tier and expiry) and shortens the
     /// predecessor's life to the overlap, atomically. Returns the successor and its secret.
@@ -101,8 +109,9 @@ pub trait ApprovalStore: Send + Sync {
 pub trait AuditStore: Send + Sync {
     /// Writes a batch in one transaction (the audit writer's unit of work). `durable`: the
     /// commit must survive a power loss before this returns (a state-changing call waits on
-    /// it); otherwise surviving a crash of the process is enough.
-    async fn append(&self, events: &[AuditEvent], durable: bool) -> Result<()>;
+    /// it); otherwise surviving a crash of the process is enough. The batch is shared, not
+    /// copied: a backend that writes on another thread takes it along, a retry passes it again.
+    async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<()>;
     /// Newest first.
     async fn query(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>>;
     /// Deletes the rows older than `before_ms` (the retention); returns how many.

@@ -1,6 +1,8 @@
 //! The smaller areas on PostgreSQL: the audit log (every replica's, each row naming its
 //! writer), agent tags, plugin configuration and kill switches, management groups.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
@@ -14,17 +16,17 @@ type Result<T> = std::result::Result<T, StoreError>;
 
 #[async_trait]
 impl AuditStore for PostgresStore {
-    async fn append(&self, events: &[AuditEvent], durable: bool) -> Result<()> {
-        let column = |f: fn(&AuditEvent) -> Option<String>| events.iter().map(f).collect::<Vec<_>>();
+    async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<()> {
+        let column = |f: fn(&AuditEvent) -> Option<&str>| events.iter().map(f).collect::<Vec<_>>();
         let at: Vec<i64> = events.iter().map(|e| e.at_ms).collect();
         let action: Vec<&str> = events.iter().map(|e| e.action.as_str()).collect();
         let result: Vec<&str> = events.iter().map(|e| e.result.as_str()).collect();
         let (principal, token_id, target, detail, correlation_id) = (
-            column(|e| e.principal.clone()),
-            column(|e| e.token_id.clone()),
-            column(|e| e.target.clone()),
-            column(|e| e.detail.clone()),
-            column(|e| e.correlation_id.clone()),
+            column(|e| e.principal.as_deref()),
+            column(|e| e.token_id.as_deref()),
+            column(|e| e.target.as_deref()),
+            column(|e| e.detail.as_deref()),
+            column(|e| e.correlation_id.as_deref()),
         );
         pg(async {
             let mut c = self.conn().await?;

@@ -1,6 +1,8 @@
 //! The smaller areas in SQLite: the audit log, agent tags, plugin configuration and kill
 //! switches, management groups.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use toolgate_domain::StoreError;
@@ -36,8 +38,7 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
 
 #[async_trait]
 impl AuditStore for SqliteStore {
-    async fn append(&self, events: &[AuditEvent], durable: bool) -> Result<()> {
-        let events = events.to_vec();
+    async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<()> {
         // A batch nobody waits on skips the fsync; a state-changing call's row does not.
         self.run(move |c| if durable { append_rows(c, &events) } else { without_fsync(c, |c| append_rows(c, &events)) })
             .await

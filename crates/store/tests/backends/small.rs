@@ -55,8 +55,8 @@ async fn audit_rows_are_kept_and_filtered(r: Repositories) {
         correlation_id: Some(format!("c{at_ms}")),
         ..AuditEvent::new(at_ms, action, AuditOutcome::Success)
     };
-    r.audit.append(&[event(1, "mcp.set_tag", "alice"), event(2, "mcp.get_tags", "bob")], true).await.unwrap();
-    r.audit.append(&[event(3, "session.open", "alice")], false).await.unwrap();
+    r.audit.append([event(1, "mcp.set_tag", "alice"), event(2, "mcp.get_tags", "bob")].into(), true).await.unwrap();
+    r.audit.append([event(3, "session.open", "alice")].into(), false).await.unwrap();
     let all = r.audit.query(&AuditFilter { limit: 10, ..AuditFilter::default() }).await.unwrap();
     assert_eq!(all.iter().map(|e| e.at_ms).collect::<Vec<_>>(), [3, 2, 1], "newest first");
     let mcp = AuditFilter { action_prefix: Some("mcp.".into()), limit: 10, ..AuditFilter::default() };
