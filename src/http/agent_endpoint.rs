@@ -18,7 +18,7 @@ use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RefusalCode, ServerMessage};
 use toolgate_fleet::session::{self, FrameError, Handshake};
 use toolgate_fleet::{Hub, Kick};
 
-use super::listener::ConnectionGate;
+use super::listener::Connection;
 use super::{AppState, json_response};
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
@@ -30,7 +30,7 @@ const BUFFER_BYTES: usize = 4 * 1024;
 
 pub async fn agent_socket(
     State(state): State<Arc<AppState>>,
-    gate: Option<Extension<ConnectionGate>>,
+    connection: Option<Extension<Connection>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let hub = state.mcp.services().fleet().clone();
@@ -42,8 +42,8 @@ pub async fn agent_socket(
     };
     // From here the connection counts against the agent surface's own caps (handshakes, then
     // agent connections), not the MCP endpoint's allowance of unauthenticated connections.
-    if let Some(Extension(gate)) = gate {
-        gate.authenticated();
+    if let Some(Extension(connection)) = connection {
+        connection.authenticated();
     }
     upgrade
         .read_buffer_size(BUFFER_BYTES)

@@ -1,6 +1,7 @@
-//! Authentication, as one extractor: [`Authenticated`] reads the bearer token, looks it up and
-//! audits every failure. [`McpCaller`] (a token with an MCP tier) and [`Reviewer`] (an
-//! administrator's tierless credential whose roles may decide approvals) refine it.
+//! Authentication: [`authenticate`] (and the [`Authenticated`] extractor) reads the bearer
+//! token, looks it up and audits every failure. [`mcp_caller`] (a token with an MCP tier) and
+//! [`Reviewer`] (an administrator's tierless credential whose roles may decide approvals)
+//! refine it.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 
 use super::auth_failures::Noted;
-use super::listener::ConnectionGate;
+use super::listener::Connection;
 use super::{ApiError, AppState};
 
 /// A valid, unexpired, unrevoked token and its principal.
@@ -32,9 +33,9 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
 /// Audits a failed authentication: the first from its source address in a window as it
 /// happens, the rest as one counted summary when the window closes (a flood writes a handful
 /// of rows).
-fn audit_failure(state: &AppState, parts: &Parts, detail: &str) {
+fn audit_failure(state: &AppState, connection: &Connection, detail: &str) {
     crate::metrics::auth_failure();
-    let source = super::listener::peer(&parts.extensions).map(|a| a.ip());
+    let source = connection.peer.map(|a| a.ip());
     let server = &state.mcp;
     let now = server.services().clock().now_ms();
     if state.auth_failures.note(source, now) == Noted::Counted {
@@ -48,56 +49,82 @@ fn audit_failure(state: &AppState, parts: &Parts, detail: &str) {
     server.services().audit().record(event);
 }
 
-impl FromRequestParts<Arc<AppState>> for Authenticated {
-    type Rejection = ApiError;
+/// The presented secret, or the refusal (audited) when there is none.
+fn secret<'h>(state: &AppState, headers: &'h HeaderMap, connection: &Connection) -> Result<&'h str, ApiError> {
+    presented_token(headers).filter(|t| !t.is_empty()).ok_or_else(|| {
+        audit_failure(state, connection, "no token");
+        ApiError::unauthorized(
+            "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
+            false,
+        )
+    })
+}
 
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
-        let Some(secret) = presented_token(&parts.headers).filter(|t| !t.is_empty()) else {
-            audit_failure(state, parts, "no token");
-            return Err(ApiError::unauthorized(
-                "send `Authorization: Bearer <token>` (or X-Toolgate-Token); `toolgate token create` makes one",
-                false,
-            ));
-        };
-        let services = state.mcp.services();
-        match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
-            Authentication::Valid { token, principal } => {
-                // The connection no longer counts among the unauthenticated ones.
-                if let Some(gate) = parts.extensions.get::<ConnectionGate>() {
-                    gate.authenticated();
-                }
-                Ok(Authenticated { token, principal })
-            }
-            failure => {
-                audit_failure(state, parts, &format!("{failure:?} token").to_lowercase());
-                Err(ApiError::unauthorized("the token is unknown, revoked or expired; ask for a new one", true))
-            }
+/// Looks the request's token up in the store (through its cache); every failure is audited.
+pub async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    connection: &Connection,
+) -> Result<Authenticated, ApiError> {
+    let secret = secret(state, headers, connection)?;
+    let services = state.mcp.services();
+    match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
+        Authentication::Valid { token, principal } => {
+            // The connection no longer counts among the unauthenticated ones.
+            connection.authenticated();
+            Ok(Authenticated { token, principal })
+        }
+        failure => {
+            audit_failure(state, connection, &format!("{failure:?} token").to_lowercase());
+            Err(ApiError::unauthorized("the token is unknown, revoked or expired; ask for a new one", true))
         }
     }
 }
 
-/// An MCP caller: an authenticated token that carries an MCP tier.
-pub struct McpCaller(pub Caller);
-
-impl FromRequestParts<Arc<AppState>> for McpCaller {
+impl FromRequestParts<Arc<AppState>> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
-        let Authenticated { token, principal } = Authenticated::from_request_parts(parts, state).await?;
-        let Some(tier_name) = token.tier else {
-            audit_failure(state, parts, &format!("token {} has no MCP tier", token.id));
-            return Err(ApiError::unauthorized(
-                "this credential has no MCP tier: it is for the approval API, not for MCP",
-                true,
-            ));
-        };
-        Ok(McpCaller(Caller {
-            principal: Principal { name: principal.name, roles: principal.roles },
-            token_id: token.id,
-            tier: state.mcp.services().catalogue().tier(&tier_name),
-            tier_name,
-        }))
+        authenticate(state, &parts.headers, &Connection::of(&parts.extensions)).await
     }
+}
+
+/// What a valid credential is to MCP: its caller, or (Err) the id of a token without an MCP
+/// tier. Derived once per authentication-cache entry.
+type McpIdentity = Result<Arc<Caller>, String>;
+
+fn mcp_identity(state: &AppState, token: &TokenRecord, principal: &PrincipalRecord) -> McpIdentity {
+    let Some(tier_name) = &token.tier else { return Err(token.id.clone()) };
+    Ok(Arc::new(Caller {
+        principal: Principal { name: principal.name.clone(), roles: principal.roles.clone() },
+        token_id: token.id.clone(),
+        tier: state.mcp.services().catalogue().tier(tier_name),
+        tier_name: tier_name.clone(),
+    }))
+}
+
+/// An MCP caller: an authenticated token that carries an MCP tier. A token the cache holds is
+/// answered from its entry, without a copy; any other is looked up ([`authenticate`]).
+pub async fn mcp_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    connection: &Connection,
+) -> Result<Arc<Caller>, ApiError> {
+    let secret = secret(state, headers, connection)?;
+    let identity = match state.mcp.services().credentials().cached(secret) {
+        Some(cached) => {
+            connection.authenticated();
+            cached.derived(|c| mcp_identity(state, &c.token, &c.principal)).as_ref().clone()
+        }
+        None => {
+            let Authenticated { token, principal } = authenticate(state, headers, connection).await?;
+            mcp_identity(state, &token, &principal)
+        }
+    };
+    identity.map_err(|token_id| {
+        audit_failure(state, connection, &format!("token {token_id} has no MCP tier"));
+        ApiError::unauthorized("this credential has no MCP tier: it is for the approval API, not for MCP", true)
+    })
 }
 
 /// A reader of the approval and audit API: a principal allowed to review (policy.yaml

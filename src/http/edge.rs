@@ -2,9 +2,10 @@
 //! the body's headers (a Content-Length of at most 4 MiB, no chunking, no compression).
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::future::Future;
 use std::sync::Arc;
 
 use super::{ApiError, AppState, MAX_BODY_BYTES};
@@ -30,11 +31,25 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
 
 /// The one middleware of the guarded routes: gives the exchange its correlation id (and every
 /// response, refusals, lists, calls and streams alike, the `X-Correlation-Id` header), then
-/// refuses a foreign Host or Origin.
+/// refuses a foreign Host or Origin. The MCP endpoint does the same in
+/// [`super::mcp_endpoint::exchange`] (it is served ahead of the router).
 pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let console = request.uri().path().starts_with("/console");
+    with_correlation_id(&state, async {
+        match check_host_and_origin(&state, request.headers(), console) {
+            Ok(()) => next.run(request).await,
+            Err(refusal) => refusal.into_response(),
+        }
+    })
+    .await
+}
+
+/// Runs `work` as one exchange: a fresh correlation id for everything it does, and on its
+/// response the `X-Correlation-Id` header.
+pub async fn with_correlation_id(state: &AppState, work: impl Future<Output = Response>) -> Response {
     let id = state.mcp.new_correlation_id();
     let header = HeaderValue::from_str(&id).ok();
-    let mut response = crate::mcp::with_correlation_id(id, host_and_origin(state, request, next)).await;
+    let mut response = crate::mcp::with_correlation_id(id, work).await;
     if let Some(value) = header {
         response.headers_mut().insert(CORRELATION_HEADER, value);
     }
@@ -42,30 +57,26 @@ pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Ne
 }
 
 /// The response header that names the exchange (as the audit log and A4 data do).
-pub const CORRELATION_HEADER: &str = "x-correlation-id";
+pub const CORRELATION_HEADER: HeaderName = HeaderName::from_static("x-correlation-id");
 
-/// A foreign `Origin` always, a foreign `Host` on a loopback bind: refused.
-async fn host_and_origin(state: Arc<AppState>, request: Request, next: Next) -> Response {
-    let console = request.uri().path().starts_with("/console");
-    match check_host_and_origin(&state, request.headers(), console) {
-        Ok(()) => next.run(request).await,
-        // The MCP endpoint answers a foreign Origin in JSON-RPC: -32008 with the A4 data.
-        Err(refusal) if refusal.error() == "forbidden_origin" && request.uri().path().starts_with("/mcp") => {
-            let data = serde_json::json!({
-                "correlation_id": state.mcp.correlation_id(),
-                "retry_after_ms": null,
-                "remediation": "call from a client that sends no Origin, or have the operator allow this one (--allowed-origin scheme://host:port)",
-            });
-            let body = crate::mcp::jsonrpc::error(
-                &serde_json::Value::Null,
-                crate::mcp::jsonrpc::FORBIDDEN_ORIGIN,
-                "this Origin may not call the server",
-                Some(data),
-            );
-            super::json_response(StatusCode::FORBIDDEN, body)
-        }
-        Err(refusal) => refusal.into_response(),
+/// The MCP endpoint's answer to a foreign Host or Origin: a foreign Origin in JSON-RPC,
+/// -32008 with the A4 data.
+pub fn refuse_mcp(state: &AppState, refusal: ApiError) -> Response {
+    if refusal.error() != "forbidden_origin" {
+        return refusal.into_response();
     }
+    let data = serde_json::json!({
+        "correlation_id": state.mcp.correlation_id(),
+        "retry_after_ms": null,
+        "remediation": "call from a client that sends no Origin, or have the operator allow this one (--allowed-origin scheme://host:port)",
+    });
+    let body = crate::mcp::jsonrpc::error(
+        &serde_json::Value::Null,
+        crate::mcp::jsonrpc::FORBIDDEN_ORIGIN,
+        "this Origin may not call the server",
+        Some(data),
+    );
+    super::json_response(StatusCode::FORBIDDEN, body)
 }
 
 /// A page of the console posting to its own origin (the browser's `Origin` names the `Host`
@@ -75,7 +86,7 @@ fn same_origin(headers: &HeaderMap, origin: &str) -> bool {
     origin.split_once("://").is_some_and(|(_, authority)| Some(authority.trim_end_matches('/')) == host)
 }
 
-fn check_host_and_origin(state: &AppState, headers: &HeaderMap, console: bool) -> Result<(), ApiError> {
+pub fn check_host_and_origin(state: &AppState, headers: &HeaderMap, console: bool) -> Result<(), ApiError> {
     if let Some(origin) = headers.get(header::ORIGIN)
         && !origin.to_str().is_ok_and(|o| origin_allowed(state, o) || (console && same_origin(headers, o)))
     {

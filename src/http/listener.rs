@@ -14,16 +14,20 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::convert::Infallible;
+
 use axum::Router;
-use axum::extract::ConnectInfo;
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
 use tower::ServiceExt;
+
+use super::{AppState, mcp_endpoint};
 
 /// Per-connection limits of plain HTTP requests.
 #[derive(Clone, Copy, Debug)]
@@ -42,21 +46,37 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// A connection's place among the unauthenticated ones, given up when it authenticates.
-#[derive(Clone, Debug)]
-pub struct ConnectionGate(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+/// Where a request came from: its peer, and its connection's place among the
+/// unauthenticated ones, given up when a request on it authenticates. Requests the router
+/// serves carry it as an extension; the MCP endpoint is handed it (see [`serve`]).
+#[derive(Clone, Debug, Default)]
+pub struct Connection {
+    pub peer: Option<SocketAddr>,
+    gate: Option<Arc<Mutex<Option<OwnedSemaphorePermit>>>>,
+}
 
-impl ConnectionGate {
+impl Connection {
+    /// The connection of a request the router serves (none in in-process tests).
+    pub fn of(extensions: &axum::http::Extensions) -> Self {
+        extensions.get::<Self>().cloned().unwrap_or_default()
+    }
+
     pub fn authenticated(&self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(gate) = &self.gate {
+            gate.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
     }
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
 /// With `tls`, each connection's TLS handshake must end within the header-read timeout.
+/// With `mcp`, requests to the MCP endpoint's paths go to it straight, ahead of the router:
+/// the busiest route skips the router's per-request boxing and its extensions (the router
+/// serves the same paths, with the same function, to in-process callers).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    mcp: Option<Arc<AppState>>,
     limits: ConnectionLimits,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
@@ -87,14 +107,23 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        let gate = ConnectionGate(Arc::new(Mutex::new(Some(permit))));
-        let service = app.clone().map_request(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(remote));
-            request.extensions_mut().insert(gate.clone());
-            request.map(axum::body::Body::new)
+        let connection = Connection { peer: Some(remote), gate: Some(Arc::new(Mutex::new(Some(permit)))) };
+        let (app, mcp) = (app.clone(), mcp.clone());
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            let (app, mcp, connection) = (app.clone(), mcp.clone(), connection.clone());
+            async move {
+                match mcp {
+                    Some(state) if mcp_endpoint::is_mcp_path(request.uri().path()) => {
+                        Ok::<_, Infallible>(mcp_endpoint::exchange(state, &connection, request).await)
+                    }
+                    _ => {
+                        request.extensions_mut().insert(connection);
+                        app.oneshot(request).await
+                    }
+                }
+            }
         });
         let (stop, live, builder) = (stop.clone(), live_rx.clone(), builder.clone());
-        let service = TowerToHyperService::new(service);
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
@@ -137,9 +166,4 @@ where
     if let Err(e) = ended {
         tracing::debug!(%remote, "connection ended: {e}");
     }
-}
-
-/// The peer of a request served by [`serve`] (None in in-process tests).
-pub fn peer(extensions: &axum::http::Extensions) -> Option<SocketAddr> {
-    extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)
 }

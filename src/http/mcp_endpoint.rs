@@ -3,27 +3,66 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::{FromRequestParts, Request, State};
+use axum::BoxError;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::auth::McpCaller;
-use super::edge::check_body_headers;
+use super::auth::mcp_caller;
+use super::edge::{self, check_body_headers};
+use super::listener::Connection;
 use super::{ApiError, AppState, json_response};
 use crate::mcp::{Payload, Reply, jsonrpc};
 
-/// One handler for the MCP endpoint, in this order: `--mcp-disable` answers everything with
-/// -32005 and anything but GET, POST and DELETE is 405 (both before authentication), then the
-/// caller is authenticated, then the method is served. One handler rather than a middleware
-/// layer per step: each layer boxes a future per request on the hottest path.
-pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Result<Response, ApiError> {
+/// The MCP endpoint's paths.
+pub const MCP_PATHS: [&str; 4] = ["/mcp", "/mcp/", "/mcp/v1", "/mcp/v1/"];
+
+pub fn is_mcp_path(path: &str) -> bool {
+    MCP_PATHS.contains(&path)
+}
+
+/// The MCP endpoint as a route of the router (in-process callers; the listener calls
+/// [`exchange`] itself).
+pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let connection = Connection::of(request.extensions());
+    exchange(state, &connection, request).await
+}
+
+/// One exchange with the MCP endpoint, in this order: the edge's work (a correlation id, the
+/// Host/Origin check), then `--mcp-disable` answers everything with -32005 and anything but
+/// GET, POST and DELETE is 405 (both before authentication), then the caller is
+/// authenticated, then the method is served. One function rather than a middleware layer per
+/// step: each layer boxes a future per request on the hottest path.
+pub async fn exchange<B>(state: Arc<AppState>, connection: &Connection, request: axum::http::Request<B>) -> Response
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    edge::with_correlation_id(&state, async {
+        if let Err(refusal) = edge::check_host_and_origin(&state, request.headers(), false) {
+            return edge::refuse_mcp(&state, refusal);
+        }
+        answer(&state, connection, request).await.unwrap_or_else(IntoResponse::into_response)
+    })
+    .await
+}
+
+async fn answer<B>(
+    state: &AppState,
+    connection: &Connection,
+    request: axum::http::Request<B>,
+) -> Result<Response, ApiError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     if state.config.mcp_disable {
         return Ok(disabled());
     }
-    let method = request.method().clone();
-    if ![Method::POST, Method::DELETE, Method::GET].contains(&method) {
+    let method = request.method();
+    if ![Method::POST, Method::DELETE, Method::GET].contains(method) {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
@@ -31,17 +70,17 @@ pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Result
         )
         .with_header(header::ALLOW, "GET, POST, DELETE"));
     }
-    let (mut parts, body) = request.into_parts();
-    let McpCaller(caller) = McpCaller::from_request_parts(&mut parts, &state).await?;
+    let caller = mcp_caller(state, request.headers(), connection).await?;
+    let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    if method == Method::DELETE {
+    if parts.method == Method::DELETE {
         return Ok(render(state.mcp.end_session(&caller, &headers).await));
     }
-    if method == Method::GET {
+    if parts.method == Method::GET {
         return Ok(render(state.mcp.open_channel(&caller, &headers).await));
     }
     check_body_headers(&headers)?;
-    let bytes = super::read_body(&state, body).await?;
+    let bytes = super::read_body(state, body).await?;
     Ok(render(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes).await))
 }
 
@@ -78,7 +117,7 @@ fn render(reply: Reply) -> Response {
         None => reply.status.into_response(),
     };
     if let Some(id) = reply.session_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
-        response.headers_mut().insert("mcp-session-id", id);
+        response.headers_mut().insert(crate::mcp::SESSION_ID, id);
     }
     response
 }

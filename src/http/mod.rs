@@ -108,11 +108,9 @@ pub fn agent_router(state: Arc<AppState>) -> Router {
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
+    // The MCP endpoint does the edge's work itself (see mcp_endpoint::exchange).
+    let mcp = mcp_endpoint::MCP_PATHS.iter().fold(Router::new(), |r, path| r.route(path, any(mcp_endpoint::mcp)));
     let guarded = Router::new()
-        .route("/mcp", any(mcp_endpoint::mcp))
-        .route("/mcp/", any(mcp_endpoint::mcp))
-        .route("/mcp/v1", any(mcp_endpoint::mcp))
-        .route("/mcp/v1/", any(mcp_endpoint::mcp))
         .merge(api::routes())
         .merge(metrics_endpoint::guarded_route())
         .merge(console::routes())
@@ -123,6 +121,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(toolgate_domain::fleet::wire::AGENT_PATH, get(agent_endpoint::agent_socket))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(mcp)
         .merge(guarded)
         .fallback(not_found)
         .with_state(state)
@@ -154,10 +153,16 @@ async fn not_found() -> Response {
 }
 
 /// A request body, read whole within the body-read timeout and the size limit.
-pub async fn read_body(state: &AppState, body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
+pub async fn read_body<B>(state: &AppState, body: B) -> Result<axum::body::Bytes, ApiError>
+where
+    B: http_body::Body<Data = axum::body::Bytes>,
+    B::Error: Into<axum::BoxError>,
+{
+    use http_body_util::BodyExt as _;
     let limit = state.config.connections.body_read;
-    match tokio::time::timeout(limit, axum::body::to_bytes(body, MAX_BODY_BYTES as usize)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
+    let whole = http_body_util::Limited::new(body, MAX_BODY_BYTES as usize).collect();
+    match tokio::time::timeout(limit, whole).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(_)) => Err(ApiError::bad_request(
             "bad_body",
             "the body could not be read in full (or exceeded its Content-Length)",

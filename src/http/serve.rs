@@ -169,9 +169,14 @@ pub async fn serve(config: Config) -> Result<()> {
             max_unauthenticated: state.config.fleet.max_handshakes,
         };
         let stop = stop_agents.clone();
-        tokio::spawn(super::listener::serve(l, agent_router(state.clone()), limits, acceptor.clone(), async move {
-            stop.cancelled().await
-        }))
+        tokio::spawn(super::listener::serve(
+            l,
+            agent_router(state.clone()),
+            None,
+            limits,
+            acceptor.clone(),
+            async move { stop.cancelled().await },
+        ))
     });
     let metrics_at = metrics_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let metrics_surface = metrics_listener.map(|l| {
@@ -181,6 +186,7 @@ pub async fn serve(config: Config) -> Result<()> {
         tokio::spawn(super::listener::serve(
             l,
             super::metrics_router(state.clone()),
+            None,
             state.config.connections,
             acceptor.clone(),
             async move { stop.cancelled().await },
@@ -198,7 +204,7 @@ pub async fn serve(config: Config) -> Result<()> {
         // Streamed answers end now (their executions go on) rather than hold the exit.
         mcp.begin_shutdown();
     };
-    let served = super::listener::serve(listener, router(state), limits, acceptor, stopping).await;
+    let served = super::listener::serve(listener, router(state.clone()), Some(state), limits, acceptor, stopping).await;
     stop_agents.cancel();
     for surface in [agent_surface, metrics_surface].into_iter().flatten() {
         let _ = surface.await;

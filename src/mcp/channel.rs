@@ -23,7 +23,7 @@ impl McpServer {
                 json!({"correlation_id": self.correlation_id(), "retry_after_ms": null, "remediation": remediation});
             Reply::error(status, &Value::Null, code, message, Some(data))
         };
-        if header(headers, "mcp-protocol-version").is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v)) {
+        if header(headers, super::headers::PROTOCOL_VERSION).is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v)) {
             return refuse(
                 StatusCode::METHOD_NOT_ALLOWED,
                 rpc::INVALID_REQUEST,
@@ -31,7 +31,7 @@ impl McpServer {
                 "POST each request; a call that reports progress answers as a stream",
             );
         }
-        let Some(sid) = header(headers, "mcp-session-id") else {
+        let Some(sid) = header(headers, super::headers::SESSION_ID) else {
             return refuse(
                 StatusCode::BAD_REQUEST,
                 rpc::INVALID_REQUEST,
@@ -50,7 +50,7 @@ impl McpServer {
                 "send Accept: text/event-stream",
             );
         }
-        let cursor = match header(headers, "last-event-id").map(|id| (id, EventId::parse(id))) {
+        let cursor = match header(headers, super::headers::LAST_EVENT_ID).map(|id| (id, EventId::parse(id))) {
             None => None,
             Some((_, Some(id))) => Some(id),
             Some((raw, None)) => {

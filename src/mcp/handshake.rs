@@ -33,7 +33,7 @@ async fn session(
     headers: &HeaderMap,
     id: &Value,
 ) -> Result<Option<Session>, Reply> {
-    let Some(sid) = header(headers, "mcp-session-id") else { return Ok(None) };
+    let Some(sid) = header(headers, super::headers::SESSION_ID) else { return Ok(None) };
     match server.find_session(sid, &caller.principal.name).await {
         Some(session) => Ok(Some(session)),
         None => Err(session_not_found(server, id, "session not found: it expired or was ended; initialize again")),
@@ -53,7 +53,7 @@ pub async fn handle(
                 return reply;
             }
             // The answer to a question a handler sent on its call's stream.
-            let answered = match header(headers, "mcp-session-id") {
+            let answered = match header(headers, super::headers::SESSION_ID) {
                 Some(sid) => server.take_answer(sid, &id, outcome).await,
                 None => false,
             };
@@ -69,7 +69,7 @@ pub async fn handle(
             // A cancellation names a request of the same session; anything else is noted.
             if method == "notifications/cancelled"
                 && let (Some(sid), Some(request_id)) =
-                    (header(headers, "mcp-session-id"), params.as_ref().and_then(|p| p.get("requestId")))
+                    (header(headers, super::headers::SESSION_ID), params.as_ref().and_then(|p| p.get("requestId")))
                 && server.in_flight.cancel(sid, request_id)
             {
                 tracing::info!(session = sid, request = %request_id, "the client cancelled a call");
@@ -98,7 +98,7 @@ pub async fn handle(
                 version,
                 client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
             };
-            let in_flight = match header(headers, "mcp-session-id") {
+            let in_flight = match header(headers, super::headers::SESSION_ID) {
                 Some(sid) => match server.in_flight.register(sid, &id, &server.shutdown) {
                     Some(registered) => Some(registered),
                     None => {
@@ -109,14 +109,15 @@ pub async fn handle(
                 None => None,
             };
             let log_level = session.as_ref().and_then(|s| s.log_level);
-            let session_id = header(headers, "mcp-session-id").filter(|_| session.is_some()).map(str::to_string);
+            let session_id =
+                header(headers, super::headers::SESSION_ID).filter(|_| session.is_some()).map(str::to_string);
             let ring = session.as_ref().map(|s| s.ring.clone());
             let in_session = call::InSession { in_flight, log_level, session_id, ring };
             call::tools_call(server, caller, headers, &id, params, &era, in_session).await
         }
         Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
         Some(m @ (Method::ResourcesSubscribe | Method::ResourcesUnsubscribe)) => {
-            let session_id = header(headers, "mcp-session-id").filter(|_| session.is_some());
+            let session_id = header(headers, super::headers::SESSION_ID).filter(|_| session.is_some());
             let on = m == Method::ResourcesSubscribe;
             super::resources::subscription(server, caller, &id, params.as_ref(), session_id, on)
         }
@@ -150,7 +151,7 @@ fn set_log_level(
     let Some(parsed) = level.as_str().and_then(toolgate_domain::LogLevel::parse) else {
         return invalid_log_level(StatusCode::OK, id, &level);
     };
-    match header(headers, "mcp-session-id") {
+    match header(headers, super::headers::SESSION_ID) {
         Some(sid) if server.sessions.set_log_level(sid, &caller.principal.name, parsed) => {
             Reply::json(StatusCode::OK, rpc::result_raw(id, "{}"))
         }
@@ -255,7 +256,7 @@ pub async fn batch(
 impl McpServer {
     /// DELETE ends a handshake-era session (200), after which it is unknown (404).
     pub async fn end_session(&self, caller: &Caller, headers: &HeaderMap) -> Reply {
-        match header(headers, "mcp-session-id") {
+        match header(headers, super::headers::SESSION_ID) {
             None => Reply::error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 &Value::Null,

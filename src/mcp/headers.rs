@@ -1,12 +1,19 @@
 //! 2026-07-28 header values: the strict `=?base64?…?=` form, and the `x-mcp-header` rule that
 //! mirrors annotated arguments in `Mcp-Param-*` headers.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use base64::Engine as _;
 use serde_json::Value;
 
+pub const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// 2026-07-28: the method and the tool (or prompt, or resource) name, mirrored from the body.
+pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
 /// A header's value, trimmed; a value that is not text reads as U+FFFD (it then mismatches).
-pub fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub fn header(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
     headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}").trim())
 }
 

@@ -39,7 +39,7 @@ use toolgate_policy::TierRules;
 
 pub use admission::StreamLimits;
 pub use codes::denial_code;
-pub use headers::header_value;
+pub use headers::{SESSION_ID, header_value};
 pub use lists::ListResults;
 pub use reply::{Payload, Reply};
 pub use router::{METHOD_COUNT, METHOD_NAMES, handle};

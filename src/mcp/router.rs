@@ -96,7 +96,7 @@ async fn answer(
     headers: &HeaderMap,
     parsed: Result<Body, rpc::FramingError>,
 ) -> Reply {
-    let header_version = header(headers, "mcp-protocol-version");
+    let header_version = header(headers, super::headers::PROTOCOL_VERSION);
     let body = match parsed {
         Ok(body) => body,
         Err(e) => return Reply::error(StatusCode::BAD_REQUEST, &Value::Null, e.code, &e.message, None),

@@ -44,7 +44,7 @@ fn check_headers(
             ));
         }
     }
-    match header(headers, "mcp-method") {
+    match header(headers, super::headers::MCP_METHOD) {
         Some(m) if m == method => {}
         Some(m) => return Err(mismatch(id, format!("Mcp-Method `{m}` does not match the body's method `{method}`"))),
         None => return Err(mismatch(id, format!("the Mcp-Method header is required (`{method}`)"))),
@@ -56,7 +56,7 @@ fn check_headers(
         _ => None,
     };
     if let Some(name) = named {
-        match header(headers, "mcp-name").map(header_value) {
+        match header(headers, super::headers::MCP_NAME).map(header_value) {
             Some(Ok(h)) if h.trim() == name => {}
             Some(Ok(h)) => return Err(mismatch(id, format!("Mcp-Name `{h}` does not match `{name}`"))),
             Some(Err(_)) => return Err(mismatch(id, "Mcp-Name is not valid (bad characters or base64)".into())),

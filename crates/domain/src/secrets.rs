@@ -32,5 +32,10 @@ pub fn new_secret(prefix: &str) -> String {
 
 /// Secrets are 256 random bits, so a fast hash is the right one (no salt, no stretching).
 pub fn hash_secret(secret: &str) -> String {
-    hex(&Sha256::digest(secret.as_bytes()))
+    hex(&secret_digest(secret))
+}
+
+/// The SHA-256 of a secret, as bytes (what [`hash_secret`] writes in hex).
+pub fn secret_digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
 }

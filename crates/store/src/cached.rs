@@ -6,12 +6,13 @@
 //! replica's changes empty it as soon as the database tells of them (see [`crate::changes`]);
 //! the console commands' (and a change whose notice was lost) are seen within `ttl_ms`.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
-use toolgate_domain::secrets::hash_secret;
+use toolgate_domain::secrets::secret_digest;
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Clock, StoreError};
 
@@ -24,18 +25,44 @@ type Result<T> = std::result::Result<T, StoreError>;
 /// not a thing, but memory must stay bounded whatever happens).
 const MAX_ENTRIES: usize = 10_000;
 
+/// A valid token and its principal as the cache holds them, shared rather than copied, with
+/// room for one value its user derives from them (the HTTP edge keeps the MCP caller there):
+/// derived once per entry, it goes when the entry goes (expiry, revocation, emptying).
+pub struct CachedCredential {
+    pub token: TokenRecord,
+    pub principal: PrincipalRecord,
+    derived: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+impl CachedCredential {
+    fn new(token: TokenRecord, principal: PrincipalRecord) -> Self {
+        Self { token, principal, derived: OnceLock::new() }
+    }
+
+    /// What `derive` makes of this credential, made on first use and kept with it. One type
+    /// per cache: a second type asked of the same entry is made afresh each time.
+    pub fn derived<T: Any + Send + Sync>(&self, derive: impl FnOnce(&Self) -> T) -> Arc<T> {
+        if let Some(kept) = self.derived.get().and_then(|kept| kept.clone().downcast::<T>().ok()) {
+            return kept;
+        }
+        let made = Arc::new(derive(self));
+        // Two requests deriving at once: the first kept wins; both answers are the same.
+        let _ = self.derived.set(made.clone());
+        made
+    }
+}
+
 struct Entry {
     read_at_ms: i64,
-    token: TokenRecord,
-    principal: PrincipalRecord,
+    credential: Arc<CachedCredential>,
 }
 
 pub struct CachedCredentials {
     inner: Arc<dyn CredentialStore>,
     clock: Clock,
     ttl_ms: i64,
-    /// By the secret's hash (the secret itself is not kept).
-    entries: Mutex<HashMap<String, Entry>>,
+    /// By the secret's SHA-256 (the secret itself is not kept).
+    entries: Mutex<HashMap<[u8; 32], Entry>>,
     /// Counts the times the cache was emptied: an answer read before the last emptying is not
     /// kept (it may predate the revocation that emptied it).
     generation: AtomicU64,
@@ -68,21 +95,28 @@ impl CachedCredentials {
         self.generation.fetch_add(1, Ordering::SeqCst);
         entries.clear();
     }
+
+    /// The entry for `key` if it may still be served at `now_ms`: read less than the time to
+    /// live ago, and its token not expired.
+    fn fresh(&self, key: &[u8; 32], now_ms: i64) -> Option<Arc<CachedCredential>> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = entries.get(key)?;
+        let fresh = now_ms - entry.read_at_ms < self.ttl_ms && entry.credential.token.expires_at > now_ms / 1000;
+        fresh.then(|| entry.credential.clone())
+    }
 }
 
 #[async_trait]
 impl CredentialStore for CachedCredentials {
+    fn cached(&self, secret: &str) -> Option<Arc<CachedCredential>> {
+        self.fresh(&secret_digest(secret), self.clock.now_ms())
+    }
+
     async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication> {
-        let key = hash_secret(secret);
+        let key = secret_digest(secret);
         let now_ms = self.clock.now_ms();
-        {
-            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(e) = entries.get(&key)
-                && now_ms - e.read_at_ms < self.ttl_ms
-                && e.token.expires_at > now
-            {
-                return Ok(Authentication::Valid { token: e.token.clone(), principal: e.principal.clone() });
-            }
+        if let Some(hit) = self.fresh(&key, now_ms).filter(|c| c.token.expires_at > now) {
+            return Ok(Authentication::Valid { token: hit.token.clone(), principal: hit.principal.clone() });
         }
         let generation = self.generation.load(Ordering::SeqCst);
         let answer = self.inner.authenticate(secret, now).await?;
@@ -92,8 +126,8 @@ impl CredentialStore for CachedCredentials {
                 if entries.len() >= MAX_ENTRIES {
                     entries.clear();
                 }
-                let entry = Entry { read_at_ms: now_ms, token: token.clone(), principal: principal.clone() };
-                entries.insert(key, entry);
+                let credential = Arc::new(CachedCredential::new(token.clone(), principal.clone()));
+                entries.insert(key, Entry { read_at_ms: now_ms, credential });
             }
             _ => {
                 entries.remove(&key);
@@ -199,5 +233,43 @@ mod tests {
         let (_, secret_c) = store.create_token(NewToken { expires_at: now + 1, ..new("c") }).await.unwrap();
         assert!(valid(&cached.authenticate(&secret_c, now).await.unwrap()));
         assert_eq!(cached.authenticate(&secret_c, now + 1).await.unwrap(), Authentication::Expired);
+    }
+
+    /// The hot path's synchronous look-up keeps the same promises: never past the TTL, never
+    /// past an expiry, never after a revocation made through the cache; and what is derived
+    /// from an entry is made once and goes with it.
+    #[tokio::test]
+    async fn the_shared_answer_keeps_the_same_promises_and_its_derived_value_goes_with_it() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let clock = Clock::stopped_at(1_800_000_000_000);
+        let cached = CachedCredentials::new(Arc::new(store.clone()), clock.clone(), 10_000);
+        let now = clock.now_secs();
+        store.put_principal("alice", &["Viewer".into()], now).await.unwrap();
+        let new = |name, expires_at| NewToken { principal: "alice", tier: Some("readonly"), name, now, expires_at };
+        let (a, secret_a) = store.create_token(new("a", now + 3600)).await.unwrap();
+        let (_, secret_b) = store.create_token(new("b", now + 12)).await.unwrap();
+        assert!(cached.cached(&secret_a).is_none(), "nothing is cached before the first authentication");
+        cached.authenticate(&secret_a, now).await.unwrap();
+        let derivations = std::sync::atomic::AtomicUsize::new(0);
+        let derive = |c: &CachedCredential| {
+            derivations.fetch_add(1, Ordering::SeqCst);
+            c.token.id.clone()
+        };
+        let first = cached.cached(&secret_a).unwrap().derived(derive);
+        let second = cached.cached(&secret_a).unwrap().derived(derive);
+        assert_eq!((first.as_str(), Arc::ptr_eq(&first, &second)), (a.id.as_str(), true));
+        assert_eq!(derivations.load(Ordering::SeqCst), 1, "derived once per entry");
+        clock.advance_ms(10_000);
+        assert!(cached.cached(&secret_a).is_none(), "never past the TTL");
+        cached.authenticate(&secret_a, clock.now_secs()).await.unwrap();
+        assert!(cached.cached(&secret_a).is_some());
+        cached.revoke_token(&a.id, clock.now_secs()).await.unwrap();
+        assert!(cached.cached(&secret_a).is_none(), "a revocation through the cache empties it at once");
+        cached.authenticate(&secret_b, clock.now_secs()).await.unwrap();
+        assert!(cached.cached(&secret_b).is_some());
+        clock.advance_ms(1999);
+        assert!(cached.cached(&secret_b).is_some());
+        clock.advance_ms(1);
+        assert!(cached.cached(&secret_b).is_none(), "an expired token is never served, whatever the TTL");
     }
 }

@@ -15,7 +15,7 @@ mod work;
 use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
-pub use cached::CachedCredentials;
+pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use postgres::PostgresStore;
 pub use shared::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
