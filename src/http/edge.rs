@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
+
 use super::{ApiError, AppState, MAX_BODY_BYTES};
 
 fn is_loopback_host(host: &str) -> bool {
@@ -45,15 +47,18 @@ pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Ne
 }
 
 /// Runs `work` as one exchange: a fresh correlation id for everything it does, and on its
-/// response the `X-Correlation-Id` header.
-pub async fn with_correlation_id(state: &AppState, work: impl Future<Output = Response>) -> Response {
+/// response the `X-Correlation-Id` header. Made of combinators rather than an async fn, which
+/// would hold `work` twice over: this wraps the whole MCP answer, a future of kilobytes that
+/// is moved on every request.
+pub fn with_correlation_id<F: Future<Output = Response>>(state: &AppState, work: F) -> impl Future<Output = Response> {
     let id = state.mcp.new_correlation_id();
     let header = HeaderValue::from_str(&id).ok();
-    let mut response = crate::mcp::with_correlation_id(id, work).await;
-    if let Some(value) = header {
-        response.headers_mut().insert(CORRELATION_HEADER, value);
-    }
-    response
+    crate::mcp::with_correlation_id(id, work).map(move |mut response| {
+        if let Some(value) = header {
+            response.headers_mut().insert(CORRELATION_HEADER, value);
+        }
+        response
+    })
 }
 
 /// The response header that names the exchange (as the audit log and A4 data do).

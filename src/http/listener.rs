@@ -114,7 +114,7 @@ pub async fn serve(
             async move {
                 match mcp {
                     Some(state) if mcp_endpoint::is_mcp_path(request.uri().path()) => {
-                        Ok::<_, Infallible>(mcp_endpoint::exchange(state, &connection, request).await)
+                        Ok::<_, Infallible>(mcp_endpoint::exchange(&state, &connection, request).await)
                     }
                     _ => {
                         request.extensions_mut().insert(connection);

@@ -1,6 +1,7 @@
 //! `POST /mcp` (`GET` for a session's stream, `DELETE` to end a session): the kill switch and the method check before
 //! authentication, the body checks after it, then the `mcp` module.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::BoxError;
@@ -27,7 +28,7 @@ pub fn is_mcp_path(path: &str) -> bool {
 /// [`exchange`] itself).
 pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let connection = Connection::of(request.extensions());
-    exchange(state, &connection, request).await
+    exchange(&state, &connection, request).await
 }
 
 /// One exchange with the MCP endpoint, in this order: the edge's work (a correlation id, the
@@ -35,18 +36,27 @@ pub async fn mcp(State(state): State<Arc<AppState>>, request: Request) -> Respon
 /// GET, POST and DELETE is 405 (both before authentication), then the caller is
 /// authenticated, then the method is served. One function rather than a middleware layer per
 /// step: each layer boxes a future per request on the hottest path.
-pub async fn exchange<B>(state: Arc<AppState>, connection: &Connection, request: axum::http::Request<B>) -> Response
+pub fn exchange<'a, B>(
+    state: &'a AppState,
+    connection: &'a Connection,
+    request: axum::http::Request<B>,
+) -> impl Future<Output = Response> + 'a
+where
+    B: http_body::Body<Data = Bytes> + 'a,
+    B::Error: Into<BoxError>,
+{
+    edge::with_correlation_id(state, respond(state, connection, request))
+}
+
+async fn respond<B>(state: &AppState, connection: &Connection, request: axum::http::Request<B>) -> Response
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    edge::with_correlation_id(&state, async {
-        if let Err(refusal) = edge::check_host_and_origin(&state, request.headers(), false) {
-            return edge::refuse_mcp(&state, refusal);
-        }
-        answer(&state, connection, request).await.unwrap_or_else(IntoResponse::into_response)
-    })
-    .await
+    if let Err(refusal) = edge::check_host_and_origin(state, request.headers(), false) {
+        return edge::refuse_mcp(state, refusal);
+    }
+    answer(state, connection, request).await.unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn answer<B>(
@@ -81,7 +91,9 @@ where
     }
     check_body_headers(&headers)?;
     let bytes = super::read_body(state, body).await?;
-    Ok(render(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes).await))
+    // Boxed: the answer to a call is a future of kilobytes; held inline, every future around
+    // it would grow by as much, and hyper moves the outermost one on every request.
+    Ok(render(Box::pin(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes)).await))
 }
 
 fn disabled() -> Response {

@@ -90,9 +90,13 @@ pub fn current_correlation_id() -> Option<String> {
     CORRELATION_ID.try_with(String::clone).ok()
 }
 
-/// Runs `work` as part of the exchange with correlation id `id`.
-pub async fn with_correlation_id<F: std::future::Future>(id: String, work: F) -> F::Output {
-    CORRELATION_ID.scope(id, work).await
+/// Runs `work` as part of the exchange with correlation id `id`. A plain function, not an
+/// async one: an async fn would keep `work` beside the future that runs it (twice its size).
+pub fn with_correlation_id<F: std::future::Future>(
+    id: String,
+    work: F,
+) -> impl std::future::Future<Output = F::Output> {
+    CORRELATION_ID.scope(id, work)
 }
 
 /// Everything MCP requests need, shared by every connection.
