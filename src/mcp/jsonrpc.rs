@@ -73,7 +73,10 @@ pub fn depth(bytes: &[u8]) -> usize {
 }
 
 pub fn parse(bytes: &[u8]) -> Result<Body, FramingError> {
-    if depth(bytes) > MAX_DEPTH {
+    // No body can nest deeper than it has brackets: counting them is one vectorized pass,
+    // and only a body with more than MAX_DEPTH of them is walked.
+    let brackets = bytes.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    if brackets > MAX_DEPTH && depth(bytes) > MAX_DEPTH {
         return Err(FramingError { code: PARSE_ERROR, message: format!("JSON nested deeper than {MAX_DEPTH} levels") });
     }
     // One object (nearly every request): its members read straight into place, no tree of
