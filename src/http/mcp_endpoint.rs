@@ -1,5 +1,6 @@
-//! `POST /mcp` (`GET` for a session's stream, `DELETE` to end a session): the kill switch and the method check before
-//! authentication, the body checks after it, then the `mcp` module.
+//! `POST /mcp` (`GET` for a session's stream, `DELETE` to end a session), served by the
+//! listener ahead of the router: the edge's work (correlation id, Host/Origin), the kill switch
+//! and the method check before authentication, the body checks after it, then the `mcp` module.
 
 use std::future::Future;
 use std::sync::Arc;
