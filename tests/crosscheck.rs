@@ -104,3 +104,11 @@ fn names_resolve_exactly() {
     assert_eq!(ToolId::from_name("no_such_tool"), None);
     assert_eq!(Tier::from_name("root"), None);
 }
+
+/// The server compiles a tool's validators on its first call; the build's check promised they
+/// compile. Every shipped schema compiles as the server compiles it.
+#[test]
+fn every_schema_compiles_as_the_server_compiles_it() {
+    let schemas = toolgate_gate::Schemas::compile(&CATALOGUE).expect("every schema parses");
+    schemas.compile_all().expect("every schema compiles with the server's options");
+}

@@ -35,6 +35,6 @@ pub fn denial_code(denial: &Denial) -> i64 {
         Denial::NotGranted { .. } | Denial::ApprovalCap(_) | Denial::NotRedeemable { .. } => PERMISSION_DENIED,
         Denial::InvalidArguments(_) => INVALID_PARAMS,
         Denial::ApprovalPending { .. } => APPROVAL_REQUIRED,
-        Denial::StoreFault { .. } => INTERNAL_ERROR,
+        Denial::StoreFault { .. } | Denial::SchemaFault { .. } => INTERNAL_ERROR,
     }
 }

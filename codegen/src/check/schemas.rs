@@ -71,8 +71,9 @@ fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>
                 .help("see https://json-schema.org/draft/2020-12/json-schema-core"),
         };
         out.push(d);
-    } else if let Err(e) = jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&value) {
-        // Valid by the meta-schema but not usable, e.g. a regex that does not compile.
+    } else if let Err(e) = server_options().build(&value) {
+        // Valid by the meta-schema but not usable, e.g. a regex that does not compile. The
+        // server compiles it on the tool's first call, trusting this check.
         out.push(
             inputs
                 .tool_error(i, at, format!("{which} does not compile: {e}"))
@@ -250,7 +251,7 @@ pub fn published(schema: &Map<String, Value>, approval_gated: bool) -> Map<Strin
 pub fn example(schema: &Map<String, Value>) -> Option<Value> {
     let value = Value::Object(schema.clone());
     let candidate = example_of(&value, 0)?;
-    let validator = jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(&value).ok()?;
+    let validator = server_options().build(&value).ok()?;
     validator.is_valid(&candidate).then_some(candidate)
 }
 
@@ -326,4 +327,12 @@ pub fn check_argument_types(inputs: &Inputs, plans: &[ToolPlan]) -> Vec<Diagnost
         }
     }
     out
+}
+
+/// The options the server compiles schemas with (`toolgate_gate::arguments::options`; the
+/// build cannot depend on the gate, so the two are kept alike by hand, and the cross-check
+/// test `every_schema_compiles_as_the_server_compiles_it` compiles every shipped schema the
+/// server's way).
+fn server_options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options().with_draft(jsonschema::Draft::Draft202012).should_validate_formats(true)
 }

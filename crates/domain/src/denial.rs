@@ -36,6 +36,9 @@ pub enum Denial {
     NotRedeemable { approval_id: String, why: RecallRefusal },
     /// The store failed while the gate asked it something.
     StoreFault { what: &'static str, error: StoreError },
+    /// The tool's schema did not compile on first use (the build's check should have refused
+    /// it: a bug, never the caller's fault).
+    SchemaFault { tool: &'static str, why: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +165,7 @@ impl Denial {
                 RecallRefusal::Expired => format!("the approval expired ({} days)", APPROVAL_TTL_SECS / 86_400),
             },
             Denial::StoreFault { what, error } => format!("the {what} store failed: {error}"),
+            Denial::SchemaFault { tool, .. } => format!("the inputSchema of {tool} does not compile on this server"),
         }
     }
 
@@ -197,6 +201,9 @@ impl Denial {
                 }
             },
             Denial::StoreFault { .. } => "retry in a few seconds".into(),
+            Denial::SchemaFault { .. } => {
+                "tell the server's operator: `toolgate check` names the schema; calling again will not help".into()
+            }
         }
     }
 
@@ -242,6 +249,7 @@ impl Denial {
                 RecallRefusal::Expired => format!("approval {id} expired"),
             },
             Denial::StoreFault { error, .. } => format!("store fault: {error}"),
+            Denial::SchemaFault { why, .. } => format!("schema fault: {why}"),
             Denial::InvalidArguments(invalid) => invalid.message(),
             _ => format!("{code}: {}", self.message()),
         }

@@ -1,8 +1,14 @@
-//! The tools' schemas, compiled once at start: arguments are checked against the inputSchema
-//! (strictly: `1.0` is not an integer) before any approval work; in debug builds results are
-//! checked against the outputSchema.
+//! The tools' schemas: arguments are checked against the inputSchema (strictly: `1.0` is not
+//! an integer) before any approval work; in debug builds results are checked against the
+//! outputSchema.
+//!
+//! A tool's validators are compiled on its first use, not at start: a server that is never
+//! asked to call most of its tools never holds their validators, nor touches the compiler's
+//! code (both are most of what a large catalogue adds to idle memory and start time). The
+//! build already compiled every schema with [`options`] (`toolgate check` does the same), so
+//! a schema that fails here is a bug, answered as an internal error, never a panic.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
@@ -22,51 +28,61 @@ pub struct SchemaError {
     why: String,
 }
 
-/// One compiled validator per tool, in catalogue order, and the parsed inputSchema.
+/// A validator compiled on first use, or why it did not compile.
+type Compiled = OnceLock<Result<jsonschema::Validator, String>>;
+
+/// Per tool, in catalogue order: the parsed inputSchema and its validators once compiled.
 pub struct Schemas {
-    input: Vec<jsonschema::Validator>,
+    catalogue: &'static Catalogue,
+    input: Box<[Compiled]>,
     input_json: Vec<Value>,
-    output: Vec<Option<jsonschema::Validator>>,
+    output: Box<[Compiled]>,
     required_capabilities: Vec<Option<Value>>,
     /// Per tool, its `required` list, a minimal valid call and the remediation built from
     /// them, for invalid-arguments replies.
     hints: Vec<Arc<ArgumentHints>>,
 }
 
-fn compile(
-    schema: &str,
-    what: &'static str,
-    tool: &'static str,
-) -> Result<(jsonschema::Validator, Value), SchemaError> {
-    let error = |why: String| SchemaError { what, tool, why };
-    let value: Value = serde_json::from_str(schema).map_err(|e| error(e.to_string()))?;
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .should_validate_formats(true)
-        .build(&value)
-        .map_err(|e| error(e.to_string()))?;
-    Ok((validator, value))
+/// How every schema is compiled, here and by the build's check (keep them alike).
+pub fn options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::options().with_draft(jsonschema::Draft::Draft202012).should_validate_formats(true)
+}
+
+fn build(schema: &Value) -> Result<jsonschema::Validator, String> {
+    options().build(schema).map_err(|e| e.to_string())
+}
+
+/// The validator in `slot`, compiled by `compile` on first use.
+fn compiled(
+    slot: &Compiled,
+    compile: impl FnOnce() -> Result<jsonschema::Validator, String>,
+) -> Result<&jsonschema::Validator, String> {
+    slot.get_or_init(compile).as_ref().map_err(String::clone)
 }
 
 impl Schemas {
+    /// Parses every tool's schemas (their validators wait for first use).
     pub fn compile(catalogue: &'static Catalogue) -> Result<Self, SchemaError> {
+        let tools = catalogue.tools.len();
         let mut schemas = Schemas {
-            input: Vec::new(),
-            input_json: Vec::new(),
-            output: Vec::new(),
-            required_capabilities: Vec::new(),
-            hints: Vec::new(),
+            catalogue,
+            input: (0..tools).map(|_| OnceLock::new()).collect(),
+            input_json: Vec::with_capacity(tools),
+            output: (0..tools).map(|_| OnceLock::new()).collect(),
+            required_capabilities: Vec::with_capacity(tools),
+            hints: Vec::with_capacity(tools),
         };
         for meta in catalogue.tools {
-            let (validator, json) = compile(meta.input_schema, "inputSchema", meta.name)?;
-            schemas.input.push(validator);
+            let json: Value = serde_json::from_str(meta.input_schema).map_err(|e| SchemaError {
+                what: "inputSchema",
+                tool: meta.name,
+                why: e.to_string(),
+            })?;
             let required = json.get("required").cloned().unwrap_or(Value::Array(Vec::new()));
             schemas.input_json.push(json);
             let example = meta.example_arguments.map(serde_json::from_str).transpose();
             let example = example.map_err(|e| SchemaError { what: "example", tool: meta.name, why: e.to_string() })?;
             schemas.hints.push(Arc::new(ArgumentHints::new(required, example)));
-            let output = meta.output_schema.map(|s| compile(s, "outputSchema", meta.name)).transpose()?;
-            schemas.output.push(output.map(|(v, _)| v));
             let capabilities = meta
                 .required_client_capabilities
                 .map(serde_json::from_str)
@@ -87,8 +103,32 @@ impl Schemas {
         self.required_capabilities[tool.index].as_ref()
     }
 
+    /// Compiles every validator now, as a first use would; the first fault found.
+    pub fn compile_all(&self) -> Result<(), SchemaError> {
+        for meta in self.catalogue.tools {
+            self.input_validator(meta).map_err(|why| SchemaError { what: "inputSchema", tool: meta.name, why })?;
+            self.output_validator(meta).transpose().map_err(|why| SchemaError {
+                what: "outputSchema",
+                tool: meta.name,
+                why,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn input_validator(&self, tool: &ToolMeta) -> Result<&jsonschema::Validator, String> {
+        compiled(&self.input[tool.index], || build(&self.input_json[tool.index]))
+    }
+
+    fn output_validator(&self, tool: &ToolMeta) -> Option<Result<&jsonschema::Validator, String>> {
+        let schema = tool.output_schema?;
+        let parse_and_build = || build(&serde_json::from_str(schema).map_err(|e| e.to_string())?);
+        Some(compiled(&self.output[tool.index], parse_and_build))
+    }
+
     pub fn check(&self, tool: &'static ToolMeta, arguments: &Value) -> Result<(), Denial> {
-        let mut problems: Vec<ArgumentProblem> = self.input[tool.index]
+        let validator = self.input_validator(tool).map_err(|why| Denial::SchemaFault { tool: tool.name, why })?;
+        let mut problems: Vec<ArgumentProblem> = validator
             .iter_errors(arguments)
             .map(|e| ArgumentProblem { pointer: e.instance_path().as_str().to_string(), message: e.to_string() })
             .collect();
@@ -121,7 +161,10 @@ impl Schemas {
 
     /// Where a handler's result breaks the tool's outputSchema (a bug in the handler).
     pub fn output_problem(&self, tool: &ToolMeta, value: &Value) -> Option<String> {
-        let validator = self.output[tool.index].as_ref()?;
+        let validator = match self.output_validator(tool)? {
+            Ok(validator) => validator,
+            Err(why) => return Some(format!("the outputSchema of {} does not compile: {why}", tool.name)),
+        };
         let e = validator.iter_errors(value).next()?;
         Some(format!("{} returned a result that breaks its outputSchema at {}: {e}", tool.name, e.instance_path()))
     }
@@ -173,8 +216,63 @@ fn non_integers(schema: &Value, value: &Value, pointer: &mut String, out: &mut V
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use toolgate_domain::catalogue::{Annotations, TaskSupport};
+    use toolgate_policy::{OperationClass, Permission};
 
     use super::*;
+
+    /// A tool whose inputSchema parses but does not compile (a regex with an open group): what
+    /// the build's check refuses, should a binary ever carry one.
+    static BROKEN: [ToolMeta; 1] = [ToolMeta {
+        index: 0,
+        name: "broken_tool",
+        title: "",
+        description: "",
+        securable: "Tag",
+        operation: "Read",
+        class: OperationClass::Read,
+        annotations: Annotations { read_only: true, destructive: false, idempotent: true, open_world: false },
+        hint_override: None,
+        handler: "builtin::echo",
+        input_schema: r#"{"type":"object","properties":{"name":{"type":"string","pattern":"("}}}"#,
+        output_schema: None,
+        required_client_capabilities: None,
+        task_support: TaskSupport::Forbidden,
+        example_arguments: None,
+        static_result: None,
+        approval_gated: false,
+        decisions: &[],
+        sensitive_arguments: &[],
+    }];
+    static CATALOGUE: Catalogue = Catalogue {
+        tools: &BROKEN,
+        prompts: &[],
+        resources: &[],
+        templates: &[],
+        tiers: &[],
+        roles: &[],
+        securables: &[],
+        operations: &[],
+        reviewer: Permission { securable: "Approval", operation: "Review" },
+        principal_admin: Permission { securable: "Principal", operation: "Admin" },
+    };
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_a_fault_on_first_use_never_a_panic() {
+        let schemas = Schemas::compile(&CATALOGUE).expect("the schema parses: compiling waits for first use");
+        let tool = &CATALOGUE.tools[0];
+        for _ in 0..2 {
+            match schemas.check(tool, &json!({"name": "x"})) {
+                Err(Denial::SchemaFault { tool, why }) => {
+                    assert_eq!(tool, "broken_tool");
+                    assert!(why.contains('('), "the fault says what failed: {why}");
+                }
+                other => panic!("expected a schema fault, got {other:?}"),
+            }
+        }
+        let error = schemas.compile_all().expect_err("compile_all finds it").to_string();
+        assert!(error.starts_with("inputSchema of broken_tool does not compile"), "{error}");
+    }
 
     #[test]
     fn non_integers_are_named_by_escaped_json_pointers() {
