@@ -54,13 +54,16 @@ impl Reply {
         Self { status, body: Some(Payload::Text(body)), session_id: None, error_code: None }
     }
 
-    /// `{"jsonrpc":"2.0","id":..,"result":<shared>}` without copying `shared`.
-    pub fn shared_result(id: &Value, shared: &Bytes) -> Self {
+    /// `{"jsonrpc":"2.0","id":..,"result":<shared>}` without copying `shared`'s chunks.
+    pub fn shared_result(id: &Value, shared: &[Bytes]) -> Self {
         let head = format!(
             r#"{{"jsonrpc":"2.0","id":{},"result":"#,
             serde_json::to_string(id).unwrap_or_else(|_| "null".into())
         );
-        let chunks = vec![Bytes::from(head), shared.clone(), Bytes::from_static(b"}")];
+        let mut chunks = Vec::with_capacity(shared.len() + 2);
+        chunks.push(Bytes::from(head));
+        chunks.extend_from_slice(shared);
+        chunks.push(Bytes::from_static(b"}"));
         Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None, error_code: None }
     }
 
