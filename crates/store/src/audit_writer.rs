@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use toolgate_domain::audit::{AuditEvent, AuditSink};
 
@@ -28,6 +28,8 @@ pub struct AuditWriter {
     tx: mpsc::UnboundedSender<Queued>,
     /// Rows handed to the writer and not yet stored (or given up on).
     queued: Arc<AtomicUsize>,
+    /// Ends a lingering writer's wait: a row someone waits on, or a full batch, arrived.
+    write_now: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Queued {
@@ -41,7 +43,9 @@ impl AuditWriter {
     pub fn start(store: Arc<dyn AuditStore>) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
-        (Self { tx, queued: queued.clone() }, tokio::spawn(write_loop(store, rx, queued)))
+        let write_now = Arc::new(Notify::new());
+        let writer = Self { tx, queued: queued.clone(), write_now: write_now.clone() };
+        (writer, tokio::spawn(write_loop(store, rx, queued, write_now)))
     }
 
     /// Rows queued and not yet stored: the audit queue's depth (a gauge of /metrics).
@@ -51,11 +55,16 @@ impl AuditWriter {
 
     /// Queues a row; gives it back when the writer is gone.
     fn send(&self, queued: Queued) -> Result<(), Box<Queued>> {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        let durable = queued.durable.is_some();
+        let depth = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         self.tx.send(queued).map_err(|lost| {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             Box::new(lost.0)
-        })
+        })?;
+        if durable || depth.is_multiple_of(MAX_BATCH) {
+            self.write_now.notify_waiters();
+        }
+        Ok(())
     }
 
     /// Queues the row and waits until it is committed. `false` when it could not be stored
@@ -92,24 +101,24 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Queued>, batch: &mut Vec<Queued>) {
 /// many calls. A crash can lose at most this much of them (docs/operations.md).
 const LINGER: Duration = Duration::from_millis(5);
 
-async fn write_loop(store: Arc<dyn AuditStore>, mut rx: mpsc::UnboundedReceiver<Queued>, queued: Arc<AtomicUsize>) {
+async fn write_loop(
+    store: Arc<dyn AuditStore>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    queued: Arc<AtomicUsize>,
+    write_now: Arc<Notify>,
+) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
+        // Made before the drain: a durable row or a full batch sent from now on ends the wait.
+        let woken = write_now.notified();
         drain(&mut rx, &mut batch);
-        if batch.iter().all(|q| q.durable.is_none()) {
-            // Gather until the batch is full, a durable row arrives (someone waits on it: write
-            // now) or the linger ends.
-            let _ = tokio::time::timeout(LINGER, async {
-                while batch.len() < MAX_BATCH {
-                    let Some(queued) = rx.recv().await else { return };
-                    let durable = queued.durable.is_some();
-                    batch.push(queued);
-                    if durable {
-                        return;
-                    }
-                }
-            })
-            .await;
+        if batch.len() < MAX_BATCH && batch.iter().all(|q| q.durable.is_none()) {
+            // Gather until the linger ends, a durable row arrives (someone waits on it: write
+            // now) or a batch is full, without being woken for every row that arrives.
+            tokio::select! {
+                () = tokio::time::sleep(LINGER) => {}
+                () = woken => {}
+            }
         } else if batch.len() > 1 {
             // Durable rows are written at once; under load, let the requests that are ready run
             // first so that their rows share this commit's fsync (group commit).
@@ -140,4 +149,94 @@ async fn write(store: &dyn AuditStore, batch: &Arc<[AuditEvent]>, durable: bool)
         tracing::error!(row = %serde_json::to_string(row).unwrap_or_default(), "audit row could not be stored; logged instead");
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use tokio::time::Instant;
+    use toolgate_domain::StoreError;
+    use toolgate_domain::audit::{AuditFilter, AuditOutcome};
+
+    use super::*;
+
+    /// Remembers each batch it is given (how many rows, durable or not): what the writer
+    /// decides is what these tests look at, on a paused clock.
+    #[derive(Default)]
+    struct Batches(Mutex<Vec<(usize, bool)>>);
+
+    #[async_trait]
+    impl AuditStore for Batches {
+        async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<(), StoreError> {
+            self.0.lock().unwrap().push((events.len(), durable));
+            Ok(())
+        }
+        async fn query(&self, _: &AuditFilter) -> Result<Vec<AuditEvent>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn prune(&self, _: i64) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    fn row() -> AuditEvent {
+        AuditEvent::new(0, "mcp.tools/call", AuditOutcome::Success)
+    }
+
+    fn start() -> (AuditWriter, Arc<Batches>) {
+        let batches = Arc::new(Batches::default());
+        (AuditWriter::start(batches.clone()).0, batches)
+    }
+
+    /// Lets the writer run as far as it can without the clock moving.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn written(batches: &Batches) -> Vec<(usize, bool)> {
+        batches.0.lock().unwrap().clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rows_nobody_waits_on_share_one_commit_after_the_linger() {
+        let (writer, batches) = start();
+        for _ in 0..10 {
+            writer.record(row());
+        }
+        settle().await;
+        assert_eq!(written(&batches), vec![], "still lingering");
+        tokio::time::advance(LINGER).await;
+        settle().await;
+        assert_eq!(written(&batches), vec![(10, false)]);
+        assert_eq!(writer.queued(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_durable_row_ends_the_linger_and_shares_its_commit() {
+        let (writer, batches) = start();
+        for _ in 0..3 {
+            writer.record(row());
+        }
+        settle().await;
+        let started = Instant::now();
+        assert!(writer.record_durable(row()).await, "stored");
+        assert!(started.elapsed() < LINGER, "the durable row did not wait out the linger");
+        assert_eq!(written(&batches), vec![(4, true)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_is_written_without_waiting_out_the_linger() {
+        let (writer, batches) = start();
+        writer.record(row());
+        settle().await;
+        for _ in 1..MAX_BATCH {
+            writer.record(row());
+        }
+        settle().await;
+        assert_eq!(written(&batches), vec![(MAX_BATCH, false)], "written at once, the clock unmoved");
+    }
 }
