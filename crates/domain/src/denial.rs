@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::StoreError;
@@ -70,20 +71,28 @@ pub struct ArgumentProblem {
 /// per tool when the server starts (an invalid call then copies nothing of it).
 #[derive(Debug)]
 pub struct ArgumentHints {
-    /// The schema's `required` list.
-    pub required: Value,
-    /// A minimal valid `arguments` object.
-    pub example: Option<Value>,
+    /// The schema's `required` list, as JSON.
+    required: Box<RawValue>,
+    /// A minimal valid `arguments` object as JSON, or `null`.
+    example: Box<RawValue>,
     pub remediation: String,
+    /// `remediation` as a JSON string.
+    remediation_json: Box<RawValue>,
+}
+
+/// `value` as JSON (a `Value` or a `str` always serializes).
+fn raw(value: &(impl Serialize + ?Sized)) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 impl ArgumentHints {
+    /// Made once per tool, serialized once: every refusal of the tool repeats them as they are.
     pub fn new(required: Value, example: Option<Value>) -> Self {
         let remediation = match &example {
             Some(e) => format!("fix the arguments named above; required: {required}; a minimal valid call: {e}"),
             None => format!("fix the arguments named above; required: {required}"),
         };
-        Self { required, example, remediation }
+        Self { required: raw(&required), example: raw(&example), remediation_json: raw(&remediation), remediation }
     }
 }
 
@@ -100,11 +109,11 @@ pub struct InvalidArguments {
 pub struct InvalidArgumentsDetails<'a> {
     error: &'static str,
     errors: &'a [ArgumentProblem],
-    required: &'a Value,
-    example: &'a Option<Value>,
+    required: &'a RawValue,
+    example: &'a RawValue,
     correlation_id: &'a str,
     retry_after_ms: Option<u64>,
-    remediation: &'a str,
+    remediation: &'a RawValue,
 }
 
 impl InvalidArguments {
@@ -134,7 +143,7 @@ impl InvalidArguments {
             example: &self.hints.example,
             correlation_id,
             retry_after_ms: None,
-            remediation: &self.hints.remediation,
+            remediation: &self.hints.remediation_json,
         }
     }
 }
