@@ -192,8 +192,12 @@ impl McpServer {
 
     /// A fresh id: `req-<hex ms>-<hex seq>`.
     pub fn new_correlation_id(&self) -> String {
+        use std::fmt::Write as _;
         let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
-        format!("req-{:x}-{:x}", self.services.clock().now_ms(), seq)
+        // Sized once: "req-" and two u64s in hex fit in 36 bytes.
+        let mut id = String::with_capacity(36);
+        let _ = write!(id, "req-{:x}-{:x}", self.services.clock().now_ms(), seq);
+        id
     }
 
     fn list_for(&self, tier: Option<&TierRules>) -> &ListResults {

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
 use toolgate_domain::denial::{ArgumentHints, ArgumentProblem, Denial, InvalidArguments};
-use toolgate_domain::redact::{is_sensitive, truncated};
+use toolgate_domain::redact::{is_sensitive, truncated_owned};
 
 /// An invalid-arguments reply names at most this many problems, each at most this long, so
 /// a 3 MiB argument cannot make a 6 MB reply.
@@ -141,7 +141,7 @@ impl Schemas {
             problem.message = if is_sensitive(&problem.pointer, tool.sensitive_arguments) {
                 format!("the value does not satisfy the schema (not shown: `{}` is sensitive)", problem.pointer)
             } else {
-                truncated(&problem.message, MAX_PROBLEM_BYTES)
+                truncated_owned(std::mem::take(&mut problem.message), MAX_PROBLEM_BYTES)
             };
         }
         problems.truncate(MAX_PROBLEMS);
@@ -152,7 +152,7 @@ impl Schemas {
     /// The invalid-arguments denial for problems found beyond the schema (see [`crate::ArgumentCheck`]).
     pub fn refuse(&self, tool: &ToolMeta, mut problems: Vec<ArgumentProblem>) -> Denial {
         for problem in &mut problems {
-            problem.message = truncated(&problem.message, MAX_PROBLEM_BYTES);
+            problem.message = truncated_owned(std::mem::take(&mut problem.message), MAX_PROBLEM_BYTES);
         }
         problems.truncate(MAX_PROBLEMS);
         let hints = self.hints[tool.index].clone();
