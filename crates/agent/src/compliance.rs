@@ -26,7 +26,7 @@ use ComplianceStatus::{Compliant, NonCompliant, Unknown};
 fn check(ctx: &PluginContext, check: &Check) -> (ComplianceStatus, String) {
     match check {
         Check::PackageAtLeast { package, version } => package_at_least(package, version),
-        Check::FileContainsLine { path, line } => file_contains_line(path, line),
+        Check::FileContainsLine { path, line } => file_contains_line(ctx, path, line),
         Check::PortNotListening { port } => port_not_listening(*port),
         Check::FileSha256 { path, sha256 } => {
             let params: Map<String, Value> = [("path".to_string(), json!(path))].into_iter().collect();
@@ -66,8 +66,13 @@ fn package_at_least(package: &str, wanted: &str) -> (ComplianceStatus, String) {
     }
 }
 
-fn file_contains_line(path: &str, line: &str) -> (ComplianceStatus, String) {
-    match std::fs::read(path) {
+/// Reads through the plugins' guard: a rule cannot probe the agent's own state either.
+fn file_contains_line(ctx: &PluginContext, path: &str, line: &str) -> (ComplianceStatus, String) {
+    let read = plugins::guard::open_readable(ctx, std::path::Path::new(path), None).and_then(|(_, mut file)| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes).map_err(|e| format!("cannot read {path}: {e}"))
+    });
+    match read {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             match text.lines().position(|l| l.trim() == line.trim()) {
@@ -77,8 +82,8 @@ fn file_contains_line(path: &str, line: &str) -> (ComplianceStatus, String) {
                 }
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (NonCompliant, format!("{path} does not exist")),
-        Err(e) => (Unknown, format!("cannot read {path}: {e}")),
+        Err(e) if e.contains("No such file") => (NonCompliant, format!("{path} does not exist")),
+        Err(e) => (Unknown, e),
     }
 }
 

@@ -33,7 +33,7 @@ fn facts() -> RunStep {
 
 fn setup() -> (tempfile::TempDir, PluginContext) {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = PluginContext { state_dir: dir.path().to_path_buf() };
+    let ctx = PluginContext::new(dir.path().to_path_buf());
     (dir, ctx)
 }
 

@@ -55,7 +55,7 @@ impl Worker {
             );
         }
         let worker = Self {
-            ctx: PluginContext { state_dir: options.state_dir.clone() },
+            ctx: PluginContext::new(options.state_dir.clone()),
             servers,
             server_urls: options.servers.clone(),
             max_wait_ms: options.reconnect_max_ms,

@@ -1,31 +1,20 @@
-//! `files`: hashes and log tails, read with the agent's own permissions.
+//! `files`: hashes and log tails, read with the agent's own permissions, never of the
+//! agent's own state (see [`super::guard`]).
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::guard::open_readable;
 use super::{PluginContext, absolute, required_text};
 use crate::collect::{Row, row};
 
 /// The most a tail reads from the end of a file: enough for 1,000 long lines.
 const TAIL_WINDOW_BYTES: u64 = 4 * 1024 * 1024;
-/// Where `tail` may read: logs, and the agent's own state dir.
-const READABLE_LOG_ROOT: &str = "/var/log";
-
-fn open_regular(path: &Path) -> Result<std::fs::File, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let meta = file.metadata().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    Ok(file)
-}
-
-pub fn sha256(_: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
+pub fn sha256(ctx: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
     let path = absolute(required_text(params, "path")?)?;
-    let mut file = open_regular(path)?;
+    let (_, mut file) = open_readable(ctx, path, None)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let mut size = 0u64;
@@ -47,16 +36,7 @@ pub fn tail(ctx: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>
     if !(1..=1000).contains(&lines) {
         return Err(format!("lines must be 1-1000, not {lines}"));
     }
-    // Resolve links and `..` first, so that the root check sees where the file really is.
-    let path = asked.canonicalize().map_err(|e| format!("cannot open {}: {e}", asked.display()))?;
-    let state_dir = ctx.state_dir.canonicalize().unwrap_or_else(|_| ctx.state_dir.clone());
-    if !path.starts_with(READABLE_LOG_ROOT) && !path.starts_with(&state_dir) {
-        return Err(format!(
-            "{} is outside {READABLE_LOG_ROOT} and the agent's state dir: tail reads logs, not arbitrary files",
-            path.display()
-        ));
-    }
-    let mut file = open_regular(&path)?;
+    let (path, mut file) = open_readable(ctx, asked, Some(&ctx.log_root))?;
     let failed = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
     let size = file.metadata().map_err(failed)?.len();
     let start = size.saturating_sub(TAIL_WINDOW_BYTES);

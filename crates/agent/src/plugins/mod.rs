@@ -4,6 +4,7 @@
 //! rows of the declared columns, or an error saying what went wrong on this host.
 
 mod files;
+pub(crate) mod guard;
 mod host;
 mod workspace;
 
@@ -13,14 +14,24 @@ use serde_json::{Map, Value};
 
 use crate::collect::Row;
 
+/// Where `files.tail` reads: the host's logs.
+pub const LOG_ROOT: &str = "/var/log";
+
 /// What an action may touch besides the host it reads.
 #[derive(Clone, Debug)]
 pub struct PluginContext {
-    /// The agent's state dir: `workspace` changes only `STATE_DIR/work`.
+    /// The agent's state dir: `workspace` changes only `STATE_DIR/work`, and no action
+    /// reads it ([`guard`]).
     pub state_dir: PathBuf,
+    /// Where `files.tail` may read ([`LOG_ROOT`]; a test's own directory in tests).
+    pub log_root: PathBuf,
 }
 
 impl PluginContext {
+    pub fn new(state_dir: PathBuf) -> Self {
+        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT) }
+    }
+
     pub fn work_dir(&self) -> PathBuf {
         self.state_dir.join("work")
     }

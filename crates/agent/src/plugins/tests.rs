@@ -7,10 +7,13 @@ fn params(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap()
 }
 
+/// A state dir holding a credential, and a log root beside it (one filesystem: hard links work).
 fn context() -> (tempfile::TempDir, PluginContext) {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = PluginContext { state_dir: dir.path().join("state") };
+    let ctx = PluginContext { state_dir: dir.path().join("state"), log_root: dir.path().join("log") };
     std::fs::create_dir_all(&ctx.state_dir).unwrap();
+    std::fs::create_dir_all(&ctx.log_root).unwrap();
+    std::fs::write(ctx.state_dir.join("agent.json"), r#"{"credential": "tga_secret"}"#).unwrap();
     (dir, ctx)
 }
 
@@ -32,7 +35,7 @@ fn host_actions_read_this_machine() {
 #[test]
 fn files_hash_and_tail_within_their_roots() {
     let (_dir, ctx) = context();
-    let log = ctx.state_dir.join("app.log");
+    let log = ctx.log_root.join("app.log");
     std::fs::write(&log, "one\ntwo\nthree\n").unwrap();
     let path = log.display().to_string();
     let hash = run(&ctx, "files", "sha256", &params(json!({"path": path}))).unwrap();
@@ -48,12 +51,59 @@ fn files_hash_and_tail_within_their_roots() {
         ]
     );
     let refused = run(&ctx, "files", "tail", &params(json!({"path": "/etc/passwd"}))).unwrap_err();
-    assert!(refused.contains("outside /var/log"), "{refused}");
+    assert!(refused.contains("outside") && refused.contains("/log"), "{refused}");
     assert!(
         run(&ctx, "files", "sha256", &params(json!({"path": "relative"})))
             .unwrap_err()
             .contains("not an absolute path")
     );
+}
+
+/// Every spelling of the agent's own credential is refused by `tail` (whose root holds the
+/// spelling) and by `sha256` (which reads anywhere else); a bind mount is tested end to end
+/// (tests/fleet.rs), where the agent has a mount namespace of its own.
+#[test]
+fn no_spelling_of_the_state_dir_is_read() {
+    let (dir, ctx) = context();
+    let log = &ctx.log_root;
+    let state = &ctx.state_dir;
+    std::os::unix::fs::symlink(state.join("agent.json"), log.join("link.log")).unwrap();
+    std::os::unix::fs::symlink(state, log.join("linked-dir")).unwrap();
+    std::fs::hard_link(state.join("agent.json"), log.join("hard.log")).unwrap();
+    std::fs::create_dir_all(state.join("runs")).unwrap();
+    std::fs::write(state.join("runs/exe-00aa.json"), "{}").unwrap();
+    let held = std::fs::File::open(state.join("agent.json")).unwrap();
+    let fd = format!("/proc/self/fd/{}", std::os::unix::io::AsRawFd::as_raw_fd(&held));
+    let spellings = [
+        log.join("link.log").display().to_string(),
+        log.join("linked-dir/agent.json").display().to_string(),
+        log.join("hard.log").display().to_string(),
+        format!("{}/../state/agent.json", log.display()),
+        format!("{}/./../log/../state/runs/exe-00aa.json", log.display()),
+        format!("/proc/self/root{}", state.join("agent.json").display()),
+        format!("/proc/{}/root{}", std::process::id(), state.join("agent.json").display()),
+        fd,
+        state.join("agent.json").display().to_string(),
+        state.display().to_string(),
+    ];
+    for path in &spellings {
+        for action in ["tail", "sha256"] {
+            let refused = run(&ctx, "files", action, &params(json!({"path": path}))).unwrap_err();
+            assert!(
+                refused.contains("the agent's own state") || (action == "tail" && refused.contains("outside")),
+                "{action} {path}: {refused}"
+            );
+            assert!(!refused.contains("tga_secret"), "{refused}");
+        }
+    }
+    // The hard link is under the log root by every name: only its inode gives it away.
+    let hard = run(&ctx, "files", "tail", &params(json!({"path": log.join("hard.log")}))).unwrap_err();
+    assert!(hard.contains("the agent's own state"), "{hard}");
+    // A real log beside them still reads.
+    std::fs::write(log.join("ok.log"), "fine\n").unwrap();
+    let ok = run(&ctx, "files", "tail", &params(json!({"path": log.join("ok.log")}))).unwrap();
+    assert_eq!(ok[0]["line"], json!("fine"));
+    drop(dir);
 }
 
 #[test]

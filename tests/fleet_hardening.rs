@@ -1,0 +1,97 @@
+//! Hardening, round 2: what a security review of the fleet found, one test per finding, on
+//! real agent processes and the real server. Each failed before its fix.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::agents::*;
+use common::{Server, bin};
+use serde_json::{Value, json};
+
+/// Starts an enrolled agent again inside a mount namespace of its own whose `/var/log` is a
+/// fresh tmpfs holding every other spelling of the agent's state a log path can take: a link,
+/// a bind mount of the state dir, a bind mount of the credential file. The host's own mounts
+/// are never touched (the namespace's mounts are private and go with it).
+fn agent_with_disguised_state(s: &Server, state_dir: &Path, hostname: &str) -> Agent {
+    let state = state_dir.display().to_string();
+    let setup = format!(
+        "set -e; hostname {hostname}; mount -t tmpfs tmpfs /var/log; \
+         ln -s {state}/agent.json /var/log/link.log; ln -s {state} /var/log/linked-dir; \
+         mkdir /var/log/bound; mount --bind {state} /var/log/bound; \
+         : > /var/log/credential.log; mount --bind {state}/agent.json /var/log/credential.log; \
+         echo 'an ordinary log line' > /var/log/ordinary.log; exec \"$@\""
+    );
+    let log = state_dir.with_extension("log");
+    let mut command = Command::new("unshare");
+    if !is_root() {
+        command.args(["--user", "--map-root-user"]);
+    }
+    let child = command
+        .args(["--mount", "--propagation", "private", "--uts", "sh", "-c", &setup, "sh", bin(), "agent", "run"])
+        .args(["--server", &format!("http://{}", s.agents), "--state-dir", &state])
+        .args(["--reconnect-spread-ms", "200", "--reconnect-max-ms", "1000"])
+        .env("TOOLGATE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("unshare (util-linux) runs");
+    Agent { child, state_dir: state_dir.to_path_buf(), log }
+}
+
+fn tail(s: &Server, schemas: &std::collections::HashMap<String, Value>, agent_id: &str, path: &str) -> Value {
+    let started = structured(
+        s,
+        schemas,
+        "execute_instruction",
+        json!({"definition": "log_tail", "params": {"path": path}, "agent_ids": [agent_id]}),
+    );
+    let execution_id = started["execution_id"].as_str().unwrap().to_string();
+    let finished = wait_finished(s, schemas, &s.token, &execution_id);
+    let rows = structured(s, schemas, "query_responses", json!({"execution_id": execution_id}));
+    json!({"status": finished["agents"][0], "rows": rows})
+}
+
+/// HIGH 2: `log_tail` read the agent's own credential through its state dir. Now no spelling
+/// of the state dir is read: the state dir itself, `..`, `/proc/self/root`, a link, a linked
+/// directory, the state dir bind-mounted under /var/log and the credential bind-mounted as a
+/// log (hard links are tested in the agent's unit tests: they need one filesystem).
+#[test]
+fn log_tail_never_reads_the_agents_own_state_however_it_is_spelled() {
+    let s = common::start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("tailed");
+    let mut first = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &state_dir, Some("tailed"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["tailed"].clone();
+    first.kill();
+    let credential: Value =
+        serde_json::from_str(&std::fs::read_to_string(state_dir.join("agent.json")).unwrap()).unwrap();
+    let secret = credential["credential"].as_str().unwrap().to_string();
+    let agent = agent_with_disguised_state(&s, &state_dir, "tailed");
+    wait_for_status(&s, &schemas, &agent_id, "online");
+
+    let ordinary = tail(&s, &schemas, &agent_id, "/var/log/ordinary.log");
+    assert_eq!(ordinary["status"]["status"], "succeeded", "{ordinary} {}", agent.log_text());
+    assert!(ordinary.to_string().contains("an ordinary log line"), "{ordinary}");
+
+    let state = state_dir.display().to_string();
+    let spellings = [
+        format!("{state}/agent.json"),
+        format!("/var/log/../..{state}/agent.json"),
+        format!("/proc/self/root{state}/agent.json"),
+        "/var/log/link.log".to_string(),
+        "/var/log/linked-dir/agent.json".to_string(),
+        "/var/log/bound/agent.json".to_string(),
+        "/var/log/credential.log".to_string(),
+    ];
+    for path in &spellings {
+        let answer = tail(&s, &schemas, &agent_id, path);
+        assert_eq!(answer["status"]["status"], "failed", "{path}: {answer}");
+        let error = answer["status"]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("the agent's own state"), "{path}: {answer}");
+        assert!(!answer.to_string().contains(&secret), "{path} leaked the credential: {answer}");
+    }
+    drop(agent);
+}
