@@ -95,3 +95,40 @@ fn log_tail_never_reads_the_agents_own_state_however_it_is_spelled() {
     }
     drop(agent);
 }
+
+/// HIGH 1: an agent quarantined while it was offline, with a change still due, ran the change
+/// when it reconnected (the run went out right after the welcome, the quarantine only after
+/// the agent's own state frame). Now the change is refused, never sent, and the agent is in
+/// quarantine before any work; a diagnostic still runs.
+#[test]
+fn a_change_due_for_an_agent_quarantined_while_offline_never_runs() {
+    let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
+    let supervised = s.token("admin", "supervised", "1h");
+    let api = common::console::reviewer(&s, "reviewer");
+    let agent_id = ids["fleet-a"].clone();
+    agents[0].kill();
+    wait_for_status(&s, &schemas, &agent_id, "offline");
+    let started = structured(
+        &s,
+        &schemas,
+        "execute_instruction",
+        json!({"definition": "write_marker", "params": {"name": "due"}, "agent_ids": [agent_id]}),
+    );
+    assert_eq!(started["delivered_now"], 0, "{started}");
+    let (quarantined, _) =
+        approved(&s, &supervised, &api, "quarantine_device", json!({"agent_id": agent_id, "reason": "compromised"}));
+    assert_eq!(quarantined["told_now"], false, "{quarantined}");
+
+    agents[0] = restart_agent(&s, states.path(), "fleet-a");
+    let execution_id = started["execution_id"].as_str().unwrap();
+    let finished = wait_finished(&s, &schemas, &s.token, execution_id);
+    assert_eq!(finished["agents"][0]["status"], "refused", "{finished}");
+    assert!(finished["agents"][0]["error"].as_str().unwrap().contains("quarantined"), "{finished}");
+    let diagnostic =
+        structured(&s, &schemas, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [agent_id]}));
+    let diagnostic = wait_finished(&s, &schemas, &s.token, diagnostic["execution_id"].as_str().unwrap());
+    assert_eq!(diagnostic["agents"][0]["status"], "succeeded", "{diagnostic}");
+    assert!(!states.path().join("fleet-a/work/due").exists(), "the change ran: {}", agents[0].log_text());
+    let kept = std::fs::read_to_string(states.path().join("fleet-a/quarantine.json")).unwrap();
+    assert!(kept.contains("\"quarantined\": true") || kept.contains("\"quarantined\":true"), "{kept}");
+}

@@ -10,7 +10,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use toolgate_domain::CancellationToken;
 use toolgate_domain::fleet::HostFacts;
 use toolgate_domain::fleet::wire::{
-    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
+    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, QuarantineWish, RefusalCode, ServerMessage,
 };
 use toolgate_domain::secrets::random_bytes;
 
@@ -187,7 +187,12 @@ async fn session(
         Err(e) => return Ok(Ended::Failed(e)),
     };
     let (heartbeat_ms, inventory_ms) = match answer {
-        ServerMessage::Welcome { agent_id, credential, heartbeat_ms, inventory_interval_ms } => {
+        ServerMessage::Welcome { agent_id, credential, heartbeat_ms, inventory_interval_ms, quarantine } => {
+            // Before anything else the server sends: a change must not run on an agent that
+            // was quarantined while it was away.
+            if let Some(QuarantineWish { quarantined, reason }) = quarantine {
+                worker.enter(crate::state::Quarantine { quarantined, reason });
+            }
             if let Some(credential) = credential {
                 let enrolled = Identity { server: url.to_string(), agent_id: agent_id.clone(), credential };
                 state::save(&options.state_dir, &enrolled)?;

@@ -84,6 +84,24 @@ impl Worker {
         }
     }
 
+    /// Takes on the quarantine state the server wants (kept across restarts), before any
+    /// work that comes after it; false when it could not be kept (then it is not confirmed,
+    /// and the server asks again on every connection).
+    pub(crate) fn enter(&self, wanted: Quarantine) -> bool {
+        if let Err(e) = state::save_quarantine(&self.ctx.state_dir, &wanted) {
+            tracing::error!("cannot keep the quarantine state: {e}");
+            // Held in memory all the same: a change is refused while the server wants it.
+            if wanted.quarantined {
+                *lock(&self.quarantine) = wanted;
+            }
+            return false;
+        }
+        tracing::warn!(quarantined = wanted.quarantined, "quarantine state changed by the server");
+        self.apply_network(&wanted);
+        *lock(&self.quarantine) = wanted;
+        true
+    }
+
     /// The quarantine state, as the agent tells the server on every connection.
     pub(crate) fn quarantine_state(&self) -> AgentMessage {
         let q = lock(&self.quarantine).clone();
@@ -100,16 +118,9 @@ impl Worker {
         match message {
             ServerMessage::Run(order) => self.start(order, me.clone(), session.clone()),
             ServerMessage::Quarantine { quarantined, reason } => {
-                let wanted = Quarantine { quarantined, reason };
-                if let Err(e) = state::save_quarantine(&self.ctx.state_dir, &wanted) {
-                    // Not confirmed: the server keeps asking on every connection.
-                    tracing::error!("cannot keep the quarantine state: {e}");
-                    return true;
+                if self.enter(Quarantine { quarantined, reason }) {
+                    let _ = session.send(self.quarantine_state());
                 }
-                tracing::warn!(quarantined, "quarantine state changed by the server");
-                self.apply_network(&wanted);
-                *lock(&self.quarantine) = wanted;
-                let _ = session.send(self.quarantine_state());
             }
             ServerMessage::Evaluate { rules } => {
                 *lock(&self.rules) = Some(rules);

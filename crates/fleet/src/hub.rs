@@ -210,6 +210,11 @@ impl Hub {
             .is_some_and(|live| live.outbox.send(Box::new(message)).is_ok())
     }
 
+    /// Whether the agent holds a live connection to this server.
+    pub(crate) fn is_live(&self, agent_id: &str) -> bool {
+        self.read().get(agent_id).is_some_and(|e| e.live.is_some())
+    }
+
     /// Calls `change` on one agent's entry; false when it is not enrolled.
     pub(crate) fn update(&self, agent_id: &str, change: impl FnOnce(&mut Entry)) -> bool {
         self.write().get_mut(agent_id).map(change).is_some()

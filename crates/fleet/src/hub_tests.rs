@@ -145,3 +145,85 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     assert_eq!(status_of(&ids[1]), TargetStatus::TimedOut, "delivered, no result");
     assert_eq!(status_of(&ids[2]), TargetStatus::Offline, "never delivered");
 }
+
+fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewExecution {
+    use toolgate_domain::fleet::instruction::ActionClass;
+    use toolgate_domain::fleet::wire::RunStep;
+    let class = if diagnostic { ActionClass::Read } else { ActionClass::Change };
+    toolgate_store::NewExecution {
+        execution_id: id.into(),
+        kind: "instruction".into(),
+        steps: vec![RunStep {
+            definition: "d".into(),
+            plugin: "workspace".into(),
+            action: "write_marker".into(),
+            class,
+            diagnostic,
+            params: Default::default(),
+            timeout_ms: 1_000,
+        }],
+        scope: None,
+        requested_by: "admin".into(),
+        created_at_ms: 1_000_000,
+        deadline_ms: 2_000_000,
+        targets: vec![agent_id.into()],
+    }
+}
+
+/// Issue 27, HIGH 1: an agent quarantined while offline, with a change due, used to be sent
+/// the change right after its welcome and run it. Now the welcome says it is quarantined
+/// (protocol 2; a protocol-1 agent's welcome is as it was), and no change is sent it: the
+/// target is refused with the reason, on reconnection and when the change is started.
+#[tokio::test]
+async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
+    use toolgate_domain::fleet::instruction::TargetStatus;
+    use toolgate_domain::fleet::wire::{QuarantineWish, ServerMessage};
+
+    use crate::session::{Handshake, handshake};
+
+    let clock = Clock::stopped_at(1_000_000);
+    let repositories = SqliteStore::open_in_memory().unwrap().repositories();
+    let (_, secret) = repositories.fleet.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();
+    let hub = Hub::load(repositories.fleet, repositories.work.clone(), clock, FleetSettings::default()).await.unwrap();
+    let (id, credential) = hub.enroll(&secret).await.unwrap().unwrap();
+    assert_eq!(hub.start_execution(execution("exe-00c1", &id, false)).await.unwrap(), 0, "offline");
+    assert_eq!(hub.start_execution(execution("exe-00d1", &id, true)).await.unwrap(), 0, "offline");
+    assert!(hub.set_quarantine(&id, true, Some("suspicious".into())).await.unwrap());
+
+    let hello = |protocol: u32| {
+        serde_json::json!({"type": "hello", "protocol": protocol, "agent_id": id, "credential": credential, "agent_version": "t"})
+            .to_string()
+    };
+    let Handshake::Welcome { reply, connection: old } = handshake(&hub, &hello(1)).await else {
+        panic!("not welcomed")
+    };
+    assert!(!serde_json::to_string(&reply).unwrap().contains("quarantine"), "protocol 1: {reply:?}");
+    drop(old);
+    let Handshake::Welcome { reply, mut connection } = handshake(&hub, &hello(2)).await else { panic!("not welcomed") };
+    let wish = QuarantineWish { quarantined: true, reason: Some("suspicious".into()) };
+    assert!(matches!(reply, ServerMessage::Welcome { quarantine: Some(ref q), .. } if *q == wish), "{reply:?}");
+    assert!(matches!(handshake(&hub, &hello(3)).await, Handshake::Refused(_)), "a newer protocol is refused");
+
+    hub.welcome_work(&id).await.unwrap();
+    let mut sent = Vec::new();
+    while let Ok(message) = connection.outbox.try_recv() {
+        sent.push(*message);
+    }
+    let runs: Vec<&str> = sent
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::Run(order) => Some(order.execution_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs, ["exe-00d1"], "only the diagnostic reaches a quarantined agent: {sent:?}");
+    let work = &repositories.work;
+    let refused = &work.targets("exe-00c1").await.unwrap()[0];
+    assert_eq!(refused.status, TargetStatus::Refused);
+    assert!(refused.error.as_deref().unwrap().contains("quarantined"), "{refused:?}");
+
+    // Started while it is connected and quarantined: refused at once, never sent.
+    assert_eq!(hub.start_execution(execution("exe-00c2", &id, false)).await.unwrap(), 0);
+    assert_eq!(work.targets("exe-00c2").await.unwrap()[0].status, TargetStatus::Refused);
+    assert!(connection.outbox.try_recv().is_err(), "nothing was sent");
+}

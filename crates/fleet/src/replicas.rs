@@ -133,9 +133,9 @@ impl Hub {
         let Some((order, targets)) = self.work.undelivered(execution_id, self.clock().now_ms()).await? else {
             return Ok(());
         };
-        let delivered: Vec<String> =
-            targets.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
-        self.record_delivery(execution_id, delivered).await;
+        // Only the targets connected here: the others are their own replicas' to send or refuse.
+        let here: Vec<String> = targets.into_iter().filter(|agent_id| self.is_live(agent_id)).collect();
+        self.dispatch(&order, here).await;
         Ok(())
     }
 
@@ -170,10 +170,7 @@ impl Hub {
         self.reload_quarantines(None).await?;
         for agent_id in self.live_agent_ids() {
             for order in self.work.due_for(&agent_id, now).await? {
-                let execution_id = order.execution_id.clone();
-                if self.send(&agent_id, ServerMessage::Run(order)) {
-                    self.record_delivery(&execution_id, vec![agent_id.clone()]).await;
-                }
+                self.dispatch(&order, vec![agent_id.clone()]).await;
             }
         }
         Ok(())

@@ -4,7 +4,8 @@
 use toolgate_domain::fleet::agent::AgentAuth;
 use toolgate_domain::fleet::inventory;
 use toolgate_domain::fleet::wire::{
-    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
+    AgentMessage, InventoryReport, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Purpose, QuarantineWish, RefusalCode,
+    ServerMessage,
 };
 
 use crate::hub::{Connection, Hub};
@@ -36,17 +37,19 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
             return refused(RefusalCode::Malformed, format!("the first frame must be an enroll or hello message: {e}"));
         }
     };
+    let protocol = match &message {
+        AgentMessage::Enroll { protocol, .. } | AgentMessage::Hello { protocol, .. } => *protocol,
+        _ => PROTOCOL_VERSION,
+    };
+    if !(OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol) {
+        return refused(
+            RefusalCode::UnsupportedProtocol,
+            format!(
+                "this server speaks agent protocol {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}, the agent {protocol}: upgrade the older side"
+            ),
+        );
+    }
     let (agent_id, credential, purpose) = match message {
-        AgentMessage::Enroll { protocol, .. } | AgentMessage::Hello { protocol, .. }
-            if protocol != PROTOCOL_VERSION =>
-        {
-            return refused(
-                RefusalCode::UnsupportedProtocol,
-                format!(
-                    "this server speaks agent protocol {PROTOCOL_VERSION}, the agent {protocol}: upgrade the older side"
-                ),
-            );
-        }
         AgentMessage::Enroll { enroll_token, .. } => match hub.enroll(&enroll_token).await {
             Ok(Ok((agent_id, credential))) => (agent_id, Some(credential), Purpose::Session),
             Ok(Err(refusal)) => return refused(refusal.into(), refusal.message()),
@@ -78,11 +81,17 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
         _ => return refused(RefusalCode::Malformed, "the first frame must be an enroll or hello message"),
     };
     let settings = hub.settings();
+    // Told before any work, so that a change never runs on an agent quarantined while offline.
+    let quarantine = (protocol >= 2 && purpose == Purpose::Session)
+        .then(|| hub.quarantine_of(&agent_id))
+        .flatten()
+        .map(|(quarantined, _, reason)| QuarantineWish { quarantined, reason });
     let reply = ServerMessage::Welcome {
         agent_id: agent_id.clone(),
         credential,
         heartbeat_ms: settings.heartbeat_ms,
         inventory_interval_ms: settings.inventory_interval_ms,
+        quarantine,
     };
     match purpose {
         Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id), reply },

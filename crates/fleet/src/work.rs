@@ -20,6 +20,9 @@ pub struct RuleSet {
     pub rules: Vec<Rule>,
 }
 
+/// A refused target's error.
+pub const QUARANTINED: &str = "refused: the agent is quarantined and this instruction changes something; only diagnostic instructions reach it until it is released";
+
 /// How often, at most, the sweep looks for executions past their deadline.
 const EXPIRE_EVERY_MS: i64 = 1_000;
 
@@ -34,11 +37,34 @@ impl Hub {
         };
         let targets = execution.targets.clone();
         self.work.create_execution(execution).await?;
+        Ok(self.dispatch(&order, targets).await)
+    }
+
+    /// Sends a run to each of `agent_ids` that is connected here, but never a change to a
+    /// quarantined agent: that target is refused (with the reason) instead, so the change
+    /// cannot run when the agent reconnects either. How many were sent it now.
+    pub(crate) async fn dispatch(&self, order: &RunOrder, agent_ids: Vec<String>) -> usize {
+        let changes = order.steps.iter().any(|step| !step.diagnostic);
+        let (refused, allowed): (Vec<String>, Vec<String>) =
+            agent_ids.into_iter().partition(|agent_id| changes && self.quarantine_wanted(agent_id));
+        if !refused.is_empty() {
+            let now = self.clock().now_ms();
+            match self.work.refuse(&order.execution_id, refused, QUARANTINED, now).await {
+                Ok(()) => drop(self.execution_updates.send(order.execution_id.clone())),
+                // Not sent either way; the next connection tries the refusal again.
+                Err(e) => tracing::warn!(execution_id = %order.execution_id, "could not record a refusal: {e}"),
+            }
+        }
         let delivered: Vec<String> =
-            targets.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
+            allowed.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
         let count = delivered.len();
         self.record_delivery(&order.execution_id, delivered).await;
-        Ok(count)
+        count
+    }
+
+    /// Whether the server wants the agent quarantined (a change must not reach it).
+    fn quarantine_wanted(&self, agent_id: &str) -> bool {
+        self.read().get(agent_id).is_some_and(|e| e.quarantine_wanted)
     }
 
     /// Records that runs were sent. A failure leaves them pending in the store: they are sent
@@ -60,10 +86,7 @@ impl Hub {
             self.send(agent_id, ServerMessage::Evaluate { rules: rules.rules.clone() });
         }
         for order in self.work.due_for(agent_id, self.clock().now_ms()).await? {
-            let execution_id = order.execution_id.clone();
-            if self.send(agent_id, ServerMessage::Run(order)) {
-                self.record_delivery(&execution_id, vec![agent_id.to_string()]).await;
-            }
+            self.dispatch(&order, vec![agent_id.to_string()]).await;
         }
         Ok(())
     }

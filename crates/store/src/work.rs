@@ -115,6 +115,9 @@ pub trait WorkStore: Send + Sync {
     async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>>;
     /// The run was sent to these agents: pending becomes running.
     async fn mark_delivered(&self, execution_id: &str, agent_ids: Vec<String>, now_ms: i64) -> Result<()>;
+    /// The server will not send the run to these agents (a change, and they are quarantined):
+    /// their unfinished targets become `refused`, with `reason` as the error.
+    async fn refuse(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str, now_ms: i64) -> Result<()>;
     /// Stores an agent's result (steps and rows) and finishes its target, in one transaction.
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken>;
     /// Targets past their deadline: pending -> offline, running -> timed_out. How many changed.

@@ -181,10 +181,13 @@ pub enum TargetStatus {
     Offline,
     /// Cancelled before it was delivered.
     Cancelled,
+    /// The server would not send it: it changes something and the agent is quarantined
+    /// (the target's error says so).
+    Refused,
 }
 
 impl TargetStatus {
-    pub const ALL: [TargetStatus; 7] = [
+    pub const ALL: [TargetStatus; 8] = [
         TargetStatus::Pending,
         TargetStatus::Running,
         TargetStatus::Succeeded,
@@ -192,6 +195,7 @@ impl TargetStatus {
         TargetStatus::TimedOut,
         TargetStatus::Offline,
         TargetStatus::Cancelled,
+        TargetStatus::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -203,6 +207,7 @@ impl TargetStatus {
             TargetStatus::TimedOut => "timed_out",
             TargetStatus::Offline => "offline",
             TargetStatus::Cancelled => "cancelled",
+            TargetStatus::Refused => "refused",
         }
     }
 

@@ -3,7 +3,9 @@
 //! 1. The agent's first frame is [`AgentMessage::Enroll`] (first run: an enrollment token) or
 //!    [`AgentMessage::Hello`] (its agent id and credential, kept in its state dir).
 //! 2. The server answers [`ServerMessage::Welcome`] (with the credential, once, after an
-//!    enrollment, and the intervals to keep) or [`ServerMessage::Refused`] and closes.
+//!    enrollment, the intervals to keep and, from protocol 2, the quarantine state the server
+//!    wants, which the agent takes on before it reads anything else) or
+//!    [`ServerMessage::Refused`] and closes.
 //! 3. On that (session) connection the agent sends a heartbeat every interval; silence past
 //!    the window marks it offline. Facts and inventory go over a short-lived second
 //!    connection (a hello with `purpose: report`), on connect and on the server's schedule:
@@ -28,8 +30,13 @@ use super::instruction::{ActionClass, StepStatus};
 
 /// The WebSocket path agents connect to.
 pub const AGENT_PATH: &str = "/agent/v1";
-/// The version of this protocol, sent in every Enroll and Hello.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The version of this protocol, sent in every Enroll and Hello. 2: the welcome carries the
+/// quarantine state.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
+/// quarantine state (the server refuses to send a quarantined agent a change whatever its
+/// protocol, so it is safe, only told later).
+pub const OLDEST_PROTOCOL_VERSION: u32 = 1;
 /// The largest frame either side accepts (an inventory table of a big host fits).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
@@ -148,6 +155,9 @@ pub enum ServerMessage {
         credential: Option<String>,
         heartbeat_ms: u64,
         inventory_interval_ms: u64,
+        /// The quarantine the agent must be in before it takes any work (protocol 2 on).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quarantine: Option<QuarantineWish>,
     },
     Refused {
         code: RefusalCode,
@@ -168,6 +178,15 @@ pub enum ServerMessage {
     Evaluate {
         rules: Vec<Rule>,
     },
+}
+
+/// The quarantine state the server wants an agent in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuarantineWish {
+    pub quarantined: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Why the server refused a connection. Permanent ones end the agent with a clear error;

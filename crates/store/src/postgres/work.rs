@@ -113,6 +113,21 @@ impl WorkStore for PostgresStore {
         .await
     }
 
+    async fn refuse(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str, now_ms: i64) -> Result<()> {
+        pg(async {
+            let c = self.conn().await?;
+            execute(
+                &*c,
+                "UPDATE execution_target SET status = 'refused', error = $3, updated_at_ms = $4
+                 WHERE execution_id = $1 AND agent_id = ANY($2) AND status IN ('pending', 'running')",
+                &[&execution_id, &agent_ids, &reason, &now_ms],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
         pg(responses::store_result(self, agent_id, &result, now_ms)).await
     }

@@ -160,6 +160,24 @@ impl WorkStore for SqliteStore {
         .await
     }
 
+    async fn refuse(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str, now_ms: i64) -> Result<()> {
+        let (execution_id, reason) = (execution_id.to_string(), reason.to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut update = tx.prepare_cached(
+                    "UPDATE execution_target SET status = 'refused', error = ?3, updated_at_ms = ?4 \
+                     WHERE execution_id = ?1 AND agent_id = ?2 AND status IN ('pending', 'running')",
+                )?;
+                for agent_id in &agent_ids {
+                    update.execute(params![execution_id, agent_id, reason, now_ms])?;
+                }
+            }
+            tx.commit()
+        })
+        .await
+    }
+
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken> {
         let agent_id = agent_id.to_string();
         self.run(move |c| without_fsync(c, |c| store_result(c, &agent_id, &result, now_ms))).await

@@ -12,6 +12,7 @@ crate::matrix!(
     quarantine_and_compliance_are_kept_per_agent,
     one_result_is_taken_when_the_same_upload_arrives_at_once,
     presence_and_undelivered_runs,
+    refused_targets_are_final_and_never_due,
 );
 
 fn step(definition: &str) -> RunStep {
@@ -212,4 +213,27 @@ async fn presence_and_undelivered_runs(r: Repositories) {
     assert!(r.work.undelivered("exe-05", 1_000).await.unwrap().is_none(), "past its deadline");
     r.work.cancel("exe-05", 30).await.unwrap();
     assert!(r.work.undelivered("exe-05", 40).await.unwrap().is_none(), "cancelled");
+}
+
+async fn refused_targets_are_final_and_never_due(r: Repositories) {
+    let ids = with_agents(&r, 3).await;
+    let store = &r.work;
+    execution(&r, "exe-09", &ids, 1_000).await;
+    store.mark_delivered("exe-09", vec![ids[1].clone()], 20).await.unwrap();
+    let result = RunResult { execution_id: "exe-09".into(), steps: vec![succeeded(Vec::new()), succeeded(Vec::new())] };
+    assert_eq!(store.save_result(&ids[2], result, 25).await.unwrap(), Taken::Stored);
+    store.refuse("exe-09", ids.clone(), "quarantined", 30).await.unwrap();
+    let targets = store.targets("exe-09").await.unwrap();
+    let statuses: Vec<TargetStatus> = targets.iter().map(|t| t.status).collect();
+    assert_eq!(
+        statuses,
+        [TargetStatus::Refused, TargetStatus::Refused, TargetStatus::Succeeded],
+        "pending and running are refused; a finished one stands"
+    );
+    assert_eq!(targets[0].error.as_deref(), Some("quarantined"));
+    assert!(
+        store.due_for(&ids[0], 40).await.unwrap().is_empty() && store.due_for(&ids[1], 40).await.unwrap().is_empty()
+    );
+    let header = store.execution("exe-09").await.unwrap().unwrap();
+    assert_eq!(header.counts, [(TargetStatus::Refused, 2), (TargetStatus::Succeeded, 1)]);
 }
