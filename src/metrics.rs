@@ -28,6 +28,7 @@ pub const EXECUTIONS_IN_FLIGHT: &str = "toolgate_executions_in_flight";
 pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
 pub const POLLS: &str = "toolgate_mcp_poll_total";
 pub const CONSOLE_SIGN_INS: &str = "toolgate_console_sign_ins_total";
+pub const CONSOLE_STEP_UPS: &str = "toolgate_console_step_ups_total";
 pub const STORE_SECONDS: &str = toolgate_store::STORE_SECONDS;
 
 /// Store latency buckets, seconds: a cached read is tens of microseconds, an fsync about a
@@ -72,6 +73,7 @@ fn describe() {
     describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit rows queued and not yet stored");
     describe_counter!(POLLS, "Result polls by tool and verdict (ready, not_ready)");
     describe_counter!(CONSOLE_SIGN_INS, "Console sign-in attempts by result (success, denied, locked)");
+    describe_counter!(CONSOLE_STEP_UPS, "Console step-up codes by result (success, denied, locked)");
     describe_histogram!(
         STORE_SECONDS,
         metrics::Unit::Seconds,
@@ -84,6 +86,7 @@ fn describe() {
     counter!(AUTH_FAILURES).absolute(0);
     for result in ["success", "denied", "locked"] {
         counter!(CONSOLE_SIGN_INS, "result" => result).absolute(0);
+        counter!(CONSOLE_STEP_UPS, "result" => result).absolute(0);
     }
 }
 
@@ -271,6 +274,12 @@ pub fn poll(tool: &'static str, ready: bool) {
 /// replayed code) or `locked` (refused unchecked while locked).
 pub fn console_sign_in(result: &'static str) {
     counter!(CONSOLE_SIGN_INS, "result" => result).increment(1);
+}
+
+/// A step-up code (deciding an approval, minting a credential): `success`, `denied` (wrong,
+/// replayed, or no factor) or `locked` (refused unchecked while locked).
+pub fn console_step_up(result: &'static str) {
+    counter!(CONSOLE_STEP_UPS, "result" => result).increment(1);
 }
 
 #[cfg(test)]

@@ -219,3 +219,70 @@ fn a_removed_principal_is_signed_out() {
     let again = common::console::approve(&s, &rita, "0000");
     assert_eq!(again.status, 403, "the session is gone: {again:?}");
 }
+
+/// Hardening round 2, MEDIUM 3: step-up codes (deciding an approval, minting a credential)
+/// were not counted: guesses had no lockout and no audit row. Now each wrong code is counted
+/// with sign-in's failures and audited, and after five even the right code (and sign-in) is
+/// refused unchecked.
+#[test]
+fn wrong_step_up_codes_are_counted_audited_and_lock() {
+    let s = start(&[]);
+    let id = ticket(&s, &s.token, "env");
+    let rita = reviewer(&s, "rita");
+    for _ in 0..toolgate_domain::lockout::LOCK_AFTER {
+        let wrong = common::console::decide(&s, &rita, &id, "approve", json!({"code": "000000"}));
+        assert_eq!(wrong.status, 401, "{wrong:?}");
+    }
+    let right = common::console::decide(&s, &rita, &id, "approve", json!({"code": code(&rita.secret, "rita", 1)}));
+    assert_eq!(right.status, 401, "{right:?}");
+    assert!(right.body.contains("Too many failed attempts"), "{}", right.body);
+    let mint = post_form(
+        &s,
+        "/console/tokens",
+        &session_cookie(&rita.cookie),
+        &[
+            ("csrf", &rita.csrf),
+            ("name", "t"),
+            ("tier", "api"),
+            ("days", "1"),
+            ("code", &code(&rita.secret, "rita", 1)),
+        ],
+    );
+    assert!(mint.body.contains("Too many failed attempts"), "{}", mint.body);
+    let locked = sign_in(&s, "rita", &rita.password, &code(&rita.secret, "rita", 1));
+    assert_eq!(locked.status, 429, "sign-in shares the count: {}", locked.body);
+    // Refusals are audited without waiting for the disk: read until all seven are there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let rows = loop {
+        let rows = s.http("GET", "/api/v1/audit?action=console.step_up&limit=100", Some(&rita.api), None).json();
+        if rows["entries"].as_array().unwrap().len() >= 7 || std::time::Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let details: Vec<&str> =
+        rows["entries"].as_array().unwrap().iter().map(|e| e["detail"].as_str().unwrap_or_default()).collect();
+    assert_eq!(details.iter().filter(|d| d.contains("wrong or replayed code")).count(), 5, "{details:?}");
+    assert_eq!(details.iter().filter(|d| d.contains("locked")).count(), 2, "{details:?}");
+    let pending = s.http("GET", &format!("/api/v1/approvals/{id}"), Some(&rita.api), None).json();
+    assert_eq!(pending["status"], "pending", "nothing was decided: {pending}");
+}
+
+/// Hardening round 2, MEDIUM 4: the failure count was read before the (slow) password check
+/// and written from that stale value, so a parallel burst of wrong passwords was all checked
+/// and left the account unlocked. Now every attempt is counted in the store before it is
+/// checked: after the burst, even the right password is refused.
+#[test]
+fn a_parallel_burst_of_wrong_passwords_locks_sign_in() {
+    let s = start(&[]);
+    let rita = reviewer(&s, "rita");
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let burst: Vec<_> =
+            (0..24).map(|_| scope.spawn(|| sign_in(&s, "rita", "a wrong password, guessed", "").status)).collect();
+        burst.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(checked, 5, "exactly five were checked, the rest refused unchecked: {statuses:?}");
+    let locked = sign_in(&s, "rita", &rita.password, &code(&rita.secret, "rita", 1));
+    assert_eq!(locked.status, 429, "{}", locked.body);
+}

@@ -17,6 +17,7 @@ pub mod context;
 pub mod denial;
 pub mod error;
 pub mod fleet;
+pub mod lockout;
 pub mod log;
 pub mod records;
 pub mod redact;

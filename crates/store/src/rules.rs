@@ -8,6 +8,7 @@ use toolgate_domain::approvals::{
 };
 use toolgate_domain::fleet::agent::{AgentAuth, ENROLL_SECRET_PREFIX};
 use toolgate_domain::fleet::{EnrollRefusal, EnrollmentToken};
+use toolgate_domain::lockout::{Attempt, locked_until};
 use toolgate_domain::records::KillSwitch;
 use toolgate_domain::secrets::{new_secret, random_hex};
 use toolgate_domain::tokens::{Authentication, TokenRecord};
@@ -129,4 +130,15 @@ pub(crate) fn kill_switch(
         updated_at,
         updated_by,
     }
+}
+
+/// An attempt to prove who one is, on the principal's row as read under its lock (`failed`
+/// in a row, locked until `locked_until_ms`): refused while locked, else counted, with the
+/// lock it brings on. What to write, (failures, locked until), when it is counted.
+pub(crate) fn count_attempt(failed: i64, locked_until_ms: i64, now_ms: i64) -> (Attempt, Option<(i64, i64)>) {
+    if locked_until_ms > now_ms {
+        return (Attempt::Locked { until_ms: locked_until_ms }, None);
+    }
+    let failures = failed + 1;
+    (Attempt::Counted { failures }, Some((failures, locked_until(failures, now_ms))))
 }

@@ -11,6 +11,7 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::fleet::agent::{AgentAuth, InventoryStatus};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::lockout::Attempt;
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
 
@@ -74,9 +75,12 @@ pub trait SignInStore: Send + Sync {
     /// Takes a TOTP time step, atomically: false when this step (or a later one) was taken
     /// already, so that each code is accepted once.
     async fn take_totp_step(&self, principal: &str, step: i64) -> Result<bool>;
-    /// Counts a failed attempt and locks sign-in until `locked_until_ms`; returns the count.
-    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64>;
-    /// Clears the failed attempts after a successful sign-in.
+    /// Counts an attempt to prove who the principal is (a password, a code) as failed before
+    /// it is checked, atomically with the lock it brings on
+    /// ([`toolgate_domain::lockout::locked_until`]): a locked principal's attempt is not
+    /// counted and must not be checked. [`SignInStore::sign_in_succeeded`] clears the count.
+    async fn count_attempt(&self, principal: &str, now_ms: i64) -> Result<Attempt>;
+    /// Clears the failed attempts after a successful proof.
     async fn sign_in_succeeded(&self, principal: &str) -> Result<()>;
 }
 

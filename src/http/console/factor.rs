@@ -1,6 +1,6 @@
 //! What a person proves when signing in to the console: a password (argon2id, PHC strings)
 //! and a TOTP code (RFC 6238: SHA-1, 6 digits, 30 s steps, one step of clock skew either way),
-//! each code accepted once; and how failed attempts lock sign-in, with a backoff.
+//! each code accepted once (failed attempts lock: `toolgate_domain::lockout`).
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -10,10 +10,6 @@ use totp_rs::{Algorithm, Secret, TOTP};
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// How long a TOTP proof counts as fresh for a decision or a new credential (step-up).
 pub const STEP_UP_MS: i64 = 5 * 60 * 1000;
-/// Failed attempts before sign-in locks.
-pub const LOCK_AFTER: i64 = 5;
-const FIRST_LOCK_MS: i64 = 30_000;
-const LONGEST_LOCK_MS: i64 = 15 * 60 * 1000;
 /// TOTP: RFC 6238's defaults, which every authenticator app reads from the QR code.
 const STEP_SECS: u64 = 30;
 const DIGITS: usize = 6;
@@ -92,16 +88,6 @@ pub fn code_step(secret: &str, principal: &str, code: &str, now_ms: i64) -> Resu
     Ok(None)
 }
 
-/// Until when sign-in is refused after `failed` attempts in a row: not at all below
-/// [`LOCK_AFTER`], then 30 s doubling with each further failure, at most 15 minutes.
-pub fn locked_until(failed: i64, now_ms: i64) -> i64 {
-    if failed < LOCK_AFTER {
-        return 0;
-    }
-    let doublings = (failed - LOCK_AFTER).min(10) as u32;
-    now_ms + (FIRST_LOCK_MS << doublings).min(LONGEST_LOCK_MS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,13 +118,5 @@ mod tests {
         assert_eq!(code_step(&secret, "alice", "12345", now_ms).unwrap(), None);
         assert_eq!(code_step(&secret, "alice", "abcdef", now_ms).unwrap(), None);
         assert!(enrollment_url(&secret, "alice").unwrap().starts_with("otpauth://totp/toolgate:alice?secret="));
-    }
-
-    #[test]
-    fn lockouts_back_off() {
-        assert_eq!(locked_until(4, 1000), 0);
-        assert_eq!(locked_until(5, 1000), 31_000);
-        assert_eq!(locked_until(6, 1000), 61_000);
-        assert_eq!(locked_until(60, 1000), 1000 + 15 * 60 * 1000);
     }
 }

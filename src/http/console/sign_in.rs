@@ -9,9 +9,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use toolgate_domain::audit::AuditOutcome;
+use toolgate_domain::lockout::Attempt;
 use toolgate_domain::secrets::random_hex;
 
-use super::factor::{self, code_step, locked_until, password_matches};
+use super::factor::{self, code_step, password_matches};
 use super::session::{ConsoleSession, SESSION_COOKIE, SIGN_IN_CSRF_COOKIE, cookie, csrf_matches, set_cookie};
 use super::{AppState, Fields, SignedIn, audit, field, html, now_ms, pages, secure, see_other};
 
@@ -52,35 +53,36 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
         (field(&fields, "name"), fields.get("password").cloned().unwrap_or_default(), field(&fields, "code"));
     let now = now_ms(&state);
     let store = state.mcp.services().repositories().sign_in.clone();
+    let unavailable =
+        |e: toolgate_domain::StoreError| Some(format!("The store cannot answer ({e}); try again shortly."));
+    // Counted as failed before anything is checked, atomically with the lock it brings on, so
+    // that a parallel burst of guesses cannot outrun the lockout.
+    match store.count_attempt(name, now).await {
+        Err(e) => return form(&state, StatusCode::SERVICE_UNAVAILABLE, unavailable(e).as_deref()),
+        Ok(Attempt::Locked { until_ms }) => {
+            audit(&state, "console.sign_in", AuditOutcome::Denied, name, "locked after failed attempts".into());
+            crate::metrics::console_sign_in("locked");
+            let message =
+                format!("Too many failed attempts: sign-in is locked for {} s more.", seconds_until(until_ms, now));
+            return form(&state, StatusCode::TOO_MANY_REQUESTS, Some(&message));
+        }
+        Ok(Attempt::Unknown | Attempt::Counted { .. }) => {}
+    }
     let record = match store.sign_in_record(name).await {
         Ok(record) => record,
-        Err(e) => {
-            return form(
-                &state,
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(&format!("The store cannot answer ({e}); try again shortly.")),
-            );
-        }
+        Err(e) => return form(&state, StatusCode::SERVICE_UNAVAILABLE, unavailable(e).as_deref()),
     };
-    if let Some(r) = record.as_ref().filter(|r| r.locked_until_ms > now) {
-        audit(&state, "console.sign_in", AuditOutcome::Denied, name, "locked after failed attempts".into());
-        crate::metrics::console_sign_in("locked");
-        let wait = (r.locked_until_ms - now + 999) / 1000;
-        let message = format!("Too many failed attempts: sign-in is locked for {wait} s more.");
-        return form(&state, StatusCode::TOO_MANY_REQUESTS, Some(&message));
-    }
     // argon2 is deliberately slow: off the async threads.
     let hash = record.as_ref().and_then(|r| r.password_hash.clone());
     let matches =
         tokio::task::spawn_blocking(move || password_matches(hash.as_deref(), &password)).await.unwrap_or(false);
-    let failed_before = record.as_ref().map_or(0, |r| r.failed_attempts);
     let Some(record) = record.filter(|_| matches) else {
-        return failed(&state, name, failed_before, "wrong name or password", WRONG).await;
+        return failed(&state, name, "wrong name or password", WRONG);
     };
     let (proof_ms, assurance) = match (&record.totp_secret, record.totp_confirmed) {
         (Some(secret), true) => match take_code(&state, name, secret, code, now).await {
             Ok(()) => (Some(now), "password+totp"),
-            Err(message) => return failed(&state, name, failed_before, "wrong or replayed code", &message).await,
+            Err(message) => return failed(&state, name, "wrong or replayed code", &message),
         },
         _ => (None, "password (no factor enrolled yet)"),
     };
@@ -100,25 +102,49 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     with_cookie(response, set_cookie(SIGN_IN_CSRF_COOKIE, "", secure(&state), Some(0)))
 }
 
-/// A failed attempt (`before` failures already in a row): counted, locking sign-in after
-/// [`factor::LOCK_AFTER`], audited, told.
-async fn failed(state: &AppState, name: &str, before: i64, why: &str, message: &str) -> Response {
-    let store = &state.mcp.services().repositories().sign_in;
-    let _ = store.sign_in_failed(name, locked_until(before + 1, now_ms(state))).await;
+/// Whole seconds from `now_ms` until `until_ms`, rounded up.
+fn seconds_until(until_ms: i64, now_ms: i64) -> i64 {
+    (until_ms - now_ms + 999) / 1000
+}
+
+/// A failed attempt (already counted, before it was checked): audited, told.
+fn failed(state: &AppState, name: &str, why: &str, message: &str) -> Response {
     audit(state, "console.sign_in", AuditOutcome::Denied, name, why.to_string());
     crate::metrics::console_sign_in("denied");
     form(state, StatusCode::UNAUTHORIZED, Some(message))
 }
 
-/// Checks a TOTP code of `principal`'s enrolled factor and takes its time step, so that the
-/// same code is refused a second time. Err: what to tell the person.
+/// A step-up: checks a TOTP code of `principal`'s enrolled factor and takes its time step,
+/// so that the same code is refused a second time. Counted with sign-in's failures (before it
+/// is checked, so a locked principal's codes are not looked at), each refusal audited as
+/// `console.step_up`. Err: what to tell the person.
 pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64) -> Result<(), String> {
     let store = &state.mcp.services().repositories().sign_in;
-    let record = store.sign_in_record(principal).await.map_err(|e| format!("The store cannot answer ({e})."))?;
-    let Some(secret) = record.and_then(|r| r.totp_secret.filter(|_| r.totp_confirmed)) else {
-        return Err("No second factor is enrolled for you.".into());
+    let refused = |why: &str, result: &'static str, message: String| {
+        audit(state, "console.step_up", AuditOutcome::Denied, principal, why.to_string());
+        crate::metrics::console_step_up(result);
+        Err(message)
     };
-    take_code(state, principal, &secret, code, now).await
+    let unavailable = |e: toolgate_domain::StoreError| format!("The store cannot answer ({e}).");
+    if let Attempt::Locked { until_ms } = store.count_attempt(principal, now).await.map_err(unavailable)? {
+        let message = format!(
+            "Too many failed attempts: codes (and sign-in) are refused for {} s more.",
+            seconds_until(until_ms, now)
+        );
+        return refused("locked after failed attempts", "locked", message);
+    }
+    let record = store.sign_in_record(principal).await.map_err(unavailable)?;
+    let Some(secret) = record.and_then(|r| r.totp_secret.filter(|_| r.totp_confirmed)) else {
+        return refused("no factor enrolled", "denied", "No second factor is enrolled for you.".into());
+    };
+    match take_code(state, principal, &secret, code, now).await {
+        Ok(()) => {
+            store.sign_in_succeeded(principal).await.map_err(unavailable)?;
+            crate::metrics::console_step_up("success");
+            Ok(())
+        }
+        Err(message) => refused("wrong or replayed code", "denied", message),
+    }
 }
 
 /// Checks `code` against `secret` (enrolled or being enrolled) and takes its time step once.

@@ -3,12 +3,13 @@
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
+use toolgate_domain::lockout::Attempt;
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
 
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::changes::Change;
-use crate::rules::token_refusal;
+use crate::rules::{self, token_refusal};
 use crate::{CredentialStore, SignInRecord, SignInStore};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -339,23 +340,30 @@ impl SignInStore for PostgresStore {
         .await
     }
 
-    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64> {
+    async fn count_attempt(&self, principal: &str, now_ms: i64) -> Result<Attempt> {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
             execute(&tx, ENSURE_ROW, &[&principal]).await?;
-            let count = row(
+            // FOR UPDATE: parallel attempts on one principal are counted one after another.
+            let found = row(
                 &tx,
-                "UPDATE principal_sign_in SET failed_attempts = failed_attempts + 1, locked_until_ms = $2
-                 WHERE principal = $1 RETURNING failed_attempts",
-                &[&principal, &locked_until_ms],
+                "SELECT failed_attempts, locked_until_ms FROM principal_sign_in WHERE principal = $1 FOR UPDATE",
+                &[&principal],
             )
-            .await?
-            .map(|r| r.try_get(0))
-            .transpose()?
-            .unwrap_or(0);
+            .await?;
+            let Some(found) = found else { return Ok(Attempt::Unknown) };
+            let (attempt, write) = rules::count_attempt(found.try_get(0)?, found.try_get(1)?, now_ms);
+            if let Some((failures, locked_until_ms)) = write {
+                execute(
+                    &tx,
+                    "UPDATE principal_sign_in SET failed_attempts = $2, locked_until_ms = $3 WHERE principal = $1",
+                    &[&principal, &failures, &locked_until_ms],
+                )
+                .await?;
+            }
             tx.commit().await?;
-            Ok(count)
+            Ok(attempt)
         })
         .await
     }

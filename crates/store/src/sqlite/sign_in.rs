@@ -3,9 +3,10 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use toolgate_domain::StoreError;
+use toolgate_domain::lockout::Attempt;
 
 use super::SqliteStore;
-use crate::{SignInRecord, SignInStore};
+use crate::{SignInRecord, SignInStore, rules};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -113,22 +114,28 @@ impl SignInStore for SqliteStore {
         .await
     }
 
-    async fn sign_in_failed(&self, principal: &str, locked_until_ms: i64) -> Result<i64> {
+    async fn count_attempt(&self, principal: &str, now_ms: i64) -> Result<Attempt> {
         let principal = principal.to_string();
         self.run(move |c| {
             let tx = c.transaction()?;
             tx.execute(ENSURE_ROW, params![principal])?;
-            let count = tx
+            let row: Option<(i64, i64)> = tx
                 .query_row(
-                    "UPDATE principal_sign_in SET failed_attempts = failed_attempts + 1, locked_until_ms = ?2
-                     WHERE principal = ?1 RETURNING failed_attempts",
-                    params![principal, locked_until_ms],
-                    |r| r.get(0),
+                    "SELECT failed_attempts, locked_until_ms FROM principal_sign_in WHERE principal = ?1",
+                    params![principal],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
-                .optional()?
-                .unwrap_or(0);
+                .optional()?;
+            let Some((failed, locked_until_ms)) = row else { return Ok(Attempt::Unknown) };
+            let (attempt, write) = rules::count_attempt(failed, locked_until_ms, now_ms);
+            if let Some((failures, locked_until_ms)) = write {
+                tx.execute(
+                    "UPDATE principal_sign_in SET failed_attempts = ?2, locked_until_ms = ?3 WHERE principal = ?1",
+                    params![principal, failures, locked_until_ms],
+                )?;
+            }
             tx.commit()?;
-            Ok(count)
+            Ok(attempt)
         })
         .await
     }

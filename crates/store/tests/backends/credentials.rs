@@ -1,5 +1,6 @@
 //! Principals, tokens and console sign-in, on every backend.
 
+use toolgate_domain::lockout::Attempt;
 use toolgate_domain::tokens::{Authentication, NewToken, TOKEN_PREFIX};
 use toolgate_store::{Repositories, SignInRecord};
 
@@ -8,6 +9,7 @@ crate::matrix!(
     rotation_is_confirmed_only_with_the_successor_secret,
     passwords_factors_steps_and_lockouts,
     a_totp_step_is_taken_once_however_many_ask_at_once,
+    a_burst_of_attempts_is_counted_atomically,
 );
 
 fn new_token<'a>(principal: &'a str, tier: Option<&'a str>, now: i64, expires_at: i64) -> NewToken<'a> {
@@ -64,10 +66,20 @@ async fn passwords_factors_steps_and_lockouts(r: Repositories) {
     assert!(!store.take_totp_step("alice", 100).await.unwrap(), "a step is taken once");
     assert!(!store.take_totp_step("alice", 99).await.unwrap(), "an earlier step too");
     assert!(store.take_totp_step("alice", 101).await.unwrap());
-    assert_eq!(store.sign_in_failed("alice", 1000).await.unwrap(), 1);
-    assert_eq!(store.sign_in_failed("alice", 2000).await.unwrap(), 2);
+    assert_eq!(store.count_attempt("nobody", 1000).await.unwrap(), Attempt::Unknown);
+    for failures in 1..=4 {
+        assert_eq!(store.count_attempt("alice", 1000).await.unwrap(), Attempt::Counted { failures });
+    }
+    assert_eq!(
+        store.count_attempt("alice", 1000).await.unwrap(),
+        Attempt::Counted { failures: 5 },
+        "the 5th is checked"
+    );
+    assert_eq!(store.count_attempt("alice", 1000).await.unwrap(), Attempt::Locked { until_ms: 31_000 });
     let rec = store.sign_in_record("alice").await.unwrap().unwrap();
-    assert_eq!((rec.failed_attempts, rec.locked_until_ms), (2, 2000));
+    assert_eq!((rec.failed_attempts, rec.locked_until_ms), (5, 31_000), "a locked attempt is not counted");
+    assert_eq!(store.count_attempt("alice", 31_000).await.unwrap(), Attempt::Counted { failures: 6 }, "then one");
+    assert_eq!(store.count_attempt("alice", 31_001).await.unwrap(), Attempt::Locked { until_ms: 91_000 });
     store.sign_in_succeeded("alice").await.unwrap();
     assert_eq!(store.sign_in_record("alice").await.unwrap().unwrap().failed_attempts, 0);
     assert!(store.reset_totp("alice").await.unwrap());
@@ -75,6 +87,24 @@ async fn passwords_factors_steps_and_lockouts(r: Repositories) {
     assert!(r.credentials.remove_principal("alice", 9).await.unwrap());
     r.credentials.put_principal("alice", &["Administrator".into()], 10).await.unwrap();
     assert_eq!(store.sign_in_record("alice").await.unwrap(), Some(SignInRecord::default()), "removal forgets it");
+}
+
+/// A parallel burst is counted one attempt at a time: exactly LOCK_AFTER are let through to
+/// be checked, the rest find the lock.
+async fn a_burst_of_attempts_is_counted_atomically(r: Repositories) {
+    r.credentials.put_principal("bob", &["Administrator".into()], 1).await.unwrap();
+    let attempts = (0..100).map(|_| {
+        let store = r.sign_in.clone();
+        tokio::spawn(async move { store.count_attempt("bob", 1000).await.unwrap() })
+    });
+    let mut checked = 0;
+    for attempt in attempts.collect::<Vec<_>>() {
+        if let Attempt::Counted { .. } = attempt.await.unwrap() {
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, toolgate_domain::lockout::LOCK_AFTER);
+    assert_eq!(r.sign_in.sign_in_record("bob").await.unwrap().unwrap().failed_attempts, 5);
 }
 
 async fn a_totp_step_is_taken_once_however_many_ask_at_once(r: Repositories) {
