@@ -132,3 +132,102 @@ fn a_change_due_for_an_agent_quarantined_while_offline_never_runs() {
     let kept = std::fs::read_to_string(states.path().join("fleet-a/quarantine.json")).unwrap();
     assert!(kept.contains("\"quarantined\": true") || kept.contains("\"quarantined\":true"), "{kept}");
 }
+
+type Socket = tungstenite::WebSocket<std::net::TcpStream>;
+
+/// A report connection opened by hand with the agent's credential; the server's first answer.
+fn report_connection(s: &Server, state_dir: &Path) -> (Socket, Value) {
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(state_dir.join("agent.json")).unwrap()).unwrap();
+    let stream = std::net::TcpStream::connect(s.agents).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let (mut socket, _) = tungstenite::client(format!("ws://{}/agent/v1", s.agents), stream).unwrap();
+    let hello = json!({
+        "type": "hello", "protocol": 2, "agent_id": identity["agent_id"], "credential": identity["credential"],
+        "agent_version": "test", "purpose": "report",
+    });
+    socket.send(tungstenite::Message::text(hello.to_string())).unwrap();
+    let answer = next_frame(&mut socket).expect("an answer to the hello");
+    (socket, answer)
+}
+
+/// The next text frame, or None once the server has closed the connection.
+fn next_frame(socket: &mut Socket) -> Option<Value> {
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+            Ok(tungstenite::Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+fn facts_frame(hostname: &str) -> String {
+    json!({"type": "facts", "collected_at_ms": 1, "facts": {
+        "hostname": hostname, "os_name": "x", "os_id": "x", "os_version": "1", "os_pretty_name": "x", "kernel": "k",
+        "arch": "x86_64", "cpu_model": "c", "cpu_count": 1, "memory_total_bytes": 1, "memory_available_bytes": 1,
+        "uptime_secs": 1, "boot_time": 1, "ip_addresses": [], "disks": [], "agent_version": "test"}})
+    .to_string()
+}
+
+/// MEDIUM 5: a revoked agent kept its report connections (it sent a frame every 50 s and went
+/// on writing facts for 150 s and more). Now every report connection of a revoked agent is
+/// told it is revoked and closed within the revocation sweep (about a second), and a report
+/// frame is checked against revocation, so nothing it sends afterwards is stored.
+#[test]
+fn a_revoked_agents_report_connections_close_and_store_nothing_more() {
+    let s = common::start(&[FAST, &["--agent-report-idle-ms", "600000"]].concat());
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("revoked");
+    let mut agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &state_dir, Some("revoked"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["revoked"].clone();
+    agent.kill();
+    let (mut open, welcome) = report_connection(&s, &state_dir);
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    s.cli(&["agent", "revoke", &agent_id]);
+    let told = next_frame(&mut open);
+    assert_eq!(told.as_ref().map(|f| f["type"].clone()), Some(json!("revoked")), "{told:?}");
+    assert!(next_frame(&mut open).is_none(), "then closed");
+    // Whatever it manages to send afterwards is not stored.
+    let _ = open.send(tungstenite::Message::text(facts_frame("renamed-after-revocation")));
+    let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": agent_id}));
+    assert_eq!(details["status"], "revoked", "{details}");
+    assert_ne!(details["hostname"], "renamed-after-revocation", "{details}");
+}
+
+/// MEDIUM 6: one agent could hold every report slot (16 idle report connections, every other
+/// agent refused `busy`). Now an agent holds at most two; a third is refused at once, other
+/// agents still report, and idle report connections are closed after the idle timeout.
+#[test]
+fn one_agent_cannot_hold_the_report_slots_and_idle_ones_time_out() {
+    let s = common::start(&[FAST, &["--agent-report-idle-ms", "1500"]].concat());
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &["--uses", "2"]);
+    let hog_dir = states.path().join("hog");
+    let mut hog = spawn_agent(&s, Some(&token), &hog_dir, Some("hog"));
+    online_by_hostname(&s, &schemas, 1);
+    hog.kill();
+    let mut held = Vec::new();
+    let mut refused = Vec::new();
+    for _ in 0..16 {
+        let (socket, answer) = report_connection(&s, &hog_dir);
+        match answer["type"].as_str() {
+            Some("welcome") => held.push(socket),
+            _ => refused.push(answer),
+        }
+    }
+    assert_eq!((held.len(), refused.len()), (2, 14), "{refused:?}");
+    assert_eq!(refused[0]["code"], "busy", "{refused:?}");
+    assert!(refused[0]["message"].as_str().unwrap().contains("2 report connections"), "{refused:?}");
+    // Another agent reports all the same.
+    let _other = spawn_agent(&s, Some(&token), &states.path().join("other"), Some("other"));
+    assert!(online_by_hostname(&s, &schemas, 1).contains_key("other"));
+    // The held ones are closed once idle past the timeout; then the agent has its places back.
+    for socket in &mut held {
+        assert!(next_frame(socket).is_none(), "an idle report connection is closed");
+    }
+    let (_again, answer) = report_connection(&s, &hog_dir);
+    assert_eq!(answer["type"], "welcome", "{answer}");
+}

@@ -109,6 +109,10 @@ pub struct ServeArgs {
     /// to 30 s; past that the agent is told the server is busy and retries later).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..), env = "TOOLGATE_MAX_CONCURRENT_REPORTS")]
     max_concurrent_reports: u64,
+    /// A report connection silent this long between frames is closed, in milliseconds (an
+    /// agent sends its frames at once; each agent may hold two report connections).
+    #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().report_idle_ms, value_parser = clap::value_parser!(u64).range(100..), env = "TOOLGATE_AGENT_REPORT_IDLE_MS")]
+    agent_report_idle_ms: u64,
     /// Serve Prometheus metrics at /metrics on this address of their own (e.g. 127.0.0.1:9464),
     /// without authentication. Without it, /metrics is on --listen and needs an
     /// administrator's API token (`toolgate token create --api`).
@@ -173,6 +177,7 @@ impl ServeArgs {
                 max_connections: self.max_agent_connections,
                 max_handshakes: self.max_agent_handshakes,
                 max_concurrent_reports: self.max_concurrent_reports as usize,
+                report_idle_ms: self.agent_report_idle_ms,
             },
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),

@@ -23,8 +23,6 @@ use super::{AppState, json_response};
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a report connection may wait for its next frame.
-const REPORT_FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tungstenite's buffers default to 128 KiB each; an idle agent needs far less.
 const BUFFER_BYTES: usize = 4 * 1024;
 
@@ -154,33 +152,48 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
 }
 
 /// A store fault is the server's: the agent comes back later. A bad frame is the agent's and
-/// will not improve by retrying.
+/// will not improve by retrying; a revoked agent must not come back.
 fn refusal(e: &FrameError) -> ServerMessage {
     let code = match e {
         FrameError::Malformed(_) => RefusalCode::Malformed,
         FrameError::Store(_) => RefusalCode::Busy,
+        FrameError::Revoked(_) => return ServerMessage::Revoked { message: e.to_string() },
     };
     ServerMessage::Refused { code, message: e.to_string() }
 }
 
 /// A report connection: facts and inventory frames until the agent closes, each frame within
-/// [`REPORT_FRAME_TIMEOUT`]. Its buffers go when it closes.
+/// the report idle timeout; closed at once when the agent is revoked. Its buffers go when it
+/// closes.
 async fn take_report(hub: &Hub, mut socket: WebSocket, agent_id: &str, welcome: ServerMessage) {
-    let Some(_permit) = hub.report_slot().await else {
-        let message = "the server is taking as many reports as it may at once; retrying later".to_string();
-        close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "busy").await;
-        return;
+    let mut place = match hub.report_place(agent_id).await {
+        Ok(place) => place,
+        Err(refusal) => {
+            let message = ServerMessage::Refused { code: RefusalCode::Busy, message: refusal.to_string() };
+            close(socket, message, "busy").await;
+            return;
+        }
     };
     if send(&mut socket, &welcome).await.is_err() {
         return;
     }
+    let idle = Duration::from_millis(hub.settings().report_idle_ms.max(1));
     loop {
-        let frame = match tokio::time::timeout(REPORT_FRAME_TIMEOUT, socket.recv()).await {
+        let read = tokio::select! {
+            () = place.revoked() => {
+                let message = ServerMessage::Revoked { message: format!("agent {agent_id} was revoked on the server") };
+                tracing::info!(%agent_id, "revoked: its report connection is closed");
+                Box::pin(close(socket, message, "revoked")).await;
+                return;
+            }
+            read = tokio::time::timeout(idle, socket.recv()) => read,
+        };
+        let frame = match read {
             Ok(Some(Ok(Message::Text(text)))) => text,
             Ok(Some(Ok(Message::Close(_)) | Err(_)) | None) => return,
             Ok(Some(Ok(_))) => continue,
             Err(_) => {
-                tracing::warn!(%agent_id, "a report connection idled past {REPORT_FRAME_TIMEOUT:?}; closed");
+                tracing::warn!(%agent_id, "a report connection idled past {idle:?}; closed");
                 return;
             }
         };

@@ -44,6 +44,8 @@ pub(crate) struct Entry {
     /// What the agent last said it is in (None: it has not said since it was enrolled).
     pub(crate) quarantine_reported: Option<bool>,
     pub(crate) live: Option<Live>,
+    /// Report connections open now (at most [`crate::MAX_REPORTS_PER_AGENT`]).
+    pub(crate) reports_open: u8,
 }
 
 impl Entry {
@@ -59,6 +61,7 @@ impl Entry {
             quarantine_wanted: false,
             quarantine_reported: None,
             live: None,
+            reports_open: 0,
         }
     }
 }
@@ -76,8 +79,10 @@ pub struct Hub {
     next_connection: AtomicU64,
     /// When the last sweep looked for revocations made elsewhere (the console).
     pub(crate) revocations_checked_ms: AtomicI64,
-    reports: Arc<tokio::sync::Semaphore>,
-    reports_waiting: AtomicU64,
+    pub(crate) reports: Arc<tokio::sync::Semaphore>,
+    pub(crate) reports_waiting: AtomicU64,
+    /// Bumped at every revocation: report connections watch it to close at once.
+    pub(crate) revocations: tokio::sync::watch::Sender<u64>,
     handshakes: Arc<tokio::sync::Semaphore>,
     /// How many entries hold a live connection; changed under the registry's write lock.
     pub(crate) live_connections: AtomicU64,
@@ -93,11 +98,6 @@ pub struct Hub {
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
 const EXECUTION_UPDATES_BUFFER: usize = 1024;
-
-/// Report connections that may wait for a place at once.
-pub const MAX_WAITING_REPORTS: u64 = 1024;
-/// How long a report connection waits for a place before it is told the server is busy.
-pub const REPORT_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A live connection's handle: the edge waits on `kicked` beside the socket.
 pub struct Connection {
@@ -134,6 +134,7 @@ impl Hub {
                     quarantine_wanted: quarantine.wanted,
                     quarantine_reported: quarantine.reported,
                     live: None,
+                    reports_open: 0,
                 };
                 (a.agent_id, entry)
             })
@@ -151,6 +152,7 @@ impl Hub {
             revocations_checked_ms,
             reports: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_reports.max(1))),
             reports_waiting: AtomicU64::new(0),
+            revocations: tokio::sync::watch::channel(0).0,
             handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
             live_connections: AtomicU64::new(0),
             execution_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
@@ -168,26 +170,6 @@ impl Hub {
     /// A place among the connections still in their handshake, or None when all are taken.
     pub fn handshake_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.handshakes.clone().try_acquire_owned().ok()
-    }
-
-    /// A place among the report uploads in progress. A report waits for one in a queue of at
-    /// most [`MAX_WAITING_REPORTS`], for at most [`REPORT_QUEUE_WAIT`]; None past either (the
-    /// agent is told the server is busy and comes back later). Queueing rather than refusing
-    /// at once keeps the store busy while a whole fleet reports after a restart; the bound
-    /// keeps waiting connections (each a descriptor) well below the process's file limit.
-    pub async fn report_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        struct Waiting<'a>(&'a AtomicU64);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        let waiting = Waiting(&self.reports_waiting);
-        if waiting.0.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_REPORTS {
-            return None;
-        }
-        let acquired = tokio::time::timeout(REPORT_QUEUE_WAIT, self.reports.clone().acquire_owned()).await;
-        acquired.ok()?.ok()
     }
 
     pub fn settings(&self) -> &FleetSettings {
@@ -373,6 +355,12 @@ impl Hub {
 
     pub fn summary(&self, agent_id: &str) -> Option<AgentSummary> {
         self.with_agent(agent_id, |view| view.summary())
+    }
+
+    /// Whether the agent was revoked (here, on another replica, or by the CLI once the sweep
+    /// has seen it).
+    pub fn is_revoked(&self, agent_id: &str) -> bool {
+        self.read().get(agent_id).is_some_and(|e| e.revoked_at_ms.is_some())
     }
 
     /// Whether the agent is enrolled (revoked or not).

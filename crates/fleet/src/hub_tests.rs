@@ -227,3 +227,31 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     assert_eq!(work.targets("exe-00c2").await.unwrap()[0].status, TargetStatus::Refused);
     assert!(connection.outbox.try_recv().is_err(), "nothing was sent");
 }
+
+/// Issue 27, MEDIUM 5 and 6: a report frame is checked against revocation (nothing is stored
+/// after it), a report place waits on the revocation, and one agent holds at most two places.
+#[tokio::test]
+async fn report_places_are_per_agent_and_end_with_a_revocation() {
+    use crate::session::{FrameError, receive_report};
+    use crate::{MAX_REPORTS_PER_AGENT, ReportRefusal};
+
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 2).await;
+    let first = hub.report_place(&ids[0]).await.unwrap();
+    let mut second = hub.report_place(&ids[0]).await.unwrap();
+    assert_eq!(MAX_REPORTS_PER_AGENT, 2);
+    assert_eq!(hub.report_place(&ids[0]).await.err(), Some(ReportRefusal::TooManyForAgent));
+    let other = hub.report_place(&ids[1]).await.expect("another agent is not held up");
+    drop(first);
+    let third = hub.report_place(&ids[0]).await.expect("a place given back is free again");
+
+    let report = r#"{"type":"inventory","table":"processes","collected_at_ms":1,"available":true,"rows":[]}"#;
+    receive_report(&hub, &ids[0], report).await.unwrap();
+    // A connection waiting for its next frame is woken by the revocation.
+    let ((), revoked) = tokio::join!(second.revoked(), hub.revoke(&ids[0]));
+    assert!(revoked.unwrap());
+    let refused = receive_report(&hub, &ids[0], report).await;
+    assert!(matches!(refused, Err(FrameError::Revoked(_))), "{refused:?}");
+    receive_report(&hub, &ids[1], report).await.expect("another agent still reports");
+    drop((third, other));
+}

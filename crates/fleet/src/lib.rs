@@ -9,6 +9,7 @@ mod hub;
 mod hub_tests;
 pub mod query;
 mod replicas;
+mod reports;
 pub mod session;
 mod settings;
 mod sweep;
@@ -16,6 +17,7 @@ mod view;
 mod work;
 
 pub use hub::{Hub, Kick};
+pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use settings::FleetSettings;
 pub use view::{AgentView, TagIndex};
 pub use work::RuleSet;

@@ -104,6 +104,8 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
 pub enum FrameError {
     #[error("malformed frame: {0}")]
     Malformed(String),
+    #[error("agent {0} was revoked on the server")]
+    Revoked(String),
     #[error("the store failed: {0}")]
     Store(#[from] toolgate_domain::StoreError),
 }
@@ -143,6 +145,10 @@ pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<()
 }
 
 async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage) -> Result<(), FrameError> {
+    // Checked at every frame: a connection opened before the revocation writes nothing after it.
+    if hub.is_revoked(agent_id) {
+        return Err(FrameError::Revoked(agent_id.to_string()));
+    }
     match message {
         AgentMessage::Facts { collected_at_ms, facts } => Ok(hub.save_facts(agent_id, *facts, collected_at_ms).await?),
         AgentMessage::Inventory(report) => {

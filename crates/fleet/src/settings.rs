@@ -15,10 +15,13 @@ pub struct FleetSettings {
     /// one is refused (503) and the agent retries. The agent surface's own budget: agents do
     /// not use the MCP endpoint's allowance of unauthenticated connections.
     pub max_handshakes: usize,
-    /// Report uploads taken at once; the others wait their turn (see [`crate::Hub::report_slot`]).
+    /// Report uploads taken at once; the others wait their turn (see [`crate::Hub::report_place`]).
     /// Reports are large and the store takes them one at a time anyway: this bounds the
     /// memory a whole fleet reporting at once (after a server restart) can claim.
     pub max_concurrent_reports: usize,
+    /// How long a report connection may wait for its next frame before it is closed: an
+    /// agent sends its frames at once, so an idle one holds a place for nothing.
+    pub report_idle_ms: u64,
 }
 
 impl Default for FleetSettings {
@@ -30,6 +33,7 @@ impl Default for FleetSettings {
             max_connections: 20_000,
             max_handshakes: 1024,
             max_concurrent_reports: 16,
+            report_idle_ms: 10_000,
         }
     }
 }

@@ -21,6 +21,8 @@ impl Hub {
         Ok(revoked)
     }
 
+    /// Closes the agent's session and, through [`crate::ReportPlace::revoked`], its report
+    /// connections.
     pub(crate) fn mark_revoked(&self, agent_id: &str, at_ms: i64) {
         if let Some(entry) = self.write().get_mut(agent_id) {
             entry.revoked_at_ms.get_or_insert(at_ms);
@@ -29,6 +31,7 @@ impl Hub {
                 let _ = live.kick.send(Kick::Revoked);
             }
         }
+        self.revocations.send_modify(|generation| *generation += 1);
     }
 
     /// How often [`Hub::sweep`] should run: often enough that a revocation made on the
