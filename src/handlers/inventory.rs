@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::inventory::{self, TABLES, Table};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::query::{self, Condition, Filter};
-use toolgate_store::RowFilter;
+use toolgate_store::{RowFilter, RowPage};
 
 use super::fleet::{ensure_known, hostname, next_offset, paging};
 use super::scopes::chosen_agents;
@@ -57,9 +57,8 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     };
     let (offset, limit) = paging(args.offset, args.limit);
     let (in_store, rest) = query::split_for_store(conditions);
-    let filter: Option<RowFilter> = (!rest.is_empty())
-        .then(|| Box::new(move |_: &str, row: &Map<String, Value>| query::matches(&rest, row)) as RowFilter);
-    let page = store.inventory_rows(table.name, Some(&args.agent_id), &in_store, filter, offset, limit).await?;
+    let filter = (!rest.is_empty()).then(|| RowFilter::new(move |_: &str, row| query::matches(&rest, row)));
+    let page = within_budget(store.inventory_rows(table.name, Some(&args.agent_id), &in_store, filter, offset, limit).await?)?;
     let rows: Vec<Map<String, Value>> = page.rows.into_iter().map(|(_, row)| query::project(row, &columns)).collect();
     let next = next_offset(offset, rows.len(), page.more);
     Ok(ToolOutput::Structured(json!({
@@ -73,6 +72,19 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     })))
 }
 
+/// A page whose filters ran out of time is refused, with what to do about it, rather than
+/// answered short.
+fn within_budget(page: RowPage) -> Result<RowPage, ToolError> {
+    if page.over_budget {
+        return Err(ToolError::InvalidArguments(format!(
+            "the filters that are matched row by row (globs with ~, orderings, versions, a scope) took more than {} s \
+             over this table: add = conditions on indexed columns (name, port) or a narrower scope, or page with a smaller limit",
+            toolgate_store::FILTER_BUDGET.as_secs()
+        )));
+    }
+    Ok(page)
+}
+
 /// Rows of `table` across the fleet (or `agents`), each with its agent id and host name.
 async fn fleet_rows(
     ctx: &ToolContext,
@@ -83,13 +95,13 @@ async fn fleet_rows(
     (offset, limit): (usize, usize),
 ) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, Option<usize>), ToolError> {
     let (in_store, rest) = query::split_for_store(conditions);
-    let filter: Option<RowFilter> = (agents.is_some() || !rest.is_empty()).then(|| {
-        Box::new(move |agent: &str, row: &Map<String, Value>| {
+    let filter = (agents.is_some() || !rest.is_empty()).then(|| {
+        RowFilter::new(move |agent: &str, row: &Map<String, Value>| {
             agents.as_ref().is_none_or(|a| a.contains(agent)) && query::matches(&rest, row)
-        }) as RowFilter
+        })
     });
     let fleet = ctx.services().fleet();
-    let page = fleet.store().inventory_rows(table.name, one_agent, &in_store, filter, offset, limit).await?;
+    let page = within_budget(fleet.store().inventory_rows(table.name, one_agent, &in_store, filter, offset, limit).await?)?;
     // Host names of the page's agents only (at most a page of lookups, not a walk of the fleet).
     let mut hostnames: HashMap<String, Option<String>> = HashMap::new();
     for (agent, _) in &page.rows {

@@ -2,7 +2,7 @@
 //! then applied to rows where the store reads them.
 
 use serde_json::{Map, Value};
-use toolgate_domain::fleet::compare::{ValueKind, compare};
+use toolgate_domain::fleet::compare::{ValueKind, check_glob, compare};
 use toolgate_domain::fleet::inventory::Table;
 use toolgate_domain::fleet::scope::Op;
 use toolgate_store::{ColumnCondition, ColumnValue};
@@ -45,6 +45,9 @@ pub fn conditions(table: &Table, filters: &[Filter<'_>]) -> Result<Vec<Condition
             }
             if column.kind == ValueKind::Integer && op != Op::Glob && value.parse::<i128>().is_err() {
                 return Err(format!("filters[{i}]: `{}` is an integer column; `{value}` is not a number", column.name));
+            }
+            if op == Op::Glob {
+                check_glob(&value).map_err(|e| format!("filters[{i}]: {e}"))?;
             }
             Ok(Condition { column: column.name, kind: column.kind, op, value })
         })
@@ -151,5 +154,8 @@ mod tests {
         assert!(e.contains("integer column"), "{e}");
         let ok = conditions(ports, &[filter("port", "=", &v)]).unwrap();
         assert!(matches(&ok, json!({"port": 22}).as_object().unwrap()));
+        let pathological = json!("*a".repeat(40) + "b");
+        let e = conditions(ports, &[filter("process", "~", &pathological)]).unwrap_err();
+        assert!(e.contains("filters[0]") && e.contains("at most 8 `*`"), "{e}");
     }
 }

@@ -5,6 +5,7 @@
 mod audit_writer;
 mod cached;
 mod changes;
+mod filtered;
 pub mod postgres;
 mod rules;
 mod shared;
@@ -17,13 +18,14 @@ use std::sync::Arc;
 pub use audit_writer::AuditWriter;
 pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
+pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use postgres::PostgresStore;
 pub use shared::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
-    PluginConfigStore, RowFilter, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
+    PluginConfigStore, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
 pub use work::{
     Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,

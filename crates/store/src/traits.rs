@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::filtered::RowFilter;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
@@ -174,9 +175,6 @@ pub struct StoreGauges {
     pub executions_in_flight: u64,
 }
 
-/// Decides whether an inventory row (with its agent id) is wanted; runs where the rows are read.
-pub type RowFilter = Box<dyn Fn(&str, &Map<String, Value>) -> bool + Send>;
-
 /// A condition the store evaluates itself, where the rows are: one column of the row equal
 /// (or not equal) to a value. Columns are declared names (checked before they get here).
 #[derive(Clone, Debug, PartialEq)]
@@ -197,42 +195,9 @@ pub enum ColumnValue {
 pub struct RowPage {
     pub rows: Vec<(String, Map<String, Value>)>,
     pub more: bool,
-}
-
-/// Cuts a page out of rows read in order: those `filter` keeps, past the first `skip` of them,
-/// `limit` at most, and `more` once one more comes. Each backend feeds it what it reads.
-pub(crate) struct Paging {
-    page: RowPage,
-    filter: Option<RowFilter>,
-    skip: usize,
-    limit: usize,
-}
-
-impl Paging {
-    pub(crate) fn new(filter: Option<RowFilter>, skip: usize, limit: usize) -> Self {
-        Self { page: RowPage::default(), filter, skip, limit }
-    }
-
-    /// Offers the next row; false once the page is full (read no further).
-    pub(crate) fn offer(&mut self, agent: String, row: Map<String, Value>) -> bool {
-        if self.filter.as_ref().is_some_and(|keep| !keep(&agent, &row)) {
-            return true;
-        }
-        if self.skip > 0 {
-            self.skip -= 1;
-            return true;
-        }
-        if self.page.rows.len() < self.limit {
-            self.page.rows.push((agent, row));
-            return true;
-        }
-        self.page.more = true;
-        false
-    }
-
-    pub(crate) fn finish(self) -> RowPage {
-        self.page
-    }
+    /// A [`RowFilter`]'s time budget ran out before the page was full: `rows` is what it
+    /// found so far, `more` unknown.
+    pub over_budget: bool,
 }
 
 /// Enrollment tokens, agents and the inventory they report.
@@ -274,7 +239,9 @@ pub trait FleetStore: Send + Sync {
     /// said it is not available on their host.
     async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>>;
     /// Rows of `table` (one agent's, or the fleet's) that meet every condition and that
-    /// `filter` (when given) keeps, in agent order.
+    /// `filter` (when given) keeps, in agent order. Without a filter SQL cuts the page; with
+    /// one the rows are read in chunks and filtered between reads, never holding the store
+    /// while matching, within the filter's budget (past it the page is `over_budget`).
     async fn inventory_rows(
         &self,
         table: &str,

@@ -60,6 +60,27 @@ pub fn compare(kind: ValueKind, op: Op, actual: &str, wanted: &str) -> bool {
     }
 }
 
+/// The longest glob a filter or a scope may give, in bytes.
+pub const MAX_GLOB_BYTES: usize = 256;
+/// The most `*` a glob may hold: matching costs at most (pattern × text) steps per value, and
+/// a pattern of many stars is what makes that worst case.
+pub const MAX_GLOB_STARS: usize = 8;
+
+/// Whether `pattern` is a glob the server will match: bounded in length and in stars, so the
+/// work of one match is bounded too. Err: what to tell the caller.
+pub fn check_glob(pattern: &str) -> Result<(), String> {
+    if pattern.len() > MAX_GLOB_BYTES {
+        return Err(format!("a glob may be at most {MAX_GLOB_BYTES} bytes long (this one is {})", pattern.len()));
+    }
+    let stars = pattern.bytes().filter(|&b| b == b'*').count();
+    if stars > MAX_GLOB_STARS {
+        return Err(format!(
+            "a glob may hold at most {MAX_GLOB_STARS} `*` (this one has {stars}): match on a shorter pattern, or use ="
+        ));
+    }
+    Ok(())
+}
+
 /// `*` matches any run, `?` one character; iterative, so no pattern can blow the stack.
 pub fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
     let (mut p, mut t) = (0, 0);

@@ -9,9 +9,10 @@ use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
 use toolgate_domain::secrets::{hash_secret, new_secret};
 
-use super::json_rows::scan;
+use super::json_rows::{chunk, page};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::changes::Change;
+use crate::filtered::filtered_page;
 use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
 use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
 
@@ -289,7 +290,13 @@ impl FleetStore for PostgresStore {
         offset: usize,
         limit: usize,
     ) -> Result<RowPage> {
-        pg(async { scan(&*self.conn().await?, table, agent_id, conditions, filter, offset, limit).await }).await
+        let Some(filter) = filter else {
+            return pg(async { page(&*self.conn().await?, table, agent_id, conditions, offset, limit).await }).await;
+        };
+        // A connection per chunk, given back before the filter runs.
+        let read_after =
+            |after| pg(async move { chunk(&*self.conn().await?, table, agent_id, conditions, after).await });
+        filtered_page(read_after, filter, offset, limit).await
     }
 
     async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {

@@ -1,13 +1,13 @@
 //! Rows kept as JSONB (inventory rows, responses): conditions written as SQL on them, pages
-//! cut in SQL or, with a filter left for Rust, while reading.
+//! cut in SQL or, with a filter left for Rust, read in chunks (`crate::filtered`).
 
 use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 
 use super::{Pg, PgError, rows};
-use crate::traits::Paging;
-use crate::{ColumnCondition, ColumnValue, RowFilter, RowPage};
+use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
+use crate::{ColumnCondition, ColumnValue, RowPage};
 
 /// A column name fit to be written into SQL: declared names only (checked again here).
 pub(super) fn json_key(column: &str) -> Pg<&str> {
@@ -38,39 +38,73 @@ pub(super) fn conditions_sql(conditions: &[ColumnCondition], alias: &str, first:
     Ok((sql, values))
 }
 
-/// Reads a page of rows: conditions in SQL, and the paging too unless a filter is left for Rust.
-pub(super) async fn scan(
+/// The inventory rows of `table` (one agent's, or every agent's) that meet the conditions, with
+/// `extra` SQL after them, in (agent id, id) order; the extra parameters come after the
+/// conditions'. Each row: its id, agent id and columns.
+async fn select(
     c: &impl GenericClient,
     table: &str,
     agent_id: Option<&str>,
     conditions: &[ColumnCondition],
-    filter: Option<RowFilter>,
+    extra: impl FnOnce(usize) -> String,
+    extra_params: &[&(dyn ToSql + Sync)],
+) -> Pg<Chunk> {
+    let (where_sql, values) = conditions_sql(conditions, "", 3)?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&table, &agent_id];
+    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    let sql = format!(
+        "SELECT id, agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){where_sql}{}",
+        extra(params.len() + 1)
+    );
+    params.extend_from_slice(extra_params);
+    let mut out = Vec::new();
+    for r in rows(c, &sql, &params).await? {
+        if let Value::Object(found) = r.try_get::<_, Value>(2)? {
+            out.push((r.try_get(0)?, r.try_get(1)?, found));
+        }
+    }
+    Ok(out)
+}
+
+/// A page of rows, cut in SQL.
+pub(super) async fn page(
+    c: &impl GenericClient,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
     offset: usize,
     limit: usize,
 ) -> Pg<RowPage> {
-    let (where_sql, values) = conditions_sql(conditions, "", 3)?;
-    let mut sql = format!(
-        "SELECT agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){where_sql} ORDER BY agent_id, id"
-    );
-    let in_sql = filter.is_none();
+    // One more than the page: whether there is a next one.
     let (page_limit, page_offset) = (limit as i64 + 1, offset as i64);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&table, &agent_id];
-    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
-    if in_sql {
-        // One more than the page: whether there is a next one.
-        sql.push_str(&format!(" LIMIT ${} OFFSET ${}", params.len() + 1, params.len() + 2));
-        params.push(&page_limit);
-        params.push(&page_offset);
-    }
-    // With a filter left for Rust, the offset counts the rows it keeps: skipped here.
-    let mut paging = Paging::new(filter, if in_sql { 0 } else { offset }, limit);
-    for r in rows(c, &sql, &params).await? {
-        let Value::Object(found) = r.try_get::<_, Value>(1)? else { continue };
-        if !paging.offer(r.try_get(0)?, found) {
-            break;
+    let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n} OFFSET ${}", n + 1);
+    let found = select(c, table, agent_id, conditions, extra, &[&page_limit, &page_offset]).await?;
+    let mut rows: Vec<(String, Map<String, Value>)> = found.into_iter().map(|(_, agent, row)| (agent, row)).collect();
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    Ok(RowPage { rows, more, over_budget: false })
+}
+
+/// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.
+pub(super) async fn chunk(
+    c: &impl GenericClient,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
+    after: Option<Cursor>,
+) -> Pg<Chunk> {
+    let chunk_rows = CHUNK_ROWS as i64;
+    match after {
+        None => {
+            let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n}");
+            select(c, table, agent_id, conditions, extra, &[&chunk_rows]).await
+        }
+        Some((agent, key)) => {
+            let extra =
+                |n: usize| format!(" AND (agent_id, id) > (${n}, ${}) ORDER BY agent_id, id LIMIT ${}", n + 1, n + 2);
+            select(c, table, agent_id, conditions, extra, &[&agent, &key, &chunk_rows]).await
         }
     }
-    Ok(paging.finish())
 }
 
 /// The rows of a JSONB column, as objects (anything else cannot have been written here).

@@ -87,7 +87,7 @@ pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<RowPage>
     let mut found = objects(rows(&*c, &sql, &params).await?)?;
     let more = found.len() > q.limit;
     found.truncate(q.limit);
-    Ok(RowPage { rows: found, more })
+    Ok(RowPage { rows: found, more, over_budget: false })
 }
 
 pub(super) async fn aggregate(

@@ -8,8 +8,9 @@ use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
 use toolgate_domain::secrets::{hash_secret, new_secret};
 
-use super::json_rows::scan;
+use super::json_rows::{chunk, page};
 use super::{SqliteStore, without_fsync};
+use crate::filtered::filtered_page;
 use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
 use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
 
@@ -323,7 +324,14 @@ impl FleetStore for SqliteStore {
         limit: usize,
     ) -> Result<RowPage> {
         let (table, agent_id, conditions) = (table.to_string(), agent_id.map(str::to_string), conditions.to_vec());
-        self.run(move |c| scan(c, &table, agent_id.as_deref(), &conditions, filter, offset, limit)).await
+        let Some(filter) = filter else {
+            return self.run(move |c| page(c, &table, agent_id.as_deref(), &conditions, offset, limit)).await;
+        };
+        let read_after = |after| {
+            let (table, agent_id, conditions) = (table.clone(), agent_id.clone(), conditions.clone());
+            self.run(move |c| chunk(c, &table, agent_id.as_deref(), &conditions, after))
+        };
+        filtered_page(read_after, filter, offset, limit).await
     }
 
     async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {

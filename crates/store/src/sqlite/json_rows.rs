@@ -1,11 +1,12 @@
 //! Rows kept as JSON text (inventory rows, responses): conditions written as SQL on them
-//! (`json_extract`), pages cut in SQL or, with a filter left for Rust, while reading.
+//! (`json_extract`), pages cut in SQL or, with a filter left for Rust, read in chunks
+//! (`crate::filtered`).
 
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use crate::traits::Paging;
-use crate::{ColumnCondition, ColumnValue, RowFilter, RowPage};
+use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
+use crate::{ColumnCondition, ColumnValue, RowPage};
 
 /// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
 pub(super) fn push_conditions(
@@ -35,42 +36,73 @@ pub(super) fn json_path(column: &str) -> rusqlite::Result<String> {
     Ok(format!("$.{column}"))
 }
 
-/// Reads a page of rows. The conditions become SQL (`json_extract` on the row, the value bound
-/// as a parameter); when there is no filter left for Rust, SQL
-/// does the paging too, so a deep page costs no decoding of the rows before it.
-pub(super) fn scan(
-    c: &mut Connection,
+/// The inventory rows of `table` (one agent's, or every agent's) that meet the conditions, as
+/// SQL with the values bound, in (agent id, rowid) order.
+fn select(
     table: &str,
     agent_id: Option<&str>,
     conditions: &[ColumnCondition],
-    filter: Option<RowFilter>,
-    offset: usize,
-    limit: usize,
-) -> rusqlite::Result<RowPage> {
-    let mut sql =
-        String::from("SELECT agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)");
+) -> rusqlite::Result<(String, Vec<rusqlite::types::Value>)> {
+    let mut sql = String::from(
+        "SELECT rowid, agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)",
+    );
     let mut values: Vec<rusqlite::types::Value> =
         vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
     push_conditions(conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY agent_id, rowid");
-    let in_sql = filter.is_none();
-    if in_sql {
-        // One more than the page: whether there is a next one.
-        sql.push_str(" LIMIT ? OFFSET ?");
-        values.push((limit as i64 + 1).into());
-        values.push((offset as i64).into());
-    }
-    let mut stmt = c.prepare_cached(&sql)?;
+    Ok((sql, values))
+}
+
+/// Runs a select, decoding each row (a row that is not a JSON object cannot have been written
+/// by this store, and is passed over).
+fn read(c: &Connection, sql: &str, values: Vec<rusqlite::types::Value>) -> rusqlite::Result<Chunk> {
+    let mut stmt = c.prepare_cached(sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    // With a filter left for Rust, the offset counts the rows it keeps: skipped here.
-    let mut paging = Paging::new(filter, if in_sql { 0 } else { offset }, limit);
+    let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        let text: String = r.get(1)?;
-        // A row that is not a JSON object cannot have been written by this store.
-        let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) else { continue };
-        if !paging.offer(r.get(0)?, row) {
-            break;
+        let text: String = r.get(2)?;
+        if let Ok(row) = serde_json::from_str::<Map<String, Value>>(&text) {
+            out.push((r.get(0)?, r.get(1)?, row));
         }
     }
-    Ok(paging.finish())
+    Ok(out)
+}
+
+/// A page of rows, cut in SQL: a deep page costs no decoding of the rows before it.
+pub(super) fn page(
+    c: &Connection,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
+    offset: usize,
+    limit: usize,
+) -> rusqlite::Result<RowPage> {
+    let (mut sql, mut values) = select(table, agent_id, conditions)?;
+    // One more than the page: whether there is a next one.
+    sql.push_str(" ORDER BY agent_id, rowid LIMIT ? OFFSET ?");
+    values.push((limit as i64 + 1).into());
+    values.push((offset as i64).into());
+    let mut rows: Vec<(String, Map<String, Value>)> =
+        read(c, &sql, values)?.into_iter().map(|(_, agent, row)| (agent, row)).collect();
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    Ok(RowPage { rows, more, over_budget: false })
+}
+
+/// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.
+pub(super) fn chunk(
+    c: &Connection,
+    table: &str,
+    agent_id: Option<&str>,
+    conditions: &[ColumnCondition],
+    after: Option<Cursor>,
+) -> rusqlite::Result<Chunk> {
+    let (mut sql, mut values) = select(table, agent_id, conditions)?;
+    if let Some((agent, key)) = after {
+        sql.push_str(" AND (agent_id, rowid) > (?, ?)");
+        values.push(agent.into());
+        values.push(key.into());
+    }
+    sql.push_str(" ORDER BY agent_id, rowid LIMIT ?");
+    values.push((CHUNK_ROWS as i64).into());
+    read(c, &sql, values)
 }

@@ -92,7 +92,7 @@ pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<R
         .collect::<rusqlite::Result<_>>()?;
     let more = rows.len() > q.limit;
     rows.truncate(q.limit);
-    Ok(RowPage { rows, more })
+    Ok(RowPage { rows, more, over_budget: false })
 }
 
 pub(super) fn sql_value(v: rusqlite::types::Value) -> Value {

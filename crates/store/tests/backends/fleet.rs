@@ -11,6 +11,7 @@ crate::matrix!(
     enrollment_tokens_refuse_in_their_own_words,
     the_last_use_of_an_enrollment_token_is_taken_once,
     agents_authenticate_until_revoked,
+    a_filter_runs_in_chunks_outside_the_store_within_its_budget,
 );
 
 fn report(table: &str, ports: &[i64]) -> InventoryReport {
@@ -38,7 +39,7 @@ async fn conditions_and_pages_in_sql_or_in_the_filter_agree(r: Repositories) {
     assert_eq!((ports(&first), first.more), (expected[..2].to_vec(), true));
     assert_eq!((ports(&second), second.more), (expected[2..].to_vec(), false));
     // The same pages with a filter left for Rust (which keeps everything).
-    let keep_all = || Some(Box::new(|_: &str, _: &Map<String, Value>| true) as RowFilter);
+    let keep_all = || Some(RowFilter::new(|_: &str, _: &Map<String, Value>| true));
     assert_eq!(ports(&page(0, keep_all()).await), expected[..2].to_vec());
     assert_eq!(ports(&page(2, keep_all()).await), expected[2..].to_vec());
     let text = [ColumnCondition { column: "process".into(), equal: true, value: ColumnValue::Text("p8080".into()) }];
@@ -96,4 +97,65 @@ async fn agents_authenticate_until_revoked(r: Repositories) {
     assert_eq!(store.revoked_since(50).await.unwrap(), std::slice::from_ref(&agent));
     assert!(store.revoked_since(51).await.unwrap().is_empty());
     assert_eq!(store.agents().await.unwrap()[0].status, AgentStatus::Revoked);
+}
+
+/// Issue 27, MEDIUM 7: a filter left for Rust ran inside the store's connection with no time
+/// limit (pathological globs stalled every other request). Now rows are read in chunks and
+/// filtered between reads: pages across chunk boundaries are the same, the store answers
+/// others while a filter is stuck, and a filter past its budget ends the page `over_budget`.
+async fn a_filter_runs_in_chunks_outside_the_store_within_its_budget(r: Repositories) {
+    use std::sync::{Arc, Mutex, mpsc};
+    use std::time::Duration;
+
+    let store = r.fleet.clone();
+    let (_, secret) = store.create_enrollment_token(i64::MAX, 2, 0).await.unwrap();
+    let (a, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+    let (b, _) = store.enroll(&secret, 0).await.unwrap().unwrap();
+    let ports: Vec<i64> = (1..=1200).collect();
+    store.save_inventory(&a, report("listening_ports", &ports), 2).await.unwrap();
+    store.save_inventory(&b, report("listening_ports", &ports), 2).await.unwrap();
+    let every_7th = || RowFilter::new(|_: &str, row: &Map<String, Value>| row["port"].as_i64().unwrap() % 7 == 0);
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = store.inventory_rows("listening_ports", None, &[], Some(every_7th()), offset, 50).await.unwrap();
+        assert!(!page.over_budget);
+        seen.extend(page.rows.iter().map(|(agent, row)| (agent.clone(), row["port"].as_i64().unwrap())));
+        offset += page.rows.len();
+        if !page.more {
+            break;
+        }
+    }
+    let mut expected: Vec<(String, i64)> =
+        [&a, &b].iter().flat_map(|agent| (7..=1200).step_by(7).map(|p| (agent.to_string(), p))).collect();
+    expected.sort();
+    assert_eq!(seen, expected, "every kept row once, in agent order, across chunks and pages");
+
+    // A filter stuck on its first row: the store still answers another request meanwhile.
+    let (release, wait) = mpsc::channel::<()>();
+    let wait = Arc::new(Mutex::new(wait));
+    let stuck = RowFilter::new(move |_: &str, _: &Map<String, Value>| {
+        let _ = wait.lock().unwrap().recv_timeout(Duration::from_secs(30));
+        true
+    });
+    let scan = {
+        let store = store.clone();
+        tokio::spawn(async move { store.inventory_rows("listening_ports", None, &[], Some(stuck), 0, 1).await })
+    };
+    let agents = tokio::time::timeout(Duration::from_secs(20), store.agents()).await;
+    assert_eq!(agents.expect("the store answered while the filter was stuck").unwrap().len(), 2);
+    assert!(!scan.is_finished());
+    release.send(()).unwrap();
+    release.send(()).unwrap();
+    drop(release);
+    assert_eq!(scan.await.unwrap().unwrap().rows.len(), 1);
+
+    // A slow filter past its budget: the page says so.
+    let slow = RowFilter::new(|_: &str, _: &Map<String, Value>| {
+        std::thread::sleep(Duration::from_millis(2));
+        false
+    })
+    .within(Duration::from_millis(50));
+    let page = store.inventory_rows("listening_ports", None, &[], Some(slow), 0, 10).await.unwrap();
+    assert!(page.over_budget && page.rows.is_empty(), "{page:?}");
 }

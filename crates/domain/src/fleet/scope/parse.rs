@@ -260,6 +260,9 @@ impl Parser {
                 if field.kind() == ValueKind::Integer && op != Op::Glob && value.parse::<i128>().is_err() {
                     return Err(error(value_column, format!("`{}` is a number; `{value}` is not", field.name())));
                 }
+                if op == Op::Glob {
+                    crate::fleet::compare::check_glob(&value).map_err(|e| error(value_column, e))?;
+                }
                 Ok(Scope::Compare { field, op, value, column })
             }
             Token::End => Err(error(op_column, format!("`{}` needs a comparison, e.g. = \"value\"", field.name()))),

@@ -126,5 +126,20 @@ fn globs() {
     assert!(glob_matches(b"a*c", b"abbbc"));
     assert!(!glob_matches(b"a*c", b"abbb"));
     assert!(glob_matches(b"*.example.*", b"www.example.com"));
-    assert!(!glob_matches(&[b'*'; 64], b"x") || glob_matches(&[b'*'; 64], b"x"));
+    assert!(glob_matches(&[b'*'; 64], b"x"), "any run of stars matches anything");
+    assert!(glob_matches(b"a?c", b"abc") && !glob_matches(b"a?c", b"ac"));
+}
+
+/// Issue 27, MEDIUM 7: a glob's work is bounded by its length and its stars, checked where a
+/// scope is parsed (and where an inventory filter is: crates/fleet/src/query.rs).
+#[test]
+fn globs_are_bounded_in_length_and_stars() {
+    use crate::fleet::compare::{MAX_GLOB_BYTES, MAX_GLOB_STARS, check_glob};
+    assert!(check_glob(&"*a".repeat(MAX_GLOB_STARS)).is_ok());
+    let stars = check_glob(&"*a".repeat(MAX_GLOB_STARS + 1)).unwrap_err();
+    assert!(stars.contains("at most 8 `*`"), "{stars}");
+    assert!(check_glob(&"a".repeat(MAX_GLOB_BYTES + 1)).unwrap_err().contains("at most 256 bytes"));
+    let e = parse(&format!("hostname ~ \"{}\"", "*x".repeat(20))).unwrap_err();
+    assert!(e.to_string().contains("at most 8 `*`"), "{e}");
+    assert!(parse("hostname ~ \"web-*\"").is_ok());
 }
