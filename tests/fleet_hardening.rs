@@ -231,3 +231,50 @@ fn one_agent_cannot_hold_the_report_slots_and_idle_ones_time_out() {
     let (_again, answer) = report_connection(&s, &hog_dir);
     assert_eq!(answer["type"], "welcome", "{answer}");
 }
+
+/// MEDIUM 8: a 15 KB batch of 100 page-sized calls produced a 123 MB answer. Now a batch's
+/// answers stop growing at `--max-batch-answer-bytes` (the remaining requests are not run,
+/// each told so), and one answer larger than `--max-answer-bytes` is replaced by an error
+/// saying how to ask for less. Small caps here, so that a real agent's process table is over
+/// them: a page of five processes is more than 1 KiB.
+#[test]
+fn batch_answers_and_single_answers_are_bounded() {
+    let caps = ["--max-batch-answer-bytes", "8192", "--max-answer-bytes", "1024"];
+    let s = common::start(&[FAST, &caps[..]].concat());
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let _agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &states.path().join("big"), Some("big"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["big"].clone();
+    let page = |limit: usize| json!({"agent_id": agent_id, "table": "processes", "limit": limit});
+    let over_cap = |r: &Value| {
+        r["result"]["isError"] == true
+            && r["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("more than the 1024"))
+    };
+    // The processes table arrives with the agent's first report.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let single = loop {
+        let r = common::call_as(&s, &s.token, "get_agent_inventory", page(5)).json();
+        if over_cap(&r) || r["result"]["isError"] == false {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no processes reported: {r}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(over_cap(&single), "five processes answered whole under a 1 KiB cap: {single}");
+    let text = single["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("limit") && text.contains("get_agent_inventory"), "{text}");
+
+    let call = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get_agent_inventory", "arguments": page(5)}});
+    let answer = s.post(&[], &Value::Array((0..100).map(call).collect()).to_string());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    // The cap, one answer past it, and a short refusal for each of the (at most 100) others.
+    let bound = 8192 + 1024 + 100 * 300;
+    assert!(answer.body.len() < bound, "bounded: {} bytes", answer.body.len());
+    let items = answer.json();
+    let items = items.as_array().unwrap();
+    assert_eq!(items.len(), 100, "every request is answered");
+    let ran = items.iter().filter(|i| over_cap(i)).count();
+    let not_run =
+        items.iter().filter(|i| i["error"]["message"].as_str().is_some_and(|m| m.starts_with("not run"))).count();
+    assert!(ran >= 1 && not_run >= 1 && ran + not_run == 100, "{ran} ran, {not_run} not run");
+}

@@ -66,6 +66,7 @@ async fn app() -> App {
         mcp_disable: false,
         sessions: Default::default(),
         streams: Default::default(),
+        answers: Default::default(),
         auth_failure_window_ms: 60_000,
         audit_retention_ms: 365 * 86_400_000,
         connections: Default::default(),

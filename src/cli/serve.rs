@@ -7,8 +7,8 @@ use toolgate_fleet::FleetSettings;
 
 use crate::http::{Config, ConnectionLimits, TlsFiles};
 use crate::logging::LogFormat;
-use crate::mcp::StreamLimits;
 use crate::mcp::sessions::SessionLimits;
+use crate::mcp::{AnswerLimits, StreamLimits};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// GET streams (session channels and resumes) one principal may hold open at once.
     #[arg(long, value_name = "N", default_value_t = StreamLimits::default().max_channels_per_principal, env = "TOOLGATE_MAX_CHANNELS_PER_PRINCIPAL")]
     max_channels_per_principal: usize,
+    /// The largest answer one tools/call may send, in bytes; a larger one is replaced by an
+    /// error saying how to ask for less.
+    #[arg(long, value_name = "BYTES", default_value_t = AnswerLimits::default().max_answer_bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..), env = "TOOLGATE_MAX_ANSWER_BYTES")]
+    max_answer_bytes: usize,
+    /// The largest a 2025-03-26 batch's answers may grow together, in bytes; its remaining
+    /// requests are then not run, each answered with an error.
+    #[arg(long, value_name = "BYTES", default_value_t = AnswerLimits::default().max_batch_bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..), env = "TOOLGATE_MAX_BATCH_ANSWER_BYTES")]
+    max_batch_answer_bytes: usize,
     /// A session unused this long expires: 30m, 1h, 90s.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds, env = "TOOLGATE_SESSION_IDLE_TIMEOUT")]
     session_idle_timeout: i64,
@@ -161,6 +169,10 @@ impl ServeArgs {
                 max_total: self.max_streams,
                 max_per_principal: self.max_streams_per_principal,
                 max_channels_per_principal: self.max_channels_per_principal,
+            },
+            answers: AnswerLimits {
+                max_answer_bytes: self.max_answer_bytes,
+                max_batch_bytes: self.max_batch_answer_bytes,
             },
             auth_failure_window_ms: self.auth_failure_window * 1000,
             audit_retention_ms: self.audit_retention * 1000,

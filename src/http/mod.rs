@@ -57,6 +57,8 @@ pub struct Config {
     pub sessions: crate::mcp::sessions::SessionLimits,
     /// Streamed answers held open at once (`--max-streams`, `--max-streams-per-principal`).
     pub streams: crate::mcp::StreamLimits,
+    /// How large one tools/call answer and one batch's answers may grow.
+    pub answers: crate::mcp::AnswerLimits,
     /// Failed authentications from one address within this window are audited as one row
     /// and a count.
     pub auth_failure_window_ms: i64,

@@ -112,6 +112,7 @@ pub async fn serve(config: Config) -> Result<()> {
         read_only: config.read_only,
         sessions: config.sessions,
         streams: config.streams,
+        answers: config.answers,
     };
     let mut mcp = McpServer::new(services.clone(), options)?;
     mcp = match services.repositories().shared.clone() {

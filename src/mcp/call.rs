@@ -262,7 +262,7 @@ pub(super) async fn run_handler(
     approved: String,
 ) -> Result<Outcome, AskError> {
     let meta = tool.meta();
-    Ok(match dispatch(tool, ctx, arguments).await {
+    let outcome = match dispatch(tool, ctx, arguments).await {
         Ok(ToolOutput::Structured(value)) => match output_breaks_schema(server, request, meta, &value) {
             Some(broken) => broken,
             None => Outcome {
@@ -322,7 +322,40 @@ pub(super) async fn run_handler(
             ),
             result: AuditOutcome::Failure,
         },
-    })
+    };
+    Ok(within_answer_cap(server, request, meta, outcome))
+}
+
+/// An answer larger than one answer may carry (`--max-answer-bytes`) is replaced by an error
+/// saying how to ask for less. A call that may have changed something says that it ran: its
+/// effect stands, only its answer is withheld.
+fn within_answer_cap(server: &McpServer, request: &Request<'_>, meta: &ToolMeta, outcome: Outcome) -> Outcome {
+    let cap = server.options.answers.max_answer_bytes;
+    let Some(size) = outcome.reply.body.as_ref().and_then(|body| body.size()).filter(|size| *size > cap) else {
+        return outcome;
+    };
+    let text = match meta.class {
+        OperationClass::Read => format!(
+            "{}'s answer is {size} bytes, more than the {cap} one answer may carry: ask for less (a smaller `limit`, fewer `columns`, a narrower filter or scope) and page with `offset`",
+            meta.name
+        ),
+        _ => format!(
+            "{} ran (its effect stands), but its answer is {size} bytes, more than the {cap} one answer may carry: read the outcome back with a read tool, in pages",
+            meta.name
+        ),
+    };
+    Outcome {
+        detail: format!("{}; answer withheld: {size} bytes over the cap of {cap}", outcome.detail),
+        reply: request.era.success(
+            request.id,
+            server,
+            json!({"content": [{"type": "text", "text": text}], "isError": true}),
+        ),
+        result: match meta.class {
+            OperationClass::Read => AuditOutcome::Failure,
+            _ => outcome.result,
+        },
+    }
 }
 
 /// Debug builds check every structured result against the tool's outputSchema: a handler

@@ -231,11 +231,21 @@ pub async fn batch(
     headers.insert(axum::http::header::ACCEPT, axum::http::HeaderValue::from_static("application/json"));
     let headers = &headers;
     let mut responses = Vec::new();
+    // Once the answers reach the cap, the remaining requests are not run (notifications still
+    // are: they add nothing to the answer).
+    let cap = server.options.answers.max_batch_bytes;
+    let mut answered_bytes = 0;
     for item in items {
         let reply = match item {
             Err((id, e)) => Reply::error(StatusCode::OK, &id, e.code, &e.message, None),
             Ok(Message::Request { id, method, .. }) if method == "initialize" => {
                 Reply::error(StatusCode::OK, &id, rpc::INVALID_REQUEST, "initialize must not be sent in a batch", None)
+            }
+            Ok(Message::Request { id, .. }) if answered_bytes >= cap => {
+                let message = format!(
+                    "not run: this batch's answers already reached {answered_bytes} bytes (the cap is {cap}); send this request again, in another batch or on its own"
+                );
+                Reply::error(StatusCode::OK, &id, rpc::INVALID_REQUEST, &message, None)
             }
             Ok(message) => Box::pin(handle(server, caller, headers, Some(DEFAULT_VERSION), message)).await,
         };
@@ -243,7 +253,9 @@ pub async fn batch(
             return reply;
         }
         if let Some(body) = reply.body {
-            responses.push(body.into_text());
+            let text = body.into_text();
+            answered_bytes += text.len();
+            responses.push(text);
         }
     }
     if responses.is_empty() {

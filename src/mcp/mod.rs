@@ -41,7 +41,7 @@ pub use admission::StreamLimits;
 pub use codes::denial_code;
 pub use headers::{SESSION_ID, header_value};
 pub use lists::ListResults;
-pub use reply::{Payload, Reply};
+pub use reply::{AnswerLimits, Payload, Reply};
 pub use router::{METHOD_COUNT, METHOD_NAMES, handle};
 
 use crate::services::Services;
@@ -75,6 +75,7 @@ pub struct Options {
     pub read_only: bool,
     pub sessions: sessions::SessionLimits,
     pub streams: admission::StreamLimits,
+    pub answers: reply::AnswerLimits,
 }
 
 tokio::task_local! {

@@ -28,7 +28,33 @@ impl std::fmt::Debug for Payload {
     }
 }
 
+/// How large answers may grow: one tools/call answer, and a batch's answers together. A batch
+/// of 100 page-sized calls could otherwise build an answer of a hundred megabytes.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerLimits {
+    /// One tools/call answer, in bytes; a larger one is replaced by an error saying so.
+    pub max_answer_bytes: usize,
+    /// A batch's answers together, in bytes; once reached, the batch's remaining requests
+    /// are not run and each is answered with an error.
+    pub max_batch_bytes: usize,
+}
+
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        Self { max_answer_bytes: 4 << 20, max_batch_bytes: 8 << 20 }
+    }
+}
+
 impl Payload {
+    /// The body's size in bytes (None for a stream, whose size is not known ahead).
+    pub fn size(&self) -> Option<usize> {
+        match self {
+            Payload::Text(text) => Some(text.len()),
+            Payload::Chunks(chunks) => Some(chunks.iter().map(Bytes::len).sum()),
+            Payload::Events(_) => None,
+        }
+    }
+
     /// The whole body as one string (batches join their answers).
     pub fn into_text(self) -> String {
         match self {
