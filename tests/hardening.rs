@@ -346,14 +346,51 @@ fn slow_and_idle_connections_are_closed() {
     assert_eq!(s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status, 200);
 }
 
+/// A TCP connection to the server from `source` (any address of 127.0.0.0/8: each is a host of
+/// its own to the server's caps).
+fn connect_from(s: &Server, source: &str) -> std::net::TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+        socket.connect(s.addr).await.unwrap()
+    });
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
+/// One HTTP/1.1 request on `stream`; the status line of its answer ("" when closed first).
+fn status_on(stream: &mut std::net::TcpStream, method: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return String::new();
+    }
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).trim().to_string()
+}
+
 #[test]
 fn connections_that_have_not_authenticated_are_capped() {
-    let s = start(&["--max-unauthenticated-connections", "4", "--header-read-timeout", "2s"]);
+    let s = start(&[
+        "--max-unauthenticated-connections",
+        "4",
+        "--reserved-connections",
+        "0",
+        "--header-read-timeout",
+        "2s",
+    ]);
     let idle: Vec<std::net::TcpStream> = (0..4).map(|_| std::net::TcpStream::connect(s.addr).unwrap()).collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut extra = std::net::TcpStream::connect(s.addr).unwrap();
     let closed = closed_within(&mut extra, std::time::Duration::from_secs(1)).is_some();
-    assert!(closed, "past the cap, a new connection is closed at once");
+    assert!(closed, "past the cap (no reserve), a new connection is closed at once");
     drop(idle);
     // Their places free up: an authenticated request goes through (generously waited for).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
@@ -365,4 +402,45 @@ fn connections_that_have_not_authenticated_are_capped() {
         assert!(std::time::Instant::now() < deadline, "the server never took requests again");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+}
+
+/// Hardening round 2, MEDIUM 9: 130 idle TCP connections locked everyone out (`/healthz`, MCP,
+/// agents): the cap was global. Now one address holds at most its share, and past the cap a
+/// reserve still takes the probes and agents, and nothing else.
+#[test]
+fn idle_connections_from_one_address_lock_nobody_out_and_the_probes_keep_a_reserve() {
+    let caps = [
+        "--max-unauthenticated-connections",
+        "4",
+        "--max-unauthenticated-per-address",
+        "3",
+        "--reserved-connections",
+        "2",
+        "--header-read-timeout",
+        "60s",
+    ];
+    let s = start(&caps);
+    // One host's flood: it gets its share, then is closed at once; another host still gets in.
+    let flood: Vec<std::net::TcpStream> = (0..3).map(|_| connect_from(&s, "127.0.0.2")).collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut more = connect_from(&s, "127.0.0.2");
+    assert!(closed_within(&mut more, std::time::Duration::from_secs(5)).is_some(), "past its share: closed");
+    let mut other = connect_from(&s, "127.0.0.3");
+    assert_eq!(status_on(&mut other, "GET", "/healthz"), "HTTP/1.1 200 OK", "another host is served");
+    // The general places are all taken now (3 + 1): the reserve takes a probe, refuses MCP.
+    let mut probe = connect_from(&s, "127.0.0.4");
+    assert_eq!(status_on(&mut probe, "GET", "/healthz"), "HTTP/1.1 200 OK", "the probe's reserve");
+    let mut mcp = connect_from(&s, "127.0.0.5");
+    assert_eq!(status_on(&mut mcp, "POST", "/mcp"), "HTTP/1.1 503 Service Unavailable");
+    // An agent still enrolls through the reserve (its upgrade gives the place back at once).
+    let states = tempfile::tempdir().unwrap();
+    let token = common::agents::mint(&s, &["--uses", "1"]);
+    let mut agent = common::agents::spawn_agent(&s, Some(&token), &states.path().join("a"), None);
+    let deadline = std::time::Instant::now() + common::agents::PATIENCE;
+    while !states.path().join("a/agent.json").exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent did not enroll: {}", agent.log_text());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    agent.kill();
+    drop((flood, more, other, probe, mcp));
 }

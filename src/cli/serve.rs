@@ -80,6 +80,14 @@ pub struct ServeArgs {
     /// Keep it well below the process's file limit (ulimit -n).
     #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated, env = "TOOLGATE_MAX_UNAUTHENTICATED_CONNECTIONS")]
     max_unauthenticated_connections: usize,
+    /// Of those, how many one source address may hold (behind a reverse proxy every client
+    /// has the proxy's address: set it to --max-unauthenticated-connections there).
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().max_unauthenticated_per_address, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..), env = "TOOLGATE_MAX_UNAUTHENTICATED_PER_ADDRESS")]
+    max_unauthenticated_per_address: usize,
+    /// Past --max-unauthenticated-connections, connections still taken for /healthz, /readyz
+    /// and agents (anything else on them is answered 503).
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::default().reserved, env = "TOOLGATE_RESERVED_CONNECTIONS")]
+    reserved_connections: usize,
     /// How long an authenticated token is trusted without asking the store again, in
     /// milliseconds: a revocation made elsewhere (the console) takes at most this long.
     #[arg(long, value_name = "MS", default_value_t = 1000, env = "TOOLGATE_AUTH_CACHE_TTL_MS")]
@@ -180,6 +188,8 @@ impl ServeArgs {
                 header_read: Duration::from_secs(self.header_read_timeout as u64),
                 body_read: Duration::from_secs(self.body_read_timeout as u64),
                 max_unauthenticated: self.max_unauthenticated_connections,
+                max_unauthenticated_per_address: self.max_unauthenticated_per_address,
+                reserved: self.reserved_connections,
             },
             auth_cache_ttl_ms: self.auth_cache_ttl_ms,
             fleet: FleetSettings {

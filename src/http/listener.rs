@@ -2,16 +2,15 @@
 //! 256-descriptor limit; this one serves HTTP/1.1 through hyper with:
 //! - a header-read timeout, which hyper also runs while a keep-alive connection sits idle
 //!   between requests (so it is the idle timeout too);
-//! - a cap on connections that have not yet authenticated: each holds a permit until one of
-//!   its requests authenticates ([`ConnectionGate::authenticated`]) or it closes; past the cap
-//!   a new connection is closed at once.
+//! - caps on connections that have not yet authenticated, in all and per source address, with
+//!   a reserve for the probes and agents ([`super::admission`]).
 //!
 //! The body-read timeout is the handlers' ([`super::read_body`]). Upgraded connections and
 //! streamed responses are not cut by these: hyper times only the reading of request heads.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::convert::Infallible;
@@ -22,11 +21,13 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
 use tower::ServiceExt;
 
+pub use super::admission::Connection;
+use super::admission::{Admission, RESERVE_HEADER_READ, allowed_in_reserve};
 use super::{AppState, mcp_endpoint};
 
 /// Per-connection limits of plain HTTP requests.
@@ -38,34 +39,35 @@ pub struct ConnectionLimits {
     pub body_read: Duration,
     /// Connections open at once that have not yet authenticated.
     pub max_unauthenticated: usize,
+    /// Of those, how many one source address may hold.
+    pub max_unauthenticated_per_address: usize,
+    /// Past the cap, places kept for the probes and agents (see [`super::admission`]).
+    pub reserved: usize,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        Self { header_read: Duration::from_secs(15), body_read: Duration::from_secs(30), max_unauthenticated: 128 }
-    }
-}
-
-/// Where a request came from: its peer, and its connection's place among the
-/// unauthenticated ones, given up when a request on it authenticates. Requests the router
-/// serves carry it as an extension; the MCP endpoint is handed it (see [`serve`]).
-#[derive(Clone, Debug, Default)]
-pub struct Connection {
-    pub peer: Option<SocketAddr>,
-    gate: Option<Arc<Mutex<Option<OwnedSemaphorePermit>>>>,
-}
-
-impl Connection {
-    /// The connection of a request the router serves (none in in-process tests).
-    pub fn of(extensions: &axum::http::Extensions) -> Self {
-        extensions.get::<Self>().cloned().unwrap_or_default()
-    }
-
-    pub fn authenticated(&self) {
-        if let Some(gate) = &self.gate {
-            gate.lock().unwrap_or_else(|e| e.into_inner()).take();
+        Self {
+            header_read: Duration::from_secs(15),
+            body_read: Duration::from_secs(30),
+            max_unauthenticated: 128,
+            max_unauthenticated_per_address: 64,
+            reserved: 16,
         }
     }
+}
+
+/// The answer a connection let in through the reserve gets for any other path.
+fn reserve_refusal() -> axum::response::Response {
+    let body = serde_json::json!({
+        "error": "busy",
+        "message": "the server is at its cap of connections that have not authenticated; retry shortly",
+    });
+    let mut response = super::json_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, body.to_string());
+    let headers = response.headers_mut();
+    headers.insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    headers.insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
@@ -81,13 +83,15 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let unauthenticated = Arc::new(Semaphore::new(limits.max_unauthenticated));
+    let admission = Admission::new(limits.max_unauthenticated, limits.max_unauthenticated_per_address, limits.reserved);
     // Shutdown: `stop` asks every connection to finish its request in flight and close; each
     // connection holds a `live` receiver, so `closed()` resolves when the last one is gone.
     let stop = CancellationToken::new();
     let (live_tx, live_rx) = watch::channel(());
     let mut builder = Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read).keep_alive(true);
+    let mut reserve_builder = builder.clone();
+    reserve_builder.header_read_timeout(limits.header_read.min(RESERVE_HEADER_READ));
     tokio::pin!(shutdown);
     loop {
         let (stream, remote) = tokio::select! {
@@ -102,16 +106,19 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let Ok(permit) = unauthenticated.clone().try_acquire_owned() else {
-            tracing::debug!(%remote, "too many unauthenticated connections; closed");
+        let Some(connection) = admission.admit(remote) else {
+            tracing::debug!(%remote, "too many unauthenticated connections (in all or from this address); closed");
             drop(stream);
             continue;
         };
-        let connection = Connection { peer: Some(remote), gate: Some(Arc::new(Mutex::new(Some(permit)))) };
+        let builder = if connection.reserved { reserve_builder.clone() } else { builder.clone() };
         let (app, mcp) = (app.clone(), mcp.clone());
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             let (app, mcp, connection) = (app.clone(), mcp.clone(), connection.clone());
             async move {
+                if connection.reserved && !allowed_in_reserve(request.uri().path()) {
+                    return Ok(reserve_refusal());
+                }
                 match mcp {
                     Some(state) if mcp_endpoint::is_mcp_path(request.uri().path()) => {
                         Ok::<_, Infallible>(mcp_endpoint::exchange(&state, &connection, request).await)
@@ -123,7 +130,7 @@ pub async fn serve(
                 }
             }
         });
-        let (stop, live, builder) = (stop.clone(), live_rx.clone(), builder.clone());
+        let (stop, live) = (stop.clone(), live_rx.clone());
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {

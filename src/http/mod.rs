@@ -1,6 +1,7 @@
 //! `toolgate serve`: the HTTP edge (axum). Routes, Host/Origin checks, authentication, body
 //! limits and the admin API live here; MCP itself is the `mcp` module's.
 
+mod admission;
 mod agent_endpoint;
 mod api;
 mod auth;

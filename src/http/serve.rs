@@ -168,6 +168,9 @@ pub async fn serve(config: Config) -> Result<()> {
             header_read: std::time::Duration::from_secs(10),
             body_read: std::time::Duration::from_secs(10),
             max_unauthenticated: state.config.fleet.max_handshakes,
+            // Agents behind one NAT share an address; their handshakes have a cap of their own.
+            max_unauthenticated_per_address: state.config.fleet.max_handshakes,
+            reserved: 0,
         };
         let stop = stop_agents.clone();
         tokio::spawn(super::listener::serve(
