@@ -4,8 +4,9 @@
 //! it from the request's task when, and only when, a line is written, so the hot path pays
 //! nothing for it (a span per request would cost an allocation on every call).
 
+use toolgate_domain::text::escape_controls;
 use tracing::{Event, Subscriber};
-use tracing_subscriber::fmt::format::{DefaultFields, Format, Full, Json, JsonFields, Writer};
+use tracing_subscriber::fmt::format::{Format, Full, Json, JsonFields, Writer};
 use tracing_subscriber::fmt::time::SystemTime;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -25,9 +26,7 @@ pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => {
-            builder.event_format(Correlated(Format::<Full>::default())).fmt_fields(DefaultFields::new()).init()
-        }
+        LogFormat::Text => builder.event_format(Correlated(Format::<Full>::default())).fmt_fields(EscapedFields).init(),
         LogFormat::Json => builder
             .event_format(Correlated(tracing_subscriber::fmt::format().json().flatten_event(true)))
             .fmt_fields(JsonFields::new())
@@ -63,6 +62,46 @@ where
     }
 }
 
+/// Text lines' fields, each value with its control characters escaped
+/// ([`escape_controls`]): a field can carry what an agent sent (a hostname, a frame's error),
+/// and a newline in it must not forge a log line, nor an escape sequence colour the terminal.
+/// JSON lines need nothing more: JSON strings escape every control character.
+struct EscapedFields;
+
+impl<'writer> FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = EscapingVisitor { writer: &mut writer, first: true, result: Ok(()) };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct EscapingVisitor<'a, 'writer> {
+    writer: &'a mut Writer<'writer>,
+    first: bool,
+    result: std::fmt::Result,
+}
+
+impl tracing::field::Visit for EscapingVisitor<'_, '_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let text = format!("{value:?}");
+        let separator = if std::mem::take(&mut self.first) { "" } else { " " };
+        self.result = match field.name() {
+            "message" => write!(self.writer, "{separator}{}", escape_controls(&text)),
+            // `log` crate records carry their origin in fields of their own, shown elsewhere.
+            name if name.starts_with("log.") => Ok(()),
+            name => write!(self.writer, "{separator}{name}={}", escape_controls(&text)),
+        };
+    }
+}
+
 /// Whether a formatter writes JSON objects.
 trait IsJson {
     const JSON: bool;
@@ -88,7 +127,7 @@ mod tests {
         let builder = tracing_subscriber::fmt().with_writer(writer).with_ansi(false);
         let dispatch = match format {
             LogFormat::Text => tracing::Dispatch::new(
-                builder.event_format(Correlated(Format::<Full>::default())).fmt_fields(DefaultFields::new()).finish(),
+                builder.event_format(Correlated(Format::<Full>::default())).fmt_fields(EscapedFields).finish(),
             ),
             LogFormat::Json => tracing::Dispatch::new(
                 builder
@@ -143,5 +182,20 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(!lines[0].contains("correlation_id"), "{text}");
         assert!(lines[1].ends_with("inside correlation_id=corr-8"), "{text}");
+    }
+
+    /// Hardening round 2, LOW 11: a field carrying an agent's text with a newline forged a
+    /// log line. Now every text field is escaped, and JSON lines stay one object each.
+    #[test]
+    fn agent_text_cannot_forge_a_line_or_colour_the_terminal() {
+        let forged = "web-01\n2026-12-01T00:00:00Z  INFO toolgate: admin approved everything\u{1b}[2J";
+        let text = captured(LogFormat::Text, || tracing::warn!(hostname = %forged, "report: {forged}"));
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(text.contains("web-01\\n2026") && text.contains("hostname=web-01\\n"), "{text}");
+        let json = captured(LogFormat::Json, || tracing::warn!(hostname = %forged, "report: {forged}"));
+        assert_eq!(json.lines().count(), 1, "{json}");
+        let line: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        assert_eq!(line["hostname"], forged, "JSON keeps the text exactly, escaped as JSON");
     }
 }

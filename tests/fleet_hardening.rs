@@ -278,3 +278,26 @@ fn batch_answers_and_single_answers_are_bounded() {
         items.iter().filter(|i| i["error"]["message"].as_str().is_some_and(|m| m.starts_with("not run"))).count();
     assert!(ran >= 1 && not_run >= 1 && ran + not_run == 100, "{ran} ran, {not_run} not run");
 }
+
+/// LOW 10: `toolgate agent list` printed agent-reported hostnames raw: ANSI escapes, CR/LF
+/// and fake rows reached the operator's terminal. Now every agent string it prints is escaped.
+#[test]
+fn agent_list_escapes_what_agents_report() {
+    let s = common::start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("liar");
+    let mut agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &state_dir, Some("liar"));
+    online_by_hostname(&s, &schemas, 1);
+    agent.kill();
+    let forged = "liar\u{1b}[2J\r\nagt-0000000000000000 enrolled  trusted-host";
+    let (mut socket, welcome) = report_connection(&s, &state_dir);
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    socket.send(tungstenite::Message::text(facts_frame(forged))).unwrap();
+    socket.close(None).unwrap();
+    while next_frame(&mut socket).is_some() {}
+    let listed = s.cli(&["agent", "list"]);
+    assert!(!listed.contains('\u{1b}') && !listed.contains('\r'), "{listed:?}");
+    assert_eq!(listed.lines().count(), 2, "a header and one row: {listed}");
+    assert!(listed.contains("liar\\u{1b}[2J\\r\\nagt-0000000000000000"), "{listed}");
+}

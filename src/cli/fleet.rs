@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use toolgate_domain::Clock;
 use toolgate_domain::fleet::agent::is_agent_id;
+use toolgate_domain::text::escape_controls;
 use toolgate_store::Repositories;
 
 use super::console::parse_duration;
@@ -55,7 +56,9 @@ pub async fn enroll_token_list(store: &Repositories) -> Result<String> {
 pub async fn agent_list(store: &Repositories) -> Result<String> {
     let mut out = format!("{:<22} {:<9} {:<24} {:<28} last seen\n", "agent", "state", "hostname", "os");
     for a in store.fleet.agents().await? {
+        // Reported by the agent: escaped, so a hostname cannot rewrite the operator's terminal.
         let (hostname, os) = a.facts.as_ref().map_or(("", ""), |f| (f.hostname.as_str(), f.os_pretty_name.as_str()));
+        let (hostname, os) = (escape_controls(hostname), escape_controls(os));
         // The console sees the store, not the server's live connections.
         let state = if a.revoked_at_ms.is_some() { "revoked" } else { "enrolled" };
         let seen = a

@@ -23,6 +23,7 @@ pub mod records;
 pub mod redact;
 pub mod secrets;
 pub mod surface;
+pub mod text;
 pub mod tokens;
 pub mod tool;
 
