@@ -137,6 +137,11 @@ type Socket = tungstenite::WebSocket<std::net::TcpStream>;
 
 /// A report connection opened by hand with the agent's credential; the server's first answer.
 fn report_connection(s: &Server, state_dir: &Path) -> (Socket, Value) {
+    connection_for(s, state_dir, "report")
+}
+
+/// A connection opened by hand with the agent's credential for `purpose` (session, report).
+fn connection_for(s: &Server, state_dir: &Path, purpose: &str) -> (Socket, Value) {
     let identity: Value =
         serde_json::from_str(&std::fs::read_to_string(state_dir.join("agent.json")).unwrap()).unwrap();
     let stream = std::net::TcpStream::connect(s.agents).unwrap();
@@ -144,7 +149,7 @@ fn report_connection(s: &Server, state_dir: &Path) -> (Socket, Value) {
     let (mut socket, _) = tungstenite::client(format!("ws://{}/agent/v1", s.agents), stream).unwrap();
     let hello = json!({
         "type": "hello", "protocol": 2, "agent_id": identity["agent_id"], "credential": identity["credential"],
-        "agent_version": "test", "purpose": "report",
+        "agent_version": "test", "purpose": purpose,
     });
     socket.send(tungstenite::Message::text(hello.to_string())).unwrap();
     let answer = next_frame(&mut socket).expect("an answer to the hello");
@@ -300,4 +305,75 @@ fn agent_list_escapes_what_agents_report() {
     assert!(!listed.contains('\u{1b}') && !listed.contains('\r'), "{listed:?}");
     assert_eq!(listed.lines().count(), 2, "a header and one row: {listed}");
     assert!(listed.contains("liar\\u{1b}[2J\\r\\nagt-0000000000000000"), "{listed}");
+}
+
+/// The next frame of `type` the server sends on a session opened by hand.
+fn next_of_type(socket: &mut Socket, kind: &str) -> Value {
+    loop {
+        let frame = next_frame(socket).unwrap_or_else(|| panic!("closed before a {kind} frame"));
+        if frame["type"] == kind {
+            return frame;
+        }
+    }
+}
+
+/// LOW 12 and 13: results were accepted for targets never sent (a cancelled target became
+/// `succeeded`), and their contents were not checked against the order (extra steps,
+/// undeclared columns, an empty step list counted as success). Now a result is taken only for
+/// a target sent the run and still open, and one that does not answer its order fails its
+/// target, saying why, with none of its rows kept.
+#[test]
+fn results_are_taken_only_for_open_targets_and_only_as_ordered() {
+    // The session opened by hand sends no heartbeats: a window long enough not to matter.
+    let s = common::start(&["--agent-heartbeat-ms", "20000"]);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("forger");
+    let mut agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &state_dir, Some("forger"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["forger"].clone();
+    agent.kill();
+    let (mut session, welcome) = connection_for(&s, &state_dir, "session");
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    wait_for_status(&s, &schemas, &agent_id, "online");
+    let run = |definition: &str, params: Value| {
+        let started = structured(
+            &s,
+            &schemas,
+            "execute_instruction",
+            json!({"definition": definition, "params": params, "agent_ids": [agent_id]}),
+        );
+        started["execution_id"].as_str().unwrap().to_string()
+    };
+    let answer = |session: &mut Socket, execution_id: &str, steps: Value| {
+        let result = json!({"type": "result", "execution_id": execution_id, "steps": steps});
+        session.send(tungstenite::Message::text(result.to_string())).unwrap();
+    };
+    let forged = [
+        json!([]),
+        json!([{"status": "succeeded", "rows": []}, {"status": "succeeded", "rows": []}]),
+        json!([{"status": "succeeded", "rows": [{"path": "/etc/motd", "sha256": "00", "size_bytes": 1, "stolen": "x"}]}]),
+    ];
+    for steps in forged {
+        let execution_id = run("file_hash", json!({"path": "/etc/motd"}));
+        let order = next_of_type(&mut session, "run");
+        assert_eq!(order["execution_id"], execution_id.as_str());
+        answer(&mut session, &execution_id, steps.clone());
+        let finished = wait_finished(&s, &schemas, &s.token, &execution_id);
+        assert_eq!(finished["agents"][0]["status"], "failed", "{steps}: {finished}");
+        let error = finished["agents"][0]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("did not answer the order"), "{steps}: {finished}");
+        let rows = structured(&s, &schemas, "query_responses", json!({"execution_id": execution_id}));
+        assert!(!rows.to_string().contains("stolen"), "{rows}");
+    }
+    // A result for a target that was cancelled before it was sent is not taken.
+    drop(session);
+    wait_for_status(&s, &schemas, &agent_id, "offline");
+    let execution_id = run("os_facts", json!({}));
+    structured(&s, &schemas, "cancel_execution", json!({"execution_id": execution_id}));
+    let (mut report, _) = report_connection(&s, &state_dir);
+    answer(&mut report, &execution_id, json!([{"status": "succeeded", "rows": []}]));
+    report.close(None).unwrap();
+    while next_frame(&mut report).is_some() {}
+    let status = structured(&s, &schemas, "get_execution_status", json!({"execution_id": execution_id}));
+    assert_eq!(status["agents"][0]["status"], "cancelled", "{status}");
 }

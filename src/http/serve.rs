@@ -95,7 +95,8 @@ pub async fn serve(config: Config) -> Result<()> {
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
     let mut hub = Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
         .await
-        .context("cannot load the agents")?;
+        .context("cannot load the agents")?
+        .declaring(crate::instructions::instructions());
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
     if let Some(shared) = &repositories.shared {

@@ -94,6 +94,8 @@ pub struct Hub {
     pub(crate) announcer: Option<Arc<dyn toolgate_store::ReplicaStore>>,
     /// Agents connected to another replica: when that replica last saw each.
     pub(crate) elsewhere: RwLock<std::collections::HashMap<String, i64>>,
+    /// The plugin actions whose declared columns results are checked against.
+    pub(crate) actions: Option<&'static toolgate_domain::fleet::instruction::InstructionSet>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -159,6 +161,7 @@ impl Hub {
             replica: None,
             announcer: None,
             elsewhere: RwLock::default(),
+            actions: None,
         })
     }
 

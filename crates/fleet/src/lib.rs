@@ -10,6 +10,7 @@ mod hub_tests;
 pub mod query;
 mod replicas;
 mod reports;
+mod results;
 pub mod session;
 mod settings;
 mod sweep;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use toolgate_domain::StoreError;
-use toolgate_domain::fleet::compliance::{Rule, RuleResult};
-use toolgate_domain::fleet::wire::{RunOrder, RunResult, ServerMessage};
-use toolgate_store::{NewExecution, Taken};
+use toolgate_domain::fleet::compliance::Rule;
+use toolgate_domain::fleet::wire::{RunOrder, ServerMessage};
+use toolgate_store::NewExecution;
 
 use crate::hub::Hub;
 
@@ -55,11 +55,13 @@ impl Hub {
                 Err(e) => tracing::warn!(execution_id = %order.execution_id, "could not record a refusal: {e}"),
             }
         }
-        let delivered: Vec<String> =
-            allowed.into_iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).collect();
-        let count = delivered.len();
-        self.record_delivery(&order.execution_id, delivered).await;
-        count
+        // Recorded as sent before it is sent: a fast agent's result must find its target open
+        // (`running`). One not reached after all stays due and goes on its next connection.
+        let live: Vec<String> = allowed.into_iter().filter(|agent_id| self.is_live(agent_id)).collect();
+        if !self.record_delivery(&order.execution_id, live.clone()).await {
+            return 0;
+        }
+        live.iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).count()
     }
 
     /// Whether the server wants the agent quarantined (a change must not reach it).
@@ -67,15 +69,18 @@ impl Hub {
         self.read().get(agent_id).is_some_and(|e| e.quarantine_wanted)
     }
 
-    /// Records that runs were sent. A failure leaves them pending in the store: they are sent
-    /// again on the agents' next connections, and an agent answers a repeated order from its
-    /// journal.
-    pub(crate) async fn record_delivery(&self, execution_id: &str, agent_ids: Vec<String>) {
+    /// Records that runs are being sent; false when that failed, and then they must not be
+    /// sent: they stay pending in the store and go on the agents' next connections.
+    async fn record_delivery(&self, execution_id: &str, agent_ids: Vec<String>) -> bool {
         if agent_ids.is_empty() {
-            return;
+            return true;
         }
-        if let Err(e) = self.work.mark_delivered(execution_id, agent_ids, self.clock().now_ms()).await {
-            tracing::warn!(%execution_id, "could not record the delivery: {e}");
+        match self.work.mark_delivered(execution_id, agent_ids, self.clock().now_ms()).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(%execution_id, "could not record the delivery, so the run is not sent now: {e}");
+                false
+            }
         }
     }
 
@@ -155,26 +160,6 @@ impl Hub {
         let asked = here.len() + elsewhere.len();
         self.evaluate_elsewhere(elsewhere);
         asked
-    }
-
-    pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {
-        let execution_id = result.execution_id.clone();
-        let taken = self.work.save_result(agent_id, result, self.clock().now_ms()).await?;
-        match taken {
-            // No listener is fine: nobody subscribed.
-            Taken::Stored => drop(self.execution_updates.send(execution_id)),
-            _ => tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}"),
-        }
-        Ok(taken)
-    }
-
-    pub async fn take_compliance(
-        &self,
-        agent_id: &str,
-        results: Vec<RuleResult>,
-        at_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.work.save_compliance(agent_id, results, at_ms).await
     }
 
     /// Finishes the targets whose execution is past its deadline (at most once a second).

@@ -142,3 +142,14 @@ pub(crate) fn count_attempt(failed: i64, locked_until_ms: i64, now_ms: i64) -> (
     let failures = failed + 1;
     (Attempt::Counted { failures }, Some((failures, locked_until(failures, now_ms))))
 }
+
+/// Why a result for a target in `status` (with `stored` steps already) is not taken, or None
+/// when it is: only a target that was sent the run and is still open (`running`) takes one.
+pub(crate) fn result_refusal(status: &str, stored: i64) -> Option<crate::work::Taken> {
+    use crate::work::Taken;
+    match (status, stored) {
+        (_, 1..) => Some(Taken::AlreadyFinal),
+        ("running", _) => None,
+        _ => Some(Taken::NotOpen),
+    }
+}

@@ -85,6 +85,9 @@ pub enum Taken {
     Stored,
     /// The target had already finished (a repeated upload): nothing changed.
     AlreadyFinal,
+    /// The target was never sent the run, or has ended without a result (cancelled, offline
+    /// or timed out past the deadline, refused): nothing changed.
+    NotOpen,
     /// No such execution or target.
     Unknown,
 }
@@ -118,7 +121,8 @@ pub trait WorkStore: Send + Sync {
     /// The server will not send the run to these agents (a change, and they are quarantined):
     /// their unfinished targets become `refused`, with `reason` as the error.
     async fn refuse(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str, now_ms: i64) -> Result<()>;
-    /// Stores an agent's result (steps and rows) and finishes its target, in one transaction.
+    /// Stores an agent's result (steps and rows) and finishes its target, in one transaction;
+    /// only for a target the run was sent to and that is still open (`running`).
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken>;
     /// Targets past their deadline: pending -> offline, running -> timed_out. How many changed.
     async fn expire(&self, now_ms: i64) -> Result<u64>;

@@ -10,6 +10,7 @@ use super::json_rows::{conditions_sql, json_key, objects};
 use super::{Pg, PostgresStore, execute, relaxed, row, rows};
 use crate::RowPage;
 use crate::changes::Change;
+use crate::rules::result_refusal;
 use crate::work::{Group, ResponseQuery, Taken};
 
 pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
@@ -22,9 +23,8 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
         &[&result.execution_id, &agent_id],
     )
     .await?;
-    if known.is_none() {
-        return Ok(Taken::Unknown);
-    }
+    let Some(known) = known else { return Ok(Taken::Unknown) };
+    let status: String = known.try_get(0)?;
     let stored: i64 = row(
         &tx,
         "SELECT count(*) FROM execution_step WHERE execution_id = $1 AND agent_id = $2",
@@ -34,8 +34,8 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
     .map(|r| r.try_get(0))
     .transpose()?
     .unwrap_or(0);
-    if stored > 0 {
-        return Ok(Taken::AlreadyFinal);
+    if let Some(refusal) = result_refusal(&status, stored) {
+        return Ok(refusal);
     }
     for (i, step) in result.steps.iter().enumerate() {
         let (index, count) = (i as i64, step.rows.len() as i64);

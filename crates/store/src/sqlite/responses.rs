@@ -8,6 +8,7 @@ use toolgate_domain::fleet::wire::RunResult;
 
 use super::json_rows::push_conditions;
 use crate::RowPage;
+use crate::rules::result_refusal;
 use crate::work::{ResponseQuery, Taken};
 
 pub(super) fn store_result(
@@ -24,16 +25,14 @@ pub(super) fn store_result(
             |r| r.get(0),
         )
         .optional()?;
-    if known.is_none() {
-        return Ok(Taken::Unknown);
-    }
+    let Some(status) = known else { return Ok(Taken::Unknown) };
     let stored: i64 = tx.query_row(
         "SELECT count(*) FROM execution_step WHERE execution_id = ?1 AND agent_id = ?2",
         params![result.execution_id, agent_id],
         |r| r.get(0),
     )?;
-    if stored > 0 {
-        return Ok(Taken::AlreadyFinal);
+    if let Some(refusal) = result_refusal(&status, stored) {
+        return Ok(refusal);
     }
     {
         let mut step_insert = tx.prepare_cached(

@@ -13,6 +13,7 @@ crate::matrix!(
     one_result_is_taken_when_the_same_upload_arrives_at_once,
     presence_and_undelivered_runs,
     refused_targets_are_final_and_never_due,
+    a_result_is_taken_only_for_a_target_sent_the_run_and_still_open,
 );
 
 fn step(definition: &str) -> RunStep {
@@ -178,6 +179,7 @@ async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {
 async fn one_result_is_taken_when_the_same_upload_arrives_at_once(r: Repositories) {
     let ids = with_agents(&r, 1).await;
     execution(&r, "exe-04", &ids, 1_000).await;
+    r.work.mark_delivered("exe-04", ids.clone(), 15).await.unwrap();
     let uploads = (0..8).map(|i| {
         let (store, agent) = (r.work.clone(), ids[0].clone());
         let result = RunResult {
@@ -219,7 +221,7 @@ async fn refused_targets_are_final_and_never_due(r: Repositories) {
     let ids = with_agents(&r, 3).await;
     let store = &r.work;
     execution(&r, "exe-09", &ids, 1_000).await;
-    store.mark_delivered("exe-09", vec![ids[1].clone()], 20).await.unwrap();
+    store.mark_delivered("exe-09", vec![ids[1].clone(), ids[2].clone()], 20).await.unwrap();
     let result = RunResult { execution_id: "exe-09".into(), steps: vec![succeeded(Vec::new()), succeeded(Vec::new())] };
     assert_eq!(store.save_result(&ids[2], result, 25).await.unwrap(), Taken::Stored);
     store.refuse("exe-09", ids.clone(), "quarantined", 30).await.unwrap();
@@ -236,4 +238,25 @@ async fn refused_targets_are_final_and_never_due(r: Repositories) {
     );
     let header = store.execution("exe-09").await.unwrap().unwrap();
     assert_eq!(header.counts, [(TargetStatus::Refused, 2), (TargetStatus::Succeeded, 1)]);
+}
+
+/// Issue 27, LOW 12: a result was accepted for a target never sent (a cancelled one became
+/// `succeeded`). Now only a target sent the run and still open takes one.
+async fn a_result_is_taken_only_for_a_target_sent_the_run_and_still_open(r: Repositories) {
+    let ids = with_agents(&r, 3).await;
+    let store = &r.work;
+    let result =
+        |id: &str| RunResult { execution_id: id.into(), steps: vec![succeeded(Vec::new()), succeeded(Vec::new())] };
+    execution(&r, "exe-0a", &ids, 1_000).await;
+    assert_eq!(store.save_result(&ids[0], result("exe-0a"), 20).await.unwrap(), Taken::NotOpen, "pending: never sent");
+    store.cancel("exe-0a", 30).await.unwrap();
+    assert_eq!(store.save_result(&ids[0], result("exe-0a"), 40).await.unwrap(), Taken::NotOpen, "cancelled");
+    execution(&r, "exe-0b", &ids, 100).await;
+    store.mark_delivered("exe-0b", vec![ids[1].clone()], 20).await.unwrap();
+    store.expire(100).await.unwrap();
+    assert_eq!(store.save_result(&ids[1], result("exe-0b"), 120).await.unwrap(), Taken::NotOpen, "timed out");
+    assert_eq!(store.save_result(&ids[2], result("exe-0b"), 120).await.unwrap(), Taken::NotOpen, "offline");
+    let statuses: Vec<TargetStatus> = store.targets("exe-0a").await.unwrap().iter().map(|t| t.status).collect();
+    assert_eq!(statuses, [TargetStatus::Cancelled; 3], "nothing changed");
+    assert!(store.steps("exe-0a").await.unwrap().is_empty() && store.steps("exe-0b").await.unwrap().is_empty());
 }
