@@ -198,7 +198,7 @@ fn a_revoked_agents_report_connections_close_and_store_nothing_more() {
     let _ = open.send(tungstenite::Message::text(facts_frame("renamed-after-revocation")));
     let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": agent_id}));
     assert_eq!(details["status"], "revoked", "{details}");
-    assert_ne!(details["hostname"], "renamed-after-revocation", "{details}");
+    assert_ne!(details["facts"]["hostname"], "renamed-after-revocation", "{details}");
 }
 
 /// MEDIUM 6: one agent could hold every report slot (16 idle report connections, every other
@@ -376,4 +376,31 @@ fn results_are_taken_only_for_open_targets_and_only_as_ordered() {
     while next_frame(&mut report).is_some() {}
     let status = structured(&s, &schemas, "get_execution_status", json!({"execution_id": execution_id}));
     assert_eq!(status["agents"][0]["status"], "cancelled", "{status}");
+}
+
+/// LOW 14: facts had no size limits (20 agents with 15 MiB hostnames took the server to
+/// 440 MiB and `list_agents` to 629 MB). Now each field and the whole frame are bounded:
+/// such a frame is refused and nothing of it is kept.
+#[test]
+fn oversized_facts_are_refused_and_not_kept() {
+    let s = common::start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("huge");
+    let mut agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &state_dir, Some("huge"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["huge"].clone();
+    agent.kill();
+    for hostname in ["h".repeat(300), "h".repeat(1 << 20)] {
+        let (mut socket, _) = report_connection(&s, &state_dir);
+        socket.send(tungstenite::Message::text(facts_frame(&hostname))).unwrap();
+        let answer = next_frame(&mut socket).expect("a refusal");
+        assert_eq!(
+            (answer["type"].clone(), answer["code"].clone()),
+            (json!("refused"), json!("malformed")),
+            "{answer}"
+        );
+        assert!(answer["message"].as_str().unwrap().contains("more than the"), "{answer}");
+    }
+    let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": agent_id}));
+    assert_eq!(details["facts"]["hostname"], "huge", "{details}");
 }

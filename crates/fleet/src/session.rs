@@ -1,7 +1,7 @@
 //! One agent connection's conversation, apart from its transport: the edge reads text frames
 //! and hands them here; what to answer comes back as [`ServerMessage`]s.
 
-use toolgate_domain::fleet::agent::AgentAuth;
+use toolgate_domain::fleet::agent::{AgentAuth, MAX_FACTS_BYTES};
 use toolgate_domain::fleet::inventory;
 use toolgate_domain::fleet::wire::{
     AgentMessage, InventoryReport, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Purpose, QuarantineWish, RefusalCode,
@@ -127,7 +127,7 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
         AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
             Err(FrameError::Malformed("enroll and hello come once, as the first frame".into()))
         }
-        report => store_report(hub, &connection.agent_id, report).await,
+        report => store_report(hub, &connection.agent_id, report, frame.len()).await,
     }
 }
 
@@ -140,17 +140,26 @@ pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<()
         | AgentMessage::QuarantineState { .. } => Err(FrameError::Malformed(
             "a report connection carries facts, inventory, results and compliance only".into(),
         )),
-        report => store_report(hub, agent_id, report).await,
+        report => store_report(hub, agent_id, report, frame.len()).await,
     }
 }
 
-async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage) -> Result<(), FrameError> {
+/// `frame_bytes`: the size of the frame it came in.
+async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage, frame_bytes: usize) -> Result<(), FrameError> {
     // Checked at every frame: a connection opened before the revocation writes nothing after it.
     if hub.is_revoked(agent_id) {
         return Err(FrameError::Revoked(agent_id.to_string()));
     }
     match message {
-        AgentMessage::Facts { collected_at_ms, facts } => Ok(hub.save_facts(agent_id, *facts, collected_at_ms).await?),
+        AgentMessage::Facts { collected_at_ms, facts } => {
+            if frame_bytes > MAX_FACTS_BYTES {
+                return Err(FrameError::Malformed(format!(
+                    "a facts frame of {frame_bytes} bytes, more than the {MAX_FACTS_BYTES} it may be"
+                )));
+            }
+            facts.check().map_err(FrameError::Malformed)?;
+            Ok(hub.save_facts(agent_id, *facts, collected_at_ms).await?)
+        }
         AgentMessage::Inventory(report) => {
             check_report(&report)?;
             Ok(hub.save_inventory(agent_id, report).await?)

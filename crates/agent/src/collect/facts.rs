@@ -146,6 +146,7 @@ pub fn host_facts() -> HostFacts {
         disks: disks(),
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
     }
+    .clipped()
 }
 
 #[cfg(test)]

@@ -49,6 +49,92 @@ pub struct HostFacts {
     pub agent_version: String,
 }
 
+/// The largest facts frame the server takes, in bytes: a host's facts are a few KiB; the
+/// server keeps every agent's in memory, so they are bounded, field by field and in all.
+pub const MAX_FACTS_BYTES: usize = 64 * 1024;
+/// The longest text field of the facts (a DNS name is at most 253 bytes).
+const MAX_FACT_TEXT_BYTES: usize = 256;
+/// The most addresses and disks the facts may list.
+const MAX_FACT_ITEMS: usize = 256;
+/// The longest mount point of a disk.
+const MAX_MOUNT_BYTES: usize = 1024;
+
+impl HostFacts {
+    /// Whether every field is within its bound; Err names the first that is not.
+    pub fn check(&self) -> Result<(), String> {
+        let texts = [
+            ("hostname", &self.hostname),
+            ("os_name", &self.os_name),
+            ("os_id", &self.os_id),
+            ("os_version", &self.os_version),
+            ("os_pretty_name", &self.os_pretty_name),
+            ("kernel", &self.kernel),
+            ("arch", &self.arch),
+            ("cpu_model", &self.cpu_model),
+            ("agent_version", &self.agent_version),
+        ];
+        for (name, value) in texts {
+            bounded(name, value, MAX_FACT_TEXT_BYTES)?;
+        }
+        if self.ip_addresses.len() > MAX_FACT_ITEMS || self.disks.len() > MAX_FACT_ITEMS {
+            return Err(format!("facts list at most {MAX_FACT_ITEMS} addresses and {MAX_FACT_ITEMS} disks"));
+        }
+        for address in &self.ip_addresses {
+            bounded("ip_addresses[]", address, 64)?;
+        }
+        for disk in &self.disks {
+            bounded("disks[].mount", &disk.mount, MAX_MOUNT_BYTES)?;
+            bounded("disks[].filesystem", &disk.filesystem, 64)?;
+        }
+        Ok(())
+    }
+}
+
+impl HostFacts {
+    /// The facts cut to their bounds (what an agent sends, so that a host with an odd os-release
+    /// or many addresses is still heard): texts cut at a character boundary, lists shortened.
+    pub fn clipped(mut self) -> Self {
+        for text in [
+            &mut self.hostname,
+            &mut self.os_name,
+            &mut self.os_id,
+            &mut self.os_version,
+            &mut self.os_pretty_name,
+            &mut self.kernel,
+            &mut self.arch,
+            &mut self.cpu_model,
+            &mut self.agent_version,
+        ] {
+            clip(text, MAX_FACT_TEXT_BYTES);
+        }
+        self.ip_addresses.truncate(MAX_FACT_ITEMS);
+        self.ip_addresses.iter_mut().for_each(|a| clip(a, 64));
+        self.disks.truncate(MAX_FACT_ITEMS);
+        for disk in &mut self.disks {
+            clip(&mut disk.mount, MAX_MOUNT_BYTES);
+            clip(&mut disk.filesystem, 64);
+        }
+        self
+    }
+}
+
+fn clip(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
+fn bounded(name: &str, value: &str, max: usize) -> Result<(), String> {
+    match value.len() <= max {
+        true => Ok(()),
+        false => Err(format!("facts field `{name}` is {} bytes, more than the {max} it may be", value.len())),
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Disk {
     pub mount: String,
@@ -146,5 +232,17 @@ mod tests {
         assert!(!is_agent_id("agt-XYZ"));
         assert!(!is_agent_id("agt-0123456789abcdef0"));
         assert!(!is_agent_id("tok-0123456789abcdef"));
+    }
+
+    #[test]
+    fn facts_are_bounded_and_an_agent_clips_its_own() {
+        let mut facts = HostFacts { hostname: "h".repeat(300), ..HostFacts::default() };
+        assert!(facts.check().unwrap_err().contains("`hostname` is 300 bytes"));
+        facts.hostname = format!("{}é", "h".repeat(255));
+        facts.ip_addresses = vec!["10.0.0.1".into(); 300];
+        let clipped = facts.clone().clipped();
+        assert_eq!((clipped.hostname.len(), clipped.ip_addresses.len()), (255, 256), "cut at a character boundary");
+        assert!(clipped.check().is_ok());
+        assert!(facts.check().is_err());
     }
 }
