@@ -404,3 +404,32 @@ fn oversized_facts_are_refused_and_not_kept() {
     let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": agent_id}));
     assert_eq!(details["facts"]["hostname"], "huge", "{details}");
 }
+
+/// LOW 15: `list_pending_approvals` showed every principal's tickets to any reader. Now a
+/// reader sees its own; a reviewer (whose roles grant deciding) sees all; asking for another
+/// principal's reads as if there were none.
+#[test]
+fn a_reader_sees_its_own_tickets_and_a_reviewer_sees_all() {
+    let s = common::start(&[]);
+    let schemas = output_schemas(&s);
+    s.cli(&["principal", "add", "olga", "--role", "Operator"]);
+    let olga = s.token("olga", "operator", "1h");
+    let ticket = |token: &str, key: &str| {
+        let r = common::call_as(&s, token, "delete_tag", json!({"agent_id": "agt-00000000000000aa", "key": key}));
+        approval_id(&r)
+    };
+    let admins = ticket(&s.token, "env");
+    let olgas = ticket(&olga, "owner");
+    let ids = |token: &str, arguments: Value| -> Vec<String> {
+        let listed = structured_as(&s, &schemas, token, "list_pending_approvals", arguments);
+        listed["approvals"].as_array().unwrap().iter().map(|a| a["approval_id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&olga, json!({})), [olgas.clone()], "a reader sees its own");
+    assert!(ids(&olga, json!({"submitted_by": "admin"})).is_empty(), "another's reads as none");
+    let mut all = ids(&s.token, json!({}));
+    all.sort();
+    let mut both = vec![admins.clone(), olgas.clone()];
+    both.sort();
+    assert_eq!(all, both, "the administrator reviews: every ticket");
+    assert_eq!(ids(&s.token, json!({"submitted_by": "olga"})), [olgas]);
+}
