@@ -3,8 +3,10 @@
 //! input that caused it. The targets are the server's own code paths for untrusted input:
 //! the catalogue loader and checker (and the emitters, when a catalogue checks; a generator of
 //! well-formed catalogues gets there more often than mutated text), the JSON-RPC
-//! decoder and header decoding, and argument validation with the reply built from it.
+//! decoder and header decoding, argument validation with the reply built from it, the agent
+//! protocol's frames through the hub's conversation, and the scope language.
 
+mod agent;
 mod catalogue;
 pub mod engine;
 mod targets;

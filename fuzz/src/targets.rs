@@ -18,7 +18,7 @@ pub struct Target {
     pub dictionary: &'static [&'static [u8]],
 }
 
-pub static TARGETS: [Target; 4] = [
+pub static TARGETS: [Target; 6] = [
     Target {
         name: "yaml",
         run: yaml,
@@ -81,7 +81,73 @@ pub static TARGETS: [Target; 4] = [
     },
     Target { name: "arguments", run: arguments, dictionary: &[b"\x00", b"\xff", b"\x7f"] },
     Target { name: "catalogue", run: catalogue, dictionary: &[b"\x00", b"\xff", b"\x7f"] },
+    Target {
+        name: "agent_frame",
+        run: crate::agent::frame,
+        dictionary: &[
+            b"{\"type\":\"",
+            b"hello",
+            b"enroll",
+            b"facts",
+            b"inventory",
+            b"result",
+            b"compliance",
+            b"quarantine_state",
+            b"heartbeat",
+            b"\"purpose\":\"report\"",
+            b"\"protocol\":2",
+            b"\"steps\":[",
+            b"\"rows\":[{",
+            b"\"table\":\"processes\"",
+            b"\"execution_id\":\"exe-00c1\"",
+            b"\"status\":\"succeeded\"",
+            b"\"hostname\":\"",
+            b"\\u0000",
+            b"\\ud800",
+            b"1e400",
+            b"null",
+        ],
+    },
+    Target {
+        name: "scope",
+        run: scope,
+        dictionary: &[
+            b" and ",
+            b" or ",
+            b"not ",
+            b"(",
+            b")",
+            b" = ",
+            b" != ",
+            b" ~ ",
+            b" <= ",
+            b" in (",
+            b" exists",
+            b"tag:",
+            b"group:",
+            b"hostname",
+            b"os.version",
+            b"\"",
+            b"*",
+            b"?",
+            b"\\",
+        ],
+    },
 ];
+
+/// Bytes as a scope expression: parsed; an expression that parses prints as a canonical form
+/// that parses to the same canonical form (what previews and audit rows show is what runs).
+fn scope(bytes: &[u8]) {
+    use toolgate_domain::fleet::scope;
+    let text = String::from_utf8_lossy(bytes);
+    if let Ok(parsed) = scope::parse(&text) {
+        let canonical = parsed.canonical();
+        let again =
+            scope::parse(&canonical).unwrap_or_else(|e| panic!("the canonical form {canonical:?} does not parse: {e}"));
+        assert_eq!(again.canonical(), canonical, "the canonical form is not stable");
+        let _ = parsed.tag_keys();
+    }
+}
 
 /// Generated, well-formed catalogues against the fixture policy: past the loader to every
 /// rule, and through the emitters when they check clean.

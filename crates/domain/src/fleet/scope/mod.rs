@@ -236,8 +236,12 @@ impl Scope {
     }
 }
 
+/// A value in double quotes as the parser reads it back: only `\\` and `\"` are escapes there,
+/// so only those two are escaped here and every other character stays itself (JSON's `\n` or
+/// `\u001a` would read back as a backslash and letters: the canonical form must parse to
+/// itself, since it is what previews and audit rows show and what runs).
 fn quote(value: &str) -> String {
-    serde_json::to_string(value).unwrap_or_default()
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 impl Field {

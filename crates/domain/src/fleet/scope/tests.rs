@@ -143,3 +143,16 @@ fn globs_are_bounded_in_length_and_stars() {
     assert!(e.to_string().contains("at most 8 `*`"), "{e}");
     assert!(parse("hostname ~ \"web-*\"").is_ok());
 }
+
+/// Found by the scope fuzz target: a value holding a control character printed as a JSON
+/// escape (`\u001a`), which the parser reads back as a backslash and letters, so the
+/// canonical form shown in previews and audit rows did not parse to itself.
+#[test]
+fn canonical_forms_of_any_value_parse_to_themselves() {
+    for value in ["web-\r01", "a\u{1a}b", "tab\there", "back\\slash", "q\"uote", "new\nline", "é✓"] {
+        let scope = Scope::Compare { field: Field::Attribute("hostname"), op: Op::Eq, value: value.into(), column: 1 };
+        let canonical = scope.canonical();
+        let again = parse(&canonical).unwrap_or_else(|e| panic!("{canonical:?}: {e}"));
+        assert_eq!(again.canonical(), canonical, "{value:?}");
+    }
+}
