@@ -56,6 +56,8 @@ check "python SDK, auto mode: connect, list, call list_agents" "$PY" scripts/cli
 expect '^protocolVersion: 2026-07-28' "python SDK auto mode settled on 2026-07-28"
 expect '^tools: [1-9]' "python SDK listed the tools"
 expect '^isError: False' "python SDK call succeeded"
+expect '^BEGIN_UNTRUSTED_AGENT_DATA$' "python SDK got list_agents' agent-reported text marked untrusted"
+expect '^END_UNTRUSTED_AGENT_DATA$' "python SDK got the end of the untrusted block"
 check "python SDK, legacy mode: connect, list, call list_plugin_config" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call list_plugin_config --args '{}'
 expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11-25"
 expect '^isError: False' "python SDK legacy call succeeded"

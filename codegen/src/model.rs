@@ -55,6 +55,11 @@ pub struct Tool {
     /// (only as a task). Default `forbidden`.
     #[serde(default, skip_serializing_if = "TaskSupport::is_forbidden")]
     pub task_support: TaskSupport,
+    /// The result carries text the agents reported (host names, inventory rows, instruction
+    /// output, compliance evidence): its text block is wrapped as untrusted data, its `_meta`
+    /// says so, and every prompt that calls the tool tells the model to treat it as data.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agent_data: bool,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,

@@ -266,11 +266,24 @@ pub(super) async fn run_handler(
         Ok(ToolOutput::Structured(value)) => match output_breaks_schema(server, request, meta, &value) {
             Some(broken) => broken,
             None => Outcome {
-                reply: request.era.structured_success(request.id, server, &value),
+                reply: match meta.agent_data {
+                    true => request.era.agent_data_success(request.id, server, value, None),
+                    false => request.era.structured_success(request.id, server, &value),
+                },
                 result: AuditOutcome::Success,
                 detail: format!("{approved}ran"),
             },
         },
+        Ok(ToolOutput::Summarized { structured, text }) if meta.agent_data => {
+            match output_breaks_schema(server, request, meta, &structured) {
+                Some(broken) => broken,
+                None => Outcome {
+                    reply: request.era.agent_data_success(request.id, server, structured, Some(text)),
+                    result: AuditOutcome::Success,
+                    detail: format!("{approved}ran"),
+                },
+            }
+        }
         Ok(ToolOutput::Summarized { structured, text }) => match output_breaks_schema(server, request, meta, &structured) {
             Some(broken) => broken,
             None => Outcome {

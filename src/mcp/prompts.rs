@@ -16,6 +16,7 @@ use super::jsonrpc as rpc;
 use super::lists::{refuse_cursor, with_cache_hints};
 use super::{LIST_TTL_MS, McpServer, Reply, resources};
 use crate::surface::render::{self, Content};
+use crate::surface::untrusted;
 
 pub async fn list(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
     let request = Request { id, era, correlation_id: server.correlation_id(), listeners: Listeners::default() };
@@ -89,15 +90,27 @@ async fn get_prompt(
             }
         }
     };
+    let mut rendered = render::render(&prompt.spec, &values, &answers);
+    // A resource read through an agent-data tool is noted like a call to one.
+    let mut read = Vec::new();
+    for message in &rendered {
+        if let Content::Resource { uri } = &message.content {
+            match resources::read_contents(server, caller, request, uri).await {
+                Ok(contents) => read.push(contents),
+                Err(outcome) => return outcome,
+            }
+        }
+    }
+    if read.iter().any(|contents| contents["_meta"].get(untrusted::META_KEY).is_some()) {
+        render::note_agent_data(&mut rendered);
+    }
+    let mut read = read.into_iter();
     let mut messages = Vec::new();
-    for message in render::render(&prompt.spec, &values, &answers) {
+    for message in rendered {
         let content = match message.content {
             Content::Text(text) => json!({"type": "text", "text": text}),
             Content::Image { data, mime_type } => json!({"type": "image", "data": data, "mimeType": mime_type}),
-            Content::Resource { uri } => match resources::read_contents(server, caller, request, &uri).await {
-                Ok(contents) => json!({"type": "resource", "resource": contents}),
-                Err(outcome) => return outcome,
-            },
+            Content::Resource { .. } => json!({"type": "resource", "resource": read.next()}),
         };
         let role = match message.role {
             Role::User => "user",

@@ -9,6 +9,7 @@ use toolgate_domain::{CancellationToken, ClientRequests, Denial, LogSink, Progre
 
 use super::jsonrpc as rpc;
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply, denial_code};
+use crate::surface::untrusted;
 
 /// Which era the call came in on, and what that changes.
 #[derive(Clone)]
@@ -49,12 +50,27 @@ impl Era {
         Reply::json(StatusCode::OK, rpc::result_raw(id, &result))
     }
 
+    /// A structured result that carries text the agents reported: the text block holds the
+    /// JSON inside the untrusted-data block, and `_meta` marks it (`surface::untrusted`).
+    pub fn agent_data_success(&self, id: &Value, server: &McpServer, value: Value, text: Option<String>) -> Reply {
+        let text = match text {
+            Some(summary) => untrusted::wrapped(&untrusted::ascii_json(&Value::String(summary))),
+            None => untrusted::wrapped(&untrusted::ascii_json(&value)),
+        };
+        let result = json!({"content": [{"type": "text", "text": text}], "structuredContent": value, "isError": false,
+                            "_meta": {untrusted::META_KEY: untrusted::meta()}});
+        self.success(id, server, result)
+    }
+
     pub fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
         if self.stateless
             && let Some(obj) = result.as_object_mut()
         {
             obj.insert("resultType".into(), json!("complete"));
-            obj.insert("_meta".into(), json!({META_SERVER_INFO: server.server_info}));
+            let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(META_SERVER_INFO.into(), server.server_info.clone());
+            }
         }
         Reply::json(StatusCode::OK, rpc::result(id, &result))
     }

@@ -148,7 +148,12 @@ pub(super) async fn read_contents(
             let spec = &template.spec;
             if let Some(tool) = &spec.tool {
                 let text = through_tool(server, caller, request, target, tool, &vars).await?;
-                return Ok(contents(&spec.mime_type, "text", json!(text)));
+                let mut read = contents(&spec.mime_type, "text", json!(text));
+                // The JSON stays as it is (its MIME type says JSON); `_meta` says agents wrote some.
+                if ToolId::from_name(tool).is_some_and(|id| id.meta().agent_data) {
+                    read["_meta"] = json!({crate::surface::untrusted::META_KEY: crate::surface::untrusted::meta()});
+                }
+                return Ok(read);
             }
             gate(server, caller, request, template.meta)?;
             if let Some(text) = &spec.text {

@@ -3,6 +3,7 @@
 
 pub mod builtin;
 pub mod render;
+pub mod untrusted;
 pub mod uri;
 pub mod values;
 

@@ -177,9 +177,15 @@ fn value_text(value: &Value) -> String {
 /// The messages, with every placeholder filled in. `answers`: the fields of the prompt's
 /// `ask` form, as the client's user filled them in.
 pub fn render(spec: &PromptSpec, values: &[Checked], answers: &Map<String, Value>) -> Vec<Message> {
+    let calls_agent_data = std::cell::Cell::new(false);
     let fill = |text: &str, in_uri: bool| {
         fill_placeholders(text, |placeholder| match placeholder {
-            Placeholder::Tool(name) => format!("`{name}`"),
+            Placeholder::Tool(name) => {
+                if crate::registry::ToolId::from_name(name).is_some_and(|t| t.meta().agent_data) {
+                    calls_agent_data.set(true);
+                }
+                format!("`{name}`")
+            }
             Placeholder::Argument(name) => {
                 let index = spec.arguments.iter().position(|a| a.name == name);
                 match (index.map(|i| &values[i]), in_uri) {
@@ -196,7 +202,8 @@ pub fn render(spec: &PromptSpec, values: &[Checked], answers: &Map<String, Value
             },
         })
     };
-    spec.messages
+    let mut messages: Vec<Message> = spec
+        .messages
         .iter()
         .map(|m| Message {
             role: m.role,
@@ -215,7 +222,30 @@ pub fn render(spec: &PromptSpec, values: &[Checked], answers: &Map<String, Value
                 }
             },
         })
-        .collect()
+        .collect();
+    if calls_agent_data.get() {
+        note_agent_data(&mut messages);
+    }
+    messages
+}
+
+/// Tells the model that some of what it reads came from the agents (see
+/// [`super::untrusted`]): at the end of the last user text, or as a message of its own.
+pub fn note_agent_data(messages: &mut Vec<Message>) {
+    let last_text = messages.iter_mut().rev().find_map(|m| match (&m.role, &mut m.content) {
+        (Role::User, Content::Text(text)) => Some(text),
+        _ => None,
+    });
+    match last_text {
+        Some(text) if text.contains(super::untrusted::PROMPT_NOTE) => {}
+        Some(text) => {
+            text.push('\n');
+            text.push_str(super::untrusted::PROMPT_NOTE);
+        }
+        None => {
+            messages.push(Message { role: Role::User, content: Content::Text(super::untrusted::PROMPT_NOTE.into()) })
+        }
+    }
 }
 
 /// The argument a text consists of, when it is exactly one `{{argument}}`.

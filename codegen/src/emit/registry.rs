@@ -63,6 +63,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let gated = plan.approval_gated;
         let task_support = ident(tool.task_support.variant());
         let sensitive = &plan.sensitive;
+        let agent_data = tool.agent_data;
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
         // past 15 GiB).
@@ -91,6 +92,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 approval_gated: #gated,
                 decisions: &[#(#row),*],
                 sensitive_arguments: &[#(#sensitive),*],
+                agent_data: #agent_data,
             }
         }
     });

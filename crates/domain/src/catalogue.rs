@@ -76,6 +76,9 @@ pub struct ToolMeta {
     pub decisions: &'static [Decision],
     /// JSON pointers of the arguments marked `writeOnly: true`: redacted wherever echoed.
     pub sensitive_arguments: &'static [&'static str],
+    /// Its result carries text the agents reported: marked untrusted wherever it is shown
+    /// (tools.yaml `agentData`).
+    pub agent_data: bool,
 }
 
 impl ToolMeta {

@@ -243,6 +243,7 @@ mod tests {
         approval_gated: false,
         decisions: &[],
         sensitive_arguments: &[],
+        agent_data: false,
     }];
     static CATALOGUE: Catalogue = Catalogue {
         tools: &BROKEN,

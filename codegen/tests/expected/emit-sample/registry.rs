@@ -66,6 +66,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         approval_gated: false,
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
+        agent_data: false,
     },
     ToolMeta {
         index: 1usize,
@@ -92,6 +93,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         approval_gated: true,
         decisions: &[Decision::Deny, Decision::ApprovalRequired],
         sensitive_arguments: &[],
+        agent_data: false,
     },
     ToolMeta {
         index: 2usize,
@@ -120,6 +122,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         approval_gated: false,
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
+        agent_data: false,
     },
 ];
 static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [
