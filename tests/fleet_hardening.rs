@@ -241,39 +241,40 @@ fn one_agent_cannot_hold_the_report_slots_and_idle_ones_time_out() {
 /// answers stop growing at `--max-batch-answer-bytes` (the remaining requests are not run,
 /// each told so), and one answer larger than `--max-answer-bytes` is replaced by an error
 /// saying how to ask for less. Small caps here, so that a real agent's process table is over
-/// them: a page of five processes is more than 1 KiB.
+/// them: a page of 50 installed packages (every Debian host has hundreds) is more than 4 KiB,
+/// and `list_agents` of one agent less.
 #[test]
 fn batch_answers_and_single_answers_are_bounded() {
-    let caps = ["--max-batch-answer-bytes", "8192", "--max-answer-bytes", "1024"];
+    let caps = ["--max-batch-answer-bytes", "8192", "--max-answer-bytes", "4096"];
     let s = common::start(&[FAST, &caps[..]].concat());
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
     let _agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &states.path().join("big"), Some("big"));
     let agent_id = online_by_hostname(&s, &schemas, 1)["big"].clone();
-    let page = |limit: usize| json!({"agent_id": agent_id, "table": "processes", "limit": limit});
+    let page = |limit: usize| json!({"agent_id": agent_id, "table": "installed_software", "limit": limit});
     let over_cap = |r: &Value| {
         r["result"]["isError"] == true
-            && r["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("more than the 1024"))
+            && r["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("more than the 4096"))
     };
-    // The processes table arrives with the agent's first report.
+    // The table arrives with the agent's first report.
     let deadline = std::time::Instant::now() + PATIENCE;
     let single = loop {
-        let r = common::call_as(&s, &s.token, "get_agent_inventory", page(5)).json();
+        let r = common::call_as(&s, &s.token, "get_agent_inventory", page(50)).json();
         if over_cap(&r) || r["result"]["isError"] == false {
             break r;
         }
-        assert!(std::time::Instant::now() < deadline, "no processes reported: {r}");
+        assert!(std::time::Instant::now() < deadline, "no packages reported: {r}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    assert!(over_cap(&single), "five processes answered whole under a 1 KiB cap: {single}");
+    assert!(over_cap(&single), "50 packages answered whole under a 4 KiB cap: {single}");
     let text = single["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("limit") && text.contains("get_agent_inventory"), "{text}");
 
-    let call = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get_agent_inventory", "arguments": page(5)}});
+    let call = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get_agent_inventory", "arguments": page(50)}});
     let answer = s.post(&[], &Value::Array((0..100).map(call).collect()).to_string());
     assert_eq!(answer.status, 200, "{answer:?}");
     // The cap, one answer past it, and a short refusal for each of the (at most 100) others.
-    let bound = 8192 + 1024 + 100 * 300;
+    let bound = 8192 + 4096 + 100 * 300;
     assert!(answer.body.len() < bound, "bounded: {} bytes", answer.body.len());
     let items = answer.json();
     let items = items.as_array().unwrap();
