@@ -193,6 +193,11 @@ fn check_definition(
             .help(format!("set `class: {}`: a definition never hides a change behind a read", action.class.as_str())),
         );
     }
+    for problem in crate::check::keywords::scan(&d.parameters) {
+        let key = at.parsed.map.key(&here(&format!("/parameters{}", problem.pointer)));
+        let message = format!("definition `{}`: parameters: {}", d.name, problem.message);
+        out.push(Diagnostic::error(&at.parsed.file.name, key, message).help(problem.help));
+    }
     parameter_rules(&d.parameters, action, &error, out);
     if let Some(columns) = &d.columns {
         if columns.is_empty() {

@@ -106,6 +106,16 @@ fn each_broken_definition_is_refused_where_it_is_broken() {
             "instructions.yaml:8:7: error: definition `file_hash`: parameters must say `additionalProperties: false`",
         ),
         (
+            "path: {type: string}",
+            "path: {type: string, description: A path, absolute.}",
+            "instructions.yaml:10:51: error: definition `file_hash`: parameters: `absolute.` is a key with no value, not a JSON Schema keyword (help: in a YAML flow mapping an unquoted comma starts a new key",
+        ),
+        (
+            "path: {type: string}",
+            "path: {type: string, maxLenght: 4096}",
+            "instructions.yaml:10:30: error: definition `file_hash`: parameters: `maxLenght` is not a JSON Schema 2020-12 keyword (help: did you mean `maxLength`?)",
+        ),
+        (
             "timeout_ms: 1000",
             "timeout_ms: 0",
             "instructions.yaml:13:17: error: definition `file_hash`: timeout_ms must be 1-3600000, not 0",

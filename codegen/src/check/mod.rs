@@ -5,6 +5,7 @@
 mod coverage;
 mod handlers;
 mod hints;
+pub(crate) mod keywords;
 mod names;
 mod refs;
 mod schemas;

@@ -45,6 +45,13 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
 fn schema_rules(inputs: &Inputs, i: usize, at: &str, schema: &Map<String, Value>, out: &mut Vec<Diagnostic>) {
     let value = Value::Object(schema.clone());
     let which = &at[1..];
+    for problem in super::keywords::scan(schema) {
+        out.push(
+            inputs
+                .tool_error(i, &format!("{at}{}", problem.pointer), format!("{which}: {}", problem.message))
+                .help(problem.help),
+        );
+    }
     if let Some(dialect) = schema.get("$schema")
         && dialect.as_str() != Some(DIALECT)
     {

@@ -120,6 +120,18 @@ pub fn check(inputs: &Inputs) -> (Vec<Diagnostic>, SurfacePlans) {
 fn prompt(c: &mut Checker, i: usize, p: &PromptSpec) -> PairPlan {
     let at = format!("/prompts/{i}");
     let subject = p.name.as_str();
+    // Rule 13 on the schemas a prompt serves: its arguments' and its question's form.
+    let schemas = p
+        .arguments
+        .iter()
+        .enumerate()
+        .map(|(k, a)| (format!("{at}/arguments/{k}/schema"), &a.schema))
+        .chain(p.ask.iter().map(|q| (format!("{at}/ask/requestedSchema"), &q.requested_schema)));
+    for (pointer, schema) in schemas.collect::<Vec<_>>() {
+        for problem in super::keywords::scan(schema) {
+            c.error(&format!("{pointer}{}", problem.pointer), subject, problem.message).help = Some(problem.help);
+        }
+    }
     if !valid_name(&p.name) {
         c.error(
             &format!("{at}/name"),
