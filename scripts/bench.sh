@@ -61,9 +61,12 @@ start() { # log command... -> PID, URL
 }
 
 load() { # mode token -> the measured run's RESULT line, plus answered=N (warm-up included)
-  local mode="$1" token="$2" warm main
-  warm=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
-  main=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_PER_LOAD}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
+  # `list-c1`: tools/list over one keep-alive connection, where a stall per answer (Nagle's
+  # algorithm against a delayed ACK) shows as a rate of tens per second.
+  local mode="$1" token="$2" warm main conns="$CONNECTIONS"
+  [ "$mode" = list-c1 ] && { mode=list; conns=1; }
+  warm=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$conns" -d"${WARMUP}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
+  main=$(BENCH_MODE="$mode" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c"$conns" -d"${SECONDS_PER_LOAD}s" -s scripts/bench/mcp.lua "$URL" | grep RESULT)
   echo "$main answered=$(( $(field requests "$warm") + $(field requests "$main") ))"
 }
 field() { sed -E "s/.*$1=([0-9.]+).*/\1/" <<<"$2"; }
@@ -74,7 +77,7 @@ for n in $SIZES; do
   declare -A FLOOR=()
   start "$OUT/floor-$n.log" target/release/toolgate-floor "$OUT/catalogue-$n/tools.yaml" "$OUT/catalogue-$n/policy.yaml" operator 127.0.0.1:0
   floor_idle=$(kib VmRSS)
-  for mode in list read write invalid; do
+  for mode in list list-c1 read write invalid; do
     r=$(load "$mode" "")
     FLOOR[$mode]=$(field rps "$r")
     printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %8s\n' "$n" floor "$mode" "$(field rps "$r")" \
@@ -94,9 +97,9 @@ for n in $SIZES; do
     token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-$n-$backend.log" | head -1)
     tg_idle=$(kib VmRSS)
     calls=0
-    for mode in list read write invalid; do
+    for mode in list list-c1 read write invalid; do
       r=$(load "$mode" "$token")
-      [ "$mode" = list ] || calls=$((calls + $(field answered "$r")))
+      [[ "$mode" = list* ]] || calls=$((calls + $(field answered "$r")))
       [ "$(field non2xx "$r")" = 0 ] || echo "  warning: $(field non2xx "$r") non-2xx answers in $mode"
       printf '%-6s %-9s %-8s %10.0f %9.2f %9.2f %7.2fx\n' "$n" "tg-$backend" "$mode" "$(field rps "$r")" \
         "$(python3 -c "print($(field p50_us "$r")/1000)")" "$(python3 -c "print($(field p99_us "$r")/1000)")" \

@@ -106,6 +106,11 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        // Every answer goes out at once: with Nagle's algorithm a large answer's last segment
+        // waited for the client's delayed ACK (~40 ms per answer over one connection).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%remote, "could not set TCP_NODELAY: {e}");
+        }
         let Some(connection) = admission.admit(remote) else {
             tracing::debug!(%remote, "too many unauthenticated connections (in all or from this address); closed");
             drop(stream);

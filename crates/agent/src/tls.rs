@@ -60,8 +60,10 @@ impl Endpoint {
     }
 
     pub async fn connect(&self) -> Result<crate::connection::Socket, tokio_tungstenite::tungstenite::Error> {
+        // `true`: TCP_NODELAY, so a small frame (a heartbeat, a result) is not held back by
+        // Nagle's algorithm waiting for the server's ACK.
         let (socket, _) =
-            tokio_tungstenite::connect_async_tls_with_config(&self.url, None, false, self.connector.clone()).await?;
+            tokio_tungstenite::connect_async_tls_with_config(&self.url, None, true, self.connector.clone()).await?;
         Ok(socket)
     }
 }
