@@ -14,7 +14,10 @@ fn query_audit_log_refuses_an_until_of_zero_or_less() {
     for until in [0, -5] {
         let refused = call_as(&s, &s.token, "query_audit_log", json!({"until": until})).json();
         let text = refused.to_string();
-        assert!(text.contains("until") && (refused.get("error").is_some() || refused["result"]["isError"] == true), "{refused}");
+        assert!(
+            text.contains("until") && (refused.get("error").is_some() || refused["result"]["isError"] == true),
+            "{refused}"
+        );
     }
     let taken = call_as(&s, &s.token, "query_audit_log", json!({"until": 1})).json();
     assert_eq!(taken["result"]["isError"], false, "{taken}");

@@ -142,3 +142,45 @@ async fn tags() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Fidelity: a store fault raised after an execution row exists names that execution, so a
+/// client looks it up instead of calling again (which would start another). The store is
+/// broken on purpose while the call follows its execution (progress asked for).
+#[tokio::test]
+async fn a_store_fault_after_an_execution_started_names_it() {
+    use toolgate_domain::ProgressSink;
+    use toolgate_store::sqlite::Area;
+
+    let store = SqliteStore::open_in_memory().unwrap();
+    let repositories = store.repositories();
+    let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
+    let hub =
+        Hub::load(repositories.fleet.clone(), repositories.work.clone(), Clock::default(), FleetSettings::default())
+            .await
+            .unwrap();
+    let work = repositories.work.clone();
+    let services = Arc::new(Services::new(repositories, Clock::default(), audit, Arc::new(hub)));
+    let agent = enroll(&services).await;
+    let c = ToolContext::builder(services.clone())
+        .principal("alice", &["Operator"])
+        .tier(Tier::from_name("operator").map(Tier::rules))
+        .progress(ProgressSink::new(|_| {}))
+        .build();
+    let running = call(&c, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [agent]}));
+    let breaking = async {
+        // Once the execution exists, the store goes away under the call that follows it.
+        let started = loop {
+            if let Some(e) = work.executions(None, 0, 1).await.unwrap().first() {
+                break e.execution_id.clone();
+            }
+            tokio::task::yield_now().await;
+        };
+        store.break_area(Area::Work).await.unwrap();
+        started
+    };
+    let (answer, started) = tokio::join!(running, breaking);
+    match answer {
+        Err(ToolError::StoreAfterStart { execution_id, .. }) => assert_eq!(execution_id, started),
+        other => panic!("expected a store fault naming {started}: {other:?}"),
+    }
+}

@@ -126,7 +126,7 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
         "deadline_ms": s.deadline_ms,
         "retry_after_ms": RETRY_AFTER_MS,
     });
-    if let Some(followed) = follow(ctx, &s, as_task).await? {
+    if let Some(followed) = follow(ctx, &s, as_task).await.map_err(|e| e.after_start(&s.execution_id))? {
         let (counts, _, finished) = counts(&followed);
         answer["finished"] = json!(finished);
         answer["counts"] = json!(counts);

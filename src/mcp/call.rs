@@ -317,8 +317,15 @@ pub(super) async fn run_handler(
         Err(ToolError::Ask(asked)) => return Err(asked),
         Err(e) if e.is_internal() => {
             tracing::error!(correlation_id = %request.correlation_id, tool = meta.name, "tool failed: {e}");
-            let data = json!({"correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
-                              "remediation": "a transient store fault; retry in a few seconds"});
+            let data = match &e {
+                ToolError::StoreAfterStart { execution_id, .. } => json!({
+                    "correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
+                    "execution_id": execution_id,
+                    "remediation": format!("execution {execution_id} was started before the store failed: follow it with get_execution_status in a few seconds; do not call again, which would start another"),
+                }),
+                _ => json!({"correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
+                            "remediation": "a transient store fault; retry in a few seconds"}),
+            };
             let message = format!("{} failed: {e}", meta.name);
             Outcome {
                 detail: e.to_string(),

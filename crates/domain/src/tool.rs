@@ -35,12 +35,24 @@ pub enum ToolError {
     /// The store failed; retrying may help.
     #[error("store error: {0}")]
     Store(#[from] StoreError),
+    /// The store failed after an execution was durably started: the caller must look it up
+    /// by its id rather than call again (which would start another).
+    #[error("store error after execution {execution_id} started: {error}")]
+    StoreAfterStart { error: StoreError, execution_id: String },
 }
 
 impl ToolError {
     /// Store faults are the server's problem; the rest are results the model can read.
     pub fn is_internal(&self) -> bool {
-        matches!(self, ToolError::Store(_))
+        matches!(self, ToolError::Store(_) | ToolError::StoreAfterStart { .. })
+    }
+
+    /// This error, raised once execution `execution_id` exists: a store fault then names it.
+    pub fn after_start(self, execution_id: &str) -> Self {
+        match self {
+            ToolError::Store(error) => ToolError::StoreAfterStart { error, execution_id: execution_id.to_string() },
+            other => other,
+        }
     }
 }
 
