@@ -184,3 +184,20 @@ async fn a_store_fault_after_an_execution_started_names_it() {
         other => panic!("expected a store fault naming {started}: {other:?}"),
     }
 }
+
+/// Fidelity (the seeds' numbers): `query_responses` is a result poll like
+/// get_execution_status: 2,000 ms while agents may still answer, null once finished.
+#[tokio::test]
+async fn query_responses_says_when_to_poll_again() {
+    let services = services().await;
+    let agent = enroll(&services).await;
+    let c = ctx(&services, "operator", &["Operator"]);
+    let started =
+        call(&c, "execute_instruction", json!({"definition": "os_facts", "agent_ids": [agent]})).await.unwrap();
+    let id = started["execution_id"].clone();
+    let waiting = call(&c, "query_responses", json!({"execution_id": id})).await.unwrap();
+    assert_eq!(waiting["retry_after_ms"], 2000, "{waiting}");
+    call(&c, "cancel_execution", json!({"execution_id": id})).await.unwrap();
+    let finished = call(&c, "query_responses", json!({"execution_id": id})).await.unwrap();
+    assert_eq!(finished["retry_after_ms"], Value::Null, "{finished}");
+}

@@ -10,7 +10,7 @@ use toolgate_fuzz::{TARGETS, corpus, run};
 #[derive(Parser)]
 #[command(about = "Fuzz toolgate's untrusted-input paths on stable Rust")]
 struct Args {
-    /// yaml, jsonrpc or arguments; all of them when absent.
+    /// yaml, jsonrpc, arguments, catalogue, agent_frame or scope; all of them when absent.
     target: Option<String>,
     /// Executions per target.
     #[arg(long, default_value_t = u64::MAX)]

@@ -202,7 +202,7 @@ fn definitions(header: &ExecutionHeader) -> Vec<&str> {
 
 /// A result poll's `retry_after_ms` (null once finished); the verdict is counted per tool
 /// (`toolgate_mcp_poll_total`) so the retry floor can be tuned from real polling.
-fn poll_verdict(tool: &'static str, finished: bool) -> Value {
+pub(crate) fn poll_verdict(tool: &'static str, finished: bool) -> Value {
     crate::metrics::poll(tool, finished);
     if finished { Value::Null } else { json!(RETRY_AFTER_MS) }
 }

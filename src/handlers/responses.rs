@@ -15,12 +15,15 @@ use crate::registry::args;
 use crate::services::ToolContext;
 
 /// The definition of one step of an execution, and its columns.
+/// The step asked for (0 when none), its definition and columns, and whether the execution
+/// is finished (every target final).
 async fn step_definition(
     ctx: &ToolContext,
     execution_id: &str,
     step: Option<i64>,
-) -> Result<(usize, &'static Definition, Vec<&'static ResultColumn>), ToolError> {
+) -> Result<(usize, &'static Definition, Vec<&'static ResultColumn>, bool), ToolError> {
     let header = header(ctx, execution_id).await?;
+    let finished = header.counts.iter().all(|(status, n)| status.is_final() || *n == 0);
     let step = step.unwrap_or(0).max(0) as usize;
     let Some(run) = header.steps.get(step) else {
         return Err(ToolError::InvalidArguments(format!(
@@ -29,7 +32,7 @@ async fn step_definition(
         )));
     };
     let definition = definition(&run.definition)?;
-    Ok((step, definition, instructions().columns(definition)))
+    Ok((step, definition, instructions().columns(definition), finished))
 }
 
 fn column<'a>(columns: &[&'a ResultColumn], definition: &Definition, name: &str) -> Result<&'a ResultColumn, ToolError> {
@@ -67,7 +70,7 @@ fn conditions(
 }
 
 pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> ToolResult {
-    let (step, definition, columns) = step_definition(ctx, &args.execution_id, args.step).await?;
+    let (step, definition, columns, finished) = step_definition(ctx, &args.execution_id, args.step).await?;
     if let Some(agent_id) = &args.agent_id {
         ensure_known(ctx, agent_id)?;
     }
@@ -98,11 +101,13 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
         "rows": rows,
         "next_offset": next,
+        // More responses may arrive while agents are still answering: poll no sooner.
+        "retry_after_ms": super::executions::poll_verdict("query_responses", finished),
     })))
 }
 
 pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateResponses) -> ToolResult {
-    let (step, definition, columns) = step_definition(ctx, &args.execution_id, args.step).await?;
+    let (step, definition, columns, _) = step_definition(ctx, &args.execution_id, args.step).await?;
     column(&columns, definition, &args.group_by)?;
     if let Some(of) = &args.of {
         let c = column(&columns, definition, of)?;
