@@ -39,7 +39,8 @@ pub enum StreamKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamCap {
     Principal(usize, StreamKind),
-    Server(usize),
+    /// The server's cap, met by a request for a stream of this kind.
+    Server(usize, StreamKind),
 }
 
 impl StreamCap {
@@ -52,7 +53,7 @@ impl StreamCap {
             StreamCap::Principal(n, StreamKind::Channel) => {
                 format!("stream limit reached: this principal already holds {n} GET streams")
             }
-            StreamCap::Server(n) => {
+            StreamCap::Server(n, _) => {
                 format!("stream limit reached: the server holds {n} streamed answers, the most it keeps")
             }
         };
@@ -66,15 +67,32 @@ impl StreamCap {
         };
         let data = json!({
             "correlation_id": server.correlation_id(),
-            "retry_after_ms": STREAM_RETRY_AFTER_MS,
+            "retry_after_ms": self.retry_after_ms(),
             "remediation": remediation,
         });
         Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
     }
 }
 
-/// When to retry a refused stream: streams end as their calls do, rarely within a second.
-const STREAM_RETRY_AFTER_MS: u64 = 5_000;
+/// When to retry a refused streamed call (the seeds' 30 s): a streamed slot is held until its
+/// work finishes, so a shorter hint would only make refused clients storm the server.
+const CALL_STREAM_RETRY_AFTER_MS: u64 = 30_000;
+/// When to retry a refused GET channel: channels end with their sessions, or when a client
+/// closes one it no longer reads.
+const CHANNEL_RETRY_AFTER_MS: u64 = 5_000;
+
+impl StreamCap {
+    fn retry_after_ms(self) -> u64 {
+        match self {
+            StreamCap::Principal(_, StreamKind::Call) | StreamCap::Server(_, StreamKind::Call) => {
+                CALL_STREAM_RETRY_AFTER_MS
+            }
+            StreamCap::Principal(_, StreamKind::Channel) | StreamCap::Server(_, StreamKind::Channel) => {
+                CHANNEL_RETRY_AFTER_MS
+            }
+        }
+    }
+}
 
 #[derive(Default)]
 struct Held {
@@ -136,7 +154,7 @@ impl Admission {
             return Err(StreamCap::Principal(cap, kind));
         }
         if held.total >= self.limits.max_total {
-            return Err(StreamCap::Server(self.limits.max_total));
+            return Err(StreamCap::Server(self.limits.max_total, kind));
         }
         held.total += 1;
         *held.by_principal.entry(key.clone()).or_default() += 1;
@@ -156,7 +174,7 @@ mod tests {
         assert_eq!(admission.admit("alice", StreamKind::Call).err(), Some(StreamCap::Principal(1, StreamKind::Call)));
         let _channel = admission.admit("alice", StreamKind::Channel).expect("channels are counted apart");
         let _bob = admission.admit("bob", StreamKind::Call).unwrap();
-        assert_eq!(admission.admit("carol", StreamKind::Call).err(), Some(StreamCap::Server(3)));
+        assert_eq!(admission.admit("carol", StreamKind::Call).err(), Some(StreamCap::Server(3, StreamKind::Call)));
         drop(alice);
         assert!(admission.admit("alice", StreamKind::Call).is_ok());
     }
