@@ -51,6 +51,8 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
     assert_eq!(r.header("content-type"), Some("text/event-stream"), "{r:?}");
     assert_eq!(r.header("cache-control"), Some("no-cache"));
     assert_eq!(r.header("x-accel-buffering"), Some("no"));
+    // Fidelity: an event stream is never sniffed into something a browser would render.
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
     assert!(r.header("x-correlation-id").is_some_and(|id| id.starts_with("req-")), "{r:?}");
     let events = events(&r);
     let (progress, result) = events.split_at(events.len() - 1);

@@ -124,6 +124,7 @@ fn render(reply: Reply) -> Response {
                 (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
                 (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
                 (header::HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+                (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
             ];
             (reply.status, headers, Body::from_stream(events)).into_response()
         }
