@@ -22,3 +22,30 @@ fn query_audit_log_refuses_an_until_of_zero_or_less() {
     let taken = call_as(&s, &s.token, "query_audit_log", json!({"until": 1})).json();
     assert_eq!(taken["result"]["isError"], false, "{taken}");
 }
+
+/// Retry-safe dispatch: a changing instruction retried with its idempotency key (a client
+/// whose connection dropped) answers the first execution and never runs twice on the agent;
+/// other arguments under the same key are refused; another principal's key is its own.
+#[test]
+fn a_retried_execution_with_its_key_runs_once() {
+    use common::agents::*;
+    let Fleet { s, schemas, states, agents: _agents, ids } = fleet_of_three(FAST);
+    let arguments = json!({"definition": "append_line", "params": {"file": "once.txt", "line": "ran"},
+                           "agent_ids": [ids["fleet-a"]], "idempotency_key": "deploy-42"});
+    let first = structured(&s, &schemas, "execute_instruction", arguments.clone());
+    wait_finished(&s, &schemas, &s.token, first["execution_id"].as_str().unwrap());
+    let again = structured(&s, &schemas, "execute_instruction", arguments.clone());
+    assert_eq!(again["execution_id"], first["execution_id"], "{again}");
+    assert_eq!((again["replayed"].clone(), again["delivered_now"].clone()), (json!(true), json!(0)));
+    let text = std::fs::read_to_string(states.path().join("fleet-a/work/once.txt")).unwrap();
+    assert_eq!(text, "ran\n", "the change ran once");
+
+    let mut other = arguments.clone();
+    other["params"]["line"] = json!("something else");
+    let refused = call_as(&s, &s.token, "execute_instruction", other);
+    assert!(refusal(&refused).contains("idempotency_key `deploy-42` belongs to execution"), "{refused:?}");
+    s.cli(&["principal", "add", "olga", "--role", "Operator"]);
+    let olga = s.token("olga", "operator", "1h");
+    let hers = structured_as(&s, &schemas, &olga, "execute_instruction", arguments);
+    assert_ne!(hers["execution_id"], first["execution_id"], "a key is the principal's own");
+}

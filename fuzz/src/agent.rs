@@ -52,6 +52,7 @@ fn world() -> &'static World {
                 created_at_ms: 1_000_000,
                 deadline_ms: i64::MAX,
                 targets: vec![agent_id.clone()],
+                idempotency: None,
             };
             hub.start_execution(execution).await.expect("the execution starts");
             (hub, agent_id)

@@ -9,7 +9,8 @@ use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::instruction::{TargetStatus, new_execution_id};
 use toolgate_domain::fleet::wire::RunStep;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_store::{ExecutionHeader, NewExecution};
+use toolgate_domain::approvals::canonical_arguments;
+use toolgate_store::{Created, ExecutionHeader, Idempotency, NewExecution};
 
 use super::fleet::{ensure_known, next_offset, paging};
 use super::scopes::chosen_agents;
@@ -81,41 +82,81 @@ struct Started {
     targeted: usize,
     delivered_now: usize,
     deadline_ms: i64,
+    /// The idempotency key's execution, answered again: nothing new was started.
+    replayed: bool,
 }
 
-async fn start(
-    ctx: &ToolContext,
-    kind: &str,
+/// What the client asked to run, and how.
+struct Run {
+    kind: &'static str,
     steps: Vec<RunStep>,
     agent_ids: Option<Vec<String>>,
     scope: Option<String>,
     deadline_seconds: Option<i64>,
-) -> Result<Started, ToolError> {
-    let (targets, scope) = resolve_targets(ctx, agent_ids, scope).await?;
+    idempotency_key: Option<String>,
+}
+
+impl Run {
+    /// The arguments as given (the key aside), digested: a retry under a key must repeat them.
+    fn digest(&self) -> String {
+        let arguments = json!({"kind": self.kind, "steps": self.steps, "agent_ids": self.agent_ids,
+                               "scope": self.scope, "deadline_seconds": self.deadline_seconds});
+        toolgate_domain::secrets::hash_secret(&canonical_arguments(&arguments))
+    }
+}
+
+async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolError> {
+    let idempotency = run.idempotency_key.clone().map(|key| Idempotency { key, arguments_digest: run.digest() });
+    let (targets, scope) = resolve_targets(ctx, run.agent_ids, run.scope).await?;
     let now = ctx.services().clock().now_ms();
-    let deadline_ms = now + deadline_seconds.unwrap_or(DEFAULT_DEADLINE_SECONDS) * 1000;
+    let deadline_ms = now + run.deadline_seconds.unwrap_or(DEFAULT_DEADLINE_SECONDS) * 1000;
     let execution_id = new_execution_id();
     let targeted = targets.len();
     let execution = NewExecution {
         execution_id: execution_id.clone(),
-        kind: kind.into(),
-        steps,
+        kind: run.kind.into(),
+        steps: run.steps,
         scope,
         requested_by: ctx.principal().name.clone(),
         created_at_ms: now,
         deadline_ms,
         targets,
+        idempotency,
     };
-    let delivered_now = ctx.services().fleet().start_execution(execution).await?;
+    let (created, delivered_now) = ctx.services().fleet().start_execution(execution).await?;
+    match created {
+        Created::New => {}
+        Created::Existing { execution_id, same_arguments: true } => {
+            let header = header(ctx, &execution_id).await?;
+            let targeted = header.counts.iter().map(|(_, n)| *n as usize).sum();
+            ctx.log().info(&format!("{execution_id}: its idempotency key came again; nothing new was started"));
+            return Ok(Started { execution_id, targeted, delivered_now: 0, deadline_ms: header.deadline_ms, replayed: true });
+        }
+        Created::Existing { execution_id, same_arguments: false } => {
+            let key = run.idempotency_key.unwrap_or_default();
+            return Err(ToolError::InvalidArguments(format!(
+                "idempotency_key `{key}` belongs to execution {execution_id}, started with other arguments: \
+                 repeat those arguments to read it again, or use a new key for a new execution"
+            )));
+        }
+    }
     ctx.log().info(&format!(
         "{execution_id}: sent to {delivered_now} of {targeted} agents now; the others get it when they connect, until the deadline"
     ));
-    Ok(Started { execution_id, targeted, delivered_now, deadline_ms })
+    Ok(Started { execution_id, targeted, delivered_now, deadline_ms, replayed: false })
 }
 
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
-    let run = step(&args.definition, args.params)?;
-    let s = start(ctx, "instruction", vec![run], args.agent_ids, args.scope, args.deadline_seconds).await?;
+    let steps = vec![step(&args.definition, args.params)?];
+    let run = Run {
+        kind: "instruction",
+        steps,
+        agent_ids: args.agent_ids,
+        scope: args.scope,
+        deadline_seconds: args.deadline_seconds,
+        idempotency_key: args.idempotency_key,
+    };
+    let s = start(ctx, run).await?;
     // 2026-07-28 with the tasks extension: the execution is the task the client polls.
     let as_task = ctx.task().start().await;
     let mut answer = json!({
@@ -126,6 +167,9 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
         "deadline_ms": s.deadline_ms,
         "retry_after_ms": RETRY_AFTER_MS,
     });
+    if s.replayed {
+        answer["replayed"] = json!(true);
+    }
     if let Some(followed) = follow(ctx, &s, as_task).await.map_err(|e| e.after_start(&s.execution_id))? {
         let (counts, _, finished) = counts(&followed);
         answer["finished"] = json!(finished);
@@ -172,15 +216,27 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
 pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> ToolResult {
     let steps = args.steps.into_iter().map(|s| step(&s.definition, s.params)).collect::<Result<Vec<_>, _>>()?;
     let count = steps.len();
-    let s = start(ctx, "bundle", steps, args.agent_ids, args.scope, args.deadline_seconds).await?;
-    Ok(ToolOutput::Structured(json!({
+    let run = Run {
+        kind: "bundle",
+        steps,
+        agent_ids: args.agent_ids,
+        scope: args.scope,
+        deadline_seconds: args.deadline_seconds,
+        idempotency_key: args.idempotency_key,
+    };
+    let s = start(ctx, run).await?;
+    let mut answer = json!({
         "bundle_id": s.execution_id,
         "steps": count,
         "targeted": s.targeted,
         "delivered_now": s.delivered_now,
         "deadline_ms": s.deadline_ms,
         "retry_after_ms": RETRY_AFTER_MS,
-    })))
+    });
+    if s.replayed {
+        answer["replayed"] = json!(true);
+    }
+    Ok(ToolOutput::Structured(answer))
 }
 
 pub(crate) async fn header(ctx: &ToolContext, execution_id: &str) -> Result<ExecutionHeader, ToolError> {

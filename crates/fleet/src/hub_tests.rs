@@ -125,6 +125,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
         created_at_ms: 1_000_000,
         deadline_ms: 1_060_000,
         targets: ids.clone(),
+        idempotency: None,
     };
     hub.start_execution(execution).await.unwrap();
     assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
@@ -167,6 +168,7 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
         created_at_ms: 1_000_000,
         deadline_ms: 2_000_000,
         targets: vec![agent_id.into()],
+        idempotency: None,
     }
 }
 
@@ -186,8 +188,8 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     let (_, secret) = repositories.fleet.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();
     let hub = Hub::load(repositories.fleet, repositories.work.clone(), clock, FleetSettings::default()).await.unwrap();
     let (id, credential) = hub.enroll(&secret).await.unwrap().unwrap();
-    assert_eq!(hub.start_execution(execution("exe-00c1", &id, false)).await.unwrap(), 0, "offline");
-    assert_eq!(hub.start_execution(execution("exe-00d1", &id, true)).await.unwrap(), 0, "offline");
+    assert_eq!(hub.start_execution(execution("exe-00c1", &id, false)).await.unwrap().1, 0, "offline");
+    assert_eq!(hub.start_execution(execution("exe-00d1", &id, true)).await.unwrap().1, 0, "offline");
     assert!(hub.set_quarantine(&id, true, Some("suspicious".into())).await.unwrap());
 
     let hello = |protocol: u32| {
@@ -223,7 +225,7 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     assert!(refused.error.as_deref().unwrap().contains("quarantined"), "{refused:?}");
 
     // Started while it is connected and quarantined: refused at once, never sent.
-    assert_eq!(hub.start_execution(execution("exe-00c2", &id, false)).await.unwrap(), 0);
+    assert_eq!(hub.start_execution(execution("exe-00c2", &id, false)).await.unwrap().1, 0);
     assert_eq!(work.targets("exe-00c2").await.unwrap()[0].status, TargetStatus::Refused);
     assert!(connection.outbox.try_recv().is_err(), "nothing was sent");
 }

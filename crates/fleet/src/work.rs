@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::Rule;
 use toolgate_domain::fleet::wire::{RunOrder, ServerMessage};
-use toolgate_store::NewExecution;
+use toolgate_store::{Created, NewExecution};
 
 use crate::hub::Hub;
 
@@ -28,16 +28,19 @@ const EXPIRE_EVERY_MS: i64 = 1_000;
 
 impl Hub {
     /// Stores the execution and its targets, then sends the run to every target connected now;
-    /// how many that was.
-    pub async fn start_execution(&self, execution: NewExecution) -> Result<usize, StoreError> {
+    /// how many that was. Under an idempotency key used already, nothing is created or sent:
+    /// the store's answer says which execution holds the key.
+    pub async fn start_execution(&self, execution: NewExecution) -> Result<(Created, usize), StoreError> {
         let order = RunOrder {
             execution_id: execution.execution_id.clone(),
             deadline_ms: execution.deadline_ms,
             steps: execution.steps.clone(),
         };
         let targets = execution.targets.clone();
-        self.work.create_execution(execution).await?;
-        Ok(self.dispatch(&order, targets).await)
+        match self.work.create_execution(execution).await? {
+            Created::New => Ok((Created::New, self.dispatch(&order, targets).await)),
+            existing => Ok((existing, 0)),
+        }
     }
 
     /// Sends a run to each of `agent_ids` that is connected here, but never a change to a

@@ -153,3 +153,9 @@ pub(crate) fn result_refusal(status: &str, stored: i64) -> Option<crate::work::T
         _ => Some(Taken::NotOpen),
     }
 }
+
+/// An idempotency key found on an execution already (with `digest` of its arguments): what
+/// creating another under it with `wanted` (the new arguments' digest) comes to.
+pub(crate) fn existing_execution(execution_id: String, digest: Option<&str>, wanted: &str) -> crate::work::Created {
+    crate::work::Created::Existing { execution_id, same_arguments: digest == Some(wanted) }
+}

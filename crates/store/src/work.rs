@@ -24,6 +24,27 @@ pub struct NewExecution {
     pub created_at_ms: i64,
     pub deadline_ms: i64,
     pub targets: Vec<String>,
+    /// The client's idempotency key and a digest of the arguments it came with: a second
+    /// execution under the same key (same `requested_by`) is not created.
+    pub idempotency: Option<Idempotency>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Idempotency {
+    pub key: String,
+    pub arguments_digest: String,
+}
+
+/// What creating an execution did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Created {
+    New,
+    /// The key was used already, by this execution: with the same arguments (a retry), or
+    /// with others (a mistake to refuse).
+    Existing {
+        execution_id: String,
+        same_arguments: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +131,9 @@ pub struct QuarantineRecord {
 
 #[async_trait]
 pub trait WorkStore: Send + Sync {
-    async fn create_execution(&self, execution: NewExecution) -> Result<()>;
+    /// Creates the execution and its targets in one transaction, unless its idempotency key
+    /// was used already by the same principal (then nothing is created).
+    async fn create_execution(&self, execution: NewExecution) -> Result<Created>;
     /// An execution's run (if it is neither cancelled nor past `now_ms`) and its targets not
     /// yet sent it: what a replica sends its connected agents when another created it.
     async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>>;

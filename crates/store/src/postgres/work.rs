@@ -15,26 +15,43 @@ use super::responses;
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::RowPage;
 use crate::changes::Change;
+use crate::rules::existing_execution;
 use crate::work::{
-    Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
-    WorkStore,
+    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
+    TargetRecord, WorkStore,
 };
 
 type Result<T> = std::result::Result<T, StoreError>;
 
 #[async_trait]
 impl WorkStore for PostgresStore {
-    async fn create_execution(&self, e: NewExecution) -> Result<()> {
+    async fn create_execution(&self, e: NewExecution) -> Result<Created> {
         let steps = serde_json::to_string(&e.steps).map_err(StoreError::backend)?;
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            execute(
+            let key = e.idempotency.as_ref().map(|i| i.key.as_str());
+            let digest = e.idempotency.as_ref().map(|i| i.arguments_digest.as_str());
+            // Under a key, a concurrent retry waits on the unique index and then finds this one.
+            let inserted = execute(
                 &tx,
-                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms],
+                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms, &key, &digest],
             )
             .await?;
+            if inserted == 0 {
+                let found = row(
+                    &tx,
+                    "SELECT execution_id, arguments_digest FROM execution WHERE requested_by = $1 AND idempotency_key = $2",
+                    &[&e.requested_by, &key],
+                )
+                .await?
+                .ok_or_else(|| PgError::Invalid("an idempotency key's execution vanished".into()))?;
+                let digest_found: Option<String> = found.try_get(1)?;
+                return Ok(existing_execution(found.try_get(0)?, digest_found.as_deref(), digest.unwrap_or("")));
+            }
             execute(
                 &tx,
                 "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) SELECT $1, a, 'pending', $3 FROM unnest($2::text[]) AS a",
@@ -42,7 +59,8 @@ impl WorkStore for PostgresStore {
             )
             .await?;
             self.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
-            Ok(tx.commit().await?)
+            tx.commit().await?;
+            Ok(Created::New)
         })
         .await
     }

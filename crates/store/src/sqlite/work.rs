@@ -18,9 +18,10 @@ use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::RowPage;
+use crate::rules::existing_execution;
 use crate::work::{
-    Cancelled, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken, TargetRecord,
-    WorkStore,
+    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
+    TargetRecord, WorkStore,
 };
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -74,12 +75,26 @@ fn targets(c: &Connection, execution_id: &str) -> rusqlite::Result<Vec<TargetRec
     stmt.query_map(params![execution_id], target_row)?.collect()
 }
 
-fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<()> {
+fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<Created> {
     let steps = serde_json::to_string(&e.steps).expect("run steps serialize");
     let tx = c.transaction()?;
+    let (key, digest) = (e.idempotency.as_ref().map(|i| &i.key), e.idempotency.as_ref().map(|i| &i.arguments_digest));
+    if let (Some(key), Some(wanted)) = (key, digest) {
+        let found: Option<(String, Option<String>)> = tx
+            .query_row(
+                "SELECT execution_id, arguments_digest FROM execution WHERE requested_by = ?1 AND idempotency_key = ?2",
+                params![e.requested_by, key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((execution_id, found)) = found {
+            return Ok(existing_execution(execution_id, found.as_deref(), wanted));
+        }
+    }
     tx.execute(
-        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms],
+        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms, key, digest],
     )?;
     {
         let mut insert = tx.prepare_cached(
@@ -89,12 +104,13 @@ fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<()> {
             insert.execute(params![e.execution_id, agent_id, e.created_at_ms])?;
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(Created::New)
 }
 
 #[async_trait]
 impl WorkStore for SqliteStore {
-    async fn create_execution(&self, execution: NewExecution) -> Result<()> {
+    async fn create_execution(&self, execution: NewExecution) -> Result<Created> {
         self.run(move |c| create(c, &execution)).await
     }
 

@@ -130,6 +130,7 @@ async fn postgres_replicas_hear_each_others_changes() {
         created_at_ms: 0,
         deadline_ms: 10,
         targets: vec![agent.clone()],
+        idempotency: None,
     };
     b.work.create_execution(execution).await.unwrap();
     b.work.set_quarantine(&agent, true, None).await.unwrap();

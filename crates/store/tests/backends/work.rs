@@ -14,6 +14,7 @@ crate::matrix!(
     presence_and_undelivered_runs,
     refused_targets_are_final_and_never_due,
     a_result_is_taken_only_for_a_target_sent_the_run_and_still_open,
+    an_idempotency_key_creates_one_execution_per_principal,
 );
 
 fn step(definition: &str) -> RunStep {
@@ -56,6 +57,7 @@ async fn execution(r: &Repositories, id: &str, targets: &[String], deadline_ms: 
         created_at_ms: 10,
         deadline_ms,
         targets: targets.to_vec(),
+        idempotency: None,
     };
     r.work.create_execution(e).await.unwrap();
 }
@@ -259,4 +261,45 @@ async fn a_result_is_taken_only_for_a_target_sent_the_run_and_still_open(r: Repo
     let statuses: Vec<TargetStatus> = store.targets("exe-0a").await.unwrap().iter().map(|t| t.status).collect();
     assert_eq!(statuses, [TargetStatus::Cancelled; 3], "nothing changed");
     assert!(store.steps("exe-0a").await.unwrap().is_empty() && store.steps("exe-0b").await.unwrap().is_empty());
+}
+
+/// Fidelity: an idempotency key names one execution per principal, on every backend, and a
+/// burst of the same retry creates it once.
+async fn an_idempotency_key_creates_one_execution_per_principal(r: Repositories) {
+    use toolgate_store::{Created, Idempotency};
+    let ids = with_agents(&r, 1).await;
+    let keyed = |id: &str, by: &str, digest: &str| NewExecution {
+        execution_id: id.into(),
+        kind: "instruction".into(),
+        steps: vec![step("file_hash")],
+        scope: None,
+        requested_by: by.into(),
+        created_at_ms: 10,
+        deadline_ms: 1_000,
+        targets: ids.clone(),
+        idempotency: Some(Idempotency { key: "retry-1".into(), arguments_digest: digest.into() }),
+    };
+    let store = &r.work;
+    assert_eq!(store.create_execution(keyed("exe-k1", "alice", "d1")).await.unwrap(), Created::New);
+    assert_eq!(
+        store.create_execution(keyed("exe-k2", "alice", "d1")).await.unwrap(),
+        Created::Existing { execution_id: "exe-k1".into(), same_arguments: true }
+    );
+    assert_eq!(
+        store.create_execution(keyed("exe-k3", "alice", "d2")).await.unwrap(),
+        Created::Existing { execution_id: "exe-k1".into(), same_arguments: false }
+    );
+    assert_eq!(
+        store.create_execution(keyed("exe-k4", "bob", "d1")).await.unwrap(),
+        Created::New,
+        "keys are per principal"
+    );
+    assert!(store.execution("exe-k2").await.unwrap().is_none() && store.execution("exe-k3").await.unwrap().is_none());
+    let burst = (0..8).map(|i| {
+        let (store, e) = (r.work.clone(), keyed(&format!("exe-c{i}"), "carol", "d1"));
+        tokio::spawn(async move { store.create_execution(e).await.unwrap() })
+    });
+    let created = futures_util::future::join_all(burst).await;
+    let new = created.iter().filter(|c| *c.as_ref().unwrap() == Created::New).count();
+    assert_eq!(new, 1, "{created:?}");
 }
