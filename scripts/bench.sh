@@ -34,15 +34,15 @@ fi
 [ "$(nproc)" -ge 2 ] || { echo "bench.sh needs 2 cores (server and load on separate ones)"; exit 1; }
 
 # BENCH_NO_BUILD=1: measure the binaries an earlier run built (target/bench/toolgate-N).
-[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --release -p toolgate-floor
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --profile dist -p toolgate-floor
 for n in $(printf '%s\n' $SIZES $RSS_TOOLS | sort -un); do
   [ -z "${BENCH_NO_BUILD:-}" ] || { python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null; continue; }
   python3 scripts/gen_catalogue.py "$n" "$OUT/catalogue-$n" >/dev/null
   TOOLGATE_TOOLS="$OUT/catalogue-$n/tools.yaml" TOOLGATE_POLICY="$OUT/catalogue-$n/policy.yaml" \
-    cargo build -q --locked --release --bin toolgate
-  cp target/release/toolgate "$OUT/toolgate-$n"
+    cargo build -q --locked --profile dist --bin toolgate
+  cp target/dist/toolgate "$OUT/toolgate-$n"
 done
-[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --release --bin toolgate   # the shipped catalogue again
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --profile dist --bin toolgate   # the shipped catalogue again
 
 PID=""
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null || true; }
@@ -75,7 +75,7 @@ echo "toolgate hot-path benchmark: $(nproc) cores, server on core 0, wrk -t1 -c$
 printf '%-6s %-9s %-8s %10s %9s %9s %8s\n' tools server load "req/s" "p50 ms" "p99 ms" ratio
 for n in $SIZES; do
   declare -A FLOOR=()
-  start "$OUT/floor-$n.log" target/release/toolgate-floor "$OUT/catalogue-$n/tools.yaml" "$OUT/catalogue-$n/policy.yaml" operator 127.0.0.1:0
+  start "$OUT/floor-$n.log" target/dist/toolgate-floor "$OUT/catalogue-$n/tools.yaml" "$OUT/catalogue-$n/policy.yaml" operator 127.0.0.1:0
   floor_idle=$(kib VmRSS)
   for mode in list list-c1 read write invalid; do
     r=$(load "$mode" "")

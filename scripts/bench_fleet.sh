@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-10000}"
 command -v taskset >/dev/null || { echo "needs taskset (util-linux)"; exit 1; }
-cargo build -q --release --locked -p toolgate --bin toolgate && cargo build -q --release --locked -p toolgate-agent-load
+cargo build -q --profile dist --locked -p toolgate --bin toolgate && cargo build -q --profile dist --locked -p toolgate-agent-load
 # Every agent is a socket on each side.
 ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -gt $((N + 1000)) ] || { echo "the open-file limit ($(ulimit -n)) is too low for $N agents"; exit 1; }
@@ -24,7 +24,7 @@ trap cleanup EXIT
 start_server() {
   : >"$WORK/server.log"
   # Default limits: agents have their own handshake and connection caps.
-  taskset -c 0 target/release/toolgate serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
+  taskset -c 0 target/dist/toolgate serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
     >>"$WORK/server.log" 2>"$WORK/server.err" &
   SERVER=$!
   for _ in $(seq 200); do grep -q 'serving MCP on' "$WORK/server.log" 2>/dev/null && return; sleep 0.05; done
@@ -45,8 +45,8 @@ start_server
 TOKEN="$(grep -oE 'tg_[A-Za-z0-9_-]+' "$WORK/server.log" | head -1)"
 sleep 1
 RSS_IDLE=$(rss_kib "$SERVER")
-ENROLL="$(target/release/toolgate enroll-token create --uses "$N" --expires-in 1h --data-dir "$WORK/data" | grep -oE 'tge_[A-Za-z0-9_-]+' | head -1)"
-taskset -c 1 target/release/toolgate-agent-load "http://127.0.0.1:$PORT" "$ENROLL" "$WORK/agents" "$N" 10000 2>"$WORK/load.err" &
+ENROLL="$(target/dist/toolgate enroll-token create --uses "$N" --expires-in 1h --data-dir "$WORK/data" | grep -oE 'tge_[A-Za-z0-9_-]+' | head -1)"
+taskset -c 1 target/dist/toolgate-agent-load "http://127.0.0.1:$PORT" "$ENROLL" "$WORK/agents" "$N" 10000 2>"$WORK/load.err" &
 LOAD=$!
 echo "enrolling and connecting $N agents..."
 ENROLLED_IN=$(wait_online)
