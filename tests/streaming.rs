@@ -78,6 +78,10 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
         (json!(true), json!({"succeeded": 3})),
         "{answer}"
     );
+    // Fidelity: every progress frame names its execution in `_meta`.
+    for p in progress {
+        assert_eq!(p["params"]["_meta"]["toolgate/execution_id"], content["execution_id"], "{p}");
+    }
     assert_eq!(content["retry_after_ms"], Value::Null);
     let validator = jsonschema::validator_for(&schemas["execute_instruction"]).unwrap();
     assert!(validator.is_valid(content), "{content}");

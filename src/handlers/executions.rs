@@ -197,7 +197,7 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
     }
     let total = s.targeted as f64;
     let message = |done: i64| format!("{done} of {} agents responded ({})", s.targeted, s.execution_id);
-    progress.report(0.0, Some(total), Some(&message(0)));
+    progress.report_execution(&s.execution_id, 0.0, Some(total), Some(&message(0)));
     let until = tokio::time::Instant::now() + FOLLOW_AT_MOST;
     loop {
         let stopped = tokio::select! {
@@ -206,7 +206,7 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
         };
         let header = header(ctx, &s.execution_id).await?;
         let responded: i64 = header.counts.iter().filter(|(status, _)| status.is_final()).map(|(_, n)| n).sum();
-        progress.report(responded as f64, Some(total), Some(&message(responded)));
+        progress.report_execution(&s.execution_id, responded as f64, Some(total), Some(&message(responded)));
         if stopped || responded as usize >= s.targeted || tokio::time::Instant::now() >= until {
             return Ok(Some(header));
         }

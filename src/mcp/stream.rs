@@ -72,6 +72,9 @@ fn log_notification(level: LogLevel, message: &str) -> String {
     json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params}).to_string()
 }
 
+/// The `_meta` key a progress notification names its execution under.
+pub const EXECUTION_ID_META: &str = "toolgate/execution_id";
+
 fn progress_notification(token: &Value, p: &Progress) -> String {
     let mut params = json!({"progressToken": token, "progress": p.progress});
     if let Some(total) = p.total {
@@ -79,6 +82,9 @@ fn progress_notification(token: &Value, p: &Progress) -> String {
     }
     if let Some(message) = &p.message {
         params["message"] = json!(message);
+    }
+    if let Some(execution_id) = &p.execution_id {
+        params["_meta"] = json!({EXECUTION_ID_META: execution_id});
     }
     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string()
 }

@@ -15,6 +15,8 @@ pub struct Progress {
     pub progress: f64,
     pub total: Option<f64>,
     pub message: Option<String>,
+    /// The execution this progress is of, when it is one (`_meta["toolgate/execution_id"]`).
+    pub execution_id: Option<String>,
 }
 
 type Deliver = dyn Fn(Progress) + Send + Sync;
@@ -51,6 +53,22 @@ impl ProgressSink {
     /// Reports progress. MCP requires it to increase: a value not above the last one is
     /// dropped, and so is everything when nobody listens. Returns whether it was delivered.
     pub fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> bool {
+        self.deliver(progress, total, message, None)
+    }
+
+    /// [`ProgressSink::report`] for execution `execution_id`, which the notification names, so
+    /// a client following several executions on one stream can tell them apart.
+    pub fn report_execution(
+        &self,
+        execution_id: &str,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> bool {
+        self.deliver(progress, total, message, Some(execution_id))
+    }
+
+    fn deliver(&self, progress: f64, total: Option<f64>, message: Option<&str>, execution_id: Option<&str>) -> bool {
         let Some(reporter) = &self.0 else { return false };
         {
             let mut last = reporter.last.lock().unwrap_or_else(|e| e.into_inner());
@@ -59,7 +77,8 @@ impl ProgressSink {
             }
             *last = Some(progress);
         }
-        (reporter.deliver)(Progress { progress, total, message: message.map(str::to_string) });
+        let (message, execution_id) = (message.map(str::to_string), execution_id.map(str::to_string));
+        (reporter.deliver)(Progress { progress, total, message, execution_id });
         true
     }
 }
