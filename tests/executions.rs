@@ -113,6 +113,14 @@ fn a_read_only_bundle_across_a_scope_returns_each_agents_hostname_and_file_hash(
             agent["steps"].as_array().unwrap().iter().map(|s| s["status"].as_str().unwrap()).collect();
         assert_eq!(steps, ["succeeded", "succeeded"], "{result}");
     }
+    // Fidelity: per step, agents expected, answers received, successes.
+    let counted: Vec<(i64, i64, i64)> = result["step_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["expected"].as_i64().unwrap(), c["received"].as_i64().unwrap(), c["succeeded"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(counted, [(3, 3, 3), (3, 3, 3)], "{result}");
     // A bundle stops an agent at its first failure: a missing file, then a step never run.
     let stopped = structured(
         &s,
@@ -130,6 +138,18 @@ fn a_read_only_bundle_across_a_scope_returns_each_agents_hostname_and_file_hash(
         "{result}"
     );
     assert!(steps[0]["error"].as_str().unwrap().contains("/nonexistent/file"), "{result}");
+    assert_eq!(result["step_counts"][1]["received"], 1, "a skipped step is an answer: {result}");
+    assert_eq!(result["step_counts"][0]["succeeded"], 0, "{result}");
+    // Fidelity: one audit row per step of each bundle (2 + 2), beside the calls' own.
+    let api = common::api_credential(&s, "admin");
+    let rows = s.http("GET", "/api/v1/audit?action=execution.bundle_step&limit=100", Some(&api), None).json();
+    let details: Vec<&str> =
+        rows["entries"].as_array().unwrap().iter().map(|e| e["detail"].as_str().unwrap()).collect();
+    assert_eq!(details.len(), 4, "{details:?}");
+    assert!(
+        details.iter().any(|d| d.contains(&format!("bundle {stopped_id} step 1 of 2: os_facts on 1 agent"))),
+        "{details:?}"
+    );
 
     let listed = structured(&s, &schemas, "list_executions", json!({"definition": "file_hash"}));
     assert_eq!(listed["executions"].as_array().unwrap().len(), 2, "{listed}");

@@ -216,6 +216,7 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
 pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> ToolResult {
     let steps = args.steps.into_iter().map(|s| step(&s.definition, s.params)).collect::<Result<Vec<_>, _>>()?;
     let count = steps.len();
+    let definitions: Vec<String> = steps.iter().map(|s| s.definition.clone()).collect();
     let run = Run {
         kind: "bundle",
         steps,
@@ -225,6 +226,9 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
         idempotency_key: args.idempotency_key,
     };
     let s = start(ctx, run).await?;
+    if !s.replayed {
+        audit_steps(ctx, &s, &definitions).await;
+    }
     let mut answer = json!({
         "bundle_id": s.execution_id,
         "steps": count,
@@ -237,6 +241,27 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
         answer["replayed"] = json!(true);
     }
     Ok(ToolOutput::Structured(answer))
+}
+
+/// One audit row per step of a new bundle (beside the call's own), so a step can be found in
+/// the log by its definition, durable before the answer as the call's row is.
+async fn audit_steps(ctx: &ToolContext, s: &Started, definitions: &[String]) {
+    use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+    let services = ctx.services();
+    for (i, definition) in definitions.iter().enumerate() {
+        let detail = format!(
+            "bundle {} step {i} of {}: {definition} on {} agent(s)",
+            s.execution_id,
+            definitions.len(),
+            s.targeted
+        );
+        let event = AuditEvent::new(services.clock().now_ms(), "execution.bundle_step", AuditOutcome::Success)
+            .by(ctx.caller())
+            .target(format!("{}#{i}", s.execution_id))
+            .detail(detail)
+            .correlation(ctx.correlation_id().to_string());
+        services.audit().record_durable(event).await;
+    }
 }
 
 pub(crate) async fn header(ctx: &ToolContext, execution_id: &str) -> Result<ExecutionHeader, ToolError> {
@@ -391,9 +416,22 @@ pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -
         })
         .collect();
     let (_, _, finished) = counts(&header);
+    // Per step: agents expected to answer it, answers received, and how many succeeded.
+    let expected = targets.len();
+    let step_counts: Vec<Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, definition)| {
+            let answered = steps.iter().filter(|s| s.step == i);
+            let received = answered.clone().count();
+            let succeeded = answered.filter(|s| s.status == "succeeded").count();
+            json!({"step": i, "definition": definition, "expected": expected, "received": received, "succeeded": succeeded})
+        })
+        .collect();
     Ok(ToolOutput::Structured(json!({
         "bundle_id": header.execution_id,
         "steps": names,
+        "step_counts": step_counts,
         "finished": finished,
         "agents": agents,
         "retry_after_ms": poll_verdict("get_bundle_result", finished),
