@@ -29,6 +29,22 @@ pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
 pub const POLLS: &str = "toolgate_mcp_poll_total";
 pub const CONSOLE_SIGN_INS: &str = "toolgate_console_sign_ins_total";
 pub const CONSOLE_STEP_UPS: &str = "toolgate_console_step_ups_total";
+pub const SESSIONS_OPENED: &str = "toolgate_mcp_sessions_opened_total";
+pub const STREAMS_REFUSED: &str = "toolgate_mcp_streams_refused_total";
+pub const STREAMS_CLOSED: &str = "toolgate_mcp_streams_closed_total";
+pub const REPLAY_EVICTIONS: &str = "toolgate_mcp_replay_evictions_total";
+pub const CANCELLATIONS: &str = "toolgate_mcp_cancellations_total";
+
+/// Why a stream was refused: the caps `admission` names.
+pub const STREAM_REFUSAL_REASONS: [&str; 4] =
+    ["post_per_principal_cap", "get_per_principal_cap", "post_global_cap", "get_global_cap"];
+/// Why a stream ended: its result went out (`completed`), its client left first
+/// (`client_gone`), or the server ended it (the `stream_closed` reasons).
+pub const STREAM_CLOSE_REASONS: [&str; 6] =
+    ["completed", "client_gone", "credential_revoked", "session_terminated", "superseded", "record_gone"];
+/// What a `notifications/cancelled` found: a call in flight, or none by that id; and the
+/// calls cancelled because their session ended.
+pub const CANCELLATION_OUTCOMES: [&str; 3] = ["cancelled", "unknown", "session_ended"];
 pub const STORE_SECONDS: &str = toolgate_store::STORE_SECONDS;
 
 /// Store latency buckets, seconds: a cached read is tens of microseconds, an fsync about a
@@ -74,6 +90,11 @@ fn describe() {
     describe_counter!(POLLS, "Result polls by tool and verdict (ready, not_ready)");
     describe_counter!(CONSOLE_SIGN_INS, "Console sign-in attempts by result (success, denied, locked)");
     describe_counter!(CONSOLE_STEP_UPS, "Console step-up codes by result (success, denied, locked)");
+    describe_counter!(SESSIONS_OPENED, "Handshake-era MCP sessions opened");
+    describe_counter!(STREAMS_REFUSED, "Streams refused by the cap that refused them");
+    describe_counter!(STREAMS_CLOSED, "Streams ended, by why");
+    describe_counter!(REPLAY_EVICTIONS, "Frames evicted from sessions' replay rings before a client read them");
+    describe_counter!(CANCELLATIONS, "Cancellations of calls in flight, by outcome");
     describe_histogram!(
         STORE_SECONDS,
         metrics::Unit::Seconds,
@@ -87,6 +108,17 @@ fn describe() {
     for result in ["success", "denied", "locked"] {
         counter!(CONSOLE_SIGN_INS, "result" => result).absolute(0);
         counter!(CONSOLE_STEP_UPS, "result" => result).absolute(0);
+    }
+    counter!(SESSIONS_OPENED).absolute(0);
+    counter!(REPLAY_EVICTIONS).absolute(0);
+    for reason in STREAM_REFUSAL_REASONS {
+        counter!(STREAMS_REFUSED, "reason" => reason).absolute(0);
+    }
+    for reason in STREAM_CLOSE_REASONS {
+        counter!(STREAMS_CLOSED, "reason" => reason).absolute(0);
+    }
+    for outcome in CANCELLATION_OUTCOMES {
+        counter!(CANCELLATIONS, "outcome" => outcome).absolute(0);
     }
 }
 
@@ -274,6 +306,29 @@ pub fn poll(tool: &'static str, ready: bool) {
 /// replayed code) or `locked` (refused unchecked while locked).
 pub fn console_sign_in(result: &'static str) {
     counter!(CONSOLE_SIGN_INS, "result" => result).increment(1);
+}
+
+pub fn session_opened() {
+    counter!(SESSIONS_OPENED).increment(1);
+}
+
+/// One of [`STREAM_REFUSAL_REASONS`].
+pub fn stream_refused(reason: &'static str) {
+    counter!(STREAMS_REFUSED, "reason" => reason).increment(1);
+}
+
+/// One of [`STREAM_CLOSE_REASONS`].
+pub fn stream_closed(reason: &'static str) {
+    counter!(STREAMS_CLOSED, "reason" => reason).increment(1);
+}
+
+pub fn replay_evicted(frames: u64) {
+    counter!(REPLAY_EVICTIONS).increment(frames);
+}
+
+/// One of [`CANCELLATION_OUTCOMES`], `count` times.
+pub fn cancellations(outcome: &'static str, count: u64) {
+    counter!(CANCELLATIONS, "outcome" => outcome).increment(count);
 }
 
 /// A step-up code (deciding an approval, minting a credential): `success`, `denied` (wrong,

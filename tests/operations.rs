@@ -260,3 +260,53 @@ fn a_backup_taken_under_load_restores_to_a_working_server() {
     let rows = audit.json()["entries"].as_array().unwrap().len();
     assert!(rows <= 51, "{rows} rows: at most the calls made before the copy, plus this one");
 }
+
+/// Fidelity: the stream series the seeds' runbooks alert on exist from the start and move
+/// with what happens: a session opened, a streamed execution that completes, a cancellation
+/// for a request that is not in flight.
+#[test]
+fn stream_metrics_count_sessions_streams_and_cancellations() {
+    let logs = tempfile::tempdir().unwrap();
+    let extra = ["--local-agent", "--metrics-listen", "127.0.0.1:0"];
+    let s = start_logging_to(tempfile::tempdir().unwrap(), &extra, &[], Some(logs.path()));
+    let agent = wait_for_agents(&s, &s.token, 1).remove(0);
+    let metrics = metrics_address(logs.path());
+    let before = scrape(&s, metrics);
+    for series in [
+        "toolgate_mcp_sessions_opened_total",
+        "toolgate_mcp_replay_evictions_total",
+        "toolgate_mcp_streams_refused_total{reason=\"post_per_principal_cap\"}",
+        "toolgate_mcp_streams_refused_total{reason=\"get_global_cap\"}",
+        "toolgate_mcp_streams_closed_total{reason=\"completed\"}",
+        "toolgate_mcp_streams_closed_total{reason=\"client_gone\"}",
+        "toolgate_mcp_streams_closed_total{reason=\"credential_revoked\"}",
+        "toolgate_mcp_cancellations_total{outcome=\"unknown\"}",
+    ] {
+        assert!(before.contains_key(series), "{series} is not served from the start: {before:#?}");
+    }
+    let auth = format!("Bearer {}", s.token);
+    let session = common::initialize(&s, &s.token, json!({}));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}});
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    assert_eq!(common::request(s.addr, "POST", &headers, Some(&cancel.to_string())).status, 202);
+    let streamed = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "execute_instruction", "arguments": {"definition": "os_facts", "agent_ids": [agent]},
+        "_meta": {"progressToken": "p"}}});
+    let sse = [
+        ("Authorization", auth.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let r = common::request(s.addr, "POST", &sse, Some(&streamed.to_string()));
+    assert_eq!(r.header("content-type"), Some("text/event-stream"), "{r:?}");
+    let after = scrape(&s, metrics);
+    let moved = |series: &str| after.get(series).copied().unwrap_or(0.0) - before.get(series).copied().unwrap_or(0.0);
+    assert_eq!(moved("toolgate_mcp_sessions_opened_total"), 1.0);
+    assert_eq!(moved("toolgate_mcp_cancellations_total{outcome=\"unknown\"}"), 1.0);
+    assert_eq!(moved("toolgate_mcp_streams_closed_total{reason=\"completed\"}"), 1.0, "{after:#?}");
+    assert_eq!(moved("toolgate_mcp_streams_closed_total{reason=\"client_gone\"}"), 0.0);
+}

@@ -45,7 +45,18 @@ pub enum StreamCap {
 
 impl StreamCap {
     /// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
+    /// The metrics label of this refusal (one of `metrics::STREAM_REFUSAL_REASONS`).
+    fn reason(self) -> &'static str {
+        match self {
+            StreamCap::Principal(_, StreamKind::Call) => "post_per_principal_cap",
+            StreamCap::Principal(_, StreamKind::Channel) => "get_per_principal_cap",
+            StreamCap::Server(_, StreamKind::Call) => "post_global_cap",
+            StreamCap::Server(_, StreamKind::Channel) => "get_global_cap",
+        }
+    }
+
     pub fn refusal(self, server: &McpServer, id: &Value) -> Reply {
+        crate::metrics::stream_refused(self.reason());
         let message = match self {
             StreamCap::Principal(n, StreamKind::Call) => {
                 format!("stream limit reached: this principal already holds {n} streamed answers")

@@ -77,6 +77,7 @@ impl CloseReason {
 /// The last frame of a stream the server ends before its result, with why.
 pub fn stream_closed(reason: CloseReason) -> String {
     let (reason, remediation) = reason.parts();
+    crate::metrics::stream_closed(reason);
     json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
         "reason": reason, "remediation": remediation,
     }})
@@ -157,6 +158,16 @@ struct Follower {
     done: bool,
 }
 
+impl Drop for Follower {
+    fn drop(&mut self) {
+        // Its connection went before the stream's end (in a session the call goes on and the
+        // client may resume).
+        if !self.done {
+            crate::metrics::stream_closed("client_gone");
+        }
+    }
+}
+
 impl Follower {
     fn stream(&self) -> u64 {
         match self.following {
@@ -201,6 +212,7 @@ impl Follower {
                     self.cursor = Some(event.id.seq);
                     if event.last {
                         self.done = true;
+                        crate::metrics::stream_closed("completed");
                         break;
                     }
                 }

@@ -192,6 +192,7 @@ async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Opt
         };
     server.share_session(&session_id, &caller.principal.name, version, &capabilities).await;
     audit_session(server, caller, "session.open", &session_id);
+    crate::metrics::session_opened();
     let result = json!({
         "protocolVersion": version,
         "capabilities": {

@@ -57,7 +57,9 @@ impl InFlight {
 
     /// Fires the request's cancellation token; false when no such request is in flight.
     pub fn cancel(&self, session_id: &str, request_id: &Value) -> bool {
-        self.lock().get(&key(session_id, request_id)).map(CancellationToken::cancel).is_some()
+        let found = self.lock().get(&key(session_id, request_id)).map(CancellationToken::cancel).is_some();
+        crate::metrics::cancellations(if found { "cancelled" } else { "unknown" }, 1);
+        found
     }
 
     /// The session ended: every call still running in it is cancelled (a handler waiting on
@@ -65,7 +67,9 @@ impl InFlight {
     pub fn cancel_session(&self, session_id: &str) -> usize {
         let requests = self.lock();
         let in_session = requests.iter().filter(|((session, _), _)| session == session_id);
-        in_session.map(|(_, token)| token.cancel()).count()
+        let cancelled = in_session.map(|(_, token)| token.cancel()).count();
+        crate::metrics::cancellations("session_ended", cancelled as u64);
+        cancelled
     }
 }
 

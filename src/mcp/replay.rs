@@ -152,7 +152,12 @@ impl Ring {
             inner.events.push_back(Event { id, data, last });
             let over_budget =
                 |freed: usize| self.budget.load(Ordering::Relaxed).saturating_sub(freed) > self.budget_limit;
+            let before = inner.events.len() + 1;
             let freed = evict(&mut inner, over_budget);
+            let evicted = before.saturating_sub(inner.events.len() + 1);
+            if evicted > 0 {
+                crate::metrics::replay_evicted(evicted as u64);
+            }
             self.budget.fetch_sub(freed, Ordering::Relaxed);
             id
         };

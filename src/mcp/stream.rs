@@ -89,6 +89,14 @@ fn progress_notification(token: &Value, p: &Progress) -> String {
     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string()
 }
 
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if !self.ended {
+            crate::metrics::stream_closed("client_gone");
+        }
+    }
+}
+
 /// Fires the call's cancellation token when the stream is dropped before the result went out
 /// (the client went away).
 struct Detach {
@@ -105,6 +113,8 @@ impl Drop for Detach {
 }
 
 struct Streaming {
+    /// Whether the stream reached its end (its result, or a close frame with its reason).
+    ended: bool,
     /// The request's id (an internal error still answers it).
     id: Value,
     first: Option<String>,
@@ -195,7 +205,7 @@ pub async fn tools_call(
         let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
         return Reply::stream(follow::follow(follower_server, token_id, ring, following, None));
     }
-    let state = Streaming { id: request_id, first: Some(first), frames, call: Some(call), detach, watch };
+    let state = Streaming { ended: false, id: request_id, first: Some(first), frames, call: Some(call), detach, watch };
     let events: BoxStream<'static, Result<Bytes, Infallible>> =
         Box::pin(futures_util::stream::unfold(state, |mut s| async move {
             if let Some(first) = s.first.take() {
@@ -213,11 +223,14 @@ pub async fn tools_call(
                     s.call = None;
                     s.detach.cancellation.cancel();
                     s.detach.finished = true;
+                    s.ended = true;
                     Some((Ok(frame(None, &stream_closed(CloseReason::CredentialRevoked))), s))
                 }
                 reply = call => {
                     s.call = None;
                     s.detach.finished = true;
+                    s.ended = true;
+                    crate::metrics::stream_closed("completed");
                     // Progress reported just before the end goes out before the result.
                     let mut out = String::new();
                     while let Ok(next) = s.frames.try_recv() {
