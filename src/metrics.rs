@@ -40,8 +40,15 @@ pub const STREAM_REFUSAL_REASONS: [&str; 4] =
     ["post_per_principal_cap", "get_per_principal_cap", "post_global_cap", "get_global_cap"];
 /// Why a stream ended: its result went out (`completed`), its client left first
 /// (`client_gone`), or the server ended it (the `stream_closed` reasons).
-pub const STREAM_CLOSE_REASONS: [&str; 6] =
-    ["completed", "client_gone", "credential_revoked", "session_terminated", "superseded", "record_gone"];
+pub const STREAM_CLOSE_REASONS: [&str; 7] = [
+    "completed",
+    "client_gone",
+    "credential_revoked",
+    "auth_unavailable",
+    "session_terminated",
+    "superseded",
+    "record_gone",
+];
 /// What a `notifications/cancelled` found: a call in flight, or none by that id; and the
 /// calls cancelled because their session ended.
 pub const CANCELLATION_OUTCOMES: [&str; 3] = ["cancelled", "unknown", "session_ended"];

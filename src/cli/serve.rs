@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// requests are then not run, each answered with an error.
     #[arg(long, value_name = "BYTES", default_value_t = AnswerLimits::default().max_batch_bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..), env = "TOOLGATE_MAX_BATCH_ANSWER_BYTES")]
     max_batch_answer_bytes: usize,
+    /// How long a stream lives on while its credential cannot be checked (the store is
+    /// down) before it ends with `auth_unavailable`: 60s, 5m.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds, env = "TOOLGATE_STREAM_AUTH_GRACE")]
+    stream_auth_grace: i64,
     /// A session unused this long expires: 30m, 1h, 90s.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds, env = "TOOLGATE_SESSION_IDLE_TIMEOUT")]
     session_idle_timeout: i64,
@@ -174,6 +178,7 @@ impl ServeArgs {
                 idle_ms: self.session_idle_timeout * 1000,
             },
             streams: StreamLimits {
+                auth_unavailable_grace: Duration::from_secs(self.stream_auth_grace.max(0) as u64),
                 max_total: self.max_streams,
                 max_per_principal: self.max_streams_per_principal,
                 max_channels_per_principal: self.max_channels_per_principal,

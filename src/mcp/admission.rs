@@ -15,6 +15,9 @@ use super::{McpServer, Reply};
 
 #[derive(Clone, Copy, Debug)]
 pub struct StreamLimits {
+    /// How long a stream lives on while its credential cannot be checked (the store is
+    /// down) before it ends with `auth_unavailable`.
+    pub auth_unavailable_grace: std::time::Duration,
     pub max_total: usize,
     /// Streamed calls (POST answers) per principal.
     pub max_per_principal: usize,
@@ -24,7 +27,12 @@ pub struct StreamLimits {
 
 impl Default for StreamLimits {
     fn default() -> Self {
-        Self { max_total: 1024, max_per_principal: 16, max_channels_per_principal: 16 }
+        Self {
+            auth_unavailable_grace: std::time::Duration::from_secs(60),
+            max_total: 1024,
+            max_per_principal: 16,
+            max_channels_per_principal: 16,
+        }
     }
 }
 
@@ -179,7 +187,12 @@ mod tests {
 
     #[test]
     fn caps_per_principal_and_in_all_and_places_come_back() {
-        let limits = StreamLimits { max_total: 3, max_per_principal: 1, max_channels_per_principal: 1 };
+        let limits = StreamLimits {
+            max_total: 3,
+            max_per_principal: 1,
+            max_channels_per_principal: 1,
+            ..StreamLimits::default()
+        };
         let admission = Arc::new(Admission::new(limits));
         let alice = admission.admit("alice", StreamKind::Call).unwrap();
         assert_eq!(admission.admit("alice", StreamKind::Call).err(), Some(StreamCap::Principal(1, StreamKind::Call)));

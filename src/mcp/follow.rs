@@ -47,6 +47,8 @@ fn ring_frame(event: &Event) -> Bytes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CloseReason {
     CredentialRevoked,
+    /// The credential could not be checked (the store is down) for longer than the grace.
+    AuthUnavailable,
     SessionTerminated,
     Superseded,
     RecordGone,
@@ -58,6 +60,10 @@ impl CloseReason {
             CloseReason::CredentialRevoked => (
                 "credential_revoked",
                 "authenticate again with a valid token; durable work (an execution) goes on and is fetchable by its id",
+            ),
+            CloseReason::AuthUnavailable => (
+                "auth_unavailable",
+                "the server could not check your credential for a while (its store is unavailable): reconnect in a few seconds; durable work (an execution) goes on and is fetchable by its id",
             ),
             CloseReason::SessionTerminated => (
                 "session_terminated",
@@ -88,26 +94,70 @@ pub struct CredentialWatch {
     pub server: Arc<McpServer>,
     pub token_id: String,
     pub every: tokio::time::Interval,
+    grace: AuthGrace,
+}
+
+/// How long a credential may stay uncheckable before its stream ends.
+struct AuthGrace {
+    /// Since when the credential could not be checked (None: the last check answered).
+    failing_since: Option<tokio::time::Instant>,
+    grace: std::time::Duration,
+}
+
+/// What a credential check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Valid,
+    /// Revoked, expired or gone: the stream ends with `credential_revoked`.
+    Invalid,
+    /// Not checkable for longer than the grace: the stream ends with `auth_unavailable`.
+    Unavailable,
 }
 
 impl CredentialWatch {
     pub fn new(server: Arc<McpServer>, token_id: String) -> Self {
         let start = tokio::time::Instant::now() + CREDENTIAL_CHECK_EVERY;
-        Self { server, token_id, every: tokio::time::interval_at(start, CREDENTIAL_CHECK_EVERY) }
+        let grace = AuthGrace { failing_since: None, grace: server.options.streams.auth_unavailable_grace };
+        let every = tokio::time::interval_at(start, CREDENTIAL_CHECK_EVERY);
+        Self { server, token_id, every, grace }
     }
 
-    /// True unless the store says the token is revoked, expired or gone. A store that cannot
-    /// answer does not end the stream on its own: the next check asks again.
-    pub async fn still_valid(&self) -> bool {
+    /// Asks the store whether the token is still active. A store that cannot answer does not
+    /// end the stream at once, nor ever while it answers again within the grace.
+    pub async fn standing(&mut self) -> Standing {
         let services = self.server.services();
-        match services.credentials().token(&self.token_id).await {
-            Ok(Some(token)) => token.state(services.clock().now_secs()) == TokenState::Active,
-            Ok(None) => false,
-            Err(e) => {
-                tracing::warn!("could not re-check a streaming credential: {e}");
-                true
+        let looked_up = services.credentials().token(&self.token_id).await;
+        let looked_up =
+            looked_up.map(|t| t.is_some_and(|t| t.state(services.clock().now_secs()) == TokenState::Active));
+        if let Err(e) = &looked_up {
+            tracing::warn!("could not re-check a streaming credential: {e}");
+        }
+        self.grace.judge(looked_up.map_err(drop), tokio::time::Instant::now())
+    }
+}
+
+impl AuthGrace {
+    /// The verdict on one check's answer at `now` (`Err`: the store did not answer).
+    fn judge(&mut self, answer: Result<bool, ()>, now: tokio::time::Instant) -> Standing {
+        match answer {
+            Ok(valid) => {
+                self.failing_since = None;
+                if valid { Standing::Valid } else { Standing::Invalid }
+            }
+            Err(()) => {
+                let since = *self.failing_since.get_or_insert(now);
+                if now.duration_since(since) >= self.grace { Standing::Unavailable } else { Standing::Valid }
             }
         }
+    }
+}
+
+/// The close a verdict calls for, if any.
+pub fn close_for(standing: Standing) -> Option<CloseReason> {
+    match standing {
+        Standing::Valid => None,
+        Standing::Invalid => Some(CloseReason::CredentialRevoked),
+        Standing::Unavailable => Some(CloseReason::AuthUnavailable),
     }
 }
 
@@ -235,13 +285,14 @@ impl Follower {
             tokio::select! {
                 _ = self.changes.changed() => {}
                 _ = self.watch.every.tick() => {
-                    if self.watch.still_valid().await {
-                        self.pending.push_back(Bytes::from_static(b": the credential is still valid\n\n"));
-                    } else {
-                        if let Following::Call { cancellation: Some(c), .. } = &self.following {
-                            c.cancel();
+                    match close_for(self.watch.standing().await) {
+                        None => self.pending.push_back(Bytes::from_static(b": the credential is still valid\n\n")),
+                        Some(reason) => {
+                            if let Following::Call { cancellation: Some(c), .. } = &self.following {
+                                c.cancel();
+                            }
+                            self.close(reason);
                         }
-                        self.close(CloseReason::CredentialRevoked);
                     }
                 }
             }
@@ -279,4 +330,32 @@ pub fn holding<T: Send + 'static>(
         let _ = &held;
         event
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// A stream of a caller whose credential cannot be checked ends with `auth_unavailable`
+    /// once the store has failed for the whole grace, not before, and not at all when it
+    /// answers again in between (the clock is the test's).
+    #[test]
+    fn an_uncheckable_credential_ends_its_stream_after_the_grace() {
+        let mut grace = AuthGrace { failing_since: None, grace: Duration::from_secs(60) };
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(grace.judge(Err(()), at(0)), Standing::Valid);
+        assert_eq!(grace.judge(Err(()), at(59)), Standing::Valid);
+        assert_eq!(grace.judge(Ok(true), at(61)), Standing::Valid, "answered again: the count starts over");
+        assert_eq!(grace.judge(Err(()), at(62)), Standing::Valid);
+        assert_eq!(grace.judge(Err(()), at(121)), Standing::Valid);
+        assert_eq!(grace.judge(Err(()), at(122)), Standing::Unavailable);
+        assert_eq!(close_for(Standing::Unavailable), Some(CloseReason::AuthUnavailable));
+        assert_eq!(grace.judge(Ok(false), at(123)), Standing::Invalid);
+        assert!(stream_closed(CloseReason::AuthUnavailable).contains("\"reason\":\"auth_unavailable\""));
+    }
 }

@@ -23,7 +23,7 @@ use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSi
 use super::admission::StreamPermit;
 use super::back_channel::{ASK_TIMEOUT, SessionChannel};
 use super::call::{self, Era};
-use super::follow::{self, CloseReason, CredentialWatch, Following, frame, stream_closed};
+use super::follow::{self, CredentialWatch, Following, close_for, frame, stream_closed};
 use super::in_flight::InFlightGuard;
 use super::replay::Ring;
 use super::{McpServer, Payload, Reply};
@@ -216,15 +216,15 @@ pub async fn tools_call(
                 biased;
                 Some(next) = s.frames.recv() => Some((Ok(frame(None, &next)), s)),
                 _ = s.watch.every.tick() => {
-                    if s.watch.still_valid().await {
+                    let Some(reason) = close_for(s.watch.standing().await) else {
                         return Some((Ok(Bytes::from_static(b": the credential is still valid\n\n")), s));
-                    }
+                    };
                     // The call goes on (and is audited); its client hears nothing more of it.
                     s.call = None;
                     s.detach.cancellation.cancel();
                     s.detach.finished = true;
                     s.ended = true;
-                    Some((Ok(frame(None, &stream_closed(CloseReason::CredentialRevoked))), s))
+                    Some((Ok(frame(None, &stream_closed(reason))), s))
                 }
                 reply = call => {
                     s.call = None;
