@@ -406,6 +406,16 @@ fn a_stream_whose_credential_is_revoked_ends_within_seconds_and_its_call_is_stil
     s.cli(&["token", "revoke", &id]);
     let rest = rest_of(stream);
     assert!(rest.contains("notifications/toolgate/stream_closed") && rest.contains("credential_revoked"), "{rest}");
+    // Fidelity: the close frame carries the whole envelope, the opening exchange's id first.
+    let close: Value = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v["method"] == "notifications/toolgate/stream_closed")
+        .expect("a close frame");
+    assert!(close["params"]["correlation_id"].as_str().is_some_and(|c| c.starts_with("req-")), "{close}");
+    assert_eq!(close["params"]["retry_after_ms"], Value::Null, "{close}");
+    assert!(close["params"]["remediation"].as_str().is_some(), "{close}");
     assert!(!rest.contains("\"result\""), "a revoked credential hears nothing more of the call: {rest}");
     // The call itself ended (detached) and was audited; the execution goes on.
     let deadline = std::time::Instant::now() + PATIENCE;

@@ -55,6 +55,14 @@ pub enum CloseReason {
 }
 
 impl CloseReason {
+    /// When trying again can help, and how soon: only a store outage passes by itself.
+    fn retry_after_ms(self) -> Option<u64> {
+        match self {
+            CloseReason::AuthUnavailable => Some(toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS),
+            _ => None,
+        }
+    }
+
     fn parts(self) -> (&'static str, &'static str) {
         match self {
             CloseReason::CredentialRevoked => (
@@ -81,11 +89,14 @@ impl CloseReason {
 }
 
 /// The last frame of a stream the server ends before its result, with why.
-pub fn stream_closed(reason: CloseReason) -> String {
+/// It carries the whole error envelope: the exchange's correlation id, the retry hint (null
+/// when retrying as-is cannot help) and the remediation.
+pub fn stream_closed(reason: CloseReason, correlation_id: &str) -> String {
+    let retry_after_ms = reason.retry_after_ms();
     let (reason, remediation) = reason.parts();
     crate::metrics::stream_closed(reason);
     json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
-        "reason": reason, "remediation": remediation,
+        "reason": reason, "correlation_id": correlation_id, "retry_after_ms": retry_after_ms, "remediation": remediation,
     }})
     .to_string()
 }
@@ -199,6 +210,8 @@ pub enum Following {
 }
 
 struct Follower {
+    /// The exchange that opened this stream (its close frame names it).
+    correlation_id: String,
     ring: Arc<Ring>,
     following: Following,
     cursor: Option<u64>,
@@ -227,7 +240,7 @@ impl Follower {
     }
 
     fn close(&mut self, reason: CloseReason) {
-        self.pending.push_back(frame(None, &stream_closed(reason)));
+        self.pending.push_back(frame(None, &stream_closed(reason, &self.correlation_id)));
         self.done = true;
     }
 
@@ -309,6 +322,7 @@ pub fn follow(
     cursor: Option<u64>,
 ) -> BoxStream<'static, Result<Bytes, Infallible>> {
     let follower = Follower {
+        correlation_id: server.correlation_id(),
         changes: ring.subscribe(),
         ring,
         following,
@@ -356,6 +370,17 @@ mod tests {
         assert_eq!(grace.judge(Err(()), at(122)), Standing::Unavailable);
         assert_eq!(close_for(Standing::Unavailable), Some(CloseReason::AuthUnavailable));
         assert_eq!(grace.judge(Ok(false), at(123)), Standing::Invalid);
-        assert!(stream_closed(CloseReason::AuthUnavailable).contains("\"reason\":\"auth_unavailable\""));
+        let close: serde_json::Value =
+            serde_json::from_str(&stream_closed(CloseReason::AuthUnavailable, "req-1")).unwrap();
+        let params = &close["params"];
+        assert_eq!(
+            (params["reason"].as_str(), params["correlation_id"].as_str()),
+            (Some("auth_unavailable"), Some("req-1"))
+        );
+        assert_eq!(params["retry_after_ms"], 5000);
+        assert!(params["remediation"].as_str().unwrap().contains("reconnect"));
+        let revoked: serde_json::Value =
+            serde_json::from_str(&stream_closed(CloseReason::CredentialRevoked, "r")).unwrap();
+        assert_eq!(revoked["params"]["retry_after_ms"], serde_json::Value::Null, "retrying as-is cannot help");
     }
 }

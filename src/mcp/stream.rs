@@ -113,6 +113,8 @@ impl Drop for Detach {
 }
 
 struct Streaming {
+    /// The exchange's correlation id (its close frame names it).
+    correlation_id: String,
     /// Whether the stream reached its end (its result, or a close frame with its reason).
     ended: bool,
     /// The request's id (an internal error still answers it).
@@ -205,7 +207,16 @@ pub async fn tools_call(
         let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
         return Reply::stream(follow::follow(follower_server, token_id, ring, following, None));
     }
-    let state = Streaming { ended: false, id: request_id, first: Some(first), frames, call: Some(call), detach, watch };
+    let state = Streaming {
+        correlation_id: follower_server.correlation_id(),
+        ended: false,
+        id: request_id,
+        first: Some(first),
+        frames,
+        call: Some(call),
+        detach,
+        watch,
+    };
     let events: BoxStream<'static, Result<Bytes, Infallible>> =
         Box::pin(futures_util::stream::unfold(state, |mut s| async move {
             if let Some(first) = s.first.take() {
@@ -224,7 +235,7 @@ pub async fn tools_call(
                     s.detach.cancellation.cancel();
                     s.detach.finished = true;
                     s.ended = true;
-                    Some((Ok(frame(None, &stream_closed(reason))), s))
+                    Some((Ok(frame(None, &stream_closed(reason, &s.correlation_id))), s))
                 }
                 reply = call => {
                     s.call = None;
