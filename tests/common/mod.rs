@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod console;
+pub mod raw_agent;
 pub mod sse;
 
 use std::io::{BufRead, BufReader, Read, Write};
