@@ -1,0 +1,163 @@
+//! Starting an execution: its targets resolved, its steps checked, its row stored (once
+//! under an idempotency key), and for a bundle an audit row per step.
+
+use serde_json::{Map, Value, json};
+use toolgate_domain::approvals::canonical_arguments;
+use toolgate_domain::fleet::AgentStatus;
+use toolgate_domain::fleet::instruction::new_execution_id;
+use toolgate_domain::fleet::wire::RunStep;
+use toolgate_domain::ToolError;
+use toolgate_store::{Created, Idempotency, NewExecution};
+
+use super::super::fleet::ensure_known;
+use super::super::scopes::chosen_agents;
+use super::header;
+use crate::instructions::{definition, parameter_problems};
+use crate::services::ToolContext;
+
+const DEFAULT_DEADLINE_SECONDS: i64 = 600;
+
+/// The agents an execution runs on: the listed ones, or the scope's; never none.
+pub(crate) async fn resolve_targets(
+    ctx: &ToolContext,
+    agent_ids: Option<Vec<String>>,
+    scope: Option<String>,
+) -> Result<(Vec<String>, Option<String>), ToolError> {
+    let fleet = ctx.services().fleet();
+    let revoked = |id: &str| fleet.with_agent(id, |v| v.status == AgentStatus::Revoked).unwrap_or(false);
+    match (agent_ids, scope) {
+        (Some(ids), None) => {
+            for id in &ids {
+                ensure_known(ctx, id)?;
+                if revoked(id) {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "agent `{id}` was revoked: it can run nothing; leave it out"
+                    )));
+                }
+            }
+            Ok((ids, None))
+        }
+        (None, Some(scope)) => {
+            let mut ids: Vec<String> = chosen_agents(ctx, &scope).await?.into_iter().filter(|id| !revoked(id)).collect();
+            if ids.is_empty() {
+                return Err(ToolError::InvalidArguments(format!(
+                    "scope `{scope}` chooses no enrolled, unrevoked agent, so nothing would run; preview_scope_targets shows what a scope chooses"
+                )));
+            }
+            ids.sort();
+            Ok((ids, Some(scope)))
+        }
+        _ => Err(ToolError::InvalidArguments(
+            "give exactly one of `agent_ids` or `scope`: an execution never targets the whole fleet by default".into(),
+        )),
+    }
+}
+
+/// One run step from a definition and its parameters (checked again here: the gate checked
+/// them before approval, and a handler never trusts what it did not check).
+pub(super) fn step(name: &str, params: Option<Map<String, Value>>) -> Result<RunStep, ToolError> {
+    let definition = definition(name)?;
+    let params = params.unwrap_or_default();
+    if let Some(problem) = parameter_problems(definition, &params, "/params").into_iter().next() {
+        return Err(ToolError::InvalidArguments(format!("{}: {}", problem.pointer, problem.message)));
+    }
+    Ok(RunStep {
+        definition: definition.name.clone(),
+        plugin: definition.plugin.clone(),
+        action: definition.action.clone(),
+        class: definition.class,
+        diagnostic: definition.diagnostic,
+        params,
+        timeout_ms: definition.timeout_ms,
+    })
+}
+
+pub(super) struct Started {
+    pub(super) execution_id: String,
+    pub(super) targeted: usize,
+    pub(super) delivered_now: usize,
+    pub(super) deadline_ms: i64,
+    /// The idempotency key's execution, answered again: nothing new was started.
+    pub(super) replayed: bool,
+}
+
+/// What the client asked to run, and how.
+pub(super) struct Run {
+    pub(super) kind: &'static str,
+    pub(super) steps: Vec<RunStep>,
+    pub(super) agent_ids: Option<Vec<String>>,
+    pub(super) scope: Option<String>,
+    pub(super) deadline_seconds: Option<i64>,
+    pub(super) idempotency_key: Option<String>,
+}
+
+impl Run {
+    /// The arguments as given (the key aside), digested: a retry under a key must repeat them.
+    fn digest(&self) -> String {
+        let arguments = json!({"kind": self.kind, "steps": self.steps, "agent_ids": self.agent_ids,
+                               "scope": self.scope, "deadline_seconds": self.deadline_seconds});
+        toolgate_domain::secrets::hash_secret(&canonical_arguments(&arguments))
+    }
+}
+
+pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolError> {
+    let idempotency = run.idempotency_key.clone().map(|key| Idempotency { key, arguments_digest: run.digest() });
+    let (targets, scope) = resolve_targets(ctx, run.agent_ids, run.scope).await?;
+    let now = ctx.services().clock().now_ms();
+    let deadline_ms = now + run.deadline_seconds.unwrap_or(DEFAULT_DEADLINE_SECONDS) * 1000;
+    let execution_id = new_execution_id();
+    let targeted = targets.len();
+    let execution = NewExecution {
+        execution_id: execution_id.clone(),
+        kind: run.kind.into(),
+        steps: run.steps,
+        scope,
+        requested_by: ctx.principal().name.clone(),
+        created_at_ms: now,
+        deadline_ms,
+        targets,
+        idempotency,
+    };
+    let (created, delivered_now) = ctx.services().fleet().start_execution(execution).await?;
+    match created {
+        Created::New => {}
+        Created::Existing { execution_id, same_arguments: true } => {
+            let header = header(ctx, &execution_id).await?;
+            let targeted = header.counts.iter().map(|(_, n)| *n as usize).sum();
+            ctx.log().info(&format!("{execution_id}: its idempotency key came again; nothing new was started"));
+            return Ok(Started { execution_id, targeted, delivered_now: 0, deadline_ms: header.deadline_ms, replayed: true });
+        }
+        Created::Existing { execution_id, same_arguments: false } => {
+            let key = run.idempotency_key.unwrap_or_default();
+            return Err(ToolError::InvalidArguments(format!(
+                "idempotency_key `{key}` belongs to execution {execution_id}, started with other arguments: \
+                 repeat those arguments to read it again, or use a new key for a new execution"
+            )));
+        }
+    }
+    ctx.log().info(&format!(
+        "{execution_id}: sent to {delivered_now} of {targeted} agents now; the others get it when they connect, until the deadline"
+    ));
+    Ok(Started { execution_id, targeted, delivered_now, deadline_ms, replayed: false })
+}
+
+/// One audit row per step of a new bundle (beside the call's own), so a step can be found in
+/// the log by its definition, durable before the answer as the call's row is.
+pub(super) async fn audit_steps(ctx: &ToolContext, s: &Started, definitions: &[String]) {
+    use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+    let services = ctx.services();
+    for (i, definition) in definitions.iter().enumerate() {
+        let detail = format!(
+            "bundle {} step {i} of {}: {definition} on {} agent(s)",
+            s.execution_id,
+            definitions.len(),
+            s.targeted
+        );
+        let event = AuditEvent::new(services.clock().now_ms(), "execution.bundle_step", AuditOutcome::Success)
+            .by(ctx.caller())
+            .target(format!("{}#{i}", s.execution_id))
+            .detail(detail)
+            .correlation(ctx.correlation_id().to_string());
+        services.audit().record_durable(event).await;
+    }
+}
