@@ -309,4 +309,19 @@ fn stream_metrics_count_sessions_streams_and_cancellations() {
     assert_eq!(moved("toolgate_mcp_cancellations_total{outcome=\"unknown\"}"), 1.0);
     assert_eq!(moved("toolgate_mcp_streams_closed_total{reason=\"completed\"}"), 1.0, "{after:#?}");
     assert_eq!(moved("toolgate_mcp_streams_closed_total{reason=\"client_gone\"}"), 0.0);
+    // And each stream's attach and close are audited, the close with its reason.
+    let api = common::api_credential(&s, "admin");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let rows = loop {
+        let rows = s.http("GET", "/api/v1/audit?action=stream.&limit=10", Some(&api), None).json();
+        let found = rows["entries"].as_array().unwrap().clone();
+        if found.len() >= 2 || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let actions: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["action"].as_str().unwrap(), r["detail"].as_str().unwrap_or_default())).collect();
+    assert!(actions.contains(&("stream.attach", "call 5")), "{actions:?}");
+    assert!(actions.contains(&("stream.close", "call 5: completed")), "{actions:?}");
 }

@@ -96,7 +96,12 @@ impl McpServer {
         };
         // A fresh channel starts now; a resume right after its cursor.
         let start = cursor.map(|id| id.seq).or_else(|| ring.head());
-        let events = follow::follow(self.clone(), caller.token_id.clone(), ring, following, start);
+        let what = match cursor {
+            Some(id) => format!("resume after {id}"),
+            None => "channel".to_string(),
+        };
+        let audit = follow::StreamAudit::attach(self, caller, sid, what);
+        let events = follow::follow(self.clone(), audit, ring, following, start);
         Reply::stream(follow::holding(events, permit))
     }
 }

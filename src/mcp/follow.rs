@@ -63,6 +63,11 @@ impl CloseReason {
         }
     }
 
+    /// The reason's name, as close frames, audit rows and metrics say it.
+    pub fn label(self) -> &'static str {
+        self.parts().0
+    }
+
     fn parts(self) -> (&'static str, &'static str) {
         match self {
             CloseReason::CredentialRevoked => (
@@ -94,7 +99,6 @@ impl CloseReason {
 pub fn stream_closed(reason: CloseReason, correlation_id: &str) -> String {
     let retry_after_ms = reason.retry_after_ms();
     let (reason, remediation) = reason.parts();
-    crate::metrics::stream_closed(reason);
     json!({"jsonrpc": "2.0", "method": "notifications/toolgate/stream_closed", "params": {
         "reason": reason, "correlation_id": correlation_id, "retry_after_ms": retry_after_ms, "remediation": remediation,
     }})
@@ -209,7 +213,60 @@ pub enum Following {
     Channel { owner: u64 },
 }
 
+/// A stream's audit rows and its close's count: `stream.attach` when it opens, `stream.close`
+/// with the reason when it ends (`client_gone` when its connection goes first).
+pub struct StreamAudit {
+    server: Arc<McpServer>,
+    principal: String,
+    token_id: String,
+    /// The session the stream belongs to, or the request it answers.
+    target: String,
+    /// `call`, `channel` or `resume`, with what it follows.
+    what: String,
+    closed: Option<&'static str>,
+}
+
+impl StreamAudit {
+    pub fn attach(server: &Arc<McpServer>, caller: &toolgate_domain::Caller, target: &str, what: String) -> Self {
+        let audit = Self {
+            server: server.clone(),
+            principal: caller.principal.name.clone(),
+            token_id: caller.token_id.clone(),
+            target: target.to_string(),
+            what,
+            closed: None,
+        };
+        audit.record("stream.attach", audit.what.clone());
+        audit
+    }
+
+    /// The stream reached its end: its last frame (`completed`), or a close with its reason.
+    pub fn close(&mut self, reason: &'static str) {
+        self.closed.get_or_insert(reason);
+    }
+
+    fn record(&self, action: &str, detail: String) {
+        use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+        let mut event = AuditEvent::new(self.server.now_ms(), action, AuditOutcome::Success)
+            .target(self.target.clone())
+            .detail(detail)
+            .correlation(self.server.correlation_id());
+        event.principal = Some(self.principal.clone());
+        event.token_id = Some(self.token_id.clone());
+        self.server.record(event);
+    }
+}
+
+impl Drop for StreamAudit {
+    fn drop(&mut self) {
+        let reason = self.closed.unwrap_or("client_gone");
+        crate::metrics::stream_closed(reason);
+        self.record("stream.close", format!("{}: {reason}", self.what));
+    }
+}
+
 struct Follower {
+    audit: StreamAudit,
     /// The exchange that opened this stream (its close frame names it).
     correlation_id: String,
     ring: Arc<Ring>,
@@ -219,16 +276,6 @@ struct Follower {
     watch: CredentialWatch,
     pending: VecDeque<Bytes>,
     done: bool,
-}
-
-impl Drop for Follower {
-    fn drop(&mut self) {
-        // Its connection went before the stream's end (in a session the call goes on and the
-        // client may resume).
-        if !self.done {
-            crate::metrics::stream_closed("client_gone");
-        }
-    }
 }
 
 impl Follower {
@@ -241,6 +288,7 @@ impl Follower {
 
     fn close(&mut self, reason: CloseReason) {
         self.pending.push_back(frame(None, &stream_closed(reason, &self.correlation_id)));
+        self.audit.close(reason.label());
         self.done = true;
     }
 
@@ -255,6 +303,7 @@ impl Follower {
                     && self.ring.is_finished(stream)
                 {
                     self.done = true;
+                    self.audit.close("completed");
                     return true;
                 }
                 let ended = match self.following {
@@ -275,7 +324,7 @@ impl Follower {
                     self.cursor = Some(event.id.seq);
                     if event.last {
                         self.done = true;
-                        crate::metrics::stream_closed("completed");
+                        self.audit.close("completed");
                         break;
                     }
                 }
@@ -316,12 +365,14 @@ impl Follower {
 /// The SSE body of a connection following `following` in `ring` after `cursor`.
 pub fn follow(
     server: Arc<McpServer>,
-    token_id: String,
+    audit: StreamAudit,
     ring: Arc<Ring>,
     following: Following,
     cursor: Option<u64>,
 ) -> BoxStream<'static, Result<Bytes, Infallible>> {
+    let token_id = audit.token_id.clone();
     let follower = Follower {
+        audit,
         correlation_id: server.correlation_id(),
         changes: ring.subscribe(),
         ring,

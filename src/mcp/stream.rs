@@ -23,7 +23,7 @@ use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSi
 use super::admission::StreamPermit;
 use super::back_channel::{ASK_TIMEOUT, SessionChannel};
 use super::call::{self, Era};
-use super::follow::{self, CredentialWatch, Following, close_for, frame, stream_closed};
+use super::follow::{self, CredentialWatch, Following, StreamAudit, close_for, frame, stream_closed};
 use super::in_flight::InFlightGuard;
 use super::replay::Ring;
 use super::{McpServer, Payload, Reply};
@@ -89,14 +89,6 @@ fn progress_notification(token: &Value, p: &Progress) -> String {
     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}).to_string()
 }
 
-impl Drop for Streaming {
-    fn drop(&mut self) {
-        if !self.ended {
-            crate::metrics::stream_closed("client_gone");
-        }
-    }
-}
-
 /// Fires the call's cancellation token when the stream is dropped before the result went out
 /// (the client went away).
 struct Detach {
@@ -115,8 +107,8 @@ impl Drop for Detach {
 struct Streaming {
     /// The exchange's correlation id (its close frame names it).
     correlation_id: String,
-    /// Whether the stream reached its end (its result, or a close frame with its reason).
-    ended: bool,
+    /// Its audit rows and its close's count.
+    audit: StreamAudit,
     /// The request's id (an internal error still answers it).
     id: Value,
     first: Option<String>,
@@ -140,6 +132,8 @@ pub async fn tools_call(
 ) -> Reply {
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
     let permit = wants.permit;
+    // A stream's audit rows name its session, or the request it answers outside one.
+    let audit_target = wants.ask_session.clone().unwrap_or_else(|| id.to_string());
     let progress = match wants.progress {
         Some(token) => {
             let frames = frames_tx.clone();
@@ -178,6 +172,7 @@ pub async fn tools_call(
     let token_id = caller.token_id.clone();
     let watch = CredentialWatch::new(server.clone(), token_id.clone());
     let follower_server = server.clone();
+    let audited_caller = caller.clone();
     let request_id = id.clone();
     let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
         let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
@@ -203,13 +198,16 @@ pub async fn tools_call(
         if wants.priming {
             ring.push(stream, "", false);
         }
+        let what = format!("call {request_id} (stream {stream})");
+        let audit = StreamAudit::attach(&follower_server, &audited_caller, &audit_target, what);
         follow::pump(ring.clone(), stream, first, frames, call, request_id);
         let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
-        return Reply::stream(follow::follow(follower_server, token_id, ring, following, None));
+        return Reply::stream(follow::follow(follower_server, audit, ring, following, None));
     }
+    let audit = StreamAudit::attach(&follower_server, &audited_caller, &audit_target, format!("call {request_id}"));
     let state = Streaming {
         correlation_id: follower_server.correlation_id(),
-        ended: false,
+        audit,
         id: request_id,
         first: Some(first),
         frames,
@@ -234,14 +232,13 @@ pub async fn tools_call(
                     s.call = None;
                     s.detach.cancellation.cancel();
                     s.detach.finished = true;
-                    s.ended = true;
+                    s.audit.close(reason.label());
                     Some((Ok(frame(None, &stream_closed(reason, &s.correlation_id))), s))
                 }
                 reply = call => {
                     s.call = None;
                     s.detach.finished = true;
-                    s.ended = true;
-                    crate::metrics::stream_closed("completed");
+                    s.audit.close("completed");
                     // Progress reported just before the end goes out before the result.
                     let mut out = String::new();
                     while let Ok(next) = s.frames.try_recv() {
