@@ -34,6 +34,7 @@ pub const STREAMS_REFUSED: &str = "toolgate_mcp_streams_refused_total";
 pub const STREAMS_CLOSED: &str = "toolgate_mcp_streams_closed_total";
 pub const REPLAY_EVICTIONS: &str = "toolgate_mcp_replay_evictions_total";
 pub const CANCELLATIONS: &str = "toolgate_mcp_cancellations_total";
+pub const RECALLS_REFUSED: &str = "toolgate_approval_recalls_refused_total";
 
 /// Why a stream was refused: the caps `admission` names.
 pub const STREAM_REFUSAL_REASONS: [&str; 4] =
@@ -102,6 +103,7 @@ fn describe() {
     describe_counter!(STREAMS_CLOSED, "Streams ended, by why");
     describe_counter!(REPLAY_EVICTIONS, "Frames evicted from sessions' replay rings before a client read them");
     describe_counter!(CANCELLATIONS, "Cancellations of calls in flight, by outcome");
+    describe_counter!(RECALLS_REFUSED, "Recalls with an approval_id that could not be redeemed, by tool and reason");
     describe_histogram!(
         STORE_SECONDS,
         metrics::Unit::Seconds,
@@ -331,6 +333,11 @@ pub fn stream_closed(reason: &'static str) {
 
 pub fn replay_evicted(frames: u64) {
     counter!(REPLAY_EVICTIONS).increment(frames);
+}
+
+/// A recall refused: the ticket unknown, for other arguments, used, rejected or expired.
+pub fn recall_refused(tool: &'static str, reason: &'static str) {
+    counter!(RECALLS_REFUSED, "tool" => tool, "reason" => reason).increment(1);
 }
 
 /// One of [`CANCELLATION_OUTCOMES`], `count` times.

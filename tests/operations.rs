@@ -119,6 +119,8 @@ fn metrics_move_by_exactly_what_was_done() {
         ("toolgate_approvals_total{event=\"rejected\"}", 1.0),
         ("toolgate_approvals_total{event=\"consumed\"}", 2.0),
         ("toolgate_approvals_total{event=\"burned\"}", 1.0),
+        // the rejected ticket's recall, apart from RBAC's -32003 refusals
+        ("toolgate_approval_recalls_refused_total{tool=\"delete_tag\",reason=\"rejected\"}", 1.0),
         ("toolgate_auth_failures_total", 1.0),
         ("toolgate_console_sign_ins_total{result=\"denied\"}", 1.0),
         ("toolgate_console_sign_ins_total{result=\"success\"}", 0.0),

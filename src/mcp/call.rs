@@ -193,7 +193,13 @@ async fn call(
     };
     let passed = match server.gate.pass(caller, meta, arguments).await {
         Ok(passed) => passed,
-        Err(denial) => return request.denied(server, denial),
+        Err(denial) => {
+            // Counted apart from the RBAC refusals that share its -32003.
+            if let Denial::NotRedeemable { why, .. } = &denial {
+                crate::metrics::recall_refused(meta.name, why.label());
+            }
+            return request.denied(server, denial);
+        }
     };
     // The ticket is spent from here on: if the call does not run to success, it burned.
     let consumed = passed.approval.is_some();

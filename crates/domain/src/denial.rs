@@ -60,6 +60,19 @@ pub enum RecallRefusal {
     Expired,
 }
 
+impl RecallRefusal {
+    /// Its name in metrics (`toolgate_approval_recalls_refused_total{reason}`).
+    pub fn label(self) -> &'static str {
+        match self {
+            RecallRefusal::Unknown => "unknown",
+            RecallRefusal::Mismatch => "mismatch",
+            RecallRefusal::Used { .. } => "not_redeemable",
+            RecallRefusal::Rejected => "rejected",
+            RecallRefusal::Expired => "expired",
+        }
+    }
+}
+
 /// One problem with the arguments: where (JSON pointer) and what.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ArgumentProblem {
