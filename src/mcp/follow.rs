@@ -17,6 +17,7 @@ use toolgate_domain::CancellationToken;
 use toolgate_domain::tokens::TokenState;
 
 use super::replay::{CHANNEL, Event, Gap, Ring};
+pub use super::stream_audit::StreamAudit;
 use super::{McpServer, Payload, Reply, call};
 
 /// How often a stream checks that the credential that opened it is still valid (and sends a
@@ -213,58 +214,6 @@ pub enum Following {
     Channel { owner: u64 },
 }
 
-/// A stream's audit rows and its close's count: `stream.attach` when it opens, `stream.close`
-/// with the reason when it ends (`client_gone` when its connection goes first).
-pub struct StreamAudit {
-    server: Arc<McpServer>,
-    principal: String,
-    token_id: String,
-    /// The session the stream belongs to, or the request it answers.
-    target: String,
-    /// `call`, `channel` or `resume`, with what it follows.
-    what: String,
-    closed: Option<&'static str>,
-}
-
-impl StreamAudit {
-    pub fn attach(server: &Arc<McpServer>, caller: &toolgate_domain::Caller, target: &str, what: String) -> Self {
-        let audit = Self {
-            server: server.clone(),
-            principal: caller.principal.name.clone(),
-            token_id: caller.token_id.clone(),
-            target: target.to_string(),
-            what,
-            closed: None,
-        };
-        audit.record("stream.attach", audit.what.clone());
-        audit
-    }
-
-    /// The stream reached its end: its last frame (`completed`), or a close with its reason.
-    pub fn close(&mut self, reason: &'static str) {
-        self.closed.get_or_insert(reason);
-    }
-
-    fn record(&self, action: &str, detail: String) {
-        use toolgate_domain::audit::{AuditEvent, AuditOutcome};
-        let mut event = AuditEvent::new(self.server.now_ms(), action, AuditOutcome::Success)
-            .target(self.target.clone())
-            .detail(detail)
-            .correlation(self.server.correlation_id());
-        event.principal = Some(self.principal.clone());
-        event.token_id = Some(self.token_id.clone());
-        self.server.record(event);
-    }
-}
-
-impl Drop for StreamAudit {
-    fn drop(&mut self) {
-        let reason = self.closed.unwrap_or("client_gone");
-        crate::metrics::stream_closed(reason);
-        self.record("stream.close", format!("{}: {reason}", self.what));
-    }
-}
-
 struct Follower {
     audit: StreamAudit,
     /// The exchange that opened this stream (its close frame names it).
@@ -370,7 +319,7 @@ pub fn follow(
     following: Following,
     cursor: Option<u64>,
 ) -> BoxStream<'static, Result<Bytes, Infallible>> {
-    let token_id = audit.token_id.clone();
+    let token_id = audit.token_id().to_string();
     let follower = Follower {
         audit,
         correlation_id: server.correlation_id(),

@@ -26,6 +26,7 @@ mod router;
 pub mod sessions;
 mod stateless;
 mod stream;
+mod stream_audit;
 mod task_call;
 mod tasks;
 
