@@ -4,6 +4,7 @@
 
 mod approvals;
 mod credentials;
+mod executions;
 mod fleet;
 mod json_rows;
 mod responses;

@@ -7,106 +7,24 @@
 //! id is returned.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::TargetStatus;
-use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+use toolgate_domain::fleet::wire::{RunOrder, RunResult};
 
+use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets};
 use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::RowPage;
-use crate::rules::existing_execution;
 use crate::work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
     TargetRecord, WorkStore,
 };
 
 type Result<T> = std::result::Result<T, StoreError>;
-
-fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
-    TargetStatus::parse(text).map_err(rusqlite::Error::InvalidColumnName)
-}
-
-fn steps_of(text: &str) -> rusqlite::Result<Vec<RunStep>> {
-    serde_json::from_str(text)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))
-}
-
-const HEADER_COLUMNS: &str =
-    "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms";
-
-fn header(c: &Connection, r: &rusqlite::Row) -> rusqlite::Result<ExecutionHeader> {
-    let execution_id: String = r.get(0)?;
-    let mut stmt = c.prepare_cached(
-        "SELECT status, count(*) FROM execution_target WHERE execution_id = ?1 GROUP BY status ORDER BY status",
-    )?;
-    let counts = stmt
-        .query_map(params![execution_id], |r| Ok((status_of(&r.get::<_, String>(0)?)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(ExecutionHeader {
-        execution_id,
-        kind: r.get(1)?,
-        steps: steps_of(&r.get::<_, String>(2)?)?,
-        scope: r.get(3)?,
-        requested_by: r.get(4)?,
-        created_at_ms: r.get(5)?,
-        deadline_ms: r.get(6)?,
-        cancelled_at_ms: r.get(7)?,
-        counts,
-    })
-}
-
-fn target_row(r: &rusqlite::Row) -> rusqlite::Result<TargetRecord> {
-    Ok(TargetRecord {
-        agent_id: r.get(0)?,
-        status: status_of(&r.get::<_, String>(1)?)?,
-        error: r.get(2)?,
-        updated_at_ms: r.get(3)?,
-    })
-}
-
-fn targets(c: &Connection, execution_id: &str) -> rusqlite::Result<Vec<TargetRecord>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT agent_id, status, error, updated_at_ms FROM execution_target WHERE execution_id = ?1 ORDER BY agent_id",
-    )?;
-    stmt.query_map(params![execution_id], target_row)?.collect()
-}
-
-fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<Created> {
-    let steps = serde_json::to_string(&e.steps).expect("run steps serialize");
-    let tx = c.transaction()?;
-    let (key, digest) = (e.idempotency.as_ref().map(|i| &i.key), e.idempotency.as_ref().map(|i| &i.arguments_digest));
-    if let (Some(key), Some(wanted)) = (key, digest) {
-        let found: Option<(String, Option<String>)> = tx
-            .query_row(
-                "SELECT execution_id, arguments_digest FROM execution WHERE requested_by = ?1 AND idempotency_key = ?2",
-                params![e.requested_by, key],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        if let Some((execution_id, found)) = found {
-            return Ok(existing_execution(execution_id, found.as_deref(), wanted));
-        }
-    }
-    tx.execute(
-        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms, key, digest],
-    )?;
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) VALUES (?1, ?2, 'pending', ?3)",
-        )?;
-        for agent_id in &e.targets {
-            insert.execute(params![e.execution_id, agent_id, e.created_at_ms])?;
-        }
-    }
-    tx.commit()?;
-    Ok(Created::New)
-}
 
 #[async_trait]
 impl WorkStore for SqliteStore {
