@@ -49,3 +49,18 @@ fn a_retried_execution_with_its_key_runs_once() {
     let hers = structured_as(&s, &schemas, &olga, "execute_instruction", arguments);
     assert_ne!(hers["execution_id"], first["execution_id"], "a key is the principal's own");
 }
+
+/// Session rows carry a target type (the seeds' `target_type = McpSession`): the kinds a
+/// reader may filter `query_audit_log` by are exactly the kinds rows are written with.
+#[test]
+fn the_audit_target_types_offered_are_the_ones_written() {
+    use toolgate_domain::audit::TargetType;
+    let s = start(&[]);
+    let listed = s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
+    let tool = listed["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "query_audit_log").unwrap();
+    let offered = &tool["inputSchema"]["properties"]["target_type"]["enum"];
+    let written: Vec<&str> = TargetType::ALL.iter().map(|t| t.label()).collect();
+    assert_eq!(offered, &json!(written));
+    let refused = call_as(&s, &s.token, "query_audit_log", json!({"target_type": "Nonsense"})).json();
+    assert!(refused.get("error").is_some() || refused["result"]["isError"] == true, "{refused}");
+}

@@ -326,4 +326,10 @@ fn stream_metrics_count_sessions_streams_and_cancellations() {
         rows.iter().map(|r| (r["action"].as_str().unwrap(), r["detail"].as_str().unwrap_or_default())).collect();
     assert!(actions.contains(&("stream.attach", "call 5")), "{actions:?}");
     assert!(actions.contains(&("stream.close", "call 5: completed")), "{actions:?}");
+    assert!(rows.iter().all(|r| r["target_type"] == "McpRequest"), "a sessionless stream names its request: {rows:?}");
+    // Session rows say what their target is, and a reader can ask for them by that kind.
+    let sessions = s.http("GET", "/api/v1/audit?target_type=McpSession&limit=10", Some(&api), None).json();
+    let sessions = sessions["entries"].as_array().unwrap();
+    assert!(sessions.iter().any(|r| r["action"] == "session.open" && r["target"] == session.as_str()), "{sessions:?}");
+    assert!(sessions.iter().all(|r| r["target_type"] == "McpSession"), "{sessions:?}");
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken};
 use toolgate_domain::{Clock, approvals::Approval};
 use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME};
@@ -41,7 +41,8 @@ pub async fn principal_reset_factor(store: &Repositories, name: &str) -> Result<
 /// One successful console action's audit row, written durably now (the CLI has no audit
 /// writer); a row that cannot be written is a warning, not a failure of the action done.
 pub(crate) async fn audit_now(store: &Repositories, action: &str, target: &str) {
-    let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success).target(target.to_string());
+    let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success)
+        .target(TargetType::Principal, target.to_string());
     if let Err(err) = store.audit.append([event].into(), true).await {
         eprintln!("warning: the audit row could not be written ({err})");
     }

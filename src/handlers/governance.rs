@@ -61,6 +61,7 @@ pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> To
         action_prefix: args.action,
         result: args.result,
         correlation_id: args.correlation_id,
+        target_type: args.target_type,
         limit: args.limit.unwrap_or(100),
     };
     let entries = ctx.services().audit_log().query(&filter).await?;

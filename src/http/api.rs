@@ -101,6 +101,7 @@ async fn audit(
         action_prefix: q.get("action").cloned(),
         result: q.get("result").cloned(),
         correlation_id: q.get("correlation_id").cloned(),
+        target_type: q.get("target_type").cloned(),
         limit,
     };
     let rows = state.mcp.services().audit_log().query(&filter).await?;

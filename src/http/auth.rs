@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 
@@ -44,7 +44,7 @@ fn audit_failure(state: &AppState, connection: &Connection, detail: &str) {
     let mut event =
         AuditEvent::new(now, "auth.failure", AuditOutcome::Denied).detail(detail).correlation(server.correlation_id());
     if let Some(source) = source {
-        event = event.target(source.to_string());
+        event = event.target(TargetType::ClientAddress, source.to_string());
     }
     server.services().audit().record(event);
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::{CancellationToken, Clock};
 use toolgate_store::{AuditStore, AuditWriter};
 
@@ -48,7 +48,7 @@ impl Upkeep {
         for summary in self.failures.collect(now, everything) {
             let mut event = AuditEvent::new(now, "auth.failure", AuditOutcome::Denied).detail(summary.detail());
             if let Some(source) = summary.source {
-                event = event.target(source.to_string());
+                event = event.target(TargetType::ClientAddress, source.to_string());
             }
             self.audit.record(event);
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::catalogue::{TaskSupport, ToolMeta};
 use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated, truncated_owned};
@@ -123,7 +123,7 @@ pub async fn answer(
         .detail(truncated_owned(outcome.detail, 1024))
         .correlation(request.correlation_id);
     if let Some(target) = target {
-        event = event.target(target);
+        event = event.target(TargetType::ToolArguments, target);
     }
     // A call that may change state answers only once its row is durable (group commit with
     // the other calls in flight); a read's row is written without waiting.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 
 use super::follow::{self, Following};
 use super::headers::header;
@@ -75,7 +75,7 @@ impl McpServer {
             self.record(
                 AuditEvent::new(self.now_ms(), "session.close", AuditOutcome::Success)
                     .by(caller)
-                    .target(sid)
+                    .target(TargetType::McpSession, sid)
                     .detail(format!("replay_window_exceeded (Last-Event-ID {id})"))
                     .correlation(self.correlation_id()),
             );
@@ -100,7 +100,7 @@ impl McpServer {
             Some(id) => format!("resume after {id}"),
             None => "channel".to_string(),
         };
-        let audit = follow::StreamAudit::attach(self, caller, sid, what);
+        let audit = follow::StreamAudit::attach(self, caller, (TargetType::McpSession, sid), what);
         let events = follow::follow(self.clone(), audit, ring, following, start);
         Reply::stream(follow::holding(events, permit))
     }

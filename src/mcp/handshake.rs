@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 
 use super::call::{self, Era};
 use super::headers::header;
@@ -319,7 +319,7 @@ fn audit_session(server: &McpServer, caller: &Caller, action: &str, session_id: 
     server.record(
         AuditEvent::new(server.now_ms(), action, AuditOutcome::Success)
             .by(caller)
-            .target(session_id)
+            .target(TargetType::McpSession, session_id)
             .correlation(server.correlation_id()),
     );
 }

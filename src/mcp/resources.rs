@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
-use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::redact::truncated;
 use toolgate_domain::surface::{BuiltinResource, TemplateSpec};
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
@@ -105,7 +105,7 @@ pub async fn read(server: &Arc<McpServer>, caller: &Caller, id: &Value, params: 
     };
     let event = AuditEvent::new(server.now_ms(), "mcp.resources/read", outcome.result)
         .by(caller)
-        .target(truncated(target, 512).to_string())
+        .target(TargetType::McpResource, truncated(target, 512).to_string())
         .detail(truncated(&outcome.detail, 1024).to_string())
         .correlation(request.correlation_id.clone());
     server.record(event);

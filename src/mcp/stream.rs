@@ -18,6 +18,7 @@ use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use toolgate_domain::audit::TargetType;
 use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSink, Progress, ProgressSink};
 
 use super::admission::StreamPermit;
@@ -133,7 +134,10 @@ pub async fn tools_call(
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
     let permit = wants.permit;
     // A stream's audit rows name its session, or the request it answers outside one.
-    let audit_target = wants.ask_session.clone().unwrap_or_else(|| id.to_string());
+    let audit_target = match &wants.ask_session {
+        Some(session) => (TargetType::McpSession, session.clone()),
+        None => (TargetType::McpRequest, id.to_string()),
+    };
     let progress = match wants.progress {
         Some(token) => {
             let frames = frames_tx.clone();
@@ -199,12 +203,17 @@ pub async fn tools_call(
             ring.push(stream, "", false);
         }
         let what = format!("call {request_id} (stream {stream})");
-        let audit = StreamAudit::attach(&follower_server, &audited_caller, &audit_target, what);
+        let audit = StreamAudit::attach(&follower_server, &audited_caller, (audit_target.0, &audit_target.1), what);
         follow::pump(ring.clone(), stream, first, frames, call, request_id);
         let following = Following::Call { stream, cancellation: Some(detach.cancellation.clone()) };
         return Reply::stream(follow::follow(follower_server, audit, ring, following, None));
     }
-    let audit = StreamAudit::attach(&follower_server, &audited_caller, &audit_target, format!("call {request_id}"));
+    let audit = StreamAudit::attach(
+        &follower_server,
+        &audited_caller,
+        (audit_target.0, &audit_target.1),
+        format!("call {request_id}"),
+    );
     let state = Streaming {
         correlation_id: follower_server.correlation_id(),
         audit,

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use toolgate_domain::audit::TargetType;
+
 use super::McpServer;
 
 /// A stream's audit rows and its close's count: `stream.attach` when it opens, `stream.close`
@@ -11,19 +13,24 @@ pub struct StreamAudit {
     principal: String,
     token_id: String,
     /// The session the stream belongs to, or the request it answers.
-    target: String,
+    target: (TargetType, String),
     /// `call`, `channel` or `resume`, with what it follows.
     what: String,
     closed: Option<&'static str>,
 }
 
 impl StreamAudit {
-    pub fn attach(server: &Arc<McpServer>, caller: &toolgate_domain::Caller, target: &str, what: String) -> Self {
+    pub fn attach(
+        server: &Arc<McpServer>,
+        caller: &toolgate_domain::Caller,
+        target: (TargetType, &str),
+        what: String,
+    ) -> Self {
         let audit = Self {
             server: server.clone(),
             principal: caller.principal.name.clone(),
             token_id: caller.token_id.clone(),
-            target: target.to_string(),
+            target: (target.0, target.1.to_string()),
             what,
             closed: None,
         };
@@ -44,7 +51,7 @@ impl StreamAudit {
     fn record(&self, action: &str, detail: String) {
         use toolgate_domain::audit::{AuditEvent, AuditOutcome};
         let mut event = AuditEvent::new(self.server.now_ms(), action, AuditOutcome::Success)
-            .target(self.target.clone())
+            .target(self.target.0, self.target.1.clone())
             .detail(detail)
             .correlation(self.server.correlation_id());
         event.principal = Some(self.principal.clone());

@@ -28,6 +28,55 @@ impl AuditOutcome {
     }
 }
 
+/// What an audit row's `target` names (the seeds' `target_type`), so a reader can filter
+/// session rows from agent rows without parsing the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetType {
+    /// An MCP session id: `session.*` rows, and a stream that belongs to a session.
+    McpSession,
+    /// A JSON-RPC request id: a call's stream outside any session.
+    McpRequest,
+    /// A tool call's canonical arguments (sensitive ones redacted).
+    ToolArguments,
+    /// A resource URI or prompt name read over MCP.
+    McpResource,
+    /// One step of a bundle execution (`<execution id>#<step>`).
+    BundleStep,
+    /// An approval ticket's id.
+    ApprovalTicket,
+    /// The client address an authentication failure came from.
+    ClientAddress,
+    /// A principal's name (console and CLI account actions).
+    Principal,
+}
+
+impl TargetType {
+    /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
+    pub const ALL: [TargetType; 8] = [
+        TargetType::McpSession,
+        TargetType::McpRequest,
+        TargetType::ToolArguments,
+        TargetType::McpResource,
+        TargetType::BundleStep,
+        TargetType::ApprovalTicket,
+        TargetType::ClientAddress,
+        TargetType::Principal,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TargetType::McpSession => "McpSession",
+            TargetType::McpRequest => "McpRequest",
+            TargetType::ToolArguments => "ToolArguments",
+            TargetType::McpResource => "McpResource",
+            TargetType::BundleStep => "BundleStep",
+            TargetType::ApprovalTicket => "ApprovalTicket",
+            TargetType::ClientAddress => "ClientAddress",
+            TargetType::Principal => "Principal",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEvent {
     pub at_ms: i64,
@@ -36,6 +85,9 @@ pub struct AuditEvent {
     /// `mcp.<tool>`, `session.open`, `session.close`, `auth.failure`, `approval.review`.
     pub action: String,
     pub target: Option<String>,
+    /// What kind of thing `target` names (a [`TargetType`] label), set with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_type: Option<String>,
     /// An [`AuditOutcome`] label.
     pub result: String,
     pub detail: Option<String>,
@@ -53,6 +105,7 @@ impl AuditEvent {
             token_id: None,
             action: action.into(),
             target: None,
+            target_type: None,
             result: outcome.label().to_string(),
             detail: None,
             correlation_id: None,
@@ -73,8 +126,10 @@ impl AuditEvent {
         self
     }
 
-    pub fn target(mut self, target: impl Into<String>) -> Self {
+    /// What the row is about, and what kind of thing that is: a target never goes untyped.
+    pub fn target(mut self, kind: TargetType, target: impl Into<String>) -> Self {
         self.target = Some(target.into());
+        self.target_type = Some(kind.label().to_string());
         self
     }
 
@@ -97,6 +152,8 @@ pub struct AuditFilter {
     pub action_prefix: Option<String>,
     pub result: Option<String>,
     pub correlation_id: Option<String>,
+    /// Only rows whose target is of this kind (a [`TargetType`] label).
+    pub target_type: Option<String>,
     pub limit: i64,
 }
 

@@ -2,7 +2,7 @@
 //! path both decide through here, so both are audited alike.
 
 use toolgate_domain::approvals::{Approval, Review, ReviewRefusal};
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::{Clock, StoreError};
 use toolgate_store::ApprovalStore;
 
@@ -38,7 +38,10 @@ pub async fn review(
         Err(refusal) => (AuditOutcome::Failure, format!("review refused: {refusal}; assurance: {assurance}")),
     };
     audit.record(
-        AuditEvent::new(clock.now_ms(), "approval.review", result).by_principal(reviewer).target(id).detail(detail),
+        AuditEvent::new(clock.now_ms(), "approval.review", result)
+            .by_principal(reviewer)
+            .target(TargetType::ApprovalTicket, id)
+            .detail(detail),
     );
     Ok(outcome)
 }

@@ -144,7 +144,7 @@ pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolEr
 /// One audit row per step of a new bundle (beside the call's own), so a step can be found in
 /// the log by its definition, durable before the answer as the call's row is.
 pub(super) async fn audit_steps(ctx: &ToolContext, s: &Started, definitions: &[String]) {
-    use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+    use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
     let services = ctx.services();
     for (i, definition) in definitions.iter().enumerate() {
         let detail = format!(
@@ -155,7 +155,7 @@ pub(super) async fn audit_steps(ctx: &ToolContext, s: &Started, definitions: &[S
         );
         let event = AuditEvent::new(services.clock().now_ms(), "execution.bundle_step", AuditOutcome::Success)
             .by(ctx.caller())
-            .target(format!("{}#{i}", s.execution_id))
+            .target(TargetType::BundleStep, format!("{}#{i}", s.execution_id))
             .detail(detail)
             .correlation(ctx.correlation_id().to_string());
         services.audit().record_durable(event).await;

@@ -28,6 +28,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
         action_prefix: text("action"),
         result: text("result"),
         correlation_id: text("correlation_id"),
+        target_type: text("target_type"),
         limit: PAGE_ROWS,
     };
     let rows = match state.mcp.services().audit_log().query(&filter).await {

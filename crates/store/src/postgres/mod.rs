@@ -34,6 +34,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0002_agent_presence", include_str!("../../migrations/postgres/0002_agent_presence.sql")),
     ("0003_replica_state", include_str!("../../migrations/postgres/0003_replica_state.sql")),
     ("0004_execution_keys", include_str!("../../migrations/postgres/0004_execution_keys.sql")),
+    ("0005_audit_target_type", include_str!("../../migrations/postgres/0005_audit_target_type.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -35,6 +35,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0010_console_sign_in", include_str!("../../migrations/sqlite/0010_console_sign_in.sql")),
     ("0011_agent_presence", include_str!("../../migrations/sqlite/0011_agent_presence.sql")),
     ("0012_execution_keys", include_str!("../../migrations/sqlite/0012_execution_keys.sql")),
+    ("0013_audit_target_type", include_str!("../../migrations/sqlite/0013_audit_target_type.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -18,7 +18,7 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
     let tx = c.transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         for e in events {
             stmt.execute(params![
@@ -29,7 +29,8 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
                 e.target,
                 e.result,
                 e.detail,
-                e.correlation_id
+                e.correlation_id,
+                e.target_type
             ])?;
         }
     }
@@ -48,14 +49,14 @@ impl AuditStore for SqliteStore {
         let f = f.clone();
         self.run(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id FROM audit
+                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type FROM audit
                  WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms <= ?2) AND (?3 IS NULL OR principal = ?3)
                    AND (?4 IS NULL OR substr(action, 1, length(?4)) = ?4) AND (?5 IS NULL OR result = ?5)
-                   AND (?6 IS NULL OR correlation_id = ?6)
+                   AND (?6 IS NULL OR correlation_id = ?6) AND (?8 IS NULL OR target_type = ?8)
                  ORDER BY id DESC LIMIT ?7",
             )?;
             let rows = stmt.query_map(
-                params![f.since_ms, f.until_ms, f.principal, f.action_prefix, f.result, f.correlation_id, f.limit],
+                params![f.since_ms, f.until_ms, f.principal, f.action_prefix, f.result, f.correlation_id, f.limit, f.target_type],
                 |r| {
                     Ok(AuditEvent {
                         at_ms: r.get(0)?,
@@ -63,6 +64,7 @@ impl AuditStore for SqliteStore {
                         token_id: r.get(2)?,
                         action: r.get(3)?,
                         target: r.get(4)?,
+                        target_type: r.get(8)?,
                         result: r.get(5)?,
                         detail: r.get(6)?,
                         correlation_id: r.get(7)?,

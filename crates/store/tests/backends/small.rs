@@ -1,6 +1,6 @@
 //! Plugin configuration, kill switches, tags, groups, the audit log and health, on every backend.
 
-use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome};
+use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome, TargetType};
 use toolgate_domain::records::Change;
 use toolgate_store::Repositories;
 
@@ -56,13 +56,18 @@ async fn audit_rows_are_kept_and_filtered(r: Repositories) {
         ..AuditEvent::new(at_ms, action, AuditOutcome::Success)
     };
     r.audit.append([event(1, "mcp.set_tag", "alice"), event(2, "mcp.get_tags", "bob")].into(), true).await.unwrap();
-    r.audit.append([event(3, "session.open", "alice")].into(), false).await.unwrap();
+    let session = event(3, "session.open", "alice").target(TargetType::McpSession, "s-1");
+    r.audit.append([session].into(), false).await.unwrap();
     let all = r.audit.query(&AuditFilter { limit: 10, ..AuditFilter::default() }).await.unwrap();
     assert_eq!(all.iter().map(|e| e.at_ms).collect::<Vec<_>>(), [3, 2, 1], "newest first");
     let mcp = AuditFilter { action_prefix: Some("mcp.".into()), limit: 10, ..AuditFilter::default() };
     assert_eq!(r.audit.query(&mcp).await.unwrap().len(), 2);
     let alice = AuditFilter { principal: Some("alice".into()), since_ms: Some(2), limit: 10, ..AuditFilter::default() };
     assert_eq!(r.audit.query(&alice).await.unwrap()[0].action, "session.open");
+    let sessions = AuditFilter { target_type: Some("McpSession".into()), limit: 10, ..AuditFilter::default() };
+    let sessions = r.audit.query(&sessions).await.unwrap();
+    assert_eq!(sessions.len(), 1, "the target type is kept and filtered on");
+    assert_eq!((sessions[0].target.as_deref(), sessions[0].target_type.as_deref()), (Some("s-1"), Some("McpSession")));
     let replica = r.shared.as_ref().map(|s| s.replica.to_string());
     assert!(all.iter().all(|e| e.replica == replica), "each row names the replica that wrote it (none when alone)");
     let one = AuditFilter { correlation_id: Some("c2".into()), limit: 10, ..AuditFilter::default() };
