@@ -37,8 +37,17 @@ struct App {
 const AGENT: &str = "<enrolled agent>";
 
 async fn app() -> App {
+    app_caching_credentials(None).await
+}
+
+/// With `Some(ttl)`, authentication goes through the server's credential cache: a call made
+/// after the credentials store broke still gets past the edge, to the handler's own fault.
+async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
     let store = SqliteStore::open_in_memory().unwrap();
-    let repositories = store.repositories();
+    let repositories = match ttl_ms {
+        Some(ttl_ms) => store.repositories().with_auth_cache(Clock::default(), ttl_ms),
+        None => store.repositories(),
+    };
     let credentials = &repositories.credentials;
     let now = Clock::default().now_secs();
     credentials.put_principal("admin", &["Administrator".into()], now).await.unwrap();
@@ -133,12 +142,17 @@ impl App {
     }
 }
 
-/// -32603 with the A4 data: the correlation id, when to retry, what to do.
+/// -32603 with the A4 data: the correlation id, when to retry (the seeds' 5 s), what to do.
 fn assert_internal_with_retry(answer: &Answer, what: &str) {
+    assert_internal_retrying_after(answer, what, 5000);
+}
+
+/// The seeds price the plugin-config and token-rotation families' store faults at 2 s.
+fn assert_internal_retrying_after(answer: &Answer, what: &str, retry_after_ms: u64) {
     assert_eq!(answer.status, StatusCode::OK, "{what}: {:?}", answer.body);
     let error = &answer.body["error"];
     assert_eq!(error["code"], -32603, "{what}: {}", answer.body);
-    assert_eq!(error["data"]["retry_after_ms"], 5000, "{what}: {}", answer.body);
+    assert_eq!(error["data"]["retry_after_ms"], retry_after_ms, "{what}: {}", answer.body);
     assert!(error["data"]["correlation_id"].as_str().is_some_and(|c| c.starts_with("req-")), "{what}");
     assert!(error["data"]["remediation"].as_str().is_some_and(|r| r.contains("retry")), "{what}");
 }
@@ -234,8 +248,6 @@ async fn each_handler_area_fault_is_an_internal_error_with_retry() {
         (Area::Work, "query_responses", json!({"execution_id": "exe-00"})),
         (Area::Work, "cancel_execution", json!({"execution_id": "exe-00"})),
         (Area::Work, "get_fleet_compliance", json!({})),
-        (Area::PluginConfig, "list_plugin_config", json!({})),
-        (Area::PluginConfig, "get_plugin_kill_switch", json!({"plugin": "p"})),
         (Area::Groups, "list_management_groups", json!({})),
         (Area::Audit, "query_audit_log", json!({})),
     ] {
@@ -244,6 +256,39 @@ async fn each_handler_area_fault_is_an_internal_error_with_retry() {
         let answer = app.call(tool, arguments).await;
         assert_internal_with_retry(&answer, tool);
         assert!(answer.body["error"]["message"].as_str().unwrap().starts_with(&format!("{tool} failed")), "{tool}");
+    }
+}
+
+/// The seeds' shorter floor: a store fault in the plugin-config family answers 2,000 ms
+/// (its REST twin's `Retry-After: 2`), declared in policy.yaml `store_fault_retry`.
+#[tokio::test]
+async fn plugin_config_faults_retry_after_two_seconds() {
+    for (tool, arguments) in [
+        ("list_plugin_config", json!({})),
+        ("get_plugin_config", json!({"plugin": "p", "key": "k"})),
+        ("get_plugin_kill_switch", json!({"plugin": "p"})),
+    ] {
+        let app = app().await;
+        app.store.break_area(Area::PluginConfig).await.unwrap();
+        assert_internal_retrying_after(&app.call(tool, arguments).await, tool, 2000);
+    }
+}
+
+/// The token-rotation family too: a rotation whose store fails after the caller was
+/// authenticated (the credential cache holds it) says 2,000 ms.
+#[tokio::test]
+async fn token_rotation_faults_retry_after_two_seconds() {
+    let app = app_caching_credentials(Some(600_000)).await;
+    let listed = app.call("list_api_tokens", json!({})).await;
+    let token_id = listed.body["result"]["structuredContent"]["tokens"][0]["token_id"].as_str().unwrap().to_string();
+    app.store.break_area(Area::Credentials).await.unwrap();
+    // A read of the same store outside the family keeps the general 5 s.
+    assert_internal_with_retry(&app.call("list_api_tokens", json!({})).await, "list_api_tokens");
+    for (tool, arguments) in [
+        ("rotate_api_token", json!({"token_id": token_id})),
+        ("confirm_api_token_rotation", json!({"token_id": token_id, "secret": "tg_x"})),
+    ] {
+        assert_internal_retrying_after(&app.call(tool, arguments).await, tool, 2000);
     }
 }
 

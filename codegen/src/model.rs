@@ -163,6 +163,30 @@ pub struct Policy {
     pub roles: Vec<RoleDef>,
     /// The names the server itself relies on; the build checks each one against the above.
     pub server: ServerNames,
+    /// How long a client is told to wait after a transient store fault (the A4 `retry_after_ms`).
+    pub store_fault_retry: StoreFaultRetry,
+}
+
+/// The retry hint of a store fault: one default, and families of tools priced apart.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreFaultRetry {
+    /// For every tool no family names, in milliseconds.
+    pub default_ms: u64,
+    /// Tools whose faults clear sooner (or later); a tool is in at most one family.
+    #[serde(default)]
+    pub families: Vec<RetryFamily>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryFamily {
+    /// What the family is, for the reader (and the build's messages).
+    pub name: String,
+    /// Its hint, in milliseconds.
+    pub ms: u64,
+    /// `Securable:Operation` patterns of the tools in it; each must match at least one tool.
+    pub pairs: Vec<String>,
 }
 
 /// What the server's own code needs to know by name, declared here rather than in Rust.

@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::catalogue::{TaskSupport, ToolMeta};
-use toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS;
 use toolgate_domain::redact::{redacted, truncated, truncated_owned};
 use toolgate_domain::{
     AskError, Caller, ClientMethod, ClientRequests, Denial, LogLevel, ToolContext, ToolError, ToolOutput,
@@ -198,7 +197,7 @@ async fn call(
             if let Denial::NotRedeemable { why, .. } = &denial {
                 crate::metrics::recall_refused(meta.name, why.label());
             }
-            return request.denied(server, denial);
+            return request.denied_tool(server, denial, meta);
         }
     };
     // The ticket is spent from here on: if the call does not run to success, it burned.
@@ -325,11 +324,11 @@ pub(super) async fn run_handler(
             tracing::error!(correlation_id = %request.correlation_id, tool = meta.name, "tool failed: {e}");
             let data = match &e {
                 ToolError::StoreAfterStart { execution_id, .. } => json!({
-                    "correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
+                    "correlation_id": request.correlation_id, "retry_after_ms": meta.store_fault_retry_ms,
                     "execution_id": execution_id,
                     "remediation": format!("execution {execution_id} was started before the store failed: follow it with get_execution_status in a few seconds; do not call again, which would start another"),
                 }),
-                _ => json!({"correlation_id": request.correlation_id, "retry_after_ms": RETRY_AFTER_STORE_FAULT_MS,
+                _ => json!({"correlation_id": request.correlation_id, "retry_after_ms": meta.store_fault_retry_ms,
                             "remediation": "a transient store fault; retry in a few seconds"}),
             };
             let message = format!("{} failed: {e}", meta.name);

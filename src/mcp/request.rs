@@ -5,6 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use toolgate_domain::audit::AuditOutcome;
+use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::{CancellationToken, ClientRequests, Denial, LogSink, ProgressSink};
 
 use super::jsonrpc as rpc;
@@ -103,6 +104,16 @@ impl Request<'_> {
 
     /// A denial with the A4 data every refusal carries.
     pub fn denied(&self, server: &McpServer, denial: Denial) -> Outcome {
+        self.denied_retrying(server, denial, toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS)
+    }
+
+    /// A tool's denial: a store fault's retry hint is the tool's own (policy.yaml
+    /// `store_fault_retry`).
+    pub fn denied_tool(&self, server: &McpServer, denial: Denial, tool: &ToolMeta) -> Outcome {
+        self.denied_retrying(server, denial, tool.store_fault_retry_ms)
+    }
+
+    fn denied_retrying(&self, server: &McpServer, denial: Denial, store_fault_ms: u64) -> Outcome {
         let code = denial_code(&denial);
         crate::metrics::denial(code);
         if let Denial::ApprovalPending { approval, minted: true } = &denial {
@@ -127,7 +138,10 @@ impl Request<'_> {
         }
         let mut data = json!({
             "correlation_id": self.correlation_id,
-            "retry_after_ms": denial.retry_after_ms(),
+            "retry_after_ms": match denial {
+                Denial::StoreFault { .. } => Some(store_fault_ms),
+                _ => denial.retry_after_ms(),
+            },
             "remediation": denial.remediation(),
         });
         if let (Some(obj), Some(Value::Object(extra))) = (data.as_object_mut(), denial.data()) {

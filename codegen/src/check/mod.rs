@@ -8,6 +8,7 @@ mod hints;
 pub(crate) mod keywords;
 mod names;
 mod refs;
+mod retry;
 mod schemas;
 mod sensitive;
 mod surface;
@@ -88,6 +89,8 @@ pub struct ToolPlan {
     pub example: Option<Value>,
     /// JSON pointers of the arguments marked `writeOnly: true` (redacted wherever echoed).
     pub sensitive: Vec<String>,
+    /// The `retry_after_ms` of a transient store fault (policy.yaml `store_fault_retry`).
+    pub store_fault_retry_ms: u64,
 }
 
 /// The files after every check passed; warnings ride along.
@@ -116,6 +119,7 @@ pub fn run(
     diagnostics.extend(schemas::check(&inputs));
     diagnostics.extend(coverage::check(&inputs));
     diagnostics.extend(sensitive::check(&inputs));
+    diagnostics.extend(retry::check(&inputs));
     let (surface_diagnostics, surface) = surface::check(&inputs);
     diagnostics.extend(surface_diagnostics);
     let handler_report = handlers::check(&inputs, handlers_dir);
@@ -148,6 +152,7 @@ fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> 
         approval_gated,
         example: schemas::example(&tool.input_schema),
         sensitive: sensitive::scan(&tool.input_schema).0,
+        store_fault_retry_ms: retry::hint_ms(policy, &tool.securable, &tool.operation),
         published_input_schema,
         handler: handler.clone(),
         struct_name: struct_name.to_string(),

@@ -188,7 +188,14 @@ fn rules(
 }
 
 /// One `Securable:Operation` pattern at `at`: it parses and names declared sides.
-fn pattern(inputs: &Inputs, at: &str, text: &str, securables: &[&str], operations: &[&str], out: &mut Vec<Diagnostic>) {
+pub(super) fn pattern(
+    inputs: &Inputs,
+    at: &str,
+    text: &str,
+    securables: &[&str],
+    operations: &[&str],
+    out: &mut Vec<Diagnostic>,
+) {
     match Pattern::parse(text) {
         Err(why) => {
             out.push(inputs.policy_error(at, why).help("write `Securable:Operation`, e.g. `Tag:Delete` or `*:Read`"))

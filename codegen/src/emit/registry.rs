@@ -64,6 +64,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let task_support = ident(tool.task_support.variant());
         let sensitive = &plan.sensitive;
         let agent_data = tool.agent_data;
+        let store_fault_retry_ms = plan.store_fault_retry_ms;
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
         // past 15 GiB).
@@ -93,6 +94,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 decisions: &[#(#row),*],
                 sensitive_arguments: &[#(#sensitive),*],
                 agent_data: #agent_data,
+                store_fault_retry_ms: #store_fault_retry_ms,
             }
         }
     });

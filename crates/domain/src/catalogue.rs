@@ -79,6 +79,10 @@ pub struct ToolMeta {
     /// Its result carries text the agents reported: marked untrusted wherever it is shown
     /// (tools.yaml `agentData`).
     pub agent_data: bool,
+    /// The `retry_after_ms` a transient store fault answers with (policy.yaml
+    /// `store_fault_retry`: the seeds' 5 s, and 2 s for the plugin-config and token-rotation
+    /// families).
+    pub store_fault_retry_ms: u64,
 }
 
 impl ToolMeta {

@@ -244,6 +244,7 @@ mod tests {
         decisions: &[],
         sensitive_arguments: &[],
         agent_data: false,
+        store_fault_retry_ms: 5_000,
     }];
     static CATALOGUE: Catalogue = Catalogue {
         tools: &BROKEN,

@@ -67,6 +67,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
         agent_data: false,
+        store_fault_retry_ms: 5000u64,
     },
     ToolMeta {
         index: 1usize,
@@ -94,6 +95,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Deny, Decision::ApprovalRequired],
         sensitive_arguments: &[],
         agent_data: false,
+        store_fault_retry_ms: 5000u64,
     },
     ToolMeta {
         index: 2usize,
@@ -123,6 +125,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
         agent_data: false,
+        store_fault_retry_ms: 5000u64,
     },
 ];
 static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [
