@@ -18,6 +18,7 @@ pub const REQUESTS: &str = "toolgate_mcp_requests_total";
 pub const DENIALS: &str = "toolgate_mcp_denials_total";
 pub const TOOL_CALLS: &str = "toolgate_mcp_tool_calls_total";
 pub const APPROVALS: &str = "toolgate_approvals_total";
+pub const APPROVALS_BURNED: &str = "toolgate_approvals_burned_total";
 pub const APPROVALS_PENDING: &str = "toolgate_approvals_pending";
 pub const AUTH_FAILURES: &str = "toolgate_auth_failures_total";
 pub const SESSIONS_ACTIVE: &str = "toolgate_mcp_sessions_active";
@@ -86,7 +87,11 @@ fn describe() {
         TOOL_CALLS,
         "tools/call answered, by tool and audited outcome (success, denied, failure, pending)"
     );
-    describe_counter!(APPROVALS, "Approval tickets: minted, approved, rejected, consumed, burned");
+    describe_counter!(APPROVALS, "Approval tickets by tool and event: minted, approved, rejected, consumed");
+    describe_counter!(
+        APPROVALS_BURNED,
+        "Consumed approval tickets whose call then did not succeed, by tool and reason"
+    );
     describe_gauge!(APPROVALS_PENDING, "Approval tickets waiting for a person");
     describe_counter!(AUTH_FAILURES, "Requests refused for a missing, unknown, revoked or expired token");
     describe_gauge!(SESSIONS_ACTIVE, "Live handshake-era MCP sessions");
@@ -110,8 +115,13 @@ fn describe() {
         "Store operations, from the request's wait to the answer"
     );
     // Series worth alerting on exist from the start, at zero: an absent series cannot fire.
-    for event in ApprovalEvent::ALL {
-        counter!(APPROVALS, "event" => event.label()).absolute(0);
+    for tool in ToolId::ALL.iter().map(|t| t.meta()).filter(|m| m.approval_gated) {
+        for event in ApprovalEvent::ALL {
+            counter!(APPROVALS, "tool" => tool.name, "event" => event.label()).absolute(0);
+        }
+        for reason in BurnReason::ALL {
+            counter!(APPROVALS_BURNED, "tool" => tool.name, "reason" => reason.label()).absolute(0);
+        }
     }
     counter!(AUTH_FAILURES).absolute(0);
     for result in ["success", "denied", "locked"] {
@@ -278,14 +288,12 @@ pub enum ApprovalEvent {
     Minted,
     Approved,
     Rejected,
-    /// Recalled: the call it approved ran.
+    /// Recalled: the call it approved ran (a burn is counted apart, with its reason).
     Consumed,
-    /// Consumed, and the call then failed or was refused by its handler: spent for nothing.
-    Burned,
 }
 
 impl ApprovalEvent {
-    const ALL: [ApprovalEvent; 5] = [Self::Minted, Self::Approved, Self::Rejected, Self::Consumed, Self::Burned];
+    const ALL: [ApprovalEvent; 4] = [Self::Minted, Self::Approved, Self::Rejected, Self::Consumed];
 
     fn label(self) -> &'static str {
         match self {
@@ -293,13 +301,43 @@ impl ApprovalEvent {
             ApprovalEvent::Approved => "approved",
             ApprovalEvent::Rejected => "rejected",
             ApprovalEvent::Consumed => "consumed",
-            ApprovalEvent::Burned => "burned",
         }
     }
 }
 
-pub fn approval(event: ApprovalEvent) {
-    counter!(APPROVALS, "event" => event.label()).increment(1);
+/// Why a consumed ticket was spent for nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum BurnReason {
+    /// The handler refused the call (a business rule, or the client's user said no).
+    Refused,
+    /// The handler failed (a store fault, an error result, an answer over its cap).
+    Failed,
+}
+
+impl BurnReason {
+    const ALL: [BurnReason; 2] = [Self::Refused, Self::Failed];
+
+    fn label(self) -> &'static str {
+        match self {
+            BurnReason::Refused => "refused",
+            BurnReason::Failed => "failed",
+        }
+    }
+}
+
+/// An approval ticket's event, for the tool it approves (a name the catalogue does not have,
+/// from an old ticket, is counted as `unknown` so the label set stays bounded).
+pub fn approval(event: ApprovalEvent, tool: &str) {
+    counter!(APPROVALS, "tool" => known_tool(tool), "event" => event.label()).increment(1);
+}
+
+/// A consumed ticket whose call did not succeed: a person's approval wasted.
+pub fn approval_burned(tool: &'static str, reason: BurnReason) {
+    counter!(APPROVALS_BURNED, "tool" => tool, "reason" => reason.label()).increment(1);
+}
+
+fn known_tool(name: &str) -> &'static str {
+    ToolId::from_name(name).map_or("unknown", |t| t.meta().name)
 }
 
 pub fn auth_failure() {

@@ -114,11 +114,14 @@ fn metrics_move_by_exactly_what_was_done() {
         ("toolgate_mcp_denials_total{code=\"-32004\"}", 1.0),
         ("toolgate_mcp_denials_total{code=\"-32006\"}", 3.0),
         ("toolgate_mcp_denials_total{code=\"-32003\"}", 1.0),
-        ("toolgate_approvals_total{event=\"minted\"}", 3.0),
-        ("toolgate_approvals_total{event=\"approved\"}", 2.0),
-        ("toolgate_approvals_total{event=\"rejected\"}", 1.0),
-        ("toolgate_approvals_total{event=\"consumed\"}", 2.0),
-        ("toolgate_approvals_total{event=\"burned\"}", 1.0),
+        ("toolgate_approvals_total{tool=\"delete_tag\",event=\"minted\"}", 3.0),
+        ("toolgate_approvals_total{tool=\"delete_tag\",event=\"approved\"}", 2.0),
+        ("toolgate_approvals_total{tool=\"delete_tag\",event=\"rejected\"}", 1.0),
+        ("toolgate_approvals_total{tool=\"delete_tag\",event=\"consumed\"}", 2.0),
+        ("toolgate_approvals_total{tool=\"execute_instruction\",event=\"minted\"}", 0.0),
+        // the approved recall of an unknown agent's tag: an error result, a person's approval wasted
+        ("toolgate_approvals_burned_total{tool=\"delete_tag\",reason=\"failed\"}", 1.0),
+        ("toolgate_approvals_burned_total{tool=\"delete_tag\",reason=\"refused\"}", 0.0),
         // the rejected ticket's recall, apart from RBAC's -32003 refusals
         ("toolgate_approval_recalls_refused_total{tool=\"delete_tag\",reason=\"rejected\"}", 1.0),
         ("toolgate_auth_failures_total", 1.0),
@@ -135,6 +138,13 @@ fn metrics_move_by_exactly_what_was_done() {
     ];
     for (series, delta) in expected {
         assert_eq!(moved(series), delta, "{series}\nafter: {after:#?}");
+    }
+    // Every approval-gated tool's series exist from the start, at zero: an absent one cannot fire.
+    for series in [
+        "toolgate_approvals_total{tool=\"execute_instruction\",event=\"minted\"}",
+        "toolgate_approvals_burned_total{tool=\"quarantine_device\",reason=\"refused\"}",
+    ] {
+        assert!(before.contains_key(series), "{series} is missing\nbefore: {before:#?}");
     }
     // output_schemas listed tools once before `before`; nothing else was called.
     let calls: f64 =

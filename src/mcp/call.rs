@@ -203,11 +203,15 @@ async fn call(
     // The ticket is spent from here on: if the call does not run to success, it burned.
     let consumed = passed.approval.is_some();
     if consumed {
-        crate::metrics::approval(crate::metrics::ApprovalEvent::Consumed);
+        crate::metrics::approval(crate::metrics::ApprovalEvent::Consumed, meta.name);
     }
     let burned_unless_success = |outcome: Outcome| {
-        if consumed && outcome.result != AuditOutcome::Success {
-            crate::metrics::approval(crate::metrics::ApprovalEvent::Burned);
+        use crate::metrics::BurnReason;
+        match outcome.result {
+            AuditOutcome::Success => {}
+            _ if !consumed => {}
+            AuditOutcome::Denied => crate::metrics::approval_burned(meta.name, BurnReason::Refused),
+            _ => crate::metrics::approval_burned(meta.name, BurnReason::Failed),
         }
         outcome
     };

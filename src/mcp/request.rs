@@ -117,7 +117,7 @@ impl Request<'_> {
         let code = denial_code(&denial);
         crate::metrics::denial(code);
         if let Denial::ApprovalPending { approval, minted: true } = &denial {
-            crate::metrics::approval(crate::metrics::ApprovalEvent::Minted);
+            crate::metrics::approval(crate::metrics::ApprovalEvent::Minted, &approval.tool);
             tracing::info!(approval_id = %approval.id, tool = %approval.tool, submitter = %approval.submitter, "approval ticket minted; waiting for a person");
         }
         if let Denial::InvalidArguments(invalid) = &denial {

@@ -136,7 +136,7 @@ async fn decide_as(
         Ok(a) => {
             let event =
                 if approve { crate::metrics::ApprovalEvent::Approved } else { crate::metrics::ApprovalEvent::Rejected };
-            crate::metrics::approval(event);
+            crate::metrics::approval(event, &a.tool);
             Ok(a)
         }
         Err(ReviewRefusal::OwnRequest(_)) => {
