@@ -201,3 +201,53 @@ async fn query_responses_says_when_to_poll_again() {
     let finished = call(&c, "query_responses", json!({"execution_id": id})).await.unwrap();
     assert_eq!(finished["retry_after_ms"], Value::Null, "{finished}");
 }
+
+/// Fidelity: `query_responses` pages by a cursor in arrival order, marks a page its limit cut
+/// (`result_truncated_by_cap`), hands out no cursor once the execution is finished and read,
+/// and refuses a cursor it did not make or made for another query, saying which.
+#[tokio::test]
+async fn query_responses_pages_by_cursor_and_marks_a_cut_page() {
+    use toolgate_domain::fleet::instruction::StepStatus;
+    use toolgate_domain::fleet::wire::{RunResult, StepResult};
+    let services = services().await;
+    let mut agents = Vec::new();
+    for _ in 0..3 {
+        agents.push(enroll(&services).await);
+    }
+    let c = ctx(&services, "operator", &["Operator"]);
+    let started =
+        call(&c, "execute_instruction", json!({"definition": "os_facts", "agent_ids": agents})).await.unwrap();
+    let id = started["execution_id"].as_str().unwrap().to_string();
+    let work = &services.repositories().work;
+    work.mark_delivered(&id, agents.clone(), Clock::default().now_ms()).await.unwrap();
+    for (n, agent) in agents.iter().enumerate() {
+        let row = json!({"hostname": format!("h{n}")}).as_object().cloned().unwrap();
+        let step = StepResult { status: StepStatus::Succeeded, error: None, rows: vec![row] };
+        let result = RunResult { execution_id: id.clone(), steps: vec![step] };
+        work.save_result(agent, result, Clock::default().now_ms()).await.unwrap();
+    }
+    let first = call(&c, "query_responses", json!({"execution_id": id, "limit": 2})).await.unwrap();
+    assert_eq!((first["rows"].as_array().unwrap().len(), &first["result_truncated_by_cap"]), (2, &json!(true)));
+    let cursor = first["next_cursor"].as_str().expect("a cut page says where to go on").to_string();
+    let rest = call(&c, "query_responses", json!({"execution_id": id, "limit": 2, "cursor": cursor})).await.unwrap();
+    assert_eq!(rest["rows"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(
+        (&rest["result_truncated_by_cap"], &rest["next_cursor"]),
+        (&json!(false), &Value::Null),
+        "finished, all read"
+    );
+    let hosts: Vec<&Value> = first["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest["rows"].as_array().unwrap())
+        .map(|r| &r["values"]["hostname"])
+        .collect();
+    assert_eq!(hosts, [&json!("h0"), &json!("h1"), &json!("h2")], "in the order they arrived");
+    for (bad, says) in [("not-a-cursor", "is not a cursor"), ("exe-0000/0/1", "pages execution `exe-0000`")] {
+        match call(&c, "query_responses", json!({"execution_id": id, "cursor": bad})).await {
+            Err(ToolError::InvalidArguments(message)) => assert!(message.contains(says), "{message}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

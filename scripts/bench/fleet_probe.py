@@ -57,15 +57,22 @@ def execute(call, pid, count):
     elapsed = time.perf_counter() - start
     print(f"RESULT execute_instruction os_facts to {targeted} agents: answered in {accepted * 1000:.0f} ms, "
           f"every response stored in {elapsed:.1f} s ({status['counts']}); server peak RSS meanwhile {peak / 1024:.1f} MiB")
-    rows = 0
-    offset = 0
-    while offset is not None:
-        page = call("query_responses", {"execution_id": execution, "offset": offset, "limit": 1000})
+    # Walk every page by cursor, keeping each page's start for the random reads below.
+    rows, cursors, cursor = 0, [None], None
+    while True:
+        args = {"execution_id": execution, "limit": 100}
+        if cursor is not None:
+            args["cursor"] = cursor
+        page = call("query_responses", args)
         rows += len(page["rows"])
-        offset = page["next_offset"]
+        cursor = page["next_cursor"]
+        if not page["result_truncated_by_cap"] or cursor is None:
+            break
+        cursors.append(cursor)
     loads = {
-        f"query_responses over {rows} rows, a page of 100 at a random offset":
-            lambda: call("query_responses", {"execution_id": execution, "limit": 100, "offset": random.randrange(max(1, rows - 100))}),
+        f"query_responses over {rows} rows, a page of 100 from a random cursor":
+            lambda: call("query_responses", dict({"execution_id": execution, "limit": 100},
+                                                 **({"cursor": c} if (c := random.choice(cursors)) else {}))),
         f"query_responses over {rows} rows, where arch = this host's (every row matches; first page)":
             lambda: call("query_responses", {"execution_id": execution, "limit": 100, "where": {"arch": "x86_64"}}),
         f"aggregate_responses over {rows} rows, group by kernel":

@@ -9,7 +9,7 @@ use toolgate_policy::did_you_mean;
 use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
 
 use super::executions::header;
-use super::fleet::{ensure_known, next_offset, paging};
+use super::fleet::{ensure_known, paging};
 use crate::instructions::{definition, instructions};
 use crate::registry::args;
 use crate::services::ToolContext;
@@ -75,35 +75,68 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         ensure_known(ctx, agent_id)?;
     }
     let status = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
-    let (offset, limit) = paging(args.offset, args.limit);
+    let after = match &args.cursor {
+        Some(cursor) => Cursor::parse(cursor, &args.execution_id, step)?,
+        None => 0,
+    };
+    let (_, limit) = paging(None, args.limit);
     let query = ResponseQuery {
         execution_id: args.execution_id.clone(),
         step,
         agent_id: args.agent_id.clone(),
         status,
         conditions: conditions(args.where_, &columns, definition)?,
-        offset,
+        after,
         limit,
     };
     let page = ctx.services().repositories().work.responses(query).await?;
+    let last = page.rows.last().map_or(after, |r| r.arrival);
     let fleet = ctx.services().fleet();
     let rows: Vec<Value> = page
         .rows
         .into_iter()
-        .map(|(agent_id, values)| {
-            json!({"agent_id": agent_id, "hostname": fleet.hostname(&agent_id), "values": values})
-        })
+        .map(|r| json!({"agent_id": r.agent_id, "hostname": fleet.hostname(&r.agent_id), "values": r.values}))
         .collect();
-    let next = next_offset(offset, rows.len(), page.more);
+    // Where the next page starts: after this one while rows may follow (the limit cut it, or
+    // agents are still answering); none once the execution is finished and all was read.
+    let next_cursor = (page.more || !finished).then(|| Cursor::format(&args.execution_id, step, last));
     Ok(ToolOutput::Structured(json!({
         "execution_id": args.execution_id,
         "definition": definition.name,
         "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
         "rows": rows,
-        "next_offset": next,
+        "next_cursor": next_cursor,
+        "result_truncated_by_cap": page.more,
         // More responses may arrive while agents are still answering: poll no sooner.
         "retry_after_ms": super::executions::poll_verdict("query_responses", finished),
     })))
+}
+
+/// A place in an execution step's arrival order, as `query_responses` hands it out: opaque to
+/// clients, bound to the execution and step it was made for.
+struct Cursor;
+
+impl Cursor {
+    fn format(execution_id: &str, step: usize, arrival: i64) -> String {
+        format!("{execution_id}/{step}/{arrival}")
+    }
+
+    /// The arrival number after which the page starts.
+    fn parse(cursor: &str, execution_id: &str, step: usize) -> Result<i64, ToolError> {
+        let mut parts = cursor.rsplitn(3, '/');
+        let (arrival, at_step, of) = (parts.next(), parts.next(), parts.next());
+        let arrival = arrival.and_then(|a| a.parse::<i64>().ok()).filter(|a| *a >= 0);
+        match (of, at_step.and_then(|s| s.parse::<usize>().ok()), arrival) {
+            (Some(of), Some(at_step), Some(arrival)) if of == execution_id && at_step == step => Ok(arrival),
+            (Some(of), Some(at_step), Some(_)) => Err(ToolError::InvalidArguments(format!(
+                "this cursor pages execution `{of}` step {at_step}, not `{execution_id}` step {step}: pass the next_cursor of the same query, or none to start over"
+            ))),
+            _ => Err(ToolError::InvalidArguments(format!(
+                "`{}` is not a cursor query_responses gave: pass a next_cursor as it came, or none to start from the first row",
+                cursor.chars().take(80).collect::<String>()
+            ))),
+        }
+    }
 }
 
 pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateResponses) -> ToolResult {

@@ -28,8 +28,8 @@ pub use traits::{
     PluginConfigStore, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
 pub use work::{
-    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponseQuery, StepRecord,
-    Taken, TargetRecord, WorkStore,
+    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponsePage,
+    ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
 };
 
 /// The latency of every store operation, seconds (a Prometheus histogram).

@@ -2,13 +2,13 @@
 //! states and compliance outcomes.
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 
-use crate::{ColumnCondition, RowPage};
+use crate::ColumnCondition;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -78,7 +78,7 @@ pub struct StepRecord {
     pub row_count: i64,
 }
 
-/// Which responses to read.
+/// Which responses to read: a keyset page in the order they arrived.
 #[derive(Clone, Debug, Default)]
 pub struct ResponseQuery {
     pub execution_id: String,
@@ -86,8 +86,27 @@ pub struct ResponseQuery {
     pub agent_id: Option<String>,
     pub status: Option<TargetStatus>,
     pub conditions: Vec<ColumnCondition>,
-    pub offset: usize,
+    /// Only rows that arrived after this one ([`ResponseRow::arrival`]; 0 from the start).
+    pub after: i64,
     pub limit: usize,
+}
+
+/// One row an agent returned, with its place in the execution's arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseRow {
+    pub agent_id: String,
+    pub values: Map<String, Value>,
+    /// Numbered from 1 in the order rows were stored; a later row always has a larger number
+    /// (and a reader that sees a number sees every smaller one), so paging by it never skips
+    /// or repeats a row while agents keep answering.
+    pub arrival: i64,
+}
+
+/// A page of responses, and whether more matched after it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResponsePage {
+    pub rows: Vec<ResponseRow>,
+    pub more: bool,
 }
 
 /// One group of an aggregate: the column's value, how many rows, and the min and max of
@@ -164,8 +183,8 @@ pub trait WorkStore: Send + Sync {
     /// Newest first; `definition` keeps executions with a step of that definition.
     async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>>;
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;
-    /// A page of rows (each with its agent id) and whether more matched.
-    async fn responses(&self, query: ResponseQuery) -> Result<RowPage>;
+    /// A page of rows in arrival order (each with its agent id) and whether more matched.
+    async fn responses(&self, query: ResponseQuery) -> Result<ResponsePage>;
     /// Rows of one step grouped by a column, biggest groups first.
     async fn aggregate(
         &self,

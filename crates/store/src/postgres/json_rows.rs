@@ -106,14 +106,3 @@ pub(super) async fn chunk(
         }
     }
 }
-
-/// The rows of a JSONB column, as objects (anything else cannot have been written here).
-pub(super) fn objects(found: Vec<tokio_postgres::Row>) -> Pg<Vec<(String, Map<String, Value>)>> {
-    let mut out = Vec::with_capacity(found.len());
-    for r in found {
-        if let Value::Object(object) = r.try_get::<_, Value>(1)? {
-            out.push((r.try_get(0)?, object));
-        }
-    }
-    Ok(out)
-}

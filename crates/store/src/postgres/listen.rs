@@ -13,20 +13,33 @@ use tokio_postgres::AsyncMessage;
 use super::{Pg, execute};
 use crate::changes::{Change, ChangeFeed};
 
-const CHANNEL: &str = "toolgate";
+/// The channel of the deployment whose tables are in `schema`: replicas of one deployment
+/// share it, and two deployments in one database (each its own schema) never hear each
+/// other. `public` keeps the plain name; others get a digest (a channel is an identifier,
+/// at most 63 bytes, and a schema name may be that long itself).
+pub(crate) fn channel_for(schema: &str) -> Arc<str> {
+    match schema {
+        "public" => "toolgate".into(),
+        other => {
+            let digest = toolgate_domain::secrets::secret_digest(other);
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("toolgate_{hex}").into()
+        }
+    }
+}
 
 /// How long to wait before listening again after the connection was lost.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 /// Tells every replica (this one included, which ignores its own) of `change`, when the
 /// transaction `c` is in commits.
-pub(crate) async fn notify(c: &impl GenericClient, replica: &str, change: &Change) -> Pg<()> {
+pub(crate) async fn notify(c: &impl GenericClient, channel: &str, replica: &str, change: &Change) -> Pg<()> {
     let payload = format!("{replica}\t{}", change.encode());
-    execute(c, "SELECT pg_notify('toolgate', $1)", &[&payload]).await.map(drop)
+    execute(c, "SELECT pg_notify($1, $2)", &[&channel, &payload]).await.map(drop)
 }
 
 /// Listens until the feed is dropped, reconnecting as needed.
-pub(crate) fn spawn(config: tokio_postgres::Config, replica: Arc<str>, feed: Weak<ChangeFeed>) {
+pub(crate) fn spawn(config: tokio_postgres::Config, channel: Arc<str>, replica: Arc<str>, feed: Weak<ChangeFeed>) {
     tokio::spawn(async move {
         let mut first = true;
         loop {
@@ -40,7 +53,7 @@ pub(crate) fn spawn(config: tokio_postgres::Config, replica: Arc<str>, feed: Wea
             }
             drop(alive);
             first = false;
-            if let Err(e) = listen(&config, &replica, &feed).await {
+            if let Err(e) = listen(&config, &channel, &replica, &feed).await {
                 tracing::warn!("the change feed's database connection failed ({e}); listening again in 1 s");
             }
             if feed.strong_count() == 0 {
@@ -50,7 +63,7 @@ pub(crate) fn spawn(config: tokio_postgres::Config, replica: Arc<str>, feed: Wea
     });
 }
 
-async fn listen(config: &tokio_postgres::Config, replica: &str, feed: &Weak<ChangeFeed>) -> Pg<()> {
+async fn listen(config: &tokio_postgres::Config, channel: &str, replica: &str, feed: &Weak<ChangeFeed>) -> Pg<()> {
     let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
     let (messages, mut heard) = tokio::sync::mpsc::unbounded_channel();
     // The connection delivers notifications only while it is polled: a task of its own.
@@ -71,7 +84,8 @@ async fn listen(config: &tokio_postgres::Config, replica: &str, feed: &Weak<Chan
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    // The channel is `toolgate` or `toolgate_<hex>`: nothing to quote.
+    client.batch_execute(&format!("LISTEN {channel}")).await?;
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {

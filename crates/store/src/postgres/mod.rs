@@ -35,6 +35,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0003_replica_state", include_str!("../../migrations/postgres/0003_replica_state.sql")),
     ("0004_execution_keys", include_str!("../../migrations/postgres/0004_execution_keys.sql")),
     ("0005_audit_target_type", include_str!("../../migrations/postgres/0005_audit_target_type.sql")),
+    ("0006_response_arrival", include_str!("../../migrations/postgres/0006_response_arrival.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).
@@ -81,6 +82,8 @@ pub struct PostgresStore {
     replica: Arc<str>,
     /// What other replicas change, heard through LISTEN.
     feed: Arc<ChangeFeed>,
+    /// The NOTIFY channel of this deployment (its schema's; see [`listen::channel_for`]).
+    channel: Arc<str>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -156,13 +159,19 @@ impl PostgresStore {
             .create_timeout(Some(Duration::from_secs(10)))
             .build()
             .map_err(|e| StoreError::Unavailable(format!("cannot set up the connection pool for {target}: {e}")))?;
-        let store = Self { pool, replica: replica.into(), feed: Arc::default() };
-        store.migrate().await.map_err(|e| match e {
+        let mut store = Self { pool, replica: replica.into(), feed: Arc::default(), channel: "toolgate".into() };
+        let prepared = async {
+            store.migrate().await?;
+            let schema: String = store.conn().await?.query_one("SELECT current_schema()", &[]).await?.get(0);
+            Ok::<_, PgError>(schema)
+        };
+        let schema = prepared.await.map_err(|e| match e {
             PgError::Pool(e) => StoreError::Unavailable(format!("cannot connect to PostgreSQL at {target}: {e}")),
             PgError::Invalid(text) => StoreError::Unavailable(text),
             other => StoreError::Unavailable(format!("cannot prepare the database at {target}: {other}")),
         })?;
-        listen::spawn(listener_config, store.replica.clone(), Arc::downgrade(&store.feed));
+        store.channel = listen::channel_for(&schema);
+        listen::spawn(listener_config, store.channel.clone(), store.replica.clone(), Arc::downgrade(&store.feed));
         Ok(store)
     }
 
@@ -227,7 +236,7 @@ impl PostgresStore {
 
     /// Announces `change` to the other replicas when `c`'s transaction commits.
     pub(crate) async fn notify(&self, c: &impl GenericClient, change: Change) -> Pg<()> {
-        listen::notify(c, &self.replica, &change).await
+        listen::notify(c, &self.channel, &self.replica, &change).await
     }
 }
 

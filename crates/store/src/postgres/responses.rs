@@ -6,17 +6,28 @@ use tokio_postgres::types::ToSql;
 use toolgate_domain::fleet::instruction::target_status;
 use toolgate_domain::fleet::wire::RunResult;
 
-use super::json_rows::{conditions_sql, json_key, objects};
+use super::json_rows::{conditions_sql, json_key};
 use super::{Pg, PostgresStore, execute, relaxed, row, rows};
-use crate::RowPage;
 use crate::changes::Change;
 use crate::rules::result_refusal;
-use crate::work::{Group, ResponseQuery, Taken};
+use crate::work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken};
 
 pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
     let mut c = store.conn().await?;
     let c = &mut c;
     let tx = relaxed(c).await?;
+    // The rows' arrival numbers, under the execution row's lock until this commits (taken
+    // before the target's, as a cancellation takes them): a later result waits, so its
+    // numbers are larger and commit later, and a page never skips one.
+    let rows_sent: i64 = result.steps.iter().map(|s| s.rows.len() as i64).sum();
+    let received = row(
+        &tx,
+        "UPDATE execution SET responses_received = responses_received + $2 WHERE execution_id = $1 RETURNING responses_received",
+        &[&result.execution_id, &rows_sent],
+    )
+    .await?;
+    let Some(received) = received else { return Ok(Taken::Unknown) };
+    let mut arrival: i64 = received.try_get::<_, i64>(0)? - rows_sent;
     let known = row(
         &tx,
         "SELECT status FROM execution_target WHERE execution_id = $1 AND agent_id = $2 FOR UPDATE",
@@ -48,11 +59,12 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
         let found: Vec<Value> = step.rows.iter().cloned().map(Value::Object).collect();
         execute(
             &tx,
-            "INSERT INTO response (execution_id, step, agent_id, row_index, row)
-             SELECT $1, $2, $3, n - 1, r FROM unnest($4::jsonb[]) WITH ORDINALITY AS u(r, n)",
-            &[&result.execution_id, &index, &agent_id, &found],
+            "INSERT INTO response (execution_id, step, agent_id, row_index, row, arrival)
+             SELECT $1, $2, $3, n - 1, r, $5 + n FROM unnest($4::jsonb[]) WITH ORDINALITY AS u(r, n)",
+            &[&result.execution_id, &index, &agent_id, &found, &arrival],
         )
         .await?;
+        arrival += count;
     }
     let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
     let error = result.steps.iter().find_map(|s| s.error.clone());
@@ -67,27 +79,30 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
     Ok(Taken::Stored)
 }
 
-pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<RowPage> {
+pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<ResponsePage> {
     let c = store.conn().await?;
-    let (where_sql, values) = conditions_sql(&q.conditions, "r.", 5)?;
+    let (where_sql, values) = conditions_sql(&q.conditions, "r.", 6)?;
     let step = q.step as i64;
     let status = q.status.map(|s| s.as_str());
-    let (limit, offset) = (q.limit as i64 + 1, q.offset as i64);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status];
+    let limit = q.limit as i64 + 1;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status, &q.after];
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
-         WHERE r.execution_id = $1 AND r.step = $2 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){where_sql}
-         ORDER BY r.agent_id, r.row_index LIMIT ${} OFFSET ${}",
+        "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
+         WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){where_sql}
+         ORDER BY r.arrival LIMIT ${}",
         params.len() + 1,
-        params.len() + 2
     );
     params.push(&limit);
-    params.push(&offset);
-    let mut found = objects(rows(&*c, &sql, &params).await?)?;
+    let mut found = Vec::new();
+    for r in rows(&*c, &sql, &params).await? {
+        if let Value::Object(values) = r.try_get::<_, Value>(1)? {
+            found.push(ResponseRow { agent_id: r.try_get(0)?, values, arrival: r.try_get(2)? });
+        }
+    }
     let more = found.len() > q.limit;
     found.truncate(q.limit);
-    Ok(RowPage { rows: found, more, over_budget: false })
+    Ok(ResponsePage { rows: found, more })
 }
 
 pub(super) async fn aggregate(

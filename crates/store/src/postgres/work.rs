@@ -13,7 +13,7 @@ use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
 use super::responses;
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
-use crate::RowPage;
+use crate::ResponsePage;
 use crate::changes::Change;
 use crate::rules::existing_execution;
 use crate::work::{
@@ -269,7 +269,7 @@ impl WorkStore for PostgresStore {
         .await
     }
 
-    async fn responses(&self, q: ResponseQuery) -> Result<RowPage> {
+    async fn responses(&self, q: ResponseQuery) -> Result<ResponsePage> {
         pg(responses::page(self, q)).await
     }
 

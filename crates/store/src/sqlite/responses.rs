@@ -2,14 +2,13 @@
 //! the conditions in SQL.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use toolgate_domain::fleet::instruction::target_status;
 use toolgate_domain::fleet::wire::RunResult;
 
 use super::json_rows::push_conditions;
-use crate::RowPage;
 use crate::rules::result_refusal;
-use crate::work::{ResponseQuery, Taken};
+use crate::work::{ResponsePage, ResponseQuery, ResponseRow, Taken};
 
 pub(super) fn store_result(
     c: &mut Connection,
@@ -18,6 +17,18 @@ pub(super) fn store_result(
     now_ms: i64,
 ) -> rusqlite::Result<Taken> {
     let tx = c.transaction()?;
+    // The rows' arrival numbers, taken first (the execution row before its targets, as a
+    // cancellation takes them); a refused result rolls them back with everything else.
+    let rows: i64 = result.steps.iter().map(|s| s.rows.len() as i64).sum();
+    let received: Option<i64> = tx
+        .query_row(
+            "UPDATE execution SET responses_received = responses_received + ?2 WHERE execution_id = ?1 RETURNING responses_received",
+            params![result.execution_id, rows],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(received) = received else { return Ok(Taken::Unknown) };
+    let mut arrival = received - rows;
     let known: Option<String> = tx
         .query_row(
             "SELECT status FROM execution_target WHERE execution_id = ?1 AND agent_id = ?2",
@@ -39,7 +50,7 @@ pub(super) fn store_result(
             "INSERT INTO execution_step (execution_id, agent_id, step, status, error, row_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         let mut row_insert = tx.prepare_cached(
-            "INSERT INTO response (execution_id, step, agent_id, row_index, row) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO response (execution_id, step, agent_id, row_index, row, arrival) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for (i, step) in result.steps.iter().enumerate() {
             step_insert.execute(params![
@@ -52,7 +63,8 @@ pub(super) fn store_result(
             ])?;
             for (j, row) in step.rows.iter().enumerate() {
                 let text = serde_json::to_string(row).expect("a row serializes");
-                row_insert.execute(params![result.execution_id, i as i64, agent_id, j as i64, text])?;
+                arrival += 1;
+                row_insert.execute(params![result.execution_id, i as i64, agent_id, j as i64, text, arrival])?;
             }
         }
     }
@@ -66,32 +78,39 @@ pub(super) fn store_result(
     Ok(Taken::Stored)
 }
 
-pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<RowPage> {
+pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<ResponsePage> {
     let mut sql = String::from(
-        "SELECT r.agent_id, r.row FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
-         WHERE r.execution_id = ? AND r.step = ? AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)",
+        "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
+         WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ? AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)",
     );
     let status = q.status.map(|s| s.as_str().to_string());
     let mut values: Vec<rusqlite::types::Value> = vec![
         q.execution_id.clone().into(),
         (q.step as i64).into(),
+        q.after.into(),
         q.agent_id.clone().into(),
         q.agent_id.clone().into(),
         status.clone().into(),
         status.into(),
     ];
     push_conditions(&q.conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY r.agent_id, r.row_index LIMIT ? OFFSET ?");
+    sql.push_str(" ORDER BY r.arrival LIMIT ?");
     values.push((q.limit as i64 + 1).into());
-    values.push((q.offset as i64).into());
     let mut stmt = c.prepare_cached(&sql)?;
-    let mut rows: Vec<(String, Map<String, Value>)> = stmt
-        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
-        .filter_map(|r| r.map(|(agent, text)| serde_json::from_str(&text).ok().map(|row| (agent, row))).transpose())
+    let mut rows: Vec<ResponseRow> = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+        })?
+        .filter_map(|r| {
+            r.map(|(agent_id, text, arrival)| {
+                serde_json::from_str(&text).ok().map(|values| ResponseRow { agent_id, values, arrival })
+            })
+            .transpose()
+        })
         .collect::<rusqlite::Result<_>>()?;
     let more = rows.len() > q.limit;
     rows.truncate(q.limit);
-    Ok(RowPage { rows, more, over_budget: false })
+    Ok(ResponsePage { rows, more })
 }
 
 pub(super) fn sql_value(v: rusqlite::types::Value) -> Value {

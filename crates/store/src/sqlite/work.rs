@@ -18,7 +18,7 @@ use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, ta
 use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
-use crate::RowPage;
+use crate::ResponsePage;
 use crate::work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
     TargetRecord, WorkStore,
@@ -224,7 +224,7 @@ impl WorkStore for SqliteStore {
         .await
     }
 
-    async fn responses(&self, query: ResponseQuery) -> Result<RowPage> {
+    async fn responses(&self, query: ResponseQuery) -> Result<ResponsePage> {
         self.run(move |c| responses(c, &query)).await
     }
 

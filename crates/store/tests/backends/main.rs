@@ -8,6 +8,7 @@
 mod approvals;
 mod credentials;
 mod fleet;
+mod responses;
 mod small;
 mod work;
 
@@ -113,8 +114,22 @@ async fn postgres_replicas_hear_each_others_changes() {
     let b = PostgresStore::connect_with(config, "b").await.unwrap().repositories();
     let feed = |r: &Repositories| r.shared.as_ref().unwrap().changes.subscribe();
     let (mut heard_by_a, mut heard_by_b) = (feed(&a), feed(&b));
-    // LISTEN runs on a connection of its own: give it a moment to be in place.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // LISTEN runs on a connection of its own: probe until a hears b (however long a loaded
+    // machine takes to open it), then run the script. A late probe is skipped below.
+    let is_probe = |c: &Change| matches!(c, Change::Quarantine(id) if id.starts_with("agt-probe"));
+    'listening: for n in 0.. {
+        b.work.set_quarantine(&format!("agt-probe-{n}"), false, None).await.unwrap();
+        let wait = tokio::time::sleep(std::time::Duration::from_millis(200));
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                heard = heard_by_a.recv() => if is_probe(&heard.unwrap()) { break 'listening },
+                _ = &mut wait => break,
+            }
+        }
+        assert!(n < 300, "replica a never heard b");
+    }
+    while heard_by_b.try_recv().is_ok() {}
     b.credentials.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
     let new = NewToken { principal: "alice", tier: None, name: "t", now: 0, expires_at: 100 };
     let (token, _) = b.credentials.create_token(new).await.unwrap();
@@ -144,9 +159,16 @@ async fn postgres_replicas_hear_each_others_changes() {
         Change::AgentRevoked(agent.clone()),
     ];
     for want in expected {
-        let got =
-            tokio::time::timeout(std::time::Duration::from_secs(10), heard_by_a.recv()).await.expect("heard in time");
-        assert_eq!(got.unwrap(), want);
+        let got = loop {
+            let got = tokio::time::timeout(std::time::Duration::from_secs(10), heard_by_a.recv())
+                .await
+                .expect("heard in time")
+                .unwrap();
+            if !is_probe(&got) {
+                break got;
+            }
+        };
+        assert_eq!(got, want);
     }
     assert!(heard_by_b.try_recv().is_err(), "a replica does not hear its own changes");
 }

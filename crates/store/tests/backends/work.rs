@@ -29,15 +29,15 @@ fn step(definition: &str) -> RunStep {
     }
 }
 
-fn row(v: Value) -> Map<String, Value> {
+pub(crate) fn row(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap()
 }
 
-fn succeeded(rows: Vec<Map<String, Value>>) -> StepResult {
+pub(crate) fn succeeded(rows: Vec<Map<String, Value>>) -> StepResult {
     StepResult { status: StepStatus::Succeeded, error: None, rows }
 }
 
-async fn with_agents(r: &Repositories, n: i64) -> Vec<String> {
+pub(crate) async fn with_agents(r: &Repositories, n: i64) -> Vec<String> {
     let (_, secret) = r.fleet.create_enrollment_token(i64::MAX, n, 0).await.unwrap();
     let mut ids = Vec::new();
     for _ in 0..n {
@@ -47,7 +47,7 @@ async fn with_agents(r: &Repositories, n: i64) -> Vec<String> {
     ids
 }
 
-async fn execution(r: &Repositories, id: &str, targets: &[String], deadline_ms: i64) {
+pub(crate) async fn execution(r: &Repositories, id: &str, targets: &[String], deadline_ms: i64) {
     let e = NewExecution {
         execution_id: id.into(),
         kind: "bundle".into(),
@@ -98,11 +98,11 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
     assert_eq!(header.counts, [(TargetStatus::Failed, 2), (TargetStatus::Pending, 1)]);
     assert_eq!(header.steps.len(), 2);
 
-    let query = |conditions: Vec<ColumnCondition>, offset, limit| ResponseQuery {
+    let query = |conditions: Vec<ColumnCondition>, after, limit| ResponseQuery {
         execution_id: "exe-01".into(),
         step: 0,
         conditions,
-        offset,
+        after,
         limit,
         ..ResponseQuery::default()
     };
@@ -112,7 +112,7 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
     assert_eq!(store.responses(query(vec![aa], 0, 10)).await.unwrap().rows.len(), 2);
     let size1 = ColumnCondition { column: "size_bytes".into(), equal: true, value: ColumnValue::Integer(1) };
     let one = store.responses(query(vec![size1], 0, 10)).await.unwrap();
-    assert_eq!(one.rows[0].0, ids[1]);
+    assert_eq!(one.rows[0].agent_id, ids[1]);
     let groups = store.aggregate("exe-01", 0, "sha256", Some("size_bytes"), 10).await.unwrap();
     assert_eq!(
         (groups[0].value.clone(), groups[0].count, groups[0].min.clone(), groups[0].max.clone()),
