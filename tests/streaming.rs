@@ -117,6 +117,45 @@ fn an_execution_with_a_progress_token_streams_agents_responded_then_its_final_st
     assert_eq!(listed.json()["result"]["structuredContent"]["total"], 3);
 }
 
+/// Fidelity (handshake era): a progress token on a POST that takes no stream, in a session,
+/// gets its progress on the session's GET channel; the answer itself is plain JSON.
+#[test]
+fn progress_without_an_sse_accept_goes_out_on_the_sessions_get_channel() {
+    let Fleet { s, schemas: _schemas, states: _states, agents: _agents, ids: _ids } = fleet_of_three(FAST);
+    let sid = common::initialize(&s, &s.token, json!({}));
+    let auth = format!("Bearer {}", s.token);
+    let (mut channel, head) = common::sse::open_get(
+        &s,
+        &[("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("Accept", "text/event-stream")],
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "execute_instruction",
+        "arguments": {"definition": "os_facts", "scope": "hostname ~ \"fleet-*\""}, "_meta": {"progressToken": "p-get"}}});
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Mcp-Session-Id", sid.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Accept", "application/json"),
+    ];
+    let r = request(s.addr, "POST", &headers, Some(&body.to_string()));
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    let content = &r.json()["result"]["structuredContent"];
+    let execution = content["execution_id"].as_str().unwrap().to_string();
+    let seen = common::sse::read_until(&mut channel, "\"progress\":3");
+    let frames: Vec<Value> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|f| f["method"] == "notifications/progress")
+        .collect();
+    assert!(!frames.is_empty(), "{seen}");
+    for f in &frames {
+        assert_eq!(f["params"]["progressToken"], "p-get", "{f}");
+        assert_eq!(f["params"]["_meta"]["toolgate/execution_id"], execution.as_str(), "{f}");
+    }
+    assert_eq!(frames.last().unwrap()["params"]["progress"], 3.0, "every agent responded: {seen}");
+}
+
 #[test]
 fn a_client_that_leaves_a_stream_detaches_the_execution_which_finishes_and_is_audited() {
     let Fleet { s, schemas, states: _states, agents, ids } = fleet_of_three(FAST);

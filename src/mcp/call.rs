@@ -11,7 +11,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::catalogue::{TaskSupport, ToolMeta};
 use toolgate_domain::redact::{redacted, truncated, truncated_owned};
 use toolgate_domain::{
-    AskError, Caller, ClientMethod, ClientRequests, Denial, LogLevel, ToolContext, ToolError, ToolOutput,
+    AskError, Caller, ClientMethod, ClientRequests, Denial, LogLevel, ProgressSink, ToolContext, ToolError, ToolOutput,
 };
 use toolgate_policy::OperationClass;
 
@@ -70,7 +70,13 @@ pub async fn tools_call(
         return stream::tools_call(server, caller, headers, id, params, era, wants, in_flight).await;
     }
     let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
-    let listeners = Listeners { cancellation, ..Listeners::default() };
+    // A progress token on a POST that takes no stream, in a session: the progress goes out on
+    // the session's GET channel, where the client hears what the server sends unasked.
+    let progress = match (token, ring) {
+        (Some(token), Some(ring)) => stream::progress_on_channel(ring, token),
+        _ => ProgressSink::none(),
+    };
+    let listeners = Listeners { cancellation, progress, ..Listeners::default() };
     answer(server, caller, headers, id, params, era, listeners).await
 }
 

@@ -76,6 +76,14 @@ fn log_notification(level: LogLevel, message: &str) -> String {
 /// The `_meta` key a progress notification names its execution under.
 pub const EXECUTION_ID_META: &str = "toolgate/execution_id";
 
+/// Progress for a call answered with plain JSON, sent on its session's GET channel instead
+/// (kept in the session's ring, so a channel that reconnects with Last-Event-ID loses none).
+pub fn progress_on_channel(ring: Arc<Ring>, token: Value) -> ProgressSink {
+    ProgressSink::new(move |p| {
+        ring.push(super::replay::CHANNEL, progress_notification(&token, &p), false);
+    })
+}
+
 fn progress_notification(token: &Value, p: &Progress) -> String {
     let mut params = json!({"progressToken": token, "progress": p.progress});
     if let Some(total) = p.total {
