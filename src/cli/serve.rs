@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// Answer every MCP request with -32005 (the approval API keeps working).
     #[arg(long, env = "TOOLGATE_MCP_DISABLE")]
     mcp_disable: bool,
+    /// Behind a proxy that buffers responses: plain JSON answers only (no SSE, no sessions;
+    /// GET and DELETE /mcp are 405). Progress then comes only in a call's final result.
+    #[arg(long, env = "TOOLGATE_MCP_NO_STREAMING")]
+    mcp_no_streaming: bool,
     /// Live handshake-era sessions the server keeps in all; a new one past it is refused (429).
     #[arg(long, value_name = "N", default_value_t = SessionLimits::default().max_total, env = "TOOLGATE_MAX_SESSIONS")]
     max_sessions: usize,
@@ -182,6 +186,7 @@ impl ServeArgs {
                 max_total: self.max_streams,
                 max_per_principal: self.max_streams_per_principal,
                 max_channels_per_principal: self.max_channels_per_principal,
+                plain_json_only: self.mcp_no_streaming,
             },
             answers: AnswerLimits {
                 max_answer_bytes: self.max_answer_bytes,

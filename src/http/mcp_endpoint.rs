@@ -81,6 +81,14 @@ where
         )
         .with_header(header::ALLOW, "GET, POST, DELETE"));
     }
+    if method != Method::POST && state.config.streams.plain_json_only {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this server answers plain JSON only (--mcp-no-streaming, behind a buffering proxy): it opens no GET stream and keeps no session to DELETE; POST each JSON-RPC message",
+        )
+        .with_header(header::ALLOW, "POST"));
+    }
     let caller = mcp_caller(state, request.headers(), connection).await?;
     let (parts, body) = request.into_parts();
     let headers = parts.headers;

@@ -23,6 +23,9 @@ pub struct StreamLimits {
     pub max_per_principal: usize,
     /// GET channels (and resumes) per principal.
     pub max_channels_per_principal: usize,
+    /// `--mcp-no-streaming`, for a deployment behind a buffering proxy: every answer is plain
+    /// JSON, no session is minted, GET and DELETE are 405.
+    pub plain_json_only: bool,
 }
 
 impl Default for StreamLimits {
@@ -32,6 +35,7 @@ impl Default for StreamLimits {
             max_total: 1024,
             max_per_principal: 16,
             max_channels_per_principal: 16,
+            plain_json_only: false,
         }
     }
 }

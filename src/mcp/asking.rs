@@ -151,6 +151,25 @@ pub async fn confirm(
     })
 }
 
+/// A confirm-gated call on a server started with `--mcp-no-streaming`, in an era whose
+/// confirmation needs a stream (elicitation on the call's SSE answer): refused, nothing done,
+/// with the switch named. (2026-07-28 confirms with an `input_required` result, plain JSON.)
+pub fn unconfirmable_without_streams(server: &McpServer, request: &Request<'_>, meta: &ToolMeta) -> Outcome {
+    let text = format!(
+        "Not run: {} needs your client's user to confirm it, and asking takes a stream this server does not open (it runs with --mcp-no-streaming, behind a buffering proxy). Nothing was changed. Connect with protocol 2026-07-28, whose confirmation needs no stream, or ask the operator to serve MCP without that switch.",
+        meta.name
+    );
+    Outcome {
+        reply: request.era.success(
+            request.id,
+            server,
+            json!({"content": [{"type": "text", "text": text}], "isError": true}),
+        ),
+        result: AuditOutcome::Denied,
+        detail: "not confirmable: --mcp-no-streaming".into(),
+    }
+}
+
 /// The call's outcome when its handler's question got no answer.
 pub fn unanswered(server: &McpServer, request: &Request<'_>, round: Option<&Round>, asked: AskError) -> Outcome {
     let stateless = request.era.stateless;

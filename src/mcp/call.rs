@@ -57,7 +57,8 @@ pub async fn tools_call(
         let declared = era.client_capabilities.as_ref();
         ClientMethod::ALL.iter().any(|m| declared.and_then(|c| c.get(m.capability())).is_some_and(Value::is_object))
     });
-    if (token.is_some() || log_level.is_some() || ask_session.is_some()) && stream::accepts_sse(headers) {
+    let streaming = !server.options.streams.plain_json_only;
+    if (token.is_some() || log_level.is_some() || ask_session.is_some()) && streaming && stream::accepts_sse(headers) {
         let permit = match server.streams.admit(&caller.principal.name, super::admission::StreamKind::Call) {
             Ok(permit) => permit,
             Err(cap) => return cap.refusal(server, id),
@@ -74,6 +75,9 @@ pub async fn tools_call(
     // the session's GET channel, where the client hears what the server sends unasked.
     let progress = match (token, ring) {
         (Some(token), Some(ring)) => stream::progress_on_channel(ring, token),
+        // Behind a buffering proxy: the call waits as a streamed one would, and its final
+        // result carries what the progress would have said.
+        (Some(_), None) if !streaming => ProgressSink::new(|_| {}),
         _ => ProgressSink::none(),
     };
     let listeners = Listeners { cancellation, progress, ..Listeners::default() };
@@ -249,6 +253,9 @@ async fn call(
         }
     }
     .build();
+    if passed.confirm && round.is_none() && server.options.streams.plain_json_only {
+        return asking::unconfirmable_without_streams(server, request, meta);
+    }
     if passed.confirm
         && let Some(outcome) = asking::confirm(server, request, &ctx, meta, &passed.arguments, round.as_ref()).await
     {

@@ -185,6 +185,12 @@ async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Opt
         _ => HANDSHAKE_VERSIONS[HANDSHAKE_VERSIONS.len() - 1],
     };
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or(json!({}));
+    // Behind a buffering proxy (--mcp-no-streaming) no session is minted: nothing could be
+    // streamed on it, and every call works without one.
+    if server.options.streams.plain_json_only {
+        let result = server_description(server, version, false);
+        return Reply::json(StatusCode::OK, rpc::result(id, &result));
+    }
     let session_id =
         match server.sessions.create(&caller.principal.name, version, capabilities.clone(), server.now_ms()) {
             Ok(id) => id,
@@ -193,19 +199,28 @@ async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Opt
     server.share_session(&session_id, &caller.principal.name, version, &capabilities).await;
     audit_session(server, caller, "session.open", &session_id);
     crate::metrics::session_opened();
-    let result = json!({
+    let result = server_description(server, version, true);
+    Reply { session_id: Some(session_id), ..Reply::json(StatusCode::OK, rpc::result(id, &result)) }
+}
+
+/// initialize's result. Subscriptions and log levels live in a session: a server that mints
+/// none (`--mcp-no-streaming`) does not offer them.
+fn server_description(server: &McpServer, version: &str, in_session: bool) -> Value {
+    let mut capabilities = json!({
+        "tools": {"listChanged": false},
+        "prompts": {"listChanged": false},
+        "resources": {"subscribe": in_session, "listChanged": false},
+        "completions": {},
+    });
+    if in_session {
+        capabilities["logging"] = json!({});
+    }
+    json!({
         "protocolVersion": version,
-        "capabilities": {
-            "tools": {"listChanged": false},
-            "prompts": {"listChanged": false},
-            "resources": {"subscribe": true, "listChanged": false},
-            "completions": {},
-            "logging": {},
-        },
+        "capabilities": capabilities,
         "serverInfo": server.server_info,
         "instructions": INSTRUCTIONS,
-    });
-    Reply { session_id: Some(session_id), ..Reply::json(StatusCode::OK, rpc::result(id, &result)) }
+    })
 }
 
 pub async fn batch(
