@@ -15,6 +15,7 @@ mod mcp_endpoint;
 mod metrics_endpoint;
 mod serve;
 mod tls;
+mod tokens_api;
 mod upkeep;
 
 use std::net::SocketAddr;
@@ -115,6 +116,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let mcp = mcp_endpoint::MCP_PATHS.iter().fold(Router::new(), |r, path| r.route(path, any(mcp_endpoint::mcp)));
     let guarded = Router::new()
         .merge(api::routes())
+        .merge(tokens_api::routes())
         .merge(metrics_endpoint::guarded_route())
         .merge(console::routes())
         .route_layer(from_fn_with_state(state.clone(), edge::edge));

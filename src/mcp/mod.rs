@@ -34,7 +34,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
+use toolgate_domain::Denial;
 use toolgate_domain::audit::{AuditEvent, AuditSink};
+use toolgate_domain::catalogue::ToolMeta;
 use toolgate_gate::{Gate, SchemaError};
 use toolgate_policy::TierRules;
 
@@ -166,6 +168,16 @@ impl McpServer {
 
     pub fn services(&self) -> &Services {
         &self.services
+    }
+
+    /// The services as handlers hold them (a REST twin runs a tool's handler).
+    pub fn services_handle(&self) -> Arc<Services> {
+        self.services.clone()
+    }
+
+    /// A tool's arguments against its published inputSchema, as a tools/call checks them.
+    pub fn check_arguments(&self, tool: &'static ToolMeta, arguments: &Value) -> Result<(), Denial> {
+        self.gate.schemas().check(tool, arguments)
     }
 
     /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.

@@ -11,6 +11,9 @@ pub const MAX_PENDING_PER_SUBMITTER: i64 = 25;
 pub const MAX_PENDING_TOTAL: i64 = 1000;
 /// The surface that mints tickets for tool calls (and alone may redeem them).
 pub const MCP_SURFACE: &str = "mcp";
+/// The REST twins of tools (`/api/v1/tokens`): their tickets share the tool's definition
+/// and are redeemable only there, never by a tool call (nor a tool call's by them).
+pub const REST_SURFACE: &str = "rest";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

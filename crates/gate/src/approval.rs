@@ -13,6 +13,7 @@ use toolgate_store::ApprovalStore;
 pub async fn ticket_or_recall(
     store: &dyn ApprovalStore,
     clock: &Clock,
+    surface: &str,
     caller: &str,
     tool: &ToolMeta,
     arguments: &Value,
@@ -22,14 +23,14 @@ pub async fn ticket_or_recall(
     let now = clock.now_secs();
     let fault = |error| Denial::StoreFault { what: "approval", error };
     let Some(approval_id) = approval_id else {
-        return Err(match store.mint(tool.name, caller, &binding, now).await.map_err(fault)? {
+        return Err(match store.mint(surface, tool.name, caller, &binding, now).await.map_err(fault)? {
             Mint::Pending(approval) => Denial::ApprovalPending { approval, minted: true },
             Mint::TooManyForSubmitter => Denial::ApprovalCap(ApprovalCap::Submitter),
             Mint::TooManyInAll => Denial::ApprovalCap(ApprovalCap::Server),
         });
     };
     let refused = |why| Err(Denial::NotRedeemable { approval_id: approval_id.to_string(), why });
-    match store.recall(approval_id, tool.name, caller, &binding, now).await.map_err(fault)? {
+    match store.recall(surface, approval_id, tool.name, caller, &binding, now).await.map_err(fault)? {
         Recall::Run(approval) => Ok(approval),
         Recall::StillPending(approval) => Err(Denial::ApprovalPending { approval, minted: false }),
         Recall::Unknown => refused(RecallRefusal::Unknown),

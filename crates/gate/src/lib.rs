@@ -17,6 +17,7 @@ use toolgate_domain::{Caller, Clock};
 use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
 use toolgate_store::ApprovalStore;
 
+pub use approval::ticket_or_recall;
 pub use arguments::{SchemaError, Schemas};
 pub use review::{Decide, review};
 
@@ -110,6 +111,7 @@ impl Gate {
                 approval::ticket_or_recall(
                     self.approvals.as_ref(),
                     &self.clock,
+                    toolgate_domain::approvals::MCP_SURFACE,
                     &caller.principal.name,
                     tool,
                     &arguments,

@@ -3,7 +3,7 @@
 //! reading, and the one conditional write that makes each decision stick under concurrency.
 
 use toolgate_domain::approvals::{
-    Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, MCP_SURFACE, Mint, Recall,
+    Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, Mint, Recall,
     ReviewRefusal,
 };
 use toolgate_domain::fleet::agent::{AgentAuth, ENROLL_SECRET_PREFIX};
@@ -19,6 +19,7 @@ pub(crate) fn recall_refusal(
     a: Approval,
     digest: &str,
     definition: &str,
+    surface: &str,
     arguments: &ArgumentBinding,
     caller: &str,
     now: i64,
@@ -29,8 +30,8 @@ pub(crate) fn recall_refusal(
     if a.submitter != caller {
         return Some(Recall::NotRedeemable { why: "another principal's approval" });
     }
-    if a.surface != MCP_SURFACE {
-        return Some(Recall::NotRedeemable { why: "not minted by the MCP surface" });
+    if a.surface != surface {
+        return Some(Recall::NotRedeemable { why: "minted by another surface" });
     }
     match a.status {
         ApprovalStatus::Rejected => Some(Recall::Rejected),

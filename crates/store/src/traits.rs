@@ -101,13 +101,28 @@ pub trait ApprovalStore: Send + Sync {
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
     /// Newest first; filtered by status and submitter when given.
     async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>>;
-    /// Mints (or finds again) the pending ticket for this submitter, tool and arguments.
-    async fn mint(&self, tool: &str, submitter: &str, arguments: &ArgumentBinding, now: i64) -> Result<Mint>;
+    /// Mints (or finds again) the pending ticket for this submitter, tool and arguments, on
+    /// `surface` (MCP's tool calls, or their REST twin's), which alone may redeem it.
+    async fn mint(
+        &self,
+        surface: &str,
+        tool: &str,
+        submitter: &str,
+        arguments: &ArgumentBinding,
+        now: i64,
+    ) -> Result<Mint>;
     /// A person approves or rejects; never their own request.
     async fn review(&self, review: Review<'_>) -> Result<std::result::Result<Approval, ReviewRefusal>>;
-    /// Checks the ticket against this exact call and consumes it atomically.
-    async fn recall(&self, id: &str, tool: &str, caller: &str, arguments: &ArgumentBinding, now: i64)
-    -> Result<Recall>;
+    /// Checks the ticket against this exact call on `surface` and consumes it atomically.
+    async fn recall(
+        &self,
+        surface: &str,
+        id: &str,
+        tool: &str,
+        caller: &str,
+        arguments: &ArgumentBinding,
+        now: i64,
+    ) -> Result<Recall>;
 }
 
 #[async_trait]

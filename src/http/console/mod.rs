@@ -27,6 +27,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 pub use approvals::rest_decide;
 pub use session::ConsoleSessions;
 use session::{ConsoleSession, csrf_matches};
+pub use sign_in::prove_code;
 
 use super::AppState;
 

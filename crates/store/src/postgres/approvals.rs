@@ -7,8 +7,7 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MCP_SURFACE, Mint, Recall, Review, ReviewRefusal,
-    definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, Recall, Review, ReviewRefusal, definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
@@ -73,7 +72,14 @@ impl ApprovalStore for PostgresStore {
         .await
     }
 
-    async fn mint(&self, tool: &str, submitter: &str, arguments: &ArgumentBinding, now: i64) -> Result<Mint> {
+    async fn mint(
+        &self,
+        surface: &str,
+        tool: &str,
+        submitter: &str,
+        arguments: &ArgumentBinding,
+        now: i64,
+    ) -> Result<Mint> {
         let definition = definition_of(tool);
         let (canonical, digest) = (&arguments.canonical, &arguments.sensitive_digest);
         pg(async {
@@ -88,9 +94,9 @@ impl ApprovalStore for PostgresStore {
             )
             .await?;
             let sql = format!(
-                "SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = $1 AND definition = $2 AND canonical_args = $3 AND sensitive_digest = $4"
+                "SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = $1 AND definition = $2 AND canonical_args = $3 AND sensitive_digest = $4 AND surface = $5"
             );
-            if let Some(found) = row(&tx, &sql, &[&submitter, &definition, canonical, digest]).await? {
+            if let Some(found) = row(&tx, &sql, &[&submitter, &definition, canonical, digest, &surface]).await? {
                 let found = approval_row(&found)?;
                 tx.commit().await?;
                 return Ok(Mint::Pending(Box::new(found)));
@@ -113,7 +119,7 @@ impl ApprovalStore for PostgresStore {
                 &tx,
                 "INSERT INTO approval (id, definition, tool, surface, submitter, canonical_args, sensitive_digest, status, submitted_at, expires_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
-                &[&id, &definition, &tool, &MCP_SURFACE, &submitter, canonical, digest, &now, &(now + APPROVAL_TTL_SECS)],
+                &[&id, &definition, &tool, &surface, &submitter, canonical, digest, &now, &(now + APPROVAL_TTL_SECS)],
             )
             .await?;
             let minted = just_written(by_id(&tx, &id, false).await?)?;
@@ -157,6 +163,7 @@ impl ApprovalStore for PostgresStore {
 
     async fn recall(
         &self,
+        surface: &str,
         id: &str,
         tool: &str,
         caller: &str,
@@ -167,7 +174,7 @@ impl ApprovalStore for PostgresStore {
         pg(async {
             let c = self.conn().await?;
             let Some((a, digest)) = by_id(&*c, id, false).await? else { return Ok(Recall::Unknown) };
-            if let Some(refusal) = recall_refusal(a, &digest, &definition, arguments, caller, now) {
+            if let Some(refusal) = recall_refusal(a, &digest, &definition, surface, arguments, caller, now) {
                 return Ok(refusal);
             }
             let consumed = row(

@@ -36,6 +36,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0004_execution_keys", include_str!("../../migrations/postgres/0004_execution_keys.sql")),
     ("0005_audit_target_type", include_str!("../../migrations/postgres/0005_audit_target_type.sql")),
     ("0006_response_arrival", include_str!("../../migrations/postgres/0006_response_arrival.sql")),
+    ("0007_approval_surface", include_str!("../../migrations/postgres/0007_approval_surface.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

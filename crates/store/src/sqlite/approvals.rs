@@ -5,8 +5,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, MCP_SURFACE, Mint, Recall, Review, ReviewRefusal,
-    definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, Recall, Review, ReviewRefusal, definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
@@ -61,8 +60,15 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn mint(&self, tool: &str, submitter: &str, arguments: &ArgumentBinding, now: i64) -> Result<Mint> {
-        let (tool, submitter) = (tool.to_string(), submitter.to_string());
+    async fn mint(
+        &self,
+        surface: &str,
+        tool: &str,
+        submitter: &str,
+        arguments: &ArgumentBinding,
+        now: i64,
+    ) -> Result<Mint> {
+        let (surface, tool, submitter) = (surface.to_string(), tool.to_string(), submitter.to_string());
         let (canonical_args, digest) = (arguments.canonical.clone(), arguments.sensitive_digest.clone());
         let definition = definition_of(&tool);
         self.run(move |c| {
@@ -74,8 +80,8 @@ impl ApprovalStore for SqliteStore {
             )?;
             let existing = tx
                 .query_row(
-                    &format!("SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = ?1 AND definition = ?2 AND canonical_args = ?3 AND sensitive_digest = ?4"),
-                    params![submitter, definition, canonical_args, digest],
+                    &format!("SELECT {COLUMNS} FROM approval WHERE status = 'pending' AND submitter = ?1 AND definition = ?2 AND canonical_args = ?3 AND sensitive_digest = ?4 AND surface = ?5"),
+                    params![submitter, definition, canonical_args, digest, surface],
                     row,
                 )
                 .optional()?;
@@ -98,7 +104,7 @@ impl ApprovalStore for SqliteStore {
             tx.execute(
                 "INSERT INTO approval (id, definition, tool, surface, submitter, canonical_args, sensitive_digest, status, submitted_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
-                params![id, definition, tool, MCP_SURFACE, submitter, canonical_args, digest, now, now + APPROVAL_TTL_SECS],
+                params![id, definition, tool, surface, submitter, canonical_args, digest, now, now + APPROVAL_TTL_SECS],
             )?;
             let minted = by_id(&tx, &id)?.expect("just inserted");
             tx.commit()?;
@@ -132,13 +138,15 @@ impl ApprovalStore for SqliteStore {
 
     async fn recall(
         &self,
+        surface: &str,
         id: &str,
         tool: &str,
         caller: &str,
         arguments: &ArgumentBinding,
         now: i64,
     ) -> Result<Recall> {
-        let (id, caller, arguments) = (id.to_string(), caller.to_string(), arguments.clone());
+        let (surface, id, caller, arguments) =
+            (surface.to_string(), id.to_string(), caller.to_string(), arguments.clone());
         let definition = definition_of(tool);
         self.run(move |c| {
             let found = c
@@ -149,7 +157,7 @@ impl ApprovalStore for SqliteStore {
                 )
                 .optional()?;
             let Some((a, digest)) = found else { return Ok(Recall::Unknown) };
-            if let Some(refusal) = recall_refusal(a, &digest, &definition, &arguments, &caller, now) {
+            if let Some(refusal) = recall_refusal(a, &digest, &definition, &surface, &arguments, &caller, now) {
                 return Ok(refusal);
             }
             let changed = c.execute(

@@ -1,7 +1,8 @@
 //! Human approvals, on every backend: deduplication, caps, expiry and consumption at most once.
 
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, Mint, Recall, Review, ReviewRefusal,
+    APPROVAL_TTL_SECS, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MCP_SURFACE, Mint, REST_SURFACE, Recall, Review,
+    ReviewRefusal,
 };
 use toolgate_store::Repositories;
 
@@ -11,7 +12,33 @@ crate::matrix!(
     a_ticket_binds_the_secret_without_storing_it,
     sixty_four_concurrent_recalls_run_the_tool_once,
     the_cap_holds_under_concurrent_mints,
+    a_ticket_is_redeemed_only_on_the_surface_that_minted_it,
 );
+
+/// The same submitter, tool and arguments over MCP and over the tool's REST twin make two
+/// tickets; neither surface redeems the other's (a refusal told apart only in audit).
+async fn a_ticket_is_redeemed_only_on_the_surface_that_minted_it(r: Repositories) {
+    let store = &r.approvals;
+    let binding = args("{\"name\":\"ci\"}");
+    let Mint::Pending(rest) = store.mint(REST_SURFACE, "create_api_token", "alice", &binding, 100).await.unwrap()
+    else {
+        panic!()
+    };
+    let Mint::Pending(mcp) = store.mint(MCP_SURFACE, "create_api_token", "alice", &binding, 100).await.unwrap() else {
+        panic!()
+    };
+    assert_ne!(rest.id, mcp.id, "never deduplicated across surfaces");
+    assert_eq!((rest.surface.as_str(), mcp.surface.as_str()), (REST_SURFACE, MCP_SURFACE));
+    store.review(review(&rest.id, "bob", 101)).await.unwrap().unwrap();
+    assert!(matches!(
+        store.recall(MCP_SURFACE, &rest.id, "create_api_token", "alice", &binding, 102).await.unwrap(),
+        Recall::NotRedeemable { why: "minted by another surface" }
+    ));
+    assert!(matches!(
+        store.recall(REST_SURFACE, &rest.id, "create_api_token", "alice", &binding, 103).await.unwrap(),
+        Recall::Run(_)
+    ));
+}
 
 fn review<'a>(id: &'a str, reviewer: &'a str, now: i64) -> Review<'a> {
     Review { id, reviewer, approve: true, comment: None, now }
@@ -23,13 +50,17 @@ fn args(text: &str) -> ArgumentBinding {
 
 async fn mint_dedup_review_consume_once(r: Repositories) {
     let store = &r.approvals;
-    let Mint::Pending(a) = store.mint("delete_tag", "alice", &args("{\"k\":1}"), 100).await.unwrap() else { panic!() };
-    let Mint::Pending(again) = store.mint("delete_tag", "alice", &args("{\"k\":1}"), 101).await.unwrap() else {
+    let Mint::Pending(a) = store.mint(MCP_SURFACE, "delete_tag", "alice", &args("{\"k\":1}"), 100).await.unwrap()
+    else {
+        panic!()
+    };
+    let Mint::Pending(again) = store.mint(MCP_SURFACE, "delete_tag", "alice", &args("{\"k\":1}"), 101).await.unwrap()
+    else {
         panic!()
     };
     assert_eq!(a.id, again.id, "deduplicated while pending");
     assert_eq!(
-        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 102).await.unwrap(),
+        store.recall(MCP_SURFACE, &a.id, "delete_tag", "alice", &args("{\"k\":1}"), 102).await.unwrap(),
         Recall::StillPending(a.clone())
     );
     assert_eq!(
@@ -39,17 +70,20 @@ async fn mint_dedup_review_consume_once(r: Repositories) {
     let decided = store.review(Review { comment: Some("ok"), ..review(&a.id, "bob", 104) }).await.unwrap().unwrap();
     assert_eq!((decided.reviewer.as_deref(), decided.review_comment.as_deref()), (Some("bob"), Some("ok")));
     assert!(matches!(store.review(review(&a.id, "carol", 104)).await.unwrap(), Err(ReviewRefusal::NotPending(_))));
-    assert_eq!(store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":2}"), 105).await.unwrap(), Recall::Mismatch);
+    assert_eq!(
+        store.recall(MCP_SURFACE, &a.id, "delete_tag", "alice", &args("{\"k\":2}"), 105).await.unwrap(),
+        Recall::Mismatch
+    );
     assert!(matches!(
-        store.recall(&a.id, "delete_tag", "mallory", &args("{\"k\":1}"), 105).await.unwrap(),
+        store.recall(MCP_SURFACE, &a.id, "delete_tag", "mallory", &args("{\"k\":1}"), 105).await.unwrap(),
         Recall::NotRedeemable { .. }
     ));
     assert!(matches!(
-        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 106).await.unwrap(),
+        store.recall(MCP_SURFACE, &a.id, "delete_tag", "alice", &args("{\"k\":1}"), 106).await.unwrap(),
         Recall::Run(_)
     ));
     assert!(matches!(
-        store.recall(&a.id, "delete_tag", "alice", &args("{\"k\":1}"), 107).await.unwrap(),
+        store.recall(MCP_SURFACE, &a.id, "delete_tag", "alice", &args("{\"k\":1}"), 107).await.unwrap(),
         Recall::NotRedeemable { .. }
     ));
     assert_eq!(store.approvals(Some("consumed"), Some("alice"), 10).await.unwrap().len(), 1);
@@ -58,23 +92,26 @@ async fn mint_dedup_review_consume_once(r: Repositories) {
 
 async fn expiry_and_caps(r: Repositories) {
     let store = &r.approvals;
-    let Mint::Pending(a) = store.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    let Mint::Pending(a) = store.mint(MCP_SURFACE, "t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
     store.review(review(&a.id, "bob", APPROVAL_TTL_SECS - 1)).await.unwrap().unwrap();
     // Approved: the week runs from the review.
     assert!(matches!(
-        store.recall(&a.id, "t", "alice", &args("{}"), 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
+        store.recall(MCP_SURFACE, &a.id, "t", "alice", &args("{}"), 2 * APPROVAL_TTL_SECS - 2).await.unwrap(),
         Recall::Run(_)
     ));
-    let Mint::Pending(b) = store.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    let Mint::Pending(b) = store.mint(MCP_SURFACE, "t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
     store.review(review(&b.id, "bob", 10)).await.unwrap().unwrap();
-    assert_eq!(store.recall(&b.id, "t", "alice", &args("{}"), 10 + APPROVAL_TTL_SECS).await.unwrap(), Recall::Expired);
+    assert_eq!(
+        store.recall(MCP_SURFACE, &b.id, "t", "alice", &args("{}"), 10 + APPROVAL_TTL_SECS).await.unwrap(),
+        Recall::Expired
+    );
     for i in 0..MAX_PENDING_PER_SUBMITTER {
         assert!(matches!(
-            store.mint("t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap(),
+            store.mint(MCP_SURFACE, "t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap(),
             Mint::Pending(_)
         ));
     }
-    assert_eq!(store.mint("t", "carol", &args("{\"i\":99}"), 1).await.unwrap(), Mint::TooManyForSubmitter);
+    assert_eq!(store.mint(MCP_SURFACE, "t", "carol", &args("{\"i\":99}"), 1).await.unwrap(), Mint::TooManyForSubmitter);
 }
 
 async fn a_ticket_binds_the_secret_without_storing_it(r: Repositories) {
@@ -83,21 +120,31 @@ async fn a_ticket_binds_the_secret_without_storing_it(r: Repositories) {
         canonical: "{\"secret\":\"[redacted]\"}".into(),
         sensitive_digest: digest.into(),
     };
-    let Mint::Pending(a) = store.mint("t", "alice", &bound("digest-one"), 0).await.unwrap() else { panic!() };
-    let Mint::Pending(b) = store.mint("t", "alice", &bound("digest-two"), 0).await.unwrap() else { panic!() };
+    let Mint::Pending(a) = store.mint(MCP_SURFACE, "t", "alice", &bound("digest-one"), 0).await.unwrap() else {
+        panic!()
+    };
+    let Mint::Pending(b) = store.mint(MCP_SURFACE, "t", "alice", &bound("digest-two"), 0).await.unwrap() else {
+        panic!()
+    };
     assert_ne!(a.id, b.id, "another secret is another request");
     store.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
-    assert_eq!(store.recall(&a.id, "t", "alice", &bound("digest-two"), 2).await.unwrap(), Recall::Mismatch);
-    assert!(matches!(store.recall(&a.id, "t", "alice", &bound("digest-one"), 2).await.unwrap(), Recall::Run(_)));
+    assert_eq!(
+        store.recall(MCP_SURFACE, &a.id, "t", "alice", &bound("digest-two"), 2).await.unwrap(),
+        Recall::Mismatch
+    );
+    assert!(matches!(
+        store.recall(MCP_SURFACE, &a.id, "t", "alice", &bound("digest-one"), 2).await.unwrap(),
+        Recall::Run(_)
+    ));
     assert!(!serde_json::to_string(&*a).unwrap().contains("digest-one"), "the digest is never shown");
 }
 
 async fn sixty_four_concurrent_recalls_run_the_tool_once(r: Repositories) {
-    let Mint::Pending(a) = r.approvals.mint("t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
+    let Mint::Pending(a) = r.approvals.mint(MCP_SURFACE, "t", "alice", &args("{}"), 0).await.unwrap() else { panic!() };
     r.approvals.review(review(&a.id, "bob", 1)).await.unwrap().unwrap();
     let recalls = (0..64).map(|_| {
         let (store, id) = (r.approvals.clone(), a.id.clone());
-        tokio::spawn(async move { store.recall(&id, "t", "alice", &args("{}"), 2).await.unwrap() })
+        tokio::spawn(async move { store.recall(MCP_SURFACE, &id, "t", "alice", &args("{}"), 2).await.unwrap() })
     });
     let outcomes = futures_util::future::join_all(recalls).await;
     let runs = outcomes.iter().filter(|o| matches!(o.as_ref().unwrap(), Recall::Run(_))).count();
@@ -107,7 +154,9 @@ async fn sixty_four_concurrent_recalls_run_the_tool_once(r: Repositories) {
 async fn the_cap_holds_under_concurrent_mints(r: Repositories) {
     let mints = (0..MAX_PENDING_PER_SUBMITTER + 8).map(|i| {
         let store = r.approvals.clone();
-        tokio::spawn(async move { store.mint("t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap() })
+        tokio::spawn(async move {
+            store.mint(MCP_SURFACE, "t", "carol", &args(&format!("{{\"i\":{i}}}")), 1).await.unwrap()
+        })
     });
     let outcomes = futures_util::future::join_all(mints).await;
     let minted = outcomes.iter().filter(|o| matches!(o.as_ref().unwrap(), Mint::Pending(_))).count();
