@@ -6,7 +6,8 @@
 # call, a state-changing call (audit row durable before the reply) and an invalid call,
 # with varying bodies (scripts/bench/mcp.lua). Prints req/s, p50, p99 and the ratio to the
 # floor; idle and peak RSS; and checks that the audit log holds exactly one row per answered
-# call. Not a test: its table goes into docs/performance.md.
+# call; then how soon SSE frames reach a client (scripts/bench/sse_latency.py, on the shipped
+# catalogue with its local agent). Not a test: its table goes into docs/performance.md.
 #
 # toolgate runs on each backend in BENCH_BACKENDS: the embedded SQLite file, and PostgreSQL
 # (a throwaway cluster from scripts/with_postgres.sh, unpinned: on two cores it shares them
@@ -26,6 +27,7 @@ SIZES="${BENCH_SIZES:-60 600}"
 RSS_TOOLS="${BENCH_RSS_TOOLS:-100}"      # idle RSS and the 1M-call soak use this catalogue
 SOAK_CALLS="${BENCH_SOAK_CALLS:-1000000}"
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
+SSE_CALLS="${BENCH_SSE_CALLS:-200}"      # streamed execute_instruction calls for the frame latency
 OUT="target/bench"
 mkdir -p "$OUT"
 if ! command -v wrk >/dev/null; then
@@ -135,3 +137,28 @@ kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 printf 'RSS with %s tools: idle %s MiB; after %s read calls %s MiB; after %s %s MiB (%+.1f%%)\n' "$RSS_TOOLS" \
   "$(mib "$idle")" "$first" "$(mib "$after_first")" "$total" "$(mib "$after_soak")" \
   "$(python3 -c "print(100 * ($after_soak - $after_first) / $after_first)")"
+
+# SSE frames: a streamed execute_instruction on the local agent, over one keep-alive
+# connection. A frame held back for an ACK (no TCP_NODELAY) would show as ~40 ms.
+data="$OUT/data-sse"; rm -rf "$data"
+start "$OUT/toolgate-sse.log" target/dist/toolgate serve --listen 127.0.0.1:0 --data-dir "$data" --local-agent
+token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-sse.log" | head -1)
+address="${URL#http://}"; address="${address%/mcp}"
+agent=""
+for _ in $(seq 100); do
+  agent=$(python3 - "$address" "$token" <<'PY' || true
+import http.client, json, sys
+c = http.client.HTTPConnection(sys.argv[1], timeout=10)
+c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+          "params": {"name": "list_agents", "arguments": {"status": "online"}}}),
+          {"Authorization": f"Bearer {sys.argv[2]}", "Content-Type": "application/json",
+           "Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"})
+agents = json.loads(c.getresponse().read())["result"]["structuredContent"]["agents"]
+print(agents[0]["agent_id"] if agents else "")
+PY
+)
+  [ -n "$agent" ] && break; sleep 0.1
+done
+[ -n "$agent" ] || { echo "the local agent never came online"; exit 1; }
+taskset -c 1 python3 scripts/bench/sse_latency.py "$address" "$token" "$agent" "$SSE_CALLS"
+kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""

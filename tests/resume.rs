@@ -131,6 +131,7 @@ fn get_channels_have_a_cap_of_their_own_and_leave_streamed_calls_their_room() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let (_, refused) = second.get(&s, None);
     assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(refused.to_ascii_lowercase().contains("\r\nretry-after: 5\r\n"), "{refused}");
     let body = refused.split("\r\n\r\n").nth(1).unwrap_or_default();
     assert!(body.contains("-32012") && body.contains("GET streams"), "{refused}");
     // The channel does not take the principal's room for a streamed call.

@@ -368,6 +368,7 @@ fn a_stream_past_the_cap_is_refused_with_429_never_downgraded_and_its_place_come
         json!({"progressToken": 2}),
     );
     assert_eq!((refused.status, refused.error_code()), (429, -32012), "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("30"), "the hint in a header too: {refused:?}");
     let data = &refused.json()["error"]["data"];
     assert!(
         data["retry_after_ms"] == 30_000 && data["remediation"].as_str().unwrap().contains("without text/event-stream"),

@@ -141,6 +141,9 @@ fn render(reply: Reply) -> Response {
     if let Some(id) = reply.session_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         response.headers_mut().insert(crate::mcp::SESSION_ID, id);
     }
+    if let Some(ms) = reply.retry_after_ms {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(ms.div_ceil(1000)));
+    }
     response
 }
 

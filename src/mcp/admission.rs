@@ -94,6 +94,7 @@ impl StreamCap {
             "remediation": remediation,
         });
         Reply::error(StatusCode::TOO_MANY_REQUESTS, id, rpc::STREAM_LIMIT, &message, Some(data))
+            .retry_after(self.retry_after_ms())
     }
 }
 

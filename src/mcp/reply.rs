@@ -73,11 +73,14 @@ pub struct Reply {
     pub session_id: Option<String>,
     /// The JSON-RPC error code when the body is an error (for /metrics).
     pub error_code: Option<i64>,
+    /// A refusal's honest wait, also sent as HTTP `Retry-After` (whole seconds, rounded up)
+    /// for clients and proxies that read only the headers.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl Reply {
     pub fn json(status: StatusCode, body: String) -> Self {
-        Self { status, body: Some(Payload::Text(body)), session_id: None, error_code: None }
+        Self { status, body: Some(Payload::Text(body)), session_id: None, error_code: None, retry_after_ms: None }
     }
 
     /// `{"jsonrpc":"2.0","id":..,"result":<shared>}` without copying `shared`'s chunks.
@@ -90,7 +93,13 @@ impl Reply {
         chunks.push(Bytes::from(head));
         chunks.extend_from_slice(shared);
         chunks.push(Bytes::from_static(b"}"));
-        Self { status: StatusCode::OK, body: Some(Payload::Chunks(chunks)), session_id: None, error_code: None }
+        Self {
+            status: StatusCode::OK,
+            body: Some(Payload::Chunks(chunks)),
+            session_id: None,
+            error_code: None,
+            retry_after_ms: None,
+        }
     }
 
     /// How the request was answered, for /metrics.
@@ -106,11 +115,22 @@ impl Reply {
 
     /// A 200 whose body is a stream of Server-Sent Events.
     pub fn stream(events: BoxStream<'static, Result<Bytes, Infallible>>) -> Self {
-        Self { status: StatusCode::OK, body: Some(Payload::Events(events)), session_id: None, error_code: None }
+        Self {
+            status: StatusCode::OK,
+            body: Some(Payload::Events(events)),
+            session_id: None,
+            error_code: None,
+            retry_after_ms: None,
+        }
     }
 
     pub fn accepted() -> Self {
-        Self { status: StatusCode::ACCEPTED, body: None, session_id: None, error_code: None }
+        Self { status: StatusCode::ACCEPTED, body: None, session_id: None, error_code: None, retry_after_ms: None }
+    }
+
+    /// The same reply, saying when to try again.
+    pub fn retry_after(self, ms: u64) -> Self {
+        Self { retry_after_ms: Some(ms), ..self }
     }
 
     pub fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Self {
