@@ -75,7 +75,7 @@ pub struct Reply {
     pub error_code: Option<i64>,
     /// A refusal's honest wait, also sent as HTTP `Retry-After` (whole seconds, rounded up)
     /// for clients and proxies that read only the headers.
-    pub retry_after_ms: Option<u64>,
+    pub retry_after_ms: Option<u32>,
 }
 
 impl Reply {
@@ -130,7 +130,7 @@ impl Reply {
 
     /// The same reply, saying when to try again.
     pub fn retry_after(self, ms: u64) -> Self {
-        Self { retry_after_ms: Some(ms), ..self }
+        Self { retry_after_ms: Some(u32::try_from(ms).unwrap_or(u32::MAX)), ..self }
     }
 
     pub fn error(status: StatusCode, id: &Value, code: i64, message: &str, data: Option<Value>) -> Self {
