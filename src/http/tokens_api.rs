@@ -33,6 +33,18 @@ use crate::registry::{CATALOGUE, ToolId, dispatch};
 /// The header carrying a fresh code from the caller's second factor (the console's).
 const SECOND_FACTOR: &str = "x-toolgate-second-factor";
 
+/// The tools these routes are twins of. Looked up by name: a server built from another
+/// catalogue (docs/catalogue.md) may not have them, and then the route says so.
+const LIST: &str = "list_api_tokens";
+const CREATE: &str = "create_api_token";
+const REVOKE: &str = "revoke_api_token";
+
+fn twin(name: &str) -> Result<ToolId, ApiError> {
+    ToolId::from_name(name).ok_or_else(|| {
+        ApiError::not_found(format!("this server's catalogue has no `{name}`, the tool this route is the twin of"))
+    })
+}
+
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new().route("/api/v1/tokens", get(list).post(create)).route("/api/v1/tokens/{id}", delete(revoke))
 }
@@ -58,7 +70,7 @@ impl FromRequestParts<Arc<AppState>> for ApiCaller {
 }
 
 async fn list(State(state): State<Arc<AppState>>, who: ApiCaller) -> Result<Response, ApiError> {
-    let answer = run(&state, &who.0, ToolId::ListApiTokens, json!({})).await?;
+    let answer = run(&state, &who.0, twin(LIST)?, json!({})).await?;
     Ok(json_response(StatusCode::OK, answer.to_string()))
 }
 
@@ -73,8 +85,9 @@ async fn revoke(
     if token.is_none_or(|t| t.principal != who.0.principal.name) {
         return Err(ApiError::not_found(format!("you have no token `{id}` (GET /api/v1/tokens lists yours)")));
     }
-    let answer = run(&state, &who.0, ToolId::RevokeApiToken, json!({"token_id": id})).await?;
-    durable_audit(&state, &who.0, ToolId::RevokeApiToken, format!("token {id}")).await;
+    let tool = twin(REVOKE)?;
+    let answer = run(&state, &who.0, tool, json!({"token_id": id})).await?;
+    durable_audit(&state, &who.0, tool, format!("token {id}")).await;
     Ok(json_response(StatusCode::OK, answer.to_string()))
 }
 
@@ -92,7 +105,7 @@ async fn create(
         )
     })?;
     let approval_id = arguments.as_object_mut().and_then(|o| o.remove(toolgate_policy::APPROVAL_ID));
-    let tool = ToolId::CreateApiToken;
+    let tool = twin(CREATE)?;
     check(&state, &who.0, tool, &arguments)?;
     let tier = arguments["mcp_tier"].as_str().and_then(|t| CATALOGUE.tier(t));
     let gated = CATALOGUE.decision(tool.meta(), tier) == Decision::ApprovalRequired;
@@ -108,7 +121,7 @@ async fn create(
         }
         (true, None) => {
             let approval_id = approval_id.as_ref().and_then(Value::as_str);
-            match approved(&state, who, &arguments, approval_id).await? {
+            match approved(&state, who, tool, &arguments, approval_id).await? {
                 Ok(reviewer) => format!("approval by {reviewer}"),
                 Err(pending) => return Ok(pending),
             }
@@ -124,11 +137,12 @@ async fn create(
 async fn approved(
     state: &AppState,
     who: &Authenticated,
+    tool: ToolId,
     arguments: &Value,
     approval_id: Option<&str>,
 ) -> Result<Result<String, Response>, ApiError> {
     let services = state.mcp.services();
-    let meta = ToolId::CreateApiToken.meta();
+    let meta = tool.meta();
     let principal = &who.principal.name;
     let ticket = toolgate_gate::ticket_or_recall(
         services.approvals(),
@@ -143,13 +157,7 @@ async fn approved(
         Ok(approval) => Ok(Ok(approval.reviewer.unwrap_or_default())),
         Err(Denial::ApprovalPending { approval, minted }) => {
             if minted {
-                audit(
-                    state,
-                    who,
-                    ToolId::CreateApiToken,
-                    AuditOutcome::Pending,
-                    format!("approval {} minted", approval.id),
-                );
+                audit(state, who, tool, AuditOutcome::Pending, format!("approval {} minted", approval.id));
             }
             let body = json!({
                 "status": "approval_required",
@@ -162,7 +170,7 @@ async fn approved(
         }
         Err(Denial::StoreFault { error, .. }) => Err(error.into()),
         Err(denial) => {
-            audit(state, who, ToolId::CreateApiToken, AuditOutcome::Denied, denial.message());
+            audit(state, who, tool, AuditOutcome::Denied, denial.message());
             let status = match denial.retry_after_ms() {
                 Some(_) => StatusCode::TOO_MANY_REQUESTS,
                 None => StatusCode::FORBIDDEN,
