@@ -2,12 +2,14 @@
 //!
 //! One request, from the wire to a handler and back: [`http`] (axum: Host/Origin, body
 //! limits, authentication) → [`mcp`] (JSON-RPC, the two protocol eras, the method router) →
-//! the gate (`toolgate-gate`: kill switch, tier, RBAC, arguments, approval) → [`registry`]'s
+//! the gate (`toolgate-gate`: kill switch, tier, RBAC, arguments, approval) → [`tools`]'s
 //! generated dispatch → a handler in [`handlers`], which reaches the store through
 //! [`services`]. Every outcome is audited. [`cli`] holds the console commands.
 
+pub mod args;
 pub mod cli;
 pub mod compliance;
+pub mod correlation;
 pub mod database;
 pub mod handlers;
 pub mod http;
@@ -18,3 +20,4 @@ pub mod metrics;
 pub mod registry;
 pub mod services;
 pub mod surface;
+pub mod tools;

@@ -47,7 +47,7 @@ where
     fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> std::fmt::Result {
         let mut line = String::new();
         self.0.format_event(ctx, Writer::new(&mut line), event)?;
-        let id = crate::mcp::current_correlation_id();
+        let id = crate::correlation::current();
         if F::JSON {
             let Some(rest) = line.strip_prefix('{') else {
                 return writer.write_str(&line);
@@ -154,7 +154,7 @@ mod tests {
 
     fn in_request(id: &str, work: impl FnOnce()) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        runtime.block_on(crate::mcp::with_correlation_id(id.into(), async { work() }));
+        runtime.block_on(crate::correlation::scope(id.into(), async { work() }));
     }
 
     #[test]

@@ -11,7 +11,6 @@ use metrics::{Counter, counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use toolgate_domain::audit::AuditOutcome;
 
-use crate::mcp::McpServer;
 use crate::registry::ToolId;
 
 pub const REQUESTS: &str = "toolgate_mcp_requests_total";
@@ -141,25 +140,32 @@ fn describe() {
     }
 }
 
-/// The text a scrape gets: the gauges read now, then every series.
-pub async fn render(server: &McpServer) -> Option<String> {
+/// What the gauges say at a scrape, read by whoever serves `/metrics` (this module reads no
+/// server state of its own: it is below the MCP server, never beside it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gauges {
+    pub sessions: usize,
+    pub call_streams: usize,
+    pub channels: usize,
+    pub agents_connected: usize,
+    pub agents_enrolled: usize,
+    pub audit_queue: usize,
+    /// None: the store could not answer (the gauges keep their last value; readyz says why).
+    pub store: Option<toolgate_store::StoreGauges>,
+}
+
+/// The text a scrape gets: the gauges as read now, then every series.
+pub fn render(now: Gauges) -> Option<String> {
     let handle = HANDLE.get()?.as_ref()?;
-    let services = server.services();
-    let (sessions, calls, channels) = server.live_counts();
-    gauge!(SESSIONS_ACTIVE).set(sessions as f64);
-    gauge!(STREAMS_ACTIVE, "kind" => "call").set(calls as f64);
-    gauge!(STREAMS_ACTIVE, "kind" => "channel").set(channels as f64);
-    let fleet = services.fleet();
-    gauge!(AGENTS_CONNECTED).set(fleet.connected() as f64);
-    gauge!(AGENTS_ENROLLED).set(fleet.agent_ids().len() as f64);
-    gauge!(AUDIT_QUEUE_DEPTH).set(services.audit().queued() as f64);
-    // A store that cannot answer leaves these at their last value; readyz says why.
-    match services.repositories().health.gauges(services.clock().now_secs()).await {
-        Ok(store) => {
-            gauge!(APPROVALS_PENDING).set(store.approvals_pending as f64);
-            gauge!(EXECUTIONS_IN_FLIGHT).set(store.executions_in_flight as f64);
-        }
-        Err(e) => tracing::warn!("metrics: the store's gauges could not be read: {e}"),
+    gauge!(SESSIONS_ACTIVE).set(now.sessions as f64);
+    gauge!(STREAMS_ACTIVE, "kind" => "call").set(now.call_streams as f64);
+    gauge!(STREAMS_ACTIVE, "kind" => "channel").set(now.channels as f64);
+    gauge!(AGENTS_CONNECTED).set(now.agents_connected as f64);
+    gauge!(AGENTS_ENROLLED).set(now.agents_enrolled as f64);
+    gauge!(AUDIT_QUEUE_DEPTH).set(now.audit_queue as f64);
+    if let Some(store) = now.store {
+        gauge!(APPROVALS_PENDING).set(store.approvals_pending as f64);
+        gauge!(EXECUTIONS_IN_FLIGHT).set(store.executions_in_flight as f64);
     }
     handle.run_upkeep();
     Some(handle.render())
@@ -181,7 +187,7 @@ impl<const N: usize> Cached<N> {
 }
 
 const OUTCOMES: usize = Outcome::ALL.len();
-static REQUEST_COUNTERS: [Cached<OUTCOMES>; METHOD_LABELS.len()] = [const { Cached::new() }; METHOD_LABELS.len()];
+static REQUEST_COUNTERS: [Cached<OUTCOMES>; MAX_METHOD_LABELS] = [const { Cached::new() }; MAX_METHOD_LABELS];
 
 /// How a request was answered (the `outcome` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,60 +215,27 @@ impl Outcome {
     }
 }
 
-/// The `method` labels: every method the router knows, then the kinds of message that are
-/// not a request for one (the label set stays bounded whatever clients send).
-pub const METHOD_LABELS: [&str; crate::mcp::METHOD_COUNT + 5] = {
-    let mut labels = [""; crate::mcp::METHOD_COUNT + 5];
-    let mut i = 0;
-    while i < crate::mcp::METHOD_COUNT {
-        labels[i] = crate::mcp::METHOD_NAMES[i].0;
-        i += 1;
-    }
-    labels[i] = "notification";
-    labels[i + 1] = "response";
-    labels[i + 2] = "batch";
-    labels[i + 3] = "invalid";
-    labels[i + 4] = "unknown";
-    labels
-};
+/// The most `method` labels a request can be counted under (the MCP router's methods and
+/// the kinds of message that are not a request for one; the router checks it fits).
+pub const MAX_METHOD_LABELS: usize = 32;
 
-/// A position in [`METHOD_LABELS`] of a message kind that is not a request for a known method.
-pub fn kind_label(kind: &str) -> usize {
-    METHOD_LABELS.iter().rposition(|l| *l == kind).unwrap_or(METHOD_LABELS.len() - 1)
+/// One MCP request answered, under `label` (the router's label at position `slot`, which
+/// picks the cached counter).
+pub fn request(slot: usize, label: &'static str, outcome: Outcome) {
+    let Some(cached) = REQUEST_COUNTERS.get(slot) else { return };
+    cached.get(outcome as usize, || counter!(REQUESTS, "method" => label, "outcome" => outcome.label())).increment(1);
 }
 
-/// One MCP request answered; `method` is a position in [`METHOD_LABELS`].
-pub fn request(method: usize, outcome: Outcome) {
-    let Some(label) = METHOD_LABELS.get(method) else { return };
-    let slot = outcome as usize;
-    REQUEST_COUNTERS[method]
-        .get(slot, || counter!(REQUESTS, "method" => *label, "outcome" => outcome.label()))
-        .increment(1);
-}
+/// The `code` labels of the gate's refusals: the JSON-RPC codes they are answered with.
+pub const DENIAL_LABELS: [&str; 5] = ["-32003", "-32004", "-32006", "-32602", "-32603"];
 
-/// One refusal, by its JSON-RPC code (the gate's codes without an allocation: an invalid
-/// call is on the hot path).
-pub fn denial(code: i64) {
-    static GATE_CODES: Cached<5> = Cached::new();
-    use crate::mcp::jsonrpc::{APPROVAL_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, PERMISSION_DENIED, TIER_DENIED};
-    let slot = [PERMISSION_DENIED, TIER_DENIED, APPROVAL_REQUIRED, INVALID_PARAMS, INTERNAL_ERROR]
-        .iter()
-        .position(|c| *c == code);
-    match slot {
-        Some(slot) => GATE_CODES.get(slot, || counter!(DENIALS, "code" => code_label(code))).increment(1),
-        None => counter!(DENIALS, "code" => code_label(code)).increment(1),
-    }
-}
-
-fn code_label(code: i64) -> metrics::SharedString {
-    use crate::mcp::jsonrpc::{APPROVAL_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, PERMISSION_DENIED, TIER_DENIED};
-    match code {
-        PERMISSION_DENIED => "-32003".into(),
-        TIER_DENIED => "-32004".into(),
-        APPROVAL_REQUIRED => "-32006".into(),
-        INVALID_PARAMS => "-32602".into(),
-        INTERNAL_ERROR => "-32603".into(),
-        other => other.to_string().into(),
+/// One refusal of the gate, under its code's label (one of [`DENIAL_LABELS`]; an invalid call
+/// is on the hot path, so those counters are cached).
+pub fn denial(label: &'static str) {
+    static CACHED: Cached<5> = Cached::new();
+    match DENIAL_LABELS.iter().position(|l| *l == label) {
+        Some(slot) => CACHED.get(slot, || counter!(DENIALS, "code" => label)).increment(1),
+        None => counter!(DENIALS, "code" => label).increment(1),
     }
 }
 
@@ -387,16 +360,4 @@ pub fn cancellations(outcome: &'static str, count: u64) {
 /// replayed, or no factor) or `locked` (refused unchecked while locked).
 pub fn console_step_up(result: &'static str) {
     counter!(CONSOLE_STEP_UPS, "result" => result).increment(1);
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::mcp::jsonrpc::*;
-
-    #[test]
-    fn code_labels_are_the_codes() {
-        for code in [PERMISSION_DENIED, TIER_DENIED, APPROVAL_REQUIRED, INVALID_PARAMS, INTERNAL_ERROR, SESSION_LIMIT] {
-            assert_eq!(super::code_label(code).as_ref(), code.to_string());
-        }
-    }
 }

@@ -1,15 +1,8 @@
 //! The generated registry (see codegen/ and `OUT_DIR`): `ToolId`, `Tier`, the matrix, the
-//! policy tables, `CATALOGUE`, the `tools/list` bytes and the dispatch. Nothing else lives here.
+//! policy tables, `CATALOGUE` and the `tools/list` bytes. Nothing else lives here: the typed
+//! arguments are `crate::args`, the dispatch to handlers `crate::tools`.
 
 include!(concat!(env!("OUT_DIR"), "/registry.rs"));
-
-/// One typed argument struct per tool, from its inputSchema.
-#[allow(dead_code, clippy::all)]
-pub mod args {
-    include!(concat!(env!("OUT_DIR"), "/args.rs"));
-}
-
-include!(concat!(env!("OUT_DIR"), "/dispatch.rs"));
 
 /// The instruction definitions and plugin manifests, checked by the build
 /// (`instructions.yaml`, `crates/agent/plugins/*.yaml`).

@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use toolgate::registry::{Tier, ToolId, dispatch};
+use toolgate::registry::{Tier, ToolId};
 use toolgate::services::{Services, ToolContext};
+use toolgate::tools::dispatch;
 use toolgate_domain::{Clock, ToolError, ToolOutput};
 use toolgate_fleet::{FleetSettings, Hub};
 use toolgate_store::{AuditWriter, SqliteStore};

@@ -10,7 +10,7 @@ use toolgate_policy::did_you_mean;
 
 use super::executions::resolve_targets;
 use super::fleet::{next_offset, paging};
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// Counts per status for one rule: compliant, non_compliant, unknown.

@@ -16,7 +16,7 @@ pub(crate) use starting::resolve_targets;
 use starting::{Run, Started, audit_steps, start, step};
 use super::fleet::{ensure_known, next_offset, paging};
 use crate::instructions::definition;
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// The seeds' poll floor: how long a client should wait before asking again.

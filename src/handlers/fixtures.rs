@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use toolgate_domain::{ClientMethod, Elicited, ToolOutput, ToolResult};
 
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// The conformance suite's `tools-call-with-progress`: 0, 50 and 100 of 100, about 50 ms

@@ -9,7 +9,7 @@ use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::{AgentView, TagIndex};
 use toolgate_policy::closest;
 
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// Page sizes default to this when the caller gives none.

@@ -7,7 +7,8 @@ use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken, TokenRec
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::Decision;
 
-use crate::registry::{ToolId, args};
+use crate::args;
+use crate::registry::ToolId;
 use crate::services::ToolContext;
 
 /// MCP sessions are not interactive: nobody can prove a human is at the keyboard.

@@ -5,7 +5,7 @@ use toolgate_domain::fleet::instruction::Definition;
 use toolgate_domain::{ToolOutput, ToolResult};
 
 use crate::instructions::{definition, instructions};
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 pub(crate) fn definition_json(d: &Definition) -> Value {

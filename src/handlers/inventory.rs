@@ -10,7 +10,7 @@ use toolgate_store::{RowFilter, RowPage};
 
 use super::fleet::{ensure_known, hostname, next_offset, paging};
 use super::scopes::chosen_agents;
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 fn table(name: &str) -> Result<&'static Table, ToolError> {

@@ -4,7 +4,7 @@ use serde_json::json;
 use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::Decision;
 
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 pub async fn discover_permissions(ctx: &ToolContext, _args: args::DiscoverPermissions) -> ToolResult {

@@ -4,7 +4,7 @@ use serde_json::json;
 use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 fn change(ctx: &ToolContext) -> Change<'_> {

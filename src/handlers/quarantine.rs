@@ -5,7 +5,7 @@ use serde_json::json;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use super::fleet::ensure_known;
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// What an operator reads: the wish and whether the agent has confirmed it.

@@ -11,7 +11,7 @@ use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
 use super::executions::header;
 use super::fleet::{ensure_known, paging};
 use crate::instructions::{definition, instructions};
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 /// The definition of one step of an execution, and its columns.

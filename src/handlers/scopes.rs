@@ -9,7 +9,7 @@ use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::TagIndex;
 
 use super::fleet::{hostname, tag_index};
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 const GRAMMAR: &str = "expression := term { or term }; term := factor { and factor }; \

@@ -5,7 +5,7 @@ use toolgate_domain::records::Change;
 use toolgate_domain::{ToolOutput, ToolResult};
 
 use super::fleet::ensure_known;
-use crate::registry::args;
+use crate::args;
 use crate::services::ToolContext;
 
 pub async fn get_tags(ctx: &ToolContext, args: args::GetTags) -> ToolResult {

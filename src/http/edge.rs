@@ -53,7 +53,7 @@ pub async fn edge(State(state): State<Arc<AppState>>, request: Request, next: Ne
 pub fn with_correlation_id<F: Future<Output = Response>>(state: &AppState, work: F) -> impl Future<Output = Response> {
     let id = state.mcp.new_correlation_id();
     let header = HeaderValue::from_str(&id).ok();
-    crate::mcp::with_correlation_id(id, work).map(move |mut response| {
+    crate::correlation::scope(id, work).map(move |mut response| {
         if let Some(value) = header {
             response.headers_mut().insert(CORRELATION_HEADER, value);
         }

@@ -50,8 +50,28 @@ async fn open(State(state): State<Arc<AppState>>) -> Response {
     scrape(&state).await
 }
 
+/// The gauges as this process sees them now, then every series.
 async fn scrape(state: &AppState) -> Response {
-    match crate::metrics::render(&state.mcp).await {
+    let services = state.mcp.services();
+    let (sessions, call_streams, channels) = state.mcp.live_counts();
+    let fleet = services.fleet();
+    let store = match services.repositories().health.gauges(services.clock().now_secs()).await {
+        Ok(store) => Some(store),
+        Err(e) => {
+            tracing::warn!("metrics: the store's gauges could not be read: {e}");
+            None
+        }
+    };
+    let now = crate::metrics::Gauges {
+        sessions,
+        call_streams,
+        channels,
+        agents_connected: fleet.connected(),
+        agents_enrolled: fleet.agent_ids().len(),
+        audit_queue: services.audit().queued(),
+        store,
+    };
+    match crate::metrics::render(now) {
         Some(text) => ([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_FORMAT))], text).into_response(),
         None => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -28,7 +28,8 @@ use toolgate_policy::Decision;
 
 use super::auth::Authenticated;
 use super::{ApiError, AppState, json_response};
-use crate::registry::{CATALOGUE, ToolId, dispatch};
+use crate::registry::{CATALOGUE, ToolId};
+use crate::tools::dispatch;
 
 /// The header carrying a fresh code from the caller's second factor (the console's).
 const SECOND_FACTOR: &str = "x-toolgate-second-factor";

@@ -14,9 +14,9 @@ use toolgate_domain::client::ClientChannel as _;
 use toolgate_domain::redact::{redacted, truncated};
 use toolgate_domain::{AskError, Caller, ClientMethod, ElicitAction, Elicited};
 
-use super::call::{Outcome, Request};
 use super::input_required::{Binding, RoundChannel};
 use super::jsonrpc as rpc;
+use super::request::{Outcome, Request};
 use super::{META_SERVER_INFO, McpServer, Reply};
 
 /// A 2026-07-28 retry's `inputResponses` and `requestState`, as sent.
@@ -77,7 +77,7 @@ impl Retry {
                 if let Some(refusal) = server.used_elsewhere(round.nonce.as_ref(), now).await {
                     return Err(invalid(refusal));
                 }
-                let capabilities = request.era.client_capabilities.clone().unwrap_or(Value::Null);
+                let capabilities = request.era.client_capabilities().cloned().unwrap_or(Value::Null);
                 Ok(Round { binding, channel: Arc::new(RoundChannel::new(capabilities, round)) })
             }
             Err(e) => Err(invalid(e.to_string())),
@@ -172,7 +172,7 @@ pub fn unconfirmable_without_streams(server: &McpServer, request: &Request<'_>, 
 
 /// The call's outcome when its handler's question got no answer.
 pub fn unanswered(server: &McpServer, request: &Request<'_>, round: Option<&Round>, asked: AskError) -> Outcome {
-    let stateless = request.era.stateless;
+    let stateless = request.era.asks_in_rounds();
     match asked {
         AskError::InputRequired => match round.and_then(|r| Some((r, r.channel.open_questions()?))) {
             Some((round, (requests, carried))) => {
@@ -237,7 +237,7 @@ pub fn unanswered(server: &McpServer, request: &Request<'_>, round: Option<&Roun
 /// The client capabilities the tool needs that the client did not declare.
 pub fn missing_capabilities(server: &McpServer, request: &Request<'_>, meta: &ToolMeta) -> Option<Outcome> {
     let required = server.gate.schemas().required_capabilities(meta)?;
-    let declared = request.era.client_capabilities.as_ref();
+    let declared = request.era.client_capabilities();
     let missing: Vec<&str> = required
         .as_object()
         .into_iter()

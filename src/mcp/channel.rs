@@ -14,7 +14,7 @@ use super::follow::{self, Following};
 use super::headers::header;
 use super::jsonrpc as rpc;
 use super::replay::{CHANNEL, EventId};
-use super::{HANDSHAKE_VERSIONS, McpServer, Reply, handshake, stream};
+use super::{HANDSHAKE_VERSIONS, McpServer, Reply, handshake};
 
 impl McpServer {
     pub async fn open_channel(self: &Arc<Self>, caller: &Caller, headers: &HeaderMap) -> Reply {
@@ -42,7 +42,7 @@ impl McpServer {
         let Some(session) = self.find_session(sid, &caller.principal.name).await else {
             return handshake::session_not_found(self, &Value::Null, "session not found: it expired or was ended");
         };
-        if !stream::accepts_sse(headers) {
+        if !super::headers::accepts_sse(headers) {
             return refuse(
                 StatusCode::NOT_ACCEPTABLE,
                 rpc::NOT_ACCEPTABLE,

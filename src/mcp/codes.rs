@@ -38,3 +38,27 @@ pub fn denial_code(denial: &Denial) -> i64 {
         Denial::StoreFault { .. } | Denial::SchemaFault { .. } => INTERNAL_ERROR,
     }
 }
+
+/// The metrics label of a code a denial is answered with ([`denial_code`]'s): the code itself.
+pub fn denial_label(code: i64) -> &'static str {
+    match code {
+        PERMISSION_DENIED => "-32003",
+        TIER_DENIED => "-32004",
+        APPROVAL_REQUIRED => "-32006",
+        INVALID_PARAMS => "-32602",
+        _ => "-32603",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denial_labels_are_the_codes_and_the_metrics_ones() {
+        for code in [PERMISSION_DENIED, TIER_DENIED, APPROVAL_REQUIRED, INVALID_PARAMS, INTERNAL_ERROR] {
+            assert_eq!(denial_label(code), code.to_string());
+            assert!(crate::metrics::DENIAL_LABELS.contains(&denial_label(code)));
+        }
+    }
+}

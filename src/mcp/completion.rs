@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 use toolgate_domain::Caller;
 use toolgate_domain::surface::CompletionSource;
 
-use super::call::{Era, Listeners, Request};
+use super::era::Era;
 use super::jsonrpc as rpc;
+use super::request::{Listeners, Request};
 use super::{McpServer, Reply};
 use crate::surface::values;
 

@@ -18,7 +18,7 @@ use toolgate_domain::tokens::TokenState;
 
 use super::replay::{CHANNEL, Event, Gap, Ring};
 pub use super::stream_audit::StreamAudit;
-use super::{McpServer, Payload, Reply, call};
+use super::{McpServer, Payload, Reply};
 
 /// How often a stream checks that the credential that opened it is still valid (and sends a
 /// comment that keeps the connection alive): a revoked or expired one ends the stream within
@@ -196,7 +196,7 @@ pub fn pump(
                     while let Ok(frame) = frames.try_recv() {
                         ring.push(stream, frame, false);
                     }
-                    let reply = reply.unwrap_or_else(|e| call::task_failed(&request_id, &e.to_string()));
+                    let reply = reply.unwrap_or_else(|e| Reply::task_failed(&request_id, &e.to_string()));
                     ring.push(stream, reply.body.map(Payload::into_text).unwrap_or_default(), true);
                     return;
                 }

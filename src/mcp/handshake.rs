@@ -1,18 +1,17 @@
 //! The handshake era (2025-03-26 … 2025-11-25): `initialize`, sessions bound to their
-//! principal, batches for 2025-03-26, DELETE to end a session.
-
-use std::sync::Arc;
+//! principal, what a client sends back in one (its answers and notifications), its log
+//! level, batches for 2025-03-26, DELETE to end a session. A leaf: the router calls in here,
+//! never the other way.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 
-use super::call::{self, Era};
+use super::era::InSession;
 use super::headers::header;
-use super::jsonrpc::{self as rpc, Message};
-use super::router::{Method, invalid_log_level, list_tools, method_not_found};
-use super::sessions::{Session, SessionCap};
+use super::jsonrpc as rpc;
+use super::sessions::SessionCap;
 use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
 
 /// 404 with -32007 and the A4 data: unknown, expired, ended and another principal's sessions
@@ -26,121 +25,75 @@ pub(super) fn session_not_found(server: &McpServer, id: &Value, message: &str) -
     Reply::error(StatusCode::NOT_FOUND, id, rpc::SESSION_NOT_FOUND, message, Some(data))
 }
 
-/// The session named by `Mcp-Session-Id`, if any: `Err` is the 404 for an unknown one.
-async fn session(
+/// The session named by `Mcp-Session-Id`, if any, as a request's era holds it: `Err` is the
+/// 404 for an unknown one.
+pub async fn session(
     server: &McpServer,
     caller: &Caller,
     headers: &HeaderMap,
     id: &Value,
-) -> Result<Option<Session>, Reply> {
+) -> Result<Option<(InSession, String)>, Reply> {
     let Some(sid) = header(headers, super::headers::SESSION_ID) else { return Ok(None) };
     match server.find_session(sid, &caller.principal.name).await {
-        Some(session) => Ok(Some(session)),
+        Some(s) => {
+            let session = InSession {
+                id: sid.to_string(),
+                capabilities: s.client_capabilities,
+                log_level: s.log_level,
+                ring: s.ring,
+            };
+            Ok(Some((session, s.version)))
+        }
         None => Err(session_not_found(server, id, "session not found: it expired or was ended; initialize again")),
     }
 }
 
-pub async fn handle(
-    server: &Arc<McpServer>,
+/// A client's answer to a question a handler sent on its call's stream.
+pub async fn on_response(
+    server: &McpServer,
     caller: &Caller,
     headers: &HeaderMap,
-    header_version: Option<&str>,
-    message: Message,
+    id: Value,
+    outcome: Result<Value, Value>,
 ) -> Reply {
-    let (id, method, params) = match message {
-        Message::Response { id, outcome } => {
-            if let Err(reply) = session(server, caller, headers, &Value::Null).await {
-                return reply;
-            }
-            // The answer to a question a handler sent on its call's stream.
-            let answered = match header(headers, super::headers::SESSION_ID) {
-                Some(sid) => server.take_answer(sid, &id, outcome).await,
-                None => false,
-            };
-            if !answered {
-                tracing::info!(request = %id, "a client response that no call is waiting for (late or unknown)");
-            }
-            return Reply::accepted();
-        }
-        Message::Notification { method, params } => {
-            if let Err(reply) = session(server, caller, headers, &Value::Null).await {
-                return reply;
-            }
-            // A cancellation names a request of the same session; anything else is noted.
-            if method == "notifications/cancelled"
-                && let (Some(sid), Some(request_id)) =
-                    (header(headers, super::headers::SESSION_ID), params.as_ref().and_then(|p| p.get("requestId")))
-                && server.in_flight.cancel(sid, request_id)
-            {
-                tracing::info!(session = sid, request = %request_id, "the client cancelled a call");
-            }
-            return Reply::accepted();
-        }
-        Message::Request { id, method, params } => (id, method, params),
-    };
-    if method == "initialize" {
-        return initialize(server, caller, &id, params.as_ref()).await;
+    if let Err(reply) = session(server, caller, headers, &Value::Null).await {
+        return reply;
     }
-    let session = match session(server, caller, headers, &id).await {
-        Ok(s) => s,
-        Err(reply) => return reply,
+    let answered = match header(headers, super::headers::SESSION_ID) {
+        Some(sid) => server.take_answer(sid, &id, outcome).await,
+        None => false,
     };
-    let version = header_version
-        .map(str::to_string)
-        .or(session.as_ref().map(|s| s.version.clone()))
-        .unwrap_or_else(|| DEFAULT_VERSION.into());
-    match Method::parse(&method) {
-        Some(Method::Ping) => Reply::json(StatusCode::OK, rpc::result_raw(&id, "{}")),
-        Some(Method::ToolsList) => list_tools(server, caller, &id, params.as_ref(), false),
-        Some(Method::ToolsCall) => {
-            let era = Era {
-                stateless: false,
-                version,
-                client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
-            };
-            let in_flight = match header(headers, super::headers::SESSION_ID) {
-                Some(sid) => match server.in_flight.register(sid, &id, &server.shutdown) {
-                    Some(registered) => Some(registered),
-                    None => {
-                        let message = format!("request id {id} is already in flight in this session: use a new id");
-                        return Reply::error(StatusCode::CONFLICT, &id, rpc::INVALID_REQUEST, &message, None);
-                    }
-                },
-                None => None,
-            };
-            let log_level = session.as_ref().and_then(|s| s.log_level);
-            let session_id =
-                header(headers, super::headers::SESSION_ID).filter(|_| session.is_some()).map(str::to_string);
-            let ring = session.as_ref().map(|s| s.ring.clone());
-            let in_session = call::InSession { in_flight, log_level, session_id, ring };
-            call::tools_call(server, caller, headers, &id, params, &era, in_session).await
-        }
-        Some(Method::LoggingSetLevel) => set_log_level(server, caller, headers, &id, params.as_ref()),
-        Some(m @ (Method::ResourcesSubscribe | Method::ResourcesUnsubscribe)) => {
-            let session_id = header(headers, super::headers::SESSION_ID).filter(|_| session.is_some());
-            let on = m == Method::ResourcesSubscribe;
-            super::resources::subscription(server, caller, &id, params.as_ref(), session_id, on)
-        }
-        Some(Method::ServerDiscover | Method::TasksGet | Method::TasksUpdate | Method::TasksCancel) | None => {
-            method_not_found(StatusCode::OK, &id, &method)
-        }
-        Some(other) => {
-            let era = Era {
-                stateless: false,
-                version,
-                client_capabilities: session.as_ref().map(|s| s.client_capabilities.clone()),
-            };
-            match super::router::surface_method(server, caller, &id, other, params, &era).await {
-                Some(reply) => reply,
-                None => method_not_found(StatusCode::OK, &id, &method),
-            }
-        }
+    if !answered {
+        tracing::info!(request = %id, "a client response that no call is waiting for (late or unknown)");
     }
+    Reply::accepted()
+}
+
+/// A client's notification: a cancellation names a request of the same session; anything
+/// else is noted.
+pub async fn on_notification(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&Value>,
+) -> Reply {
+    if let Err(reply) = session(server, caller, headers, &Value::Null).await {
+        return reply;
+    }
+    if method == "notifications/cancelled"
+        && let (Some(sid), Some(request_id)) =
+            (header(headers, super::headers::SESSION_ID), params.and_then(|p| p.get("requestId")))
+        && server.in_flight.cancel(sid, request_id)
+    {
+        tracing::info!(session = sid, request = %request_id, "the client cancelled a call");
+    }
+    Reply::accepted()
 }
 
 /// `logging/setLevel`: the level of the log lines this session's calls send (on their SSE
 /// answers). A level lives in a session; without one there is nowhere to keep it.
-fn set_log_level(
+pub fn set_log_level(
     server: &McpServer,
     caller: &Caller,
     headers: &HeaderMap,
@@ -149,7 +102,7 @@ fn set_log_level(
 ) -> Reply {
     let level = params.and_then(|p| p.get("level")).cloned().unwrap_or(Value::Null);
     let Some(parsed) = level.as_str().and_then(toolgate_domain::LogLevel::parse) else {
-        return invalid_log_level(StatusCode::OK, id, &level);
+        return Reply::invalid_log_level(StatusCode::OK, id, &level);
     };
     match header(headers, super::headers::SESSION_ID) {
         Some(sid) if server.sessions.set_log_level(sid, &caller.principal.name, parsed) => {
@@ -166,7 +119,7 @@ fn set_log_level(
     }
 }
 
-async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
+pub async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
     if server.shutdown.is_cancelled() {
         let data = json!({"correlation_id": server.correlation_id(), "retry_after_ms": 1000,
                           "remediation": "the server is stopping: connect again once it (or another replica) is up"});
@@ -223,61 +176,74 @@ fn server_description(server: &McpServer, version: &str, in_session: bool) -> Va
     })
 }
 
-pub async fn batch(
-    server: &Arc<McpServer>,
-    caller: &Caller,
-    headers: &HeaderMap,
-    header_version: Option<&str>,
-    items: Vec<Result<Message, (Value, rpc::FramingError)>>,
-) -> Reply {
-    let version = header_version.unwrap_or(DEFAULT_VERSION);
-    if version != DEFAULT_VERSION {
-        return Reply::error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            rpc::INVALID_REQUEST,
-            &format!(
-                "JSON-RPC batches are accepted only for protocol 2025-03-26 (this request is {version}); send one message per POST"
-            ),
-            None,
-        );
+/// A batch's answers as they are gathered (2025-03-26 only): one JSON array, never a stream;
+/// once the answers reach `--max-batch-answer-bytes` the remaining requests are not run.
+pub struct Batch {
+    responses: Vec<String>,
+    answered_bytes: usize,
+    cap: usize,
+}
+
+impl Batch {
+    /// The batch's answers to come, or the 400 for a revision without batches.
+    pub fn open(server: &McpServer, header_version: Option<&str>) -> Result<Self, Reply> {
+        let version = header_version.unwrap_or(DEFAULT_VERSION);
+        if version != DEFAULT_VERSION {
+            return Err(Reply::error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                rpc::INVALID_REQUEST,
+                &format!(
+                    "JSON-RPC batches are accepted only for protocol 2025-03-26 (this request is {version}); send one message per POST"
+                ),
+                None,
+            ));
+        }
+        Ok(Self { responses: Vec::new(), answered_bytes: 0, cap: server.options.answers.max_batch_bytes })
     }
-    // A batch is answered as one JSON array: its calls never stream.
-    let mut headers = headers.clone();
-    headers.insert(axum::http::header::ACCEPT, axum::http::HeaderValue::from_static("application/json"));
-    let headers = &headers;
-    let mut responses = Vec::new();
-    // Once the answers reach the cap, the remaining requests are not run (notifications still
-    // are: they add nothing to the answer).
-    let cap = server.options.answers.max_batch_bytes;
-    let mut answered_bytes = 0;
-    for item in items {
-        let reply = match item {
-            Err((id, e)) => Reply::error(StatusCode::OK, &id, e.code, &e.message, None),
-            Ok(Message::Request { id, method, .. }) if method == "initialize" => {
-                Reply::error(StatusCode::OK, &id, rpc::INVALID_REQUEST, "initialize must not be sent in a batch", None)
-            }
-            Ok(Message::Request { id, .. }) if answered_bytes >= cap => {
-                let message = format!(
-                    "not run: this batch's answers already reached {answered_bytes} bytes (the cap is {cap}); send this request again, in another batch or on its own"
-                );
-                Reply::error(StatusCode::OK, &id, rpc::INVALID_REQUEST, &message, None)
-            }
-            Ok(message) => Box::pin(handle(server, caller, headers, Some(DEFAULT_VERSION), message)).await,
-        };
+
+    /// A batch is answered as one JSON array: its calls never stream.
+    pub fn headers(headers: &HeaderMap) -> HeaderMap {
+        let mut headers = headers.clone();
+        headers.insert(axum::http::header::ACCEPT, axum::http::HeaderValue::from_static("application/json"));
+        headers
+    }
+
+    /// The answer of a request that is not run: `initialize` (never in a batch), or any once
+    /// the answers reached the cap (notifications still run: they add nothing to the answer).
+    pub fn refusal(&self, id: &Value, method: &str) -> Option<Reply> {
+        if method == "initialize" {
+            let message = "initialize must not be sent in a batch";
+            return Some(Reply::error(StatusCode::OK, id, rpc::INVALID_REQUEST, message, None));
+        }
+        (self.answered_bytes >= self.cap).then(|| {
+            let message = format!(
+                "not run: this batch's answers already reached {} bytes (the cap is {}); send this request again, in another batch or on its own",
+                self.answered_bytes, self.cap
+            );
+            Reply::error(StatusCode::OK, id, rpc::INVALID_REQUEST, &message, None)
+        })
+    }
+
+    /// Adds one item's reply; `Err` is a reply that ends the whole batch (an unknown session).
+    pub fn push(&mut self, reply: Reply) -> Result<(), Reply> {
         if reply.status == StatusCode::NOT_FOUND {
-            return reply;
+            return Err(reply);
         }
         if let Some(body) = reply.body {
             let text = body.into_text();
-            answered_bytes += text.len();
-            responses.push(text);
+            self.answered_bytes += text.len();
+            self.responses.push(text);
         }
+        Ok(())
     }
-    if responses.is_empty() {
-        Reply::accepted()
-    } else {
-        Reply::json(StatusCode::OK, format!("[{}]", responses.join(",")))
+
+    pub fn finish(self) -> Reply {
+        if self.responses.is_empty() {
+            Reply::accepted()
+        } else {
+            Reply::json(StatusCode::OK, format!("[{}]", self.responses.join(",")))
+        }
     }
 }
 

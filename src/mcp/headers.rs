@@ -66,6 +66,16 @@ pub fn check_param_headers(input_schema: &Value, headers: &HeaderMap, arguments:
     Ok(())
 }
 
+/// Whether the client takes an SSE answer. `text/event-stream;q=0` counts too: a client that
+/// sends a progress token and disclaims the stream contradicts itself, and the token wins.
+pub fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|item| item.trim().to_ascii_lowercase().starts_with("text/event-stream")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

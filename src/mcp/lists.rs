@@ -10,8 +10,9 @@ use toolgate_domain::redact::truncated;
 use toolgate_gate::Gate;
 use toolgate_policy::Decision;
 
-use super::call::{Era, Request};
+use super::era::Era;
 use super::jsonrpc as rpc;
+use super::request::Request;
 use super::{LIST_TTL_MS, META_SERVER_INFO, McpServer, Options, Reply};
 use crate::registry::{TIER_COUNT, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER};
 
@@ -80,7 +81,7 @@ pub fn unknown_tool(server: &McpServer, caller: &Caller, name: &str) -> (String,
 
 /// The caching hints 2026-07-28 wants on lists: what a caller sees depends on its tier.
 pub(super) fn with_cache_hints(era: &Era, mut result: Value, ttl_ms: u64) -> Value {
-    if era.stateless
+    if era.is_stateless()
         && let Some(obj) = result.as_object_mut()
     {
         obj.insert("ttlMs".into(), json!(ttl_ms));
@@ -95,4 +96,19 @@ pub(super) fn refuse_cursor(request: &Request<'_>, method: &str, params: Option<
         let message = format!("invalid cursor: {method} has a single page and hands out no cursors");
         request.error(rpc::INVALID_PARAMS, message, None).reply
     })
+}
+
+/// tools/list, in both eras, from the precomputed bytes of the caller's tier.
+pub(super) fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
+    if params.and_then(|p| p.get("cursor")).is_some_and(|c| !c.is_null()) {
+        return Reply::error(
+            era.status(rpc::INVALID_PARAMS),
+            id,
+            rpc::INVALID_PARAMS,
+            "invalid cursor: tools/list has a single page and hands out no cursors",
+            None,
+        );
+    }
+    let lists = server.list_for(caller.tier);
+    Reply::shared_result(id, if era.is_stateless() { &lists.stateless } else { &lists.handshake })
 }

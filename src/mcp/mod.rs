@@ -5,14 +5,16 @@
 mod admission;
 mod asking;
 mod back_channel;
-mod call;
 mod channel;
 mod codes;
 mod completion;
+mod dispatch;
+mod era;
 mod follow;
 mod handshake;
 mod headers;
 mod in_flight;
+mod incoming;
 mod input_required;
 pub mod jsonrpc;
 mod lists;
@@ -25,13 +27,11 @@ mod resources;
 mod router;
 pub mod sessions;
 mod stateless;
-mod stream;
 mod stream_audit;
-mod task_call;
 mod tasks;
+mod tools_call;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use toolgate_domain::Denial;
@@ -45,7 +45,7 @@ pub use codes::denial_code;
 pub use headers::{SESSION_ID, header_value};
 pub use lists::ListResults;
 pub use reply::{AnswerLimits, Payload, Reply};
-pub use router::{METHOD_COUNT, METHOD_NAMES, handle};
+pub use router::handle;
 
 use crate::services::Services;
 
@@ -81,28 +81,6 @@ pub struct Options {
     pub answers: reply::AnswerLimits,
 }
 
-tokio::task_local! {
-    /// The correlation id of the HTTP exchange being answered: set once at the edge, so every
-    /// audit row, every A4 `correlation_id` and the `X-Correlation-Id` header agree without
-    /// threading it through each function.
-    static CORRELATION_ID: String;
-}
-
-/// The correlation id of the exchange the current task is answering, if any (log lines
-/// carry it: see `logging`).
-pub fn current_correlation_id() -> Option<String> {
-    CORRELATION_ID.try_with(String::clone).ok()
-}
-
-/// Runs `work` as part of the exchange with correlation id `id`. A plain function, not an
-/// async one: an async fn would keep `work` beside the future that runs it (twice its size).
-pub fn with_correlation_id<F: std::future::Future>(
-    id: String,
-    work: F,
-) -> impl std::future::Future<Output = F::Output> {
-    CORRELATION_ID.scope(id, work)
-}
-
 /// Everything MCP requests need, shared by every connection.
 pub struct McpServer {
     services: Arc<Services>,
@@ -128,7 +106,7 @@ pub struct McpServer {
     surface: crate::surface::Surface,
     server_info: Value,
     options: Options,
-    sequence: AtomicU64,
+    correlations: crate::correlation::Correlations,
 }
 
 impl McpServer {
@@ -139,6 +117,7 @@ impl McpServer {
             .with_argument_check(Arc::new(crate::instructions::InstructionCheck));
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let lists = lists::precompute(&gate, &server_info, options);
+        let correlations = crate::correlation::Correlations::new(services.clock().clone());
         Ok(Self {
             services,
             gate,
@@ -155,7 +134,7 @@ impl McpServer {
             surface: crate::surface::Surface::load(catalogue),
             server_info,
             options,
-            sequence: AtomicU64::new(0),
+            correlations,
         })
     }
 
@@ -201,17 +180,12 @@ impl McpServer {
     /// The current HTTP exchange's correlation id (the one its `X-Correlation-Id` header
     /// shows), or a new one outside of any.
     pub fn correlation_id(&self) -> String {
-        CORRELATION_ID.try_with(String::clone).unwrap_or_else(|_| self.new_correlation_id())
+        self.correlations.current_or_fresh()
     }
 
-    /// A fresh id: `req-<hex ms>-<hex seq>`.
+    /// A fresh id for a new exchange (`crate::correlation`).
     pub fn new_correlation_id(&self) -> String {
-        use std::fmt::Write as _;
-        let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
-        // Sized once: "req-" and two u64s in hex fit in 36 bytes.
-        let mut id = String::with_capacity(36);
-        let _ = write!(id, "req-{:x}-{:x}", self.services.clock().now_ms(), seq);
-        id
+        self.correlations.fresh()
     }
 
     fn list_for(&self, tier: Option<&TierRules>) -> &ListResults {

@@ -11,9 +11,10 @@ use toolgate_domain::surface::Role;
 use toolgate_domain::{Caller, ClientMethod, ClientRequests, Elicited};
 
 use super::asking::{self, Retry};
-use super::call::{Era, Listeners, Outcome, Request};
+use super::era::Era;
 use super::jsonrpc as rpc;
 use super::lists::{refuse_cursor, with_cache_hints};
+use super::request::{Listeners, Outcome, Request};
 use super::{LIST_TTL_MS, McpServer, Reply, resources};
 use crate::surface::render::{self, Content};
 use crate::surface::untrusted;
@@ -137,7 +138,7 @@ async fn ask(
     question: &toolgate_domain::surface::PromptQuestion,
     retry: Retry,
 ) -> Result<Map<String, Value>, Outcome> {
-    if !request.era.stateless {
+    if !request.era.asks_in_rounds() {
         let message = format!(
             "prompt `{name}` asks its user a question first, which prompts/get can do only in protocol 2026-07-28 (input_required)"
         );

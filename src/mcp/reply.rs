@@ -128,6 +128,21 @@ impl Reply {
         Self { status: StatusCode::ACCEPTED, body: None, session_id: None, error_code: None, retry_after_ms: None }
     }
 
+    /// A call whose task failed (a panic in a handler): an internal error answering request
+    /// `id`, never a hang.
+    pub fn task_failed(id: &Value, why: &str) -> Self {
+        tracing::error!("a tools/call task failed: {why}");
+        let data = serde_json::json!({"retry_after_ms": null, "remediation": "a fault inside the server; the log has it. Durable work (an execution) may have started: look it up before calling again"});
+        Self::error(StatusCode::OK, id, jsonrpc::INTERNAL_ERROR, "the call failed inside the server", Some(data))
+    }
+
+    /// -32602 for a log level that is not one of MCP's eight.
+    pub fn invalid_log_level(status: StatusCode, id: &Value, level: &Value) -> Self {
+        let levels: Vec<&str> = toolgate_domain::LogLevel::ALL.iter().map(|l| l.as_str()).collect();
+        let message = format!("log level {level} is not one of {}", levels.join(", "));
+        Self::error(status, id, jsonrpc::INVALID_PARAMS, &message, Some(serde_json::json!({"levels": levels})))
+    }
+
     /// The same reply, saying when to try again.
     pub fn retry_after(self, ms: u64) -> Self {
         Self { retry_after_ms: Some(u32::try_from(ms).unwrap_or(u32::MAX)), ..self }

@@ -12,12 +12,14 @@ use toolgate_domain::redact::truncated;
 use toolgate_domain::surface::{BuiltinResource, TemplateSpec};
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
 
-use super::call::{Era, Listeners, Outcome, Request};
+use super::era::Era;
 use super::jsonrpc as rpc;
 use super::lists::{refuse_cursor, with_cache_hints};
+use super::request::{Listeners, Outcome, Request};
 use super::{LIST_TTL_MS, McpServer, Reply};
-use crate::registry::{ToolId, dispatch};
+use crate::registry::ToolId;
 use crate::surface::{Item, Located, builtin, uri, values};
+use crate::tools::dispatch;
 
 /// How long a client may cache a read whose content is fixed in the catalogue.
 const FIXED_TTL_MS: u64 = LIST_TTL_MS;
@@ -244,7 +246,7 @@ pub fn subscription(
     session_id: Option<&str>,
     subscribe: bool,
 ) -> Reply {
-    let era = Era { stateless: false, version: String::new(), client_capabilities: None };
+    let era = Era::Handshake { version: String::new(), session: None };
     let request = request(server, id, &era);
     let target = params.and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
     if target.is_empty() {

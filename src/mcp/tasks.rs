@@ -19,7 +19,6 @@ use toolgate_domain::Caller;
 
 use super::input_required::RoundChannel;
 use super::jsonrpc as rpc;
-use super::router::Method;
 use super::{McpServer, Reply};
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -194,12 +193,20 @@ impl Tasks {
     }
 }
 
+/// Which of the tasks methods a request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskMethod {
+    Get,
+    Update,
+    Cancel,
+}
+
 /// `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that negotiated the extension.
 pub fn answer(
     server: &McpServer,
     caller: &Caller,
     id: &Value,
-    method: Method,
+    method: TaskMethod,
     params: Option<&Value>,
     capabilities: Option<&Value>,
 ) -> Reply {
@@ -226,9 +233,9 @@ pub fn answer(
     let principal = caller.principal.name.as_str();
     let now = server.services().clock().now_ms();
     let done = match method {
-        Method::TasksGet => server.tasks.detail(principal, task_id),
-        Method::TasksCancel => server.tasks.cancel(principal, task_id, now).map(|()| json!({"resultType": "complete"})),
-        _ => match params.and_then(|p| p.get("inputResponses")) {
+        TaskMethod::Get => server.tasks.detail(principal, task_id),
+        TaskMethod::Cancel => server.tasks.cancel(principal, task_id, now).map(|()| json!({"resultType": "complete"})),
+        TaskMethod::Update => match params.and_then(|p| p.get("inputResponses")) {
             Some(Value::Object(responses)) => server
                 .tasks
                 .answer(principal, task_id, responses.clone(), now)

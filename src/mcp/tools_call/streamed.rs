@@ -12,7 +12,6 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
@@ -21,13 +20,14 @@ use tokio::task::JoinHandle;
 use toolgate_domain::audit::TargetType;
 use toolgate_domain::{Caller, CancellationToken, ClientRequests, LogLevel, LogSink, Progress, ProgressSink};
 
-use super::admission::StreamPermit;
-use super::back_channel::{ASK_TIMEOUT, SessionChannel};
-use super::call::{self, Era};
-use super::follow::{self, CredentialWatch, Following, StreamAudit, close_for, frame, stream_closed};
-use super::in_flight::InFlightGuard;
-use super::replay::Ring;
-use super::{McpServer, Payload, Reply};
+use super::super::admission::StreamPermit;
+use super::super::back_channel::{ASK_TIMEOUT, SessionChannel};
+use super::super::era::Era;
+use super::super::follow::{self, CredentialWatch, Following, StreamAudit, close_for, frame, stream_closed};
+use super::super::in_flight::InFlightGuard;
+use super::super::replay::Ring;
+use super::super::request::Listeners;
+use super::super::{McpServer, Payload, Reply};
 
 /// The longest progress token echoed back; anything else means "no progress requested".
 const MAX_TOKEN_BYTES: usize = 512;
@@ -40,16 +40,6 @@ pub fn progress_token(params: Option<&Value>) -> Option<Value> {
         Value::Number(n) if n.is_i64() || n.is_u64() => Some(token.clone()),
         _ => None,
     }
-}
-
-/// Whether the client takes an SSE answer. `text/event-stream;q=0` counts too: a client that
-/// sends a progress token and disclaims the stream contradicts itself, and the token wins.
-pub fn accepts_sse(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|item| item.trim().to_ascii_lowercase().starts_with("text/event-stream")))
 }
 
 /// What the client asked to hear while the call runs.
@@ -80,7 +70,7 @@ pub const EXECUTION_ID_META: &str = "toolgate/execution_id";
 /// (kept in the session's ring, so a channel that reconnects with Last-Event-ID loses none).
 pub fn progress_on_channel(ring: Arc<Ring>, token: Value) -> ProgressSink {
     ProgressSink::new(move |p| {
-        ring.push(super::replay::CHANNEL, progress_notification(&token, &p), false);
+        ring.push(super::super::replay::CHANNEL, progress_notification(&token, &p), false);
     })
 }
 
@@ -127,17 +117,16 @@ struct Streaming {
     watch: CredentialWatch,
 }
 
-/// Runs the call; answers it as a stream if it reports progress before its result.
-#[allow(clippy::too_many_arguments)]
-pub async fn tools_call(
+/// Runs the call (`run`, with the listeners this stream gives it) in a task of its own;
+/// answers it as a stream if it reports progress before its result.
+pub async fn answer(
     server: Arc<McpServer>,
     caller: Caller,
-    headers: HeaderMap,
     id: Value,
-    params: Option<Value>,
     era: Era,
     wants: Wants,
     in_flight: Option<InFlightGuard>,
+    run: impl FnOnce(Listeners) -> futures_util::future::BoxFuture<'static, Reply> + Send + 'static,
 ) -> Reply {
     let (frames_tx, mut frames) = mpsc::unbounded_channel();
     let permit = wants.permit;
@@ -170,14 +159,14 @@ pub async fn tools_call(
         Some(session) => ClientRequests::new(Arc::new(SessionChannel {
             outstanding: server.outstanding.clone(),
             session,
-            capabilities: era.client_capabilities.clone().unwrap_or(Value::Null),
+            capabilities: era.client_capabilities().cloned().unwrap_or(Value::Null),
             frames: frames_tx,
             cancellation: cancellation.clone(),
             timeout: ASK_TIMEOUT,
         })),
         None => ClientRequests::default(),
     };
-    let listeners = call::Listeners { progress, log, client, cancellation: cancellation.clone() };
+    let listeners = Listeners { progress, log, client, cancellation: cancellation.clone() };
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();
@@ -186,8 +175,8 @@ pub async fn tools_call(
     let follower_server = server.clone();
     let audited_caller = caller.clone();
     let request_id = id.clone();
-    let mut call = tokio::spawn(super::with_correlation_id(correlation_id, async move {
-        let reply = call::answer(&server, &caller, &headers, &id, params, &era, listeners).await;
+    let mut call = tokio::spawn(crate::correlation::scope(correlation_id, async move {
+        let reply = run(listeners).await;
         drop((in_flight, permit));
         reply
     }));
@@ -198,7 +187,7 @@ pub async fn tools_call(
             // Nothing reported before the result: the plain answer.
             let mut detach = detach;
             detach.finished = true;
-            return reply.unwrap_or_else(|e| call::task_failed(&request_id, &e.to_string()));
+            return reply.unwrap_or_else(|e| Reply::task_failed(&request_id, &e.to_string()));
         }
     };
     if let Some(ring) = wants.ring {
@@ -261,7 +250,7 @@ pub async fn tools_call(
                     while let Ok(next) = s.frames.try_recv() {
                         out.push_str(&String::from_utf8_lossy(&frame(None, &next)));
                     }
-                    let reply = reply.unwrap_or_else(|e| call::task_failed(&s.id, &e.to_string()));
+                    let reply = reply.unwrap_or_else(|e| Reply::task_failed(&s.id, &e.to_string()));
                     let body = reply.body.map(Payload::into_text).unwrap_or_default();
                     out.push_str(&String::from_utf8_lossy(&frame(None, &body)));
                     Some((Ok(Bytes::from(out)), s))

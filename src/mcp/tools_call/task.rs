@@ -12,10 +12,11 @@ use tokio::sync::{mpsc, oneshot};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
 use toolgate_domain::{CancellationToken, ClientRequests, TaskStarter};
 
-use super::asking::{self, Round};
-use super::call::{Listeners, Outcome, Request, run_handler};
-use super::tasks::{Switch, TaskChannel};
-use super::{McpServer, Payload, Reply, jsonrpc as rpc};
+use super::super::asking::{self, Round};
+use super::super::request::{Listeners, Outcome, Request};
+use super::super::tasks::{Switch, TaskChannel};
+use super::super::{McpServer, Payload, Reply, jsonrpc as rpc};
+use super::runner::{Checked, Prepared, TaskHooks, run_handler};
 use crate::registry::ToolId;
 
 /// What a task-mode call's handler is given: its questions' channel, how it starts the task,
@@ -44,8 +45,21 @@ impl TaskMode {
         Self { switch, starter, cancellation: parent.child_token(), starts }
     }
 
-    pub fn client(&self) -> ClientRequests {
-        ClientRequests::new(self.switch.clone())
+    /// A task-supporting tool, for a client that negotiated tasks: its handler may start one.
+    pub fn for_call(checked: &Checked, parent: &CancellationToken) -> Option<Self> {
+        use toolgate_domain::catalogue::TaskSupport;
+        let round = checked.round.as_ref()?;
+        let supported = checked.tool.meta().task_support != TaskSupport::Forbidden && checked.tasks_negotiated;
+        supported.then(|| Self::new(round, parent))
+    }
+
+    /// What the handler's context is built with.
+    pub fn hooks(&self) -> TaskHooks {
+        TaskHooks {
+            client: ClientRequests::new(self.switch.clone()),
+            starter: self.starter.clone(),
+            cancellation: self.cancellation.clone(),
+        }
     }
 }
 
@@ -67,26 +81,24 @@ fn task_outcome(outcome: Outcome) -> Result<Value, Value> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs a task-mode call's handler in a task of its own: the call answers with the handler's
+/// outcome if it ends before starting a task, or with the task's envelope once it starts one
+/// (the outcome is then recorded in the task, and audited, when the handler ends).
 pub async fn drive(
     server: &Arc<McpServer>,
     request: &Request<'_>,
     caller: &toolgate_domain::Caller,
-    tool: ToolId,
-    ctx: crate::services::ToolContext,
-    arguments: Value,
-    approved: String,
-    round: Round,
+    prepared: Prepared,
     mut mode: TaskMode,
 ) -> Outcome {
     let (id, era, correlation_id) = (request.id.clone(), request.era.clone(), request.correlation_id.clone());
+    let Prepared { tool, ctx, arguments, approved, round, .. } = prepared;
     let handler_server = server.clone();
-    let handler_round = round.clone();
     let mut handler = tokio::spawn(async move {
         let request = Request { id: &id, era: &era, correlation_id, listeners: Listeners::default() };
         match run_handler(&handler_server, &request, tool, &ctx, arguments, approved).await {
             Ok(outcome) => outcome,
-            Err(asked) => asking::unanswered(&handler_server, &request, Some(&handler_round), asked),
+            Err(asked) => asking::unanswered(&handler_server, &request, round.as_ref(), asked),
         }
     });
     let failed = |why: String| Outcome {
@@ -107,7 +119,7 @@ pub async fn drive(
                 let channel = TaskChannel {
                     tasks: server.tasks.clone(),
                     id: task_id.clone(),
-                    capabilities: request.era.client_capabilities.clone().unwrap_or(Value::Null),
+                    capabilities: request.era.client_capabilities().cloned().unwrap_or(Value::Null),
                     cancellation: mode.cancellation.clone(),
                     clock: server.services().clock().clone(),
                 };

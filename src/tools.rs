@@ -1,0 +1,7 @@
+//! The generated dispatch: a tool's id to its handler (codegen/'s dispatch.rs). It sits
+//! above the handlers and the catalogue, which never look back at it.
+
+use crate::args;
+use crate::registry::ToolId;
+
+include!(concat!(env!("OUT_DIR"), "/dispatch.rs"));
