@@ -7,7 +7,8 @@ use toolgate_domain::Clock;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_fleet::Hub;
 use toolgate_store::{
-    ApprovalStore, AuditStore, AuditWriter, CredentialStore, GroupStore, PluginConfigStore, Repositories, TagStore,
+    ApprovalStore, AuditStore, AuditWriter, CredentialStore, GroupStore, PluginConfigStore, Repositories, SignInStore,
+    TagStore, WorkStore,
 };
 
 /// The context every handler receives.
@@ -70,5 +71,16 @@ impl Services {
 
     pub fn groups(&self) -> &dyn GroupStore {
         self.repositories.groups.as_ref()
+    }
+
+    /// Executions, their targets and the responses agents returned, read as the fleet hub
+    /// writes them.
+    pub fn work(&self) -> &dyn WorkStore {
+        self.repositories.work.as_ref()
+    }
+
+    /// The console's sign-in records: passwords, second factors, lockouts.
+    pub fn sign_in(&self) -> &dyn SignInStore {
+        self.repositories.sign_in.as_ref()
     }
 }

@@ -40,7 +40,7 @@ fn active_agents(ctx: &ToolContext) -> Vec<String> {
 
 pub async fn list_policies(ctx: &ToolContext, args: args::ListPolicies) -> ToolResult {
     let set = ctx.services().fleet().rules();
-    let results = ctx.services().repositories().work.compliance(None).await?;
+    let results = ctx.services().work().compliance(None).await?;
     let policies: Vec<Value> = set
         .rules
         .iter()
@@ -65,7 +65,7 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
     let set = ctx.services().fleet().rules();
     let rule = rule(&set.rules, &args.policy_id)?;
     let wanted = args.status.as_deref().and_then(ComplianceStatus::parse);
-    let results = ctx.services().repositories().work.compliance(Some(&rule.id)).await?;
+    let results = ctx.services().work().compliance(Some(&rule.id)).await?;
     let active: HashSet<String> = active_agents(ctx).into_iter().collect();
     let results: Vec<_> = results.into_iter().filter(|(agent, _, _)| active.contains(agent)).collect();
     let [compliant, non_compliant, unknown] = tally(results.iter().map(|(_, r, _)| r));
@@ -95,7 +95,7 @@ pub async fn get_fleet_compliance(ctx: &ToolContext, _args: args::GetFleetCompli
     let set = ctx.services().fleet().rules();
     let rules: Vec<&Rule> = set.rules.iter().filter(|r| r.enabled).collect();
     let active: HashSet<String> = active_agents(ctx).into_iter().collect();
-    let results = ctx.services().repositories().work.compliance(None).await?;
+    let results = ctx.services().work().compliance(None).await?;
     // Per agent: how many enabled rules it was found compliant with, and whether any failed.
     let mut per_agent: BTreeMap<&str, (usize, bool)> = BTreeMap::new();
     let per_rule: Vec<Value> = rules

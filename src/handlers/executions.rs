@@ -120,7 +120,7 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
 }
 
 pub(crate) async fn header(ctx: &ToolContext, execution_id: &str) -> Result<ExecutionHeader, ToolError> {
-    ctx.services().repositories().work.execution(execution_id).await?.ok_or_else(|| {
+    ctx.services().work().execution(execution_id).await?.ok_or_else(|| {
         ToolError::NotFound(format!("no execution `{execution_id}`; list_executions lists them, newest first"))
     })
 }
@@ -148,7 +148,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
     let wanted = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
     let (offset, limit) = paging(args.offset, args.limit);
     // Paged in SQL: clients poll this, and an execution may target ten thousand agents.
-    let page = ctx.services().repositories().work.targets_page(&args.execution_id, wanted, offset, limit).await?;
+    let page = ctx.services().work().targets_page(&args.execution_id, wanted, offset, limit).await?;
     let agents: Vec<Value> = page
         .iter()
         .map(|t| {
@@ -189,7 +189,7 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
     }
     let offset = args.offset.unwrap_or(0).max(0) as usize;
     let limit = args.limit.unwrap_or(50).clamp(1, 200) as usize;
-    let work = &ctx.services().repositories().work;
+    let work = &ctx.services().work();
     let mut page = work.executions(args.definition.as_deref(), offset, limit + 1).await?;
     let more = page.len() > limit;
     page.truncate(limit);
@@ -219,7 +219,7 @@ const SHOWN_ALREADY_RAN: usize = 100;
 
 pub async fn cancel_execution(ctx: &ToolContext, args: args::CancelExecution) -> ToolResult {
     let now = ctx.services().clock().now_ms();
-    let Some(cancelled) = ctx.services().repositories().work.cancel(&args.execution_id, now).await? else {
+    let Some(cancelled) = ctx.services().work().cancel(&args.execution_id, now).await? else {
         return Err(ToolError::NotFound(format!("no execution `{}`; list_executions lists them", args.execution_id)));
     };
     let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
@@ -246,7 +246,7 @@ pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -
     if let Some(agent_id) = &args.agent_id {
         ensure_known(ctx, agent_id)?;
     }
-    let work = &ctx.services().repositories().work;
+    let work = &ctx.services().work();
     let targets = work.targets(&args.bundle_id).await?;
     let steps = work.steps(&args.bundle_id).await?;
     let names = definitions(&header);

@@ -89,7 +89,7 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         after,
         limit,
     };
-    let page = ctx.services().repositories().work.responses(query).await?;
+    let page = ctx.services().work().responses(query).await?;
     let last = page.rows.last().map_or(after, |r| r.arrival);
     let fleet = ctx.services().fleet();
     let rows: Vec<Value> = page

@@ -18,7 +18,7 @@ use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RefusalCode, ServerMessage};
 use toolgate_fleet::session::{self, FrameError, Handshake};
 use toolgate_fleet::{Hub, Kick};
 
-use super::listener::Connection;
+use super::admission::Connection;
 use super::{AppState, json_response};
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
@@ -31,7 +31,7 @@ pub async fn agent_socket(
     connection: Option<Extension<Connection>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    let hub = state.mcp.services().fleet().clone();
+    let hub = state.services.fleet().clone();
     let Some(handshake) = hub.handshake_permit() else {
         let body = json!({"error": "busy", "message": "too many agents are connecting at once; retry shortly"});
         let mut response = json_response(StatusCode::SERVICE_UNAVAILABLE, body.to_string());

@@ -35,7 +35,7 @@ async fn list(
     _: Reviewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let approvals = state.mcp.services().approvals();
+    let approvals = state.services.approvals();
     let all = approvals.approvals(q.get("status").map(String::as_str), q.get("submitter").map(String::as_str), 1000);
     Ok(ok(json!({"approvals": all.await?})))
 }
@@ -48,8 +48,8 @@ async fn show(
     who: Authenticated,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let reviewer = who.token.tier.is_none() && state.mcp.services().catalogue().may_review(&who.principal.roles);
-    match state.mcp.services().approvals().approval(&id).await? {
+    let reviewer = who.token.tier.is_none() && state.services.catalogue().may_review(&who.principal.roles);
+    match state.services.approvals().approval(&id).await? {
         Some(a) if reviewer || a.submitter == who.principal.name => Ok(ok(json!(a))),
         _ => Err(ApiError::not_found(format!("no approval `{id}`"))),
     }
@@ -104,6 +104,6 @@ async fn audit(
         target_type: q.get("target_type").cloned(),
         limit,
     };
-    let rows = state.mcp.services().audit_log().query(&filter).await?;
+    let rows = state.services.audit_log().query(&filter).await?;
     Ok(ok(json!({"entries": rows})))
 }

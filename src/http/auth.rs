@@ -12,8 +12,8 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
 use toolgate_domain::{Caller, Principal};
 
+use super::admission::Connection;
 use super::auth_failures::Noted;
-use super::listener::Connection;
 use super::{ApiError, AppState};
 
 /// A valid, unexpired, unrevoked token and its principal.
@@ -67,7 +67,7 @@ pub async fn authenticate(
     connection: &Connection,
 ) -> Result<Authenticated, ApiError> {
     let secret = secret(state, headers, connection)?;
-    let services = state.mcp.services();
+    let services = &state.services;
     match services.credentials().authenticate(secret, services.clock().now_secs()).await? {
         Authentication::Valid { token, principal } => {
             // The connection no longer counts among the unauthenticated ones.
@@ -98,7 +98,7 @@ fn mcp_identity(state: &AppState, token: &TokenRecord, principal: &PrincipalReco
     Ok(Arc::new(Caller {
         principal: Principal { name: principal.name.clone(), roles: principal.roles.clone() },
         token_id: token.id.clone(),
-        tier: state.mcp.services().catalogue().tier(tier_name),
+        tier: state.services.catalogue().tier(tier_name),
         tier_name: tier_name.clone(),
     }))
 }
@@ -111,7 +111,7 @@ pub async fn mcp_caller(
     connection: &Connection,
 ) -> Result<Arc<Caller>, ApiError> {
     let secret = secret(state, headers, connection)?;
-    let identity = match state.mcp.services().credentials().cached(secret) {
+    let identity = match state.services.credentials().cached(secret) {
         Some(cached) => {
             connection.authenticated();
             cached.derived(|c| mcp_identity(state, &c.token, &c.principal)).as_ref().clone()
@@ -143,7 +143,7 @@ impl FromRequestParts<Arc<AppState>> for Reviewer {
                 "this route takes an administrator API token (toolgate token create --principal P --api), not an MCP token; approving takes a console session (/console)",
             ));
         }
-        let catalogue = state.mcp.services().catalogue();
+        let catalogue = state.services.catalogue();
         if !catalogue.may_review(&principal.roles) {
             return Err(ApiError::forbidden(
                 "not_a_reviewer",

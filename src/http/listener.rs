@@ -26,7 +26,6 @@ use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
 use tower::ServiceExt;
 
-pub use super::admission::Connection;
 use super::admission::{Admission, RESERVE_HEADER_READ, allowed_in_reserve};
 use super::{AppState, mcp_endpoint};
 

@@ -12,9 +12,9 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::admission::Connection;
 use super::auth::mcp_caller;
 use super::edge::{self, check_body_headers};
-use super::listener::Connection;
 use super::{ApiError, AppState, json_response};
 use crate::mcp::{Payload, Reply, jsonrpc};
 

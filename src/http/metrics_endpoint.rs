@@ -36,7 +36,7 @@ async fn with_token(State(state): State<Arc<AppState>>, who: Authenticated) -> R
         ));
     }
     // API credentials are minted for reviewers only; roles may have changed since.
-    let catalogue = state.mcp.services().catalogue();
+    let catalogue = state.services.catalogue();
     if !catalogue.may_review(&who.principal.roles) {
         return Err(ApiError::forbidden(
             "not_a_reviewer",
@@ -52,7 +52,7 @@ async fn open(State(state): State<Arc<AppState>>) -> Response {
 
 /// The gauges as this process sees them now, then every series.
 async fn scrape(state: &AppState) -> Response {
-    let services = state.mcp.services();
+    let services = &state.services;
     let (sessions, call_streams, channels) = state.mcp.live_counts();
     let fleet = services.fleet();
     let store = match services.repositories().health.gauges(services.clock().now_secs()).await {

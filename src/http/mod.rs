@@ -87,6 +87,8 @@ pub struct Config {
 /// What every request handler shares.
 pub struct AppState {
     pub config: Config,
+    /// What every surface reads and writes through (the MCP server holds the same handle).
+    pub services: Arc<crate::services::Services>,
     pub mcp: Arc<McpServer>,
     pub auth_failures: Arc<auth_failures::AuthFailures>,
     /// Signed-in people of the approver's console.
@@ -97,7 +99,8 @@ impl AppState {
     pub fn new(config: Config, mcp: McpServer) -> Self {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
         let console = console::ConsoleSessions::new(config.console_idle_ms);
-        Self { config, mcp: Arc::new(mcp), auth_failures, console }
+        let services = mcp.services_handle();
+        Self { config, services, mcp: Arc::new(mcp), auth_failures, console }
     }
 }
 
@@ -139,7 +142,7 @@ async fn healthz() -> Response {
 
 /// Readiness: the store is the file on disk and takes a write.
 async fn readyz(axum::extract::State(state): axum::extract::State<Arc<AppState>>) -> Response {
-    let services = state.mcp.services();
+    let services = &state.services;
     match services.repositories().health.check_ready(services.clock().now_ms()).await {
         Ok(()) => json_response(StatusCode::OK, json!({"status": "ready"}).to_string()),
         Err(e) => {

@@ -82,7 +82,7 @@ async fn revoke(
 ) -> Result<Response, ApiError> {
     // Self-scoped, as the tool is not for an administrator: another principal's token reads
     // exactly like one that does not exist.
-    let token = state.mcp.services().credentials().token(&id).await?;
+    let token = state.services.credentials().token(&id).await?;
     if token.is_none_or(|t| t.principal != who.0.principal.name) {
         return Err(ApiError::not_found(format!("you have no token `{id}` (GET /api/v1/tokens lists yours)")));
     }
@@ -114,7 +114,7 @@ async fn create(
     let assurance = match (gated, headers.get(SECOND_FACTOR).and_then(|v| v.to_str().ok())) {
         (false, _) => "the credential alone".to_string(),
         (true, Some(code)) => {
-            let now = state.mcp.services().clock().now_ms();
+            let now = state.services.clock().now_ms();
             super::console::prove_code(&state, &who.principal.name, code.trim(), now)
                 .await
                 .map_err(|message| ApiError::new(StatusCode::UNAUTHORIZED, "second_factor_refused", message))?;
@@ -142,7 +142,7 @@ async fn approved(
     arguments: &Value,
     approval_id: Option<&str>,
 ) -> Result<Result<String, Response>, ApiError> {
-    let services = state.mcp.services();
+    let services = &state.services;
     let meta = tool.meta();
     let principal = &who.principal.name;
     let ticket = toolgate_gate::ticket_or_recall(
@@ -235,7 +235,7 @@ async fn run(state: &AppState, who: &Authenticated, tool: ToolId, arguments: Val
 /// `rest.<tool>`: the twin's rows sit beside the tool's own `mcp.<tool>` rows.
 fn audit_row(state: &AppState, who: &Authenticated, tool: ToolId, outcome: AuditOutcome, detail: String) -> AuditEvent {
     let event =
-        AuditEvent::new(state.mcp.services().clock().now_ms(), format!("{REST_SURFACE}.{}", tool.meta().name), outcome)
+        AuditEvent::new(state.services.clock().now_ms(), format!("{REST_SURFACE}.{}", tool.meta().name), outcome)
             .by_principal(&who.principal.name)
             .detail(detail)
             .correlation(state.mcp.correlation_id());
@@ -243,11 +243,11 @@ fn audit_row(state: &AppState, who: &Authenticated, tool: ToolId, outcome: Audit
 }
 
 fn audit(state: &AppState, who: &Authenticated, tool: ToolId, outcome: AuditOutcome, detail: String) {
-    state.mcp.services().audit().record(audit_row(state, who, tool, outcome, detail));
+    state.services.audit().record(audit_row(state, who, tool, outcome, detail));
 }
 
 /// A change's row, durable before the answer (as a state-changing tool call's is).
 async fn durable_audit(state: &AppState, who: &Authenticated, tool: ToolId, detail: String) {
     let row = audit_row(state, who, tool, AuditOutcome::Success, detail);
-    state.mcp.services().audit().record_durable(row).await;
+    state.services.audit().record_durable(row).await;
 }

@@ -72,7 +72,7 @@ async fn listing(
     notice: Option<&str>,
     status: StatusCode,
 ) -> Response {
-    let pending = match state.mcp.services().approvals().approvals(Some("pending"), None, 500).await {
+    let pending = match state.services.approvals().approvals(Some("pending"), None, 500).await {
         Ok(p) => p,
         Err(e) => {
             return respond(
@@ -126,7 +126,7 @@ async fn decide_as(
 ) -> Result<Approval, NotDecided> {
     use NotDecided::Refused;
     let assurance = who.step_up(state, headers, code).await.map_err(|m| Refused(StatusCode::UNAUTHORIZED, m))?;
-    let services = state.mcp.services();
+    let services = &state.services;
     let reason = Some(reason).filter(|r| !r.is_empty());
     let decide = Decide { id, reviewer: &who.0.principal, approve, comment: reason, assurance };
     let decided = toolgate_gate::review(services.approvals(), services.audit(), services.clock(), decide)
@@ -213,7 +213,7 @@ pub async fn rest_decide(
     if who.reviewer_refusal(state).is_some() {
         return Err(ApiError::forbidden(
             "not_a_reviewer",
-            format!("your roles do not grant {}", state.mcp.services().catalogue().reviewer),
+            format!("your roles do not grant {}", state.services.catalogue().reviewer),
         ));
     }
     let body: Value = if body.is_empty() {

@@ -80,7 +80,7 @@ fn secure(state: &AppState) -> bool {
 }
 
 fn now_ms(state: &AppState) -> i64 {
-    state.mcp.services().clock().now_ms()
+    state.services.clock().now_ms()
 }
 
 fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str, detail: String) {
@@ -88,7 +88,7 @@ fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str,
         .by_principal(principal)
         .detail(detail)
         .correlation(state.mcp.correlation_id());
-    state.mcp.services().audit().record(event);
+    state.services.audit().record(event);
 }
 
 /// A signed-in person whose factor is enrolled; anyone else is sent to sign in (or to enroll).
@@ -118,7 +118,7 @@ impl SignedIn {
     /// without one, or when the principal was removed since (its session is then closed).
     pub async fn load(state: &AppState, headers: &HeaderMap) -> Result<Option<Self>, toolgate_domain::StoreError> {
         let Some(session) = state.console.current(headers, now_ms(state)) else { return Ok(None) };
-        match state.mcp.services().credentials().principal(&session.principal).await? {
+        match state.services.credentials().principal(&session.principal).await? {
             Some(principal) => Ok(Some(SignedIn(session, principal.roles))),
             None => {
                 state.console.close(headers);
@@ -149,7 +149,7 @@ impl SignedIn {
     /// The refusal page, unless the principal's roles grant reviewing (policy.yaml
     /// `server.reviewer_permission`).
     fn reviewer_refusal(&self, state: &AppState) -> Option<Response> {
-        let services = state.mcp.services();
+        let services = &state.services;
         match services.catalogue().may_review(&self.1) {
             true => None,
             false => Some(html(

@@ -52,7 +52,7 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
     let (name, password, code) =
         (field(&fields, "name"), fields.get("password").cloned().unwrap_or_default(), field(&fields, "code"));
     let now = now_ms(&state);
-    let store = state.mcp.services().repositories().sign_in.clone();
+    let store = state.services.sign_in();
     let unavailable =
         |e: toolgate_domain::StoreError| Some(format!("The store cannot answer ({e}); try again shortly."));
     // Counted as failed before anything is checked, atomically with the lock it brings on, so
@@ -119,7 +119,7 @@ fn failed(state: &AppState, name: &str, why: &str, message: &str) -> Response {
 /// is checked, so a locked principal's codes are not looked at), each refusal audited as
 /// `console.step_up`. Err: what to tell the person.
 pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64) -> Result<(), String> {
-    let store = &state.mcp.services().repositories().sign_in;
+    let store = &state.services.sign_in();
     let refused = |why: &str, result: &'static str, message: String| {
         audit(state, "console.step_up", AuditOutcome::Denied, principal, why.to_string());
         crate::metrics::console_step_up(result);
@@ -150,7 +150,7 @@ pub async fn prove_code(state: &AppState, principal: &str, code: &str, now: i64)
 /// Checks `code` against `secret` (enrolled or being enrolled) and takes its time step once.
 async fn take_code(state: &AppState, principal: &str, secret: &str, code: &str, now: i64) -> Result<(), String> {
     let step = code_step(secret, principal, code, now).map_err(|e| e.to_string())?.ok_or_else(|| WRONG.to_string())?;
-    match state.mcp.services().repositories().sign_in.take_totp_step(principal, step).await {
+    match state.services.sign_in().take_totp_step(principal, step).await {
         Ok(true) => Ok(()),
         Ok(false) => Err("This code was used already: wait for the next one (a code counts once).".into()),
         Err(e) => Err(format!("The store cannot answer ({e}).")),
@@ -178,7 +178,7 @@ async fn enrollment(state: &AppState, headers: &HeaderMap, error: Option<&str>, 
     if session.enrolled() {
         return see_other("/console/approvals");
     }
-    let store = &state.mcp.services().repositories().sign_in;
+    let store = &state.services.sign_in();
     let pending = store.sign_in_record(&session.principal).await.ok().flatten().and_then(|r| r.totp_secret);
     let secret = match pending {
         Some(secret) => secret,
@@ -212,7 +212,7 @@ pub async fn enroll(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
         let message = "This form carried no valid CSRF token: reload the page and submit again.";
         return html(StatusCode::FORBIDDEN, pages::refused("Refused", message, &chrome(&session)));
     }
-    let store = &state.mcp.services().repositories().sign_in;
+    let store = &state.services.sign_in();
     let secret = store.sign_in_record(&session.principal).await.ok().flatten().and_then(|r| r.totp_secret);
     let taken = match secret {
         Some(secret) => take_code(&state, &session.principal, &secret, field(&fields, "code"), now).await.is_ok(),

@@ -25,7 +25,7 @@ async fn listing(
     secret: Option<(&TokenRecord, &str)>,
     status: StatusCode,
 ) -> Response {
-    let services = state.mcp.services();
+    let services = &state.services;
     let mine = match services.credentials().tokens(Some(&who.0.principal)).await {
         Ok(t) => t,
         Err(e) => {
@@ -125,7 +125,7 @@ pub async fn create(
         return refuse(message, StatusCode::UNAUTHORIZED).await;
     }
     state.console.proved(&headers, now);
-    let services = state.mcp.services();
+    let services = &state.services;
     let now_secs = services.clock().now_secs();
     let new = NewToken { principal: &who.0.principal, tier, name, now: now_secs, expires_at: now_secs + days * 86_400 };
     match services.credentials().create_token(new).await {
@@ -151,13 +151,13 @@ pub async fn revoke(
     if let Some(refused) = who.csrf_refusal(&fields) {
         return refused;
     }
-    let credentials = state.mcp.services().credentials();
+    let credentials = state.services.credentials();
     // Another principal's token reads exactly like one that does not exist.
     let mine = credentials.token(&id).await.ok().flatten().filter(|t| t.principal == who.0.principal);
     if mine.is_none() {
         return listing(&state, &who, Some(&format!("You have no token `{id}`.")), None, StatusCode::NOT_FOUND).await;
     }
-    let now = state.mcp.services().clock().now_secs();
+    let now = state.services.clock().now_secs();
     match credentials.revoke_token(&id, now).await {
         Ok(_) => {
             audit(&state, "console.token_revoke", AuditOutcome::Success, &who.0.principal, format!("token {id}"));

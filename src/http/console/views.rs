@@ -31,7 +31,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
         target_type: text("target_type"),
         limit: PAGE_ROWS,
     };
-    let rows = match state.mcp.services().audit_log().query(&filter).await {
+    let rows = match state.services.audit_log().query(&filter).await {
         Ok(rows) => rows,
         Err(e) => {
             return respond(
@@ -68,7 +68,7 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
     if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
-    let services = state.mcp.services();
+    let services = &state.services;
     let hub = services.fleet();
     let agents: Vec<_> = hub.agent_ids().iter().filter_map(|id| hub.summary(id)).collect();
     let work = &services.repositories().work;
