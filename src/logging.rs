@@ -21,6 +21,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl From<toolgate_agent::cli::LogFormat> for LogFormat {
+    fn from(format: toolgate_agent::cli::LogFormat) -> Self {
+        match format {
+            toolgate_agent::cli::LogFormat::Text => LogFormat::Text,
+            toolgate_agent::cli::LogFormat::Json => LogFormat::Json,
+        }
+    }
+}
+
 /// Installs the subscriber: level filter from `TOOLGATE_LOG` (default `info`).
 pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into());

@@ -174,7 +174,7 @@ enum EnrollTokenCommand {
 #[derive(Subcommand)]
 enum AgentCommand {
     /// Run the agent on this machine: enroll (first run), connect, report, stay connected.
-    Run(fleet::AgentRunArgs),
+    Run(toolgate_agent::cli::RunArgs),
     /// List enrolled agents (from the store; list_agents over MCP also says who is online).
     List {
         #[command(flatten)]
@@ -288,23 +288,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(print_out(&text))
         }),
         Command::Agent { command: AgentCommand::Run(args) } => {
-            toolgate::logging::init(args.log_format);
-            let stop = toolgate_domain::CancellationToken::new();
-            let run = async {
-                let on_signal = stop.clone();
-                tokio::spawn(async move {
-                    let _ = tokio::signal::ctrl_c().await;
-                    on_signal.cancel();
-                });
-                toolgate_agent::run(args.into_options(), stop).await
-            };
-            match tokio::runtime::Runtime::new()?.block_on(run) {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(e.exit_code()))
-                }
-            }
+            Ok(toolgate_agent::cli::run(args, |format| toolgate::logging::init(format.into())))
         }
         Command::Agent { command: AgentCommand::List { store } } => {
             runtime()?.block_on(async { Ok(print_out(&fleet::agent_list(&console::open(&store).await?).await?)) })

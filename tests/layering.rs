@@ -12,8 +12,13 @@ fn crate_names(tree: &str) -> Vec<&str> {
 }
 
 fn normal_dependencies(package: &str) -> String {
+    normal_dependencies_with(package, &[])
+}
+
+fn normal_dependencies_with(package: &str, extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO"))
         .args(["tree", "--locked", "--offline", "-e", "normal", "--prefix", "none", "-p", package])
+        .args(extra)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo runs");
@@ -56,8 +61,16 @@ fn each_layer_sees_only_the_ones_below() {
 /// crate's types, so that one name is allowed here.
 #[test]
 fn the_agent_carries_nothing_of_the_server() {
-    let tree = normal_dependencies("toolgate-agent");
-    let names = crate_names(&tree);
+    // The library, and the lean `toolgate-agent` binary with its command line.
+    for tree in
+        [normal_dependencies("toolgate-agent"), normal_dependencies_with("toolgate-agent", &["--features", "cli"])]
+    {
+        agent_tree_is_lean(&tree);
+    }
+}
+
+fn agent_tree_is_lean(tree: &str) {
+    let names = crate_names(tree);
     for name in [
         "toolgate-store",
         "toolgate-fleet",

@@ -3,8 +3,6 @@
 //! server's SQLite file directly, so they work while it runs; a running server notices a
 //! revocation made here within a second and disconnects the agent.
 
-use std::path::PathBuf;
-
 use anyhow::{Result, bail};
 use toolgate_domain::Clock;
 use toolgate_domain::fleet::agent::is_agent_id;
@@ -82,54 +80,4 @@ pub async fn agent_revoke(store: &Repositories, agent_id: &str) -> Result<String
         "revoked {agent_id}; a running server disconnects it within a second, and it cannot \
          reconnect without a new enrollment\n"
     ))
-}
-
-/// `toolgate agent run`'s options.
-#[derive(Debug, clap::Args)]
-pub struct AgentRunArgs {
-    /// The server's URL, e.g. https://toolgate.example.com:8443 (http:// only on a trusted
-    /// network: the agent's credential travels in it). Repeat it (or list them, comma-separated,
-    /// in the variable) for the replicas of one deployment: the agent moves to the next one
-    /// when the one it uses cannot be reached.
-    #[arg(long, env = "TOOLGATE_SERVER", value_delimiter = ',', required = true)]
-    pub server: Vec<String>,
-    /// An enrollment token (first run only; `toolgate enroll-token create` mints one).
-    #[arg(long, env = "TOOLGATE_ENROLL_TOKEN")]
-    pub enroll_token: Option<String>,
-    /// Where the agent keeps its identity (created 0700; the file inside is 0600).
-    #[arg(long, value_name = "DIR", env = "TOOLGATE_STATE_DIR")]
-    pub state_dir: PathBuf,
-    /// After a lost connection, wait a random time up to this before reconnecting (ms), so a
-    /// fleet does not return all at once after a server restart.
-    #[arg(long, value_name = "MS", default_value_t = 10_000, env = "TOOLGATE_RECONNECT_SPREAD_MS")]
-    pub reconnect_spread_ms: u64,
-    /// Failed attempts back off exponentially up to this (ms).
-    #[arg(long, value_name = "MS", default_value_t = 60_000, env = "TOOLGATE_RECONNECT_MAX_MS")]
-    pub reconnect_max_ms: u64,
-    /// While quarantined, also cut this host's network except the connection to the server
-    /// (an nftables table of the agent's own, `toolgate_quarantine`). Needs root and nft;
-    /// without it quarantine is soft: instructions are refused, the network is left alone.
-    #[arg(long, env = "TOOLGATE_ALLOW_NETWORK_ISOLATION")]
-    pub allow_network_isolation: bool,
-    /// With an https:// server: trust only this CA (PEM) for its certificate, instead of the
-    /// system's trusted roots.
-    #[arg(long, value_name = "FILE", env = "TOOLGATE_CA")]
-    pub ca: Option<PathBuf>,
-    /// How log lines are written on standard error.
-    #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text, env = "TOOLGATE_LOG_FORMAT")]
-    pub log_format: crate::logging::LogFormat,
-}
-
-impl AgentRunArgs {
-    pub fn into_options(self) -> toolgate_agent::AgentOptions {
-        toolgate_agent::AgentOptions {
-            servers: self.server,
-            enroll_token: self.enroll_token,
-            state_dir: self.state_dir,
-            reconnect_spread_ms: self.reconnect_spread_ms,
-            reconnect_max_ms: self.reconnect_max_ms,
-            allow_network_isolation: self.allow_network_isolation,
-            trust: self.ca.map_or(toolgate_agent::ServerTrust::System, toolgate_agent::ServerTrust::Ca),
-        }
-    }
 }

@@ -243,7 +243,7 @@ mod tests {
     #[derive(clap::Parser)]
     struct AgentRun {
         #[command(flatten)]
-        args: crate::cli::fleet::AgentRunArgs,
+        args: toolgate_agent::cli::RunArgs,
     }
 
     /// Every flag of `serve` and `agent run` also reads TOOLGATE_ and its name; the build-time

@@ -4,6 +4,8 @@
 //! whenever the connection is lost. It never runs a shell: it reads its host ([`collect`]) and
 //! runs the actions its plugin manifests declare ([`plugins`]), changes at most once ([`journal`]).
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod collect;
 mod compliance;
 mod connection;
