@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use toolgate_codegen::SourceFile;
+use toolgate_catalogue::SourceFile;
 use toolgate_domain::fleet::compliance::ComplianceFile;
 use toolgate_fleet::{Hub, RuleSet};
 
@@ -38,7 +38,7 @@ impl RuleSource {
             Err(e) => return Err(format!("cannot read {name}: {e}")),
         };
         let file = SourceFile::new(name.clone(), text);
-        match toolgate_codegen::instructions::check_compliance(&file) {
+        match toolgate_catalogue::instructions::check_compliance(&file) {
             Ok(ComplianceFile { rules }) => Ok(RuleSet { source: name, rules }),
             Err(diagnostics) => {
                 let rendered: Vec<String> = diagnostics.iter().map(|d| d.render(Some(&file.text))).collect();

@@ -21,9 +21,6 @@ enum Command {
         tools: PathBuf,
         #[arg(long, value_name = "FILE", default_value = "policy.yaml")]
         policy: PathBuf,
-        /// Where the Rust handlers live [default: src/handlers next to the tools file]
-        #[arg(long, value_name = "DIR")]
-        handlers: Option<PathBuf>,
     },
     /// Show a tool's permission, hints, per-tier decision (and the rule behind it) and arguments.
     Explain {
@@ -298,8 +295,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Backup { store, to } => {
             runtime()?.block_on(async { Ok(print_out(&console::backup(&store, &to).await?)) })
         }
-        Command::Check { tools, policy, handlers } => {
-            let ok = author::check(&tools, &policy, handlers)?;
+        Command::Check { tools, policy } => {
+            let ok = author::check(&tools, &policy)?;
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Explain { tool, files } => Ok(print_out(&author::explain(&tool, &files)?)),

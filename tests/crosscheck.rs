@@ -57,8 +57,8 @@ include!(concat!(env!("OUT_DIR"), "/crosscheck_tests.rs"));
 /// The served bytes parse and say exactly what tools.yaml says, tier by tier.
 #[test]
 fn served_tools_match_the_yaml() {
-    let source = toolgate_codegen::SourceFile::new("tools.yaml", registry::TOOLS_YAML);
-    let yaml = toolgate_codegen::load::parse_catalogue(&source).expect("the embedded tools.yaml parses").model;
+    let source = toolgate_catalogue::SourceFile::new("tools.yaml", registry::TOOLS_YAML);
+    let yaml = toolgate_catalogue::load::parse_catalogue(&source).expect("the embedded tools.yaml parses").model;
     assert_eq!(yaml.tools.len(), ToolId::ALL.len());
     for t in Tier::ALL {
         let served: Vec<Value> = serde_json::from_str(TOOLS_LIST_BY_TIER[t.index()]).expect("JSON");

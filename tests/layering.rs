@@ -85,3 +85,15 @@ fn agent_tree_is_lean(tree: &str) {
     }
     assert!(names.contains(&"toolgate-domain"), "{tree}");
 }
+
+/// The server links the catalogue's checks, never the generator: `toolgate-codegen` (and
+/// the Rust parsing and printing it needs) is a build dependency only.
+#[test]
+fn the_server_binary_links_no_generator() {
+    let tree = normal_dependencies_with("toolgate", &["-e", "no-proc-macro"]);
+    let names = crate_names(&tree);
+    for name in ["toolgate-codegen", "syn", "quote", "prettyplease", "proc-macro2"] {
+        assert!(!names.contains(&name), "the server must not link {name}:\n{tree}");
+    }
+    assert!(names.contains(&"toolgate-catalogue"), "{tree}");
+}

@@ -83,7 +83,7 @@ fn instruction_tables_in_the_docs() {
 
 #[test]
 fn editor_schemas() {
-    for (name, schema) in toolgate_codegen::editor_schemas() {
+    for (name, schema) in toolgate_catalogue::editor_schemas() {
         settings().bind(|| insta::assert_snapshot!(name.trim_end_matches(".json").replace('.', "_"), &schema));
         committed_equals(&format!("schemas/{name}"), &schema);
     }

@@ -1,67 +1,35 @@
 //! toolgate's generator: `tools.yaml` + `policy.yaml` -> checked model -> generated registry.
 //!
-//! load (YAML with positions, shape) -> check (every cross-file rule, all diagnostics at once)
-//! -> emit (registry, typed arguments, dispatch, matrix, `tools/list` bytes, cross-check tests).
-//! `build.rs` and `toolgate check` both call [`check`], so the two can never disagree.
+//! load and check (`toolgate-catalogue`: every cross-file rule, all diagnostics at once), the
+//! handler-signature rule (syn, here: `handlers`), then emit (registry, typed arguments,
+//! dispatch, matrix, `tools/list` bytes, cross-check tests). A build dependency only: the
+//! server links the catalogue crate, never this one.
 
-pub mod args;
-pub mod check;
-pub mod diag;
 pub mod emit;
-pub mod instructions;
-pub mod load;
-pub mod model;
-pub mod policy;
-pub mod source;
+pub mod handlers;
+pub mod names;
 
 use std::path::{Path, PathBuf};
 
-pub use check::Checked;
-pub use diag::{Diagnostic, Severity};
 pub use emit::{OutputFile, SourcePaths};
-pub use source::SourceFile;
+pub use toolgate_catalogue::{
+    Checked, Diagnostic, Severity, SourceFile, args, check as rules, diag, editor_schemas, instructions, load, model,
+    policy, source,
+};
 
-/// The two files, and where the Rust handlers live (None skips the handler rule).
+/// The two files, and where the Rust handlers live (None skips the handler-signature rule).
 pub struct Inputs {
     pub tools: SourceFile,
     pub policy: SourceFile,
     pub handlers_dir: Option<PathBuf>,
 }
 
-/// Loads and checks both files. `Err` carries every error and warning; `Ok` the warnings.
+/// Loads and checks both files, the handlers' Rust included when `handlers_dir` is given.
+/// `Err` carries every error and warning; `Ok` the warnings.
 pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
-    let (tools, mut tool_shape) = load::parse_catalogue_recovering(&inputs.tools);
-    let policy = load::parse_policy(&inputs.policy);
-    match (tools, policy) {
-        (Some(tools), Ok(policy)) if tool_shape.is_empty() => check::run(tools, policy, inputs.handlers_dir.as_deref()),
-        (Some(tools), Ok(policy)) => {
-            // Some entries were set aside: report the rest's errors too, but not warnings
-            // that the missing entries may have caused (e.g. "rule matches no tool").
-            let rest = match check::run(tools, policy, inputs.handlers_dir.as_deref()) {
-                Ok(checked) => checked.warnings,
-                Err(all) => all,
-            };
-            tool_shape.extend(rest.into_iter().filter(Diagnostic::is_error));
-            diag::sort(&mut tool_shape);
-            Err(tool_shape)
-        }
-        (_, policy) => {
-            tool_shape.extend(policy.err().into_iter().flatten());
-            diag::sort(&mut tool_shape);
-            Err(tool_shape)
-        }
-    }
-}
-
-/// The JSON Schemas of the two formats, for editors (`schemas/*.json`).
-pub fn editor_schemas() -> Vec<(&'static str, String)> {
-    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
-    let mut schemas = vec![
-        ("tools.schema.json", pretty(load::schema_of::<model::Catalogue>())),
-        ("policy.schema.json", pretty(load::schema_of::<model::Policy>())),
-    ];
-    schemas.extend(instructions::editor_schemas().into_iter().map(|(name, schema)| (name, pretty(schema))));
-    schemas
+    let files = toolgate_catalogue::Inputs { tools: inputs.tools.clone(), policy: inputs.policy.clone() };
+    let rust = inputs.handlers_dir.as_deref().map(handlers::SynHandlers::new);
+    toolgate_catalogue::check(&files, rust.as_ref().map(|r| r as &dyn rules::handlers::RustHandlers))
 }
 
 /// Writes the files whose contents changed, so cargo does not rebuild what did not.

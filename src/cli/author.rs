@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use toolgate_codegen::policy::{self, Decision};
-use toolgate_codegen::{Checked, Diagnostic, Inputs, SourceFile};
+use toolgate_catalogue::policy::{self, Decision};
+use toolgate_catalogue::{Checked, Diagnostic, Inputs, SourceFile};
 
 use crate::registry;
 
@@ -60,9 +60,9 @@ fn print_diagnostics(diagnostics: &[Diagnostic], tools: &SourceFile, policy: &So
 }
 
 /// Loads and checks, printing every diagnostic; fails when there are errors.
-fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) -> Result<Checked> {
-    let inputs = Inputs { tools, policy, handlers_dir };
-    match toolgate_codegen::check(&inputs) {
+fn load(tools: SourceFile, policy: SourceFile) -> Result<Checked> {
+    let inputs = Inputs { tools, policy };
+    match toolgate_catalogue::check(&inputs, None) {
         Ok(checked) => {
             print_diagnostics(&checked.warnings, &inputs.tools, &inputs.policy);
             Ok(checked)
@@ -75,16 +75,13 @@ fn load(tools: SourceFile, policy: SourceFile, handlers_dir: Option<PathBuf>) ->
     }
 }
 
-/// `toolgate check`: every build-time rule, without compiling. Returns false on errors.
-pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<bool> {
+/// `toolgate check`: every build-time rule but the handlers' signatures (those need the
+/// handlers' Rust parsed: `cargo build` checks them), without compiling. False on errors.
+pub fn check(tools: &Path, policy: &Path) -> Result<bool> {
     let started = Instant::now();
-    let handlers = handlers.or_else(|| {
-        let dir = tools.parent().unwrap_or(Path::new(".")).join("src/handlers");
-        dir.is_dir().then_some(dir)
-    });
     let (tools_file, policy_file) = (read(tools)?, read(policy)?);
-    let inputs = Inputs { tools: tools_file, policy: policy_file, handlers_dir: handlers.clone() };
-    let result = toolgate_codegen::check(&inputs);
+    let inputs = Inputs { tools: tools_file, policy: policy_file };
+    let result = toolgate_catalogue::check(&inputs, None);
     let diagnostics = match &result {
         Ok(checked) => checked.warnings.clone(),
         Err(all) => all.clone(),
@@ -93,11 +90,7 @@ pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<b
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
     let elapsed = started.elapsed().as_millis();
-    let handler_note = if handlers.is_none() {
-        " (handlers not checked: no src/handlers next to the tools file; pass --handlers)"
-    } else {
-        ""
-    };
+    let handler_note = "; handler signatures: checked by cargo build";
     let instructions_ok = check_instructions(tools.parent().unwrap_or(Path::new(".")));
     match result {
         Ok(_) if !instructions_ok => Ok(false),
@@ -125,7 +118,7 @@ pub fn check(tools: &Path, policy: &Path, handlers: Option<PathBuf>) -> Result<b
 /// The instruction definitions and plugin manifests beside the tools file, by the build's
 /// rules; prints what it found. False on errors (a tree without them has nothing to check).
 fn check_instructions(root: &Path) -> bool {
-    use toolgate_codegen::instructions::{self, DEFINITIONS_FILE, InstructionInputs};
+    use toolgate_catalogue::instructions::{self, DEFINITIONS_FILE, InstructionInputs};
     if !root.join(DEFINITIONS_FILE).is_file() {
         println!("{DEFINITIONS_FILE}: not found next to the tools file; instructions not checked");
         return true;
@@ -162,7 +155,12 @@ fn check_instructions(root: &Path) -> bool {
 }
 
 /// Each tier's decision for the pair and the rule behind it, then the roles that grant it.
-fn tiers_and_roles(out: &mut String, policy_model: &toolgate_codegen::model::Policy, securable: &str, operation: &str) {
+fn tiers_and_roles(
+    out: &mut String,
+    policy_model: &toolgate_catalogue::model::Policy,
+    securable: &str,
+    operation: &str,
+) {
     let pair = format!("{securable}:{operation}");
     let _ = writeln!(out, "  tiers");
     let width = policy_model.tiers.iter().map(|t| t.name.len()).max().unwrap_or(0);
@@ -205,7 +203,7 @@ fn tiers_and_roles(out: &mut String, policy_model: &toolgate_codegen::model::Pol
 /// from; for a prompt or resource, its pair, decisions and what it leads to.
 pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let (tools, policy_file) = files.sources()?;
-    let checked = load(tools, policy_file, None)?;
+    let checked = load(tools, policy_file)?;
     let catalogue = &checked.tools.model.tools;
     let Some(index) = catalogue.iter().position(|t| t.name == name) else {
         if let Some(page) = explain_surface(name, &checked) {
@@ -295,11 +293,11 @@ pub fn tools_list(tier: Option<&str>, files: &CatalogueFiles) -> Result<String> 
         }
     } else {
         let (tools, policy_file) = files.sources()?;
-        let checked = load(tools, policy_file, None)?;
+        let checked = load(tools, policy_file)?;
         match tier {
-            None => toolgate_codegen::emit::tools_list::full(&checked),
+            None => toolgate_catalogue::tools_list::full(&checked),
             Some(t) => {
-                let per_tier = toolgate_codegen::emit::tools_list::per_tier(&checked);
+                let per_tier = toolgate_catalogue::tools_list::per_tier(&checked);
                 match per_tier.into_iter().find(|(name, _)| name == t) {
                     Some((_, bytes)) => bytes,
                     None => bail!("{}", unknown_tier(t, checked.policy.model.tiers.iter().map(|t| t.name.as_str()))),
@@ -317,7 +315,7 @@ fn unknown_tier<'a>(wanted: &str, known: impl Iterator<Item = &'a str> + Clone) 
 }
 
 /// `explain` for a prompt, a resource (by name or URI) or a template (by name or URI template).
-fn explain_surface(name: &str, checked: &toolgate_codegen::Checked) -> Option<String> {
+fn explain_surface(name: &str, checked: &toolgate_catalogue::Checked) -> Option<String> {
     let model = &checked.tools.model;
     let policy_model = &checked.policy.model;
     let mut out = String::new();

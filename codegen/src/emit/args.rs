@@ -5,8 +5,9 @@ use quote::quote;
 use serde_json::{Map, Value};
 
 use super::registry::ident;
-use crate::args::{RustType, field_name, pascal_case, rust_type};
-use crate::check::{Checked, Handler};
+use crate::args::{RustType, pascal_case, rust_type};
+use crate::names::field_name;
+use crate::rules::{Checked, Handler};
 
 /// Every tool gets its struct (the schema as Rust, for whoever writes its handler), but only
 /// a Rust handler deserializes into it: builtins take the JSON as it is. A serde derive is the

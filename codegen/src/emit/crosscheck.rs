@@ -5,14 +5,14 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::registry::ident;
-use crate::check::Checked;
+use crate::rules::Checked;
 
 pub fn emit(checked: &Checked) -> TokenStream {
     let tests = checked.plans.iter().enumerate().map(|(i, plan)| {
         let id = ident(&plan.struct_name);
         let test = ident(&format!(
             "tool_{i}_{}",
-            crate::args::field_name(&checked.tools.model.tools[i].name).trim_end_matches('_')
+            crate::names::field_name(&checked.tools.model.tools[i].name).trim_end_matches('_')
         ));
         let decisions = plan.decisions.iter().map(|d| {
             let v = ident(d.variant());

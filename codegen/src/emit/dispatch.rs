@@ -5,7 +5,7 @@ use quote::quote;
 
 use super::paths;
 use super::registry::ident;
-use crate::check::{Checked, Handler};
+use crate::rules::{Checked, Handler};
 
 /// A plain function returning the handler's future, boxed: an `async fn` with one `.await` per
 /// tool compiles into one state machine with N suspend points, which took rustc past 15 GiB

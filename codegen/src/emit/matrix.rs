@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::check::Checked;
+use crate::rules::Checked;
 
 pub fn markdown(checked: &Checked) -> String {
     let tiers: Vec<&str> = checked.policy.model.tiers.iter().map(|t| t.name.as_str()).collect();

@@ -7,11 +7,11 @@ mod dispatch;
 mod matrix;
 mod paths;
 mod registry;
-pub mod tools_list;
+pub use toolgate_catalogue::tools_list;
 
 use proc_macro2::TokenStream;
 
-use crate::check::Checked;
+use crate::rules::Checked;
 
 /// Where the generated code finds the two YAML files (for the embedded copies `explain` reads).
 pub struct SourcePaths {

@@ -5,9 +5,9 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
 
 use super::{SourcePaths, paths};
-use crate::check::Checked;
 use crate::model::{OperationClass, Rule};
 use crate::policy::{self, Pattern};
+use crate::rules::Checked;
 
 pub fn ident(name: &str) -> Ident {
     Ident::new(name, Span::call_site())
@@ -146,7 +146,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let (securable, operation) = text.split_once(':').expect("checked: one concrete pair");
         quote!(Permission { securable: #securable, operation: #operation })
     };
-    let surface = |plans: &[crate::check::PairPlan], entries: Vec<(String, String)>| {
+    let surface = |plans: &[crate::rules::PairPlan], entries: Vec<(String, String)>| {
         let items = plans.iter().zip(entries).map(|(plan, (name, spec))| {
             let (securable, operation) = (&plan.securable, &plan.operation);
             let row = plan.decisions.iter().map(|d| {

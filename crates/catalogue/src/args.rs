@@ -68,36 +68,6 @@ pub fn pascal_case(name: &str) -> String {
     out
 }
 
-/// A property name as a Rust field name: snake_case, never a keyword, never empty.
-pub fn field_name(name: &str) -> String {
-    let mut out = String::new();
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if c.is_ascii_uppercase() {
-            if prev_lower {
-                out.push('_');
-            }
-            out.push(c.to_ascii_lowercase());
-            prev_lower = false;
-        } else if c.is_ascii_alphanumeric() {
-            out.push(c);
-            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        } else {
-            if !out.ends_with('_') {
-                out.push('_');
-            }
-            prev_lower = false;
-        }
-    }
-    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert(0, 'f');
-    }
-    if syn::parse_str::<syn::Ident>(&out).is_err() {
-        out.push('_');
-    }
-    out
-}
-
 /// One struct name per tool, unique even when two tool names fold to the same PascalCase.
 pub fn struct_names(tools: &[crate::model::Tool]) -> Vec<String> {
     let mut taken = std::collections::HashSet::new();
@@ -126,9 +96,6 @@ mod tests {
         assert_eq!(pascal_case("get_plugin_config"), "GetPluginConfig");
         assert_eq!(pascal_case("a.b-c"), "ABC");
         assert_eq!(pascal_case("2fa"), "T2fa");
-        assert_eq!(field_name("mimeType"), "mime_type");
-        assert_eq!(field_name("type"), "type_");
-        assert_eq!(field_name("x-y"), "x_y");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! so one build reports every problem.
 
 mod coverage;
-mod handlers;
+pub mod handlers;
 mod hints;
 pub(crate) mod keywords;
 mod names;
@@ -12,8 +12,6 @@ mod retry;
 mod schemas;
 mod sensitive;
 mod surface;
-
-use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -109,7 +107,7 @@ pub struct Checked {
 pub fn run(
     tools: Parsed<Catalogue>,
     policy: Parsed<Policy>,
-    handlers_dir: Option<&Path>,
+    rust_handlers: Option<&dyn handlers::RustHandlers>,
 ) -> Result<Checked, Vec<Diagnostic>> {
     let inputs = Inputs { tools: &tools, policy: &policy };
     let mut diagnostics = Vec::new();
@@ -122,7 +120,7 @@ pub fn run(
     diagnostics.extend(retry::check(&inputs));
     let (surface_diagnostics, surface) = surface::check(&inputs);
     diagnostics.extend(surface_diagnostics);
-    let handler_report = handlers::check(&inputs, handlers_dir);
+    let handler_report = handlers::check(&inputs, rust_handlers);
     diagnostics.extend(handler_report.diagnostics);
 
     let struct_names = crate::args::struct_names(&tools.model.tools);
