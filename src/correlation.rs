@@ -1,5 +1,5 @@
 //! The correlation id of an HTTP exchange: made once at the edge (`req-<hex ms>-<hex seq>`),
-//! then held task-locally while the exchange is answered, so every audit row, every A4
+//! then held task-locally while the exchange is answered, so every audit row, every refusal
 //! `correlation_id`, every log line and the `X-Correlation-Id` header agree without threading
 //! it through each function. The edge, logging and MCP use this module; it uses none of them.
 

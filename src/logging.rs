@@ -1,6 +1,6 @@
 //! Log lines on standard error, as text or as one JSON object per line (`--log-format json`).
 //! Every line written while a request is answered carries that exchange's correlation id (the
-//! one in its `X-Correlation-Id` header, its audit rows and its A4 `data`): the formatter reads
+//! one in its `X-Correlation-Id` header, its audit rows and its refusal envelope): the formatter reads
 //! it from the request's task when, and only when, a line is written, so the hot path pays
 //! nothing for it (a span per request would cost an allocation on every call).
 

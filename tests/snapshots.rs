@@ -25,15 +25,8 @@ fn pretty(tools_array: &str) -> String {
 /// The committed file equals `generated`, or is rewritten under TOOLGATE_BLESS.
 fn committed_equals(relative: &str, generated: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
-    if std::env::var_os("TOOLGATE_BLESS").is_some() {
-        std::fs::write(&path, generated).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "{relative} is stale: run `TOOLGATE_BLESS=1 cargo test --test snapshots` and commit it"
-    );
+    let ensured = toolgate_catalogue::bless::ensure_file_contents(&path, generated, "cargo test --test snapshots");
+    ensured.unwrap_or_else(|stale| panic!("{stale}"));
 }
 
 #[test]

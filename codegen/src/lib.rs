@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 pub use emit::{OutputFile, SourcePaths};
 pub use toolgate_catalogue::{
-    Checked, Diagnostic, Severity, SourceFile, args, check as rules, diag, editor_schemas, instructions, load, model,
-    policy, source,
+    Checked, Diagnostic, Severity, SourceFile, args, bless, check as rules, diag, editor_schemas, instructions, load,
+    model, policy, source,
 };
 
 /// The two files, and where the Rust handlers live (None skips the handler-signature rule).

@@ -1,5 +1,6 @@
 //! The emitters: deterministic, and what they emit is valid Rust and JSON.
 
+use toolgate_codegen::bless::ensure_file_contents;
 use toolgate_codegen::{Inputs, SourceFile, SourcePaths, check, emit};
 
 fn inputs() -> Inputs {
@@ -64,20 +65,10 @@ fn generated_code_matches_the_committed_copy() {
         Inputs { tools: read("tools.yaml"), policy: read("policy.yaml"), handlers_dir: Some(case.join("handlers")) };
     let checked = check(&inputs).unwrap_or_else(|d| panic!("the sample checks clean: {d:?}"));
     let expected_dir = root.join("expected/emit-sample");
-    let bless = std::env::var_os("TOOLGATE_BLESS").is_some();
-    let mut stale = Vec::new();
-    for file in emit::all(&checked, &paths()) {
-        let path = expected_dir.join(&file.name);
-        if bless {
-            std::fs::create_dir_all(&expected_dir).unwrap();
-            std::fs::write(&path, &file.contents).unwrap();
-        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(file.contents.as_str()) {
-            stale.push(file.name);
-        }
-    }
-    assert!(
-        stale.is_empty(),
-        "generated {stale:?} differ from tests/expected/emit-sample/: review the change, then \
-         TOOLGATE_BLESS=1 cargo test -p toolgate-codegen --test emit"
-    );
+    let command = "cargo test -p toolgate-codegen --test emit";
+    let stale: Vec<String> = emit::all(&checked, &paths())
+        .iter()
+        .filter_map(|file| ensure_file_contents(&expected_dir.join(&file.name), &file.contents, command).err())
+        .collect();
+    assert!(stale.is_empty(), "the generated code differs from tests/expected/emit-sample/:\n{}", stale.join("\n"));
 }

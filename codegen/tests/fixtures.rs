@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use toolgate_codegen::bless::ensure_file_contents;
 use toolgate_codegen::{Inputs, SourceFile, check};
 
 fn run(case: &Path) -> String {
@@ -35,28 +36,19 @@ fn fixtures() {
         .collect();
     cases.sort();
     assert!(cases.len() >= 10, "fixtures went missing: {cases:?}");
-    let bless = std::env::var_os("TOOLGATE_BLESS").is_some();
     let mut failures = Vec::new();
     for case in &cases {
         let actual = run(case);
         let expected_path = case.join("expected.txt");
-        if bless {
-            std::fs::write(&expected_path, &actual).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
-        if actual != expected {
-            failures.push(format!("--- {}\nexpected:\n{expected}\nactual:\n{actual}", case.display()));
+        let command = "cargo test -p toolgate-codegen --test fixtures";
+        if let Err(stale) = ensure_file_contents(&expected_path, &actual, command) {
+            let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+            failures.push(format!("--- {stale}\nexpected:\n{expected}\nactual:\n{actual}"));
         }
         let name = case.file_name().unwrap().to_string_lossy();
         if name.starts_with("rule") {
             assert!(actual.contains("tools.yaml:") || actual.contains("policy.yaml:"), "{name} pins no diagnostic");
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} fixture(s) differ (TOOLGATE_BLESS=1 to accept):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
 }

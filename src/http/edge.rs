@@ -61,11 +61,11 @@ pub fn with_correlation_id<F: Future<Output = Response>>(state: &AppState, work:
     })
 }
 
-/// The response header that names the exchange (as the audit log and A4 data do).
+/// The response header that names the exchange (as the audit log and the refusal envelope do).
 pub const CORRELATION_HEADER: HeaderName = HeaderName::from_static("x-correlation-id");
 
 /// The MCP endpoint's answer to a foreign Host or Origin: a foreign Origin in JSON-RPC,
-/// -32008 with the A4 data.
+/// -32008 with the refusal envelope.
 pub fn refuse_mcp(state: &AppState, refusal: ApiError) -> Response {
     if refusal.error() != "forbidden_origin" {
         return refusal.into_response();

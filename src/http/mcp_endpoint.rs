@@ -102,7 +102,7 @@ where
     let bytes = super::read_body(state, body).await?;
     // Boxed: the answer to a call is a future of kilobytes; held inline, every future around
     // it would grow by as much, and hyper moves the outermost one on every request.
-    Ok(render(Box::pin(crate::mcp::handle(&state.mcp, &caller, &headers, &bytes)).await))
+    Ok(render(Box::pin(crate::mcp::answer_post(&state.mcp, &caller, &headers, &bytes)).await))
 }
 
 fn disabled() -> Response {

@@ -56,7 +56,7 @@ pub enum StreamCap {
 }
 
 impl StreamCap {
-    /// 429 with -32012 and the A4 data: the client asked for a stream and none is free.
+    /// 429 with -32012 and the refusal envelope: the client asked for a stream and none is free.
     /// The metrics label of this refusal (one of `metrics::STREAM_REFUSAL_REASONS`).
     fn reason(self) -> &'static str {
         match self {

@@ -31,7 +31,7 @@ pub struct Outstanding {
 impl Outstanding {
     /// Hands the client's answer to the handler waiting for it; false when none is (another
     /// session's id, a question given up on, or one never asked).
-    pub fn answer(&self, session: &str, id: &Value, outcome: Result<Value, Value>) -> bool {
+    pub fn deliver(&self, session: &str, id: &Value, outcome: Result<Value, Value>) -> bool {
         let Some(id) = id.as_str() else { return false };
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         if waiting.get(id).is_none_or(|w| w.session != session) {
@@ -140,11 +140,11 @@ mod tests {
         let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
         assert_eq!(sent["method"], "sampling/createMessage");
         let id = sent["id"].clone();
-        assert!(!outstanding.answer("s2", &id, Ok(json!({}))), "another session's answer is dropped");
-        assert!(outstanding.answer("s1", &id, Ok(json!({"model": "m"}))));
+        assert!(!outstanding.deliver("s2", &id, Ok(json!({}))), "another session's answer is dropped");
+        assert!(outstanding.deliver("s1", &id, Ok(json!({"model": "m"}))));
         assert_eq!(asking.await.unwrap(), Ok(json!({"model": "m"})));
         assert_eq!(outstanding.len(), 0);
-        assert!(!outstanding.answer("s1", &id, Ok(json!({}))), "answered once");
+        assert!(!outstanding.deliver("s1", &id, Ok(json!({}))), "answered once");
     }
 
     #[tokio::test]
@@ -157,7 +157,7 @@ mod tests {
             tokio::spawn(async move { channel.ask("k", ClientMethod::Sampling, json!({})).await })
         };
         let sent: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
-        outstanding.answer("s1", &sent["id"], Err(json!({"code": -1, "message": "user said no"})));
+        outstanding.deliver("s1", &sent["id"], Err(json!({"code": -1, "message": "user said no"})));
         let refused = asking.await.unwrap();
         assert_eq!(
             refused,

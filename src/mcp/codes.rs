@@ -9,7 +9,7 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// Handshake-era code for an unknown session (implementation-defined range).
-/// The seeds' transport codes (404, 403), each with the A4 data.
+/// The seeds' transport codes (404, 403), each with the refusal envelope.
 pub const SESSION_NOT_FOUND: i64 = -32007;
 pub const FORBIDDEN_ORIGIN: i64 = -32008;
 pub const PERMISSION_DENIED: i64 = -32003;

@@ -129,12 +129,14 @@ pub async fn dispatch(server: &Arc<McpServer>, caller: &Caller, headers: &Header
             resources::subscription(server, caller, id, p, session_id, method == Method::ResourcesSubscribe)
         }
         Method::CompletionComplete => completion::complete(server, caller, id, p, &era).await,
-        Method::TasksGet => tasks::answer(server, caller, id, tasks::TaskMethod::Get, p, era.client_capabilities()),
+        Method::TasksGet => {
+            tasks::answer_tasks_method(server, caller, id, tasks::TaskMethod::Get, p, era.client_capabilities())
+        }
         Method::TasksUpdate => {
-            tasks::answer(server, caller, id, tasks::TaskMethod::Update, p, era.client_capabilities())
+            tasks::answer_tasks_method(server, caller, id, tasks::TaskMethod::Update, p, era.client_capabilities())
         }
         Method::TasksCancel => {
-            tasks::answer(server, caller, id, tasks::TaskMethod::Cancel, p, era.client_capabilities())
+            tasks::answer_tasks_method(server, caller, id, tasks::TaskMethod::Cancel, p, era.client_capabilities())
         }
     }
 }

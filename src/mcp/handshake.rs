@@ -14,7 +14,7 @@ use super::jsonrpc as rpc;
 use super::sessions::SessionCap;
 use super::{DEFAULT_VERSION, HANDSHAKE_VERSIONS, INSTRUCTIONS, McpServer, Reply};
 
-/// 404 with -32007 and the A4 data: unknown, expired, ended and another principal's sessions
+/// 404 with -32007 and the refusal envelope: unknown, expired, ended and another principal's sessions
 /// read alike (no oracle).
 pub(super) fn session_not_found(server: &McpServer, id: &Value, message: &str) -> Reply {
     let data = json!({
@@ -273,7 +273,7 @@ impl McpServer {
     }
 }
 
-/// 429 with -32010 and the A4 data: a live session is never evicted to make room.
+/// 429 with -32010 and the refusal envelope: a live session is never evicted to make room.
 fn session_cap_full(server: &McpServer, caller: &Caller, id: &Value, cap: SessionCap) -> Reply {
     let (message, remediation) = match cap {
         SessionCap::Principal(n) => (

@@ -45,7 +45,7 @@ pub use codes::denial_code;
 pub use headers::{SESSION_ID, header_value};
 pub use lists::ListResults;
 pub use reply::{AnswerLimits, Payload, Reply};
-pub use router::handle;
+pub use router::answer_post;
 
 use crate::services::Services;
 

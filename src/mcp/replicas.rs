@@ -113,7 +113,7 @@ impl McpServer {
     /// on to the other replicas (the one holding the call takes it). False when nobody can.
     pub(super) async fn take_answer(&self, sid: &str, id: &Value, outcome: Result<Value, Value>) -> bool {
         let passed_on = self.shared.as_ref().map(|_| outcome.clone());
-        if self.outstanding.answer(sid, id, outcome) {
+        if self.outstanding.deliver(sid, id, outcome) {
             return true;
         }
         let (Some(shared), Some(outcome)) = (&self.shared, passed_on) else { return false };
@@ -160,7 +160,7 @@ impl McpServer {
             (None, None) => return,
         };
         // Every replica hears it; only the one holding the call has it outstanding.
-        if self.outstanding.answer(sid, id, outcome) {
+        if self.outstanding.deliver(sid, id, outcome) {
             tracing::debug!(session = %sid, "took a client's answer passed on by another replica");
         }
     }

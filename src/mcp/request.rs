@@ -36,7 +36,7 @@ impl Request<'_> {
         }
     }
 
-    /// A denial with the A4 data every refusal carries.
+    /// A denial with the refusal envelope every refusal carries.
     pub fn denied(&self, server: &McpServer, denial: Denial) -> Outcome {
         self.denied_retrying(server, denial, toolgate_domain::denial::RETRY_AFTER_STORE_FAULT_MS)
     }

@@ -52,15 +52,15 @@ fn method_label(body: &Result<Body, rpc::FramingError>) -> usize {
 }
 
 /// One request, from its bytes to its reply.
-pub async fn handle(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
+pub async fn answer_post(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMap, bytes: &[u8]) -> Reply {
     let parsed = rpc::parse(bytes);
     let method = method_label(&parsed);
-    let reply = answer(server, caller, headers, parsed).await;
+    let reply = answer_body(server, caller, headers, parsed).await;
     crate::metrics::request(method, METHOD_LABELS[method], reply.outcome());
     reply
 }
 
-async fn answer(
+async fn answer_body(
     server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,

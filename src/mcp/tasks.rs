@@ -141,7 +141,7 @@ impl Tasks {
 
     /// `tasks/update`: hands each answer to the question it names; the task works again once
     /// none is open. Answers to questions not asked are ignored.
-    pub fn answer(
+    pub fn take_responses(
         &self,
         principal: &str,
         id: &str,
@@ -202,7 +202,7 @@ pub enum TaskMethod {
 }
 
 /// `tasks/get`, `tasks/update` and `tasks/cancel`, for a client that negotiated the extension.
-pub fn answer(
+pub fn answer_tasks_method(
     server: &McpServer,
     caller: &Caller,
     id: &Value,
@@ -238,7 +238,7 @@ pub fn answer(
         TaskMethod::Update => match params.and_then(|p| p.get("inputResponses")) {
             Some(Value::Object(responses)) => server
                 .tasks
-                .answer(principal, task_id, responses.clone(), now)
+                .take_responses(principal, task_id, responses.clone(), now)
                 .map(|()| json!({"resultType": "complete"})),
             _ => {
                 let message =
@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(tasks.detail("bob", &id), Err(UnknownTask), "another principal's task reads as unknown");
         let mut partial = Map::new();
         partial.insert("a".into(), json!({"action": "accept"}));
-        tasks.answer("alice", &id, partial, 2).unwrap();
+        tasks.take_responses("alice", &id, partial, 2).unwrap();
         let detail = tasks.detail("alice", &id).unwrap();
         assert_eq!(detail["status"], "input_required");
         assert_eq!(detail["inputRequests"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["b"]);

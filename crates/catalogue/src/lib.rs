@@ -5,6 +5,7 @@
 //! build dependency only) adds the generated code and the handler-signature rule.
 
 pub mod args;
+pub mod bless;
 pub mod check;
 pub mod diag;
 pub mod instructions;

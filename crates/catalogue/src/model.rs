@@ -163,7 +163,7 @@ pub struct Policy {
     pub roles: Vec<RoleDef>,
     /// The names the server itself relies on; the build checks each one against the above.
     pub server: ServerNames,
-    /// How long a client is told to wait after a transient store fault (the A4 `retry_after_ms`).
+    /// How long a client is told to wait after a transient store fault (the refusal envelope's `retry_after_ms`).
     pub store_fault_retry: StoreFaultRetry,
 }
 

@@ -1,8 +1,8 @@
 //! tools/call, read top-down: [`tools_call`] decides how the call is answered (a stream, or
-//! plain JSON with its progress on the session's channel), [`answer`] runs it and audits it,
+//! plain JSON with its progress on the session's channel), [`run_and_audit`] runs it and audits it,
 //! [`call`] takes it through the steps of [`runner`] (protocol checks, gate, confirmation,
 //! handler), as a task when the client negotiated tasks ([`task`]). [`streamed`] runs the
-//! same [`answer`] in a task of its own and streams what it reports.
+//! same [`run_and_audit`] in a task of its own and streams what it reports.
 
 mod runner;
 mod streamed;
@@ -73,10 +73,20 @@ pub async fn tools_call(
             (server.clone(), caller.clone(), headers.clone(), id.clone(), era.clone());
         let run = move |listeners: Listeners| -> futures_util::future::BoxFuture<'static, Reply> {
             Box::pin(async move {
-                answer(&runner_server, &runner_caller, &headers, &runner_id, params, &runner_era, listeners).await
+                run_and_audit(&runner_server, &runner_caller, &headers, &runner_id, params, &runner_era, listeners)
+                    .await
             })
         };
-        return streamed::answer(server.clone(), caller.clone(), id.clone(), era.clone(), wants, in_flight, run).await;
+        return streamed::answer_streaming(
+            server.clone(),
+            caller.clone(),
+            id.clone(),
+            era.clone(),
+            wants,
+            in_flight,
+            run,
+        )
+        .await;
     }
     let cancellation = in_flight.as_ref().map_or_else(|| server.call_cancellation(), |r| r.cancellation.clone());
     // A progress token on a POST that takes no stream, in a session: the progress goes out on
@@ -89,11 +99,11 @@ pub async fn tools_call(
         _ => ProgressSink::none(),
     };
     let listeners = Listeners { cancellation, progress, ..Listeners::default() };
-    answer(server, caller, headers, id, params, era, listeners).await
+    run_and_audit(server, caller, headers, id, params, era, listeners).await
 }
 
 /// The call, its audit row and its answer, with its listeners.
-async fn answer(
+async fn run_and_audit(
     server: &Arc<McpServer>,
     caller: &Caller,
     headers: &HeaderMap,

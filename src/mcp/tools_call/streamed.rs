@@ -119,7 +119,7 @@ struct Streaming {
 
 /// Runs the call (`run`, with the listeners this stream gives it) in a task of its own;
 /// answers it as a stream if it reports progress before its result.
-pub async fn answer(
+pub async fn answer_streaming(
     server: Arc<McpServer>,
     caller: Caller,
     id: Value,
