@@ -4,6 +4,7 @@
 //! loses no agent, and each reconnecting agent is online again at its first message. The hub
 //! knows no HTTP or WebSocket; the edge hands it the frames ([`session`]).
 
+mod delivery;
 mod hub;
 #[cfg(test)]
 mod hub_tests;
@@ -15,10 +16,9 @@ pub mod session;
 mod settings;
 mod sweep;
 mod view;
-mod work;
 
+pub use delivery::RuleSet;
 pub use hub::{Hub, Kick};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use settings::FleetSettings;
 pub use view::{AgentView, TagIndex};
-pub use work::RuleSet;

@@ -6,12 +6,12 @@ mod audit_writer;
 mod cached;
 mod changes;
 mod filtered;
+mod fleet_work;
 pub mod postgres;
+mod replica_state;
 mod rules;
-mod shared;
 pub mod sqlite;
 mod traits;
-mod work;
 
 use std::sync::Arc;
 
@@ -19,17 +19,17 @@ pub use audit_writer::AuditWriter;
 pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use filtered::{FILTER_BUDGET, RowFilter};
+pub use fleet_work::{
+    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponsePage,
+    ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
+};
 pub use postgres::PostgresStore;
-pub use shared::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
+pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
     PluginConfigStore, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
-};
-pub use work::{
-    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponsePage,
-    ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
 };
 
 /// The latency of every store operation, seconds (a Prometheus histogram).

@@ -146,8 +146,8 @@ pub(crate) fn count_attempt(failed: i64, locked_until_ms: i64, now_ms: i64) -> (
 
 /// Why a result for a target in `status` (with `stored` steps already) is not taken, or None
 /// when it is: only a target that was sent the run and is still open (`running`) takes one.
-pub(crate) fn result_refusal(status: &str, stored: i64) -> Option<crate::work::Taken> {
-    use crate::work::Taken;
+pub(crate) fn result_refusal(status: &str, stored: i64) -> Option<crate::fleet_work::Taken> {
+    use crate::fleet_work::Taken;
     match (status, stored) {
         (_, 1..) => Some(Taken::AlreadyFinal),
         ("running", _) => None,
@@ -157,6 +157,10 @@ pub(crate) fn result_refusal(status: &str, stored: i64) -> Option<crate::work::T
 
 /// An idempotency key found on an execution already (with `digest` of its arguments): what
 /// creating another under it with `wanted` (the new arguments' digest) comes to.
-pub(crate) fn existing_execution(execution_id: String, digest: Option<&str>, wanted: &str) -> crate::work::Created {
-    crate::work::Created::Existing { execution_id, same_arguments: digest == Some(wanted) }
+pub(crate) fn existing_execution(
+    execution_id: String,
+    digest: Option<&str>,
+    wanted: &str,
+) -> crate::fleet_work::Created {
+    crate::fleet_work::Created::Existing { execution_id, same_arguments: digest == Some(wanted) }
 }

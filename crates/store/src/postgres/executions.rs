@@ -4,7 +4,7 @@ use deadpool_postgres::GenericClient;
 use toolgate_domain::fleet::instruction::TargetStatus;
 
 use super::{Pg, PgError, rows};
-use crate::work::{ExecutionHeader, TargetRecord};
+use crate::fleet_work::{ExecutionHeader, TargetRecord};
 
 fn status_of(text: &str) -> Pg<TargetStatus> {
     TargetStatus::parse(text).map_err(PgError::Invalid)

@@ -7,15 +7,18 @@
 //! first result of an agent for an execution.
 
 mod approvals;
+mod audit;
 mod credentials;
 mod executions;
 mod fleet;
+mod fleet_work;
+mod groups;
 mod json_rows;
 mod listen;
+mod plugin_config;
+mod replica_state;
 mod responses;
-mod shared;
-mod small;
-mod work;
+mod tags;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -201,7 +204,7 @@ impl PostgresStore {
 
     /// Every repository, backed by this database.
     pub fn repositories(&self) -> Repositories {
-        let shared = crate::shared::Shared {
+        let shared = crate::replica_state::Shared {
             changes: self.feed.clone(),
             state: Arc::new(self.clone()),
             replica: self.replica.clone(),

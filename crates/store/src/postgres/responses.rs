@@ -9,8 +9,8 @@ use toolgate_domain::fleet::wire::RunResult;
 use super::json_rows::{conditions_sql, json_key};
 use super::{Pg, PostgresStore, execute, relaxed, row, rows};
 use crate::changes::Change;
+use crate::fleet_work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken};
 use crate::rules::result_refusal;
-use crate::work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken};
 
 pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
     let mut c = store.conn().await?;

@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::RunStep;
 
+use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 use crate::rules::existing_execution;
-use crate::work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 
 fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
     TargetStatus::parse(text).map_err(rusqlite::Error::InvalidColumnName)

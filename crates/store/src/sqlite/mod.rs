@@ -3,14 +3,17 @@
 //! an async worker thread.
 
 mod approvals;
+mod audit;
 mod credentials;
 mod executions;
 mod fleet;
+mod fleet_work;
+mod groups;
 mod json_rows;
+mod plugin_config;
 mod responses;
 mod sign_in;
-mod small;
-mod work;
+mod tags;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

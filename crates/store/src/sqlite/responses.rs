@@ -7,8 +7,8 @@ use toolgate_domain::fleet::instruction::target_status;
 use toolgate_domain::fleet::wire::RunResult;
 
 use super::json_rows::push_conditions;
+use crate::fleet_work::{ResponsePage, ResponseQuery, ResponseRow, Taken};
 use crate::rules::result_refusal;
-use crate::work::{ResponsePage, ResponseQuery, ResponseRow, Taken};
 
 pub(super) fn store_result(
     c: &mut Connection,

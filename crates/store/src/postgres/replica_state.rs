@@ -5,7 +5,7 @@ use toolgate_domain::StoreError;
 
 use super::{PostgresStore, execute, pg, row};
 use crate::changes::Change;
-use crate::shared::{ReplicaStore, SessionRecord};
+use crate::replica_state::{ReplicaStore, SessionRecord};
 
 type Result<T> = std::result::Result<T, StoreError>;
 

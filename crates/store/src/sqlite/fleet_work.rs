@@ -19,7 +19,7 @@ use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::ResponsePage;
-use crate::work::{
+use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
     TargetRecord, WorkStore,
 };

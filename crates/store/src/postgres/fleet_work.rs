@@ -15,11 +15,11 @@ use super::responses;
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::ResponsePage;
 use crate::changes::Change;
-use crate::rules::existing_execution;
-use crate::work::{
+use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
     TargetRecord, WorkStore,
 };
+use crate::rules::existing_execution;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
