@@ -118,9 +118,9 @@ fn each_tool() {
 /// messages rendered with an example value for each argument (what the model would read).
 #[test]
 fn each_prompt() {
-    use toolgate::surface::render;
+    use toolgate::prompts_resources::render;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/prompts");
-    let surface = toolgate::surface::Surface::load(&toolgate::registry::CATALOGUE);
+    let surface = toolgate::prompts_resources::PromptsResources::load(&toolgate::registry::CATALOGUE);
     let mut settings = settings();
     settings.set_snapshot_path(&dir);
     for prompt in &surface.prompts {
@@ -174,8 +174,8 @@ fn each_prompt() {
 /// decision at every tier.
 #[test]
 fn resources() {
-    let surface = toolgate::surface::Surface::load(&toolgate::registry::CATALOGUE);
-    let decisions = |meta: &toolgate_domain::catalogue::SurfaceMeta| -> serde_json::Map<String, Value> {
+    let surface = toolgate::prompts_resources::PromptsResources::load(&toolgate::registry::CATALOGUE);
+    let decisions = |meta: &toolgate_domain::catalogue::PromptResourceMeta| -> serde_json::Map<String, Value> {
         Tier::ALL.iter().map(|t| (t.name().to_string(), meta.decisions[t.index()].label().into())).collect()
     };
     let fixed: Vec<Value> = surface

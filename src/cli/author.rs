@@ -206,7 +206,7 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let checked = load(tools, policy_file)?;
     let catalogue = &checked.tools.model.tools;
     let Some(index) = catalogue.iter().position(|t| t.name == name) else {
-        if let Some(page) = explain_surface(name, &checked) {
+        if let Some(page) = explain_prompt_resource(name, &checked) {
             return Ok(page);
         }
         let model = &checked.tools.model;
@@ -315,7 +315,7 @@ fn unknown_tier<'a>(wanted: &str, known: impl Iterator<Item = &'a str> + Clone) 
 }
 
 /// `explain` for a prompt, a resource (by name or URI) or a template (by name or URI template).
-fn explain_surface(name: &str, checked: &toolgate_catalogue::Checked) -> Option<String> {
+fn explain_prompt_resource(name: &str, checked: &toolgate_catalogue::Checked) -> Option<String> {
     let model = &checked.tools.model;
     let policy_model = &checked.policy.model;
     let mut out = String::new();
@@ -330,12 +330,12 @@ fn explain_surface(name: &str, checked: &toolgate_catalogue::Checked) -> Option<
             .messages
             .iter()
             .filter_map(|m| match &m.content {
-                toolgate_domain::surface::PromptContent::Text { text } => Some(text.as_str()),
+                toolgate_domain::prompts_resources::PromptContent::Text { text } => Some(text.as_str()),
                 _ => None,
             })
-            .flat_map(toolgate_domain::surface::placeholders)
-            .filter_map(|inner| match toolgate_domain::surface::Placeholder::parse(inner) {
-                toolgate_domain::surface::Placeholder::Tool(tool) => Some(tool),
+            .flat_map(toolgate_domain::prompts_resources::placeholders)
+            .filter_map(|inner| match toolgate_domain::prompts_resources::Placeholder::parse(inner) {
+                toolgate_domain::prompts_resources::Placeholder::Tool(tool) => Some(tool),
                 _ => None,
             })
             .collect();
@@ -346,7 +346,7 @@ fn explain_surface(name: &str, checked: &toolgate_catalogue::Checked) -> Option<
         (r.securable.clone(), r.operation.clone())
     } else {
         let index = model.resource_templates.iter().position(|t| t.name == name || t.uri_template == name)?;
-        let (t, plan) = (&model.resource_templates[index], &checked.surface.templates[index]);
+        let (t, plan) = (&model.resource_templates[index], &checked.prompts_resources.templates[index]);
         let _ = writeln!(
             out,
             "{} — {} (resource template {}, {})\n  {}",

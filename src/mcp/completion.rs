@@ -3,13 +3,13 @@
 
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
-use toolgate_domain::surface::CompletionSource;
+use toolgate_domain::prompts_resources::CompletionSource;
 
 use super::era::Era;
 use super::jsonrpc as rpc;
 use super::request::{Listeners, Request};
 use super::{McpServer, Reply};
-use crate::surface::values;
+use crate::prompts_resources::values;
 
 /// The most values one answer carries (MCP's limit).
 const MAX_VALUES: usize = 100;
@@ -30,7 +30,7 @@ pub async fn complete(server: &McpServer, caller: &Caller, id: &Value, params: O
     let (meta, members, source) = match reference.and_then(|r| r.get("type")).and_then(Value::as_str) {
         Some("ref/prompt") => {
             let prompt_name = reference.and_then(|r| r.get("name")).and_then(Value::as_str).unwrap_or_default();
-            let Some(prompt) = server.surface.prompt(prompt_name) else {
+            let Some(prompt) = server.prompts_resources.prompt(prompt_name) else {
                 return invalid(format!(
                     "Unknown prompt: {prompt_name}; prompts/list shows the prompts this token may get"
                 ));
@@ -51,7 +51,8 @@ pub async fn complete(server: &McpServer, caller: &Caller, id: &Value, params: O
         }
         Some("ref/resource") => {
             let template = reference.and_then(|r| r.get("uri")).and_then(Value::as_str).unwrap_or_default();
-            let Some(found) = server.surface.templates.iter().find(|t| t.spec.uri_template == template) else {
+            let Some(found) = server.prompts_resources.templates.iter().find(|t| t.spec.uri_template == template)
+            else {
                 return invalid(format!(
                     "no resource template `{template}`; resources/templates/list shows the templates this token may read"
                 ));
@@ -63,7 +64,7 @@ pub async fn complete(server: &McpServer, caller: &Caller, id: &Value, params: O
         }
         _ => return invalid("params.ref.type must be `ref/prompt` or `ref/resource`".into()),
     };
-    if let Err(denial) = server.gate.authorize_surface(caller, meta) {
+    if let Err(denial) = server.gate.authorize_prompt_resource(caller, meta) {
         return request.denied(server, denial).reply;
     }
     let candidates = match (members, source) {

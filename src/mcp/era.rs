@@ -11,7 +11,7 @@ use toolgate_domain::LogLevel;
 use super::jsonrpc as rpc;
 use super::replay::Ring;
 use super::{IS_ERROR_FOR_ARGUMENTS_FROM, META_SERVER_INFO, McpServer, Reply};
-use crate::surface::untrusted;
+use crate::untrusted;
 
 /// From 2025-11-25 on, a resumable stream opens with a priming event (SEP-1699).
 const PRIMING_FROM: &str = "2025-11-25";
@@ -119,7 +119,7 @@ impl Era {
     }
 
     /// A structured result that carries text the agents reported: the text block holds the
-    /// JSON inside the untrusted-data block, and `_meta` marks it (`surface::untrusted`).
+    /// JSON inside the untrusted-data block, and `_meta` marks it (`crate::untrusted`).
     pub fn agent_data_success(&self, id: &Value, server: &McpServer, value: Value, text: Option<String>) -> Reply {
         let text = match text {
             Some(summary) => untrusted::wrapped(&untrusted::ascii_json(&Value::String(summary))),

@@ -103,7 +103,7 @@ pub struct McpServer {
     tasks: Arc<tasks::Tasks>,
     lists: Vec<ListResults>,
     /// Prompts, resources and templates, read from the catalogue once.
-    surface: crate::surface::Surface,
+    prompts_resources: crate::prompts_resources::PromptsResources,
     server_info: Value,
     options: Options,
     correlations: crate::correlation::Correlations,
@@ -131,7 +131,7 @@ impl McpServer {
             shared: None,
             tasks: Arc::default(),
             lists,
-            surface: crate::surface::Surface::load(catalogue),
+            prompts_resources: crate::prompts_resources::PromptsResources::load(catalogue),
             server_info,
             options,
             correlations,

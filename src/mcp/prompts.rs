@@ -1,13 +1,13 @@
 //! `prompts/list` and `prompts/get`, in both eras. A prompt is shown to the tiers its pair
 //! allows and got through the same gate as a tool; its arguments are checked and rendered as
-//! data (`surface::render`); a resource it embeds is read through the resource gate.
+//! data (`prompts_resources::render`); a resource it embeds is read through the resource gate.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome};
+use toolgate_domain::prompts_resources::Role;
 use toolgate_domain::redact::truncated;
-use toolgate_domain::surface::Role;
 use toolgate_domain::{Caller, ClientMethod, ClientRequests, Elicited};
 
 use super::asking::{self, Retry};
@@ -16,15 +16,15 @@ use super::jsonrpc as rpc;
 use super::lists::{refuse_cursor, with_cache_hints};
 use super::request::{Listeners, Outcome, Request};
 use super::{LIST_TTL_MS, McpServer, Reply, resources};
-use crate::surface::render::{self, Content};
-use crate::surface::untrusted;
+use crate::prompts_resources::render::{self, Content};
+use crate::untrusted;
 
 pub async fn list(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
     let request = Request { id, era, correlation_id: server.correlation_id(), listeners: Listeners::default() };
     if let Some(refusal) = refuse_cursor(&request, "prompts/list", params) {
         return refusal;
     }
-    let prompts = server.surface.prompts_json(caller.tier);
+    let prompts = server.prompts_resources.prompts_json(caller.tier);
     era.success(id, server, with_cache_hints(era, json!({"prompts": prompts}), LIST_TTL_MS))
 }
 
@@ -51,8 +51,9 @@ async fn get_prompt(
     if name.is_empty() {
         return request.error(rpc::INVALID_PARAMS, "prompts/get needs params.name (a string)".into(), None);
     }
-    let Some(prompt) = server.surface.prompt(name) else {
-        let visible = server.surface.prompts.iter().filter(|p| p.visible_to(caller.tier)).map(|p| p.meta.name);
+    let Some(prompt) = server.prompts_resources.prompt(name) else {
+        let visible =
+            server.prompts_resources.prompts.iter().filter(|p| p.visible_to(caller.tier)).map(|p| p.meta.name);
         let hint = match toolgate_policy::closest(name, visible).first() {
             Some(close) => format!("did you mean `{close}`?"),
             None => "prompts/list shows the prompts this token may get".into(),
@@ -64,7 +65,7 @@ async fn get_prompt(
             Some(data),
         );
     };
-    if let Err(denial) = server.gate.authorize_surface(caller, prompt.meta) {
+    if let Err(denial) = server.gate.authorize_prompt_resource(caller, prompt.meta) {
         return request.denied(server, denial);
     }
     let arguments = match params.get_mut("arguments").map(Value::take) {
@@ -135,7 +136,7 @@ async fn ask(
     request: &Request<'_>,
     name: &'static str,
     arguments: &Map<String, Value>,
-    question: &toolgate_domain::surface::PromptQuestion,
+    question: &toolgate_domain::prompts_resources::PromptQuestion,
     retry: Retry,
 ) -> Result<Map<String, Value>, Outcome> {
     if !request.era.asks_in_rounds() {

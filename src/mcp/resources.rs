@@ -8,8 +8,8 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
+use toolgate_domain::prompts_resources::{BuiltinResource, TemplateSpec};
 use toolgate_domain::redact::truncated;
-use toolgate_domain::surface::{BuiltinResource, TemplateSpec};
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
 
 use super::era::Era;
@@ -17,8 +17,8 @@ use super::jsonrpc as rpc;
 use super::lists::{refuse_cursor, with_cache_hints};
 use super::request::{Listeners, Outcome, Request};
 use super::{LIST_TTL_MS, McpServer, Reply};
+use crate::prompts_resources::{Item, Located, builtin, uri, values};
 use crate::registry::ToolId;
-use crate::surface::{Item, Located, builtin, uri, values};
 use crate::tools::dispatch;
 
 /// How long a client may cache a read whose content is fixed in the catalogue.
@@ -40,8 +40,13 @@ pub async fn list(server: &McpServer, caller: &Caller, id: &Value, params: Optio
     if let Some(refusal) = refuse_cursor(&request, "resources/list", params) {
         return refusal;
     }
-    let mut listed = server.surface.resources_json(caller.tier);
-    for template in server.surface.templates.iter().filter(|t| server.gate.authorize_surface(caller, t.meta).is_ok()) {
+    let mut listed = server.prompts_resources.resources_json(caller.tier);
+    for template in server
+        .prompts_resources
+        .templates
+        .iter()
+        .filter(|t| server.gate.authorize_prompt_resource(caller, t.meta).is_ok())
+    {
         match instances(server, caller, template).await {
             Ok(mut more) => listed.append(&mut more),
             Err(e) => {
@@ -84,7 +89,7 @@ pub fn templates(server: &McpServer, caller: &Caller, id: &Value, params: Option
     if let Some(refusal) = refuse_cursor(&request, "resources/templates/list", params) {
         return refusal;
     }
-    let listed = server.surface.templates_json(caller.tier);
+    let listed = server.prompts_resources.templates_json(caller.tier);
     era.success(id, server, with_cache_hints(era, json!({"resourceTemplates": listed}), LIST_TTL_MS))
 }
 
@@ -95,7 +100,7 @@ pub async fn read(server: &Arc<McpServer>, caller: &Caller, id: &Value, params: 
         "" => request.error(rpc::INVALID_PARAMS, "resources/read needs params.uri (a string)".into(), None),
         _ => match read_contents(server, caller, &request, target).await {
             Ok(contents) => {
-                let ttl = match server.surface.locate(target) {
+                let ttl = match server.prompts_resources.locate(target) {
                     Some(Located::Fixed(r)) if r.spec.builtin.is_none() => FIXED_TTL_MS,
                     _ => 0,
                 };
@@ -128,7 +133,7 @@ pub(super) async fn read_contents(
         item.insert(key.into(), body);
         Value::Object(item)
     };
-    match server.surface.locate(target) {
+    match server.prompts_resources.locate(target) {
         None => Err(not_found(request, target, "")),
         Some(Located::Fixed(resource)) => {
             gate(server, caller, request, resource.meta)?;
@@ -153,7 +158,7 @@ pub(super) async fn read_contents(
                 let mut read = contents(&spec.mime_type, "text", json!(text));
                 // The JSON stays as it is (its MIME type says JSON); `_meta` says agents wrote some.
                 if ToolId::from_name(tool).is_some_and(|id| id.meta().agent_data) {
-                    read["_meta"] = json!({crate::surface::untrusted::META_KEY: crate::surface::untrusted::meta()});
+                    read["_meta"] = json!({crate::untrusted::META_KEY: crate::untrusted::meta()});
                 }
                 return Ok(read);
             }
@@ -187,9 +192,9 @@ fn gate(
     server: &McpServer,
     caller: &Caller,
     request: &Request<'_>,
-    meta: &'static toolgate_domain::catalogue::SurfaceMeta,
+    meta: &'static toolgate_domain::catalogue::PromptResourceMeta,
 ) -> Result<(), Outcome> {
-    server.gate.authorize_surface(caller, meta).map_err(|denial| request.denied(server, denial))
+    server.gate.authorize_prompt_resource(caller, meta).map_err(|denial| request.denied(server, denial))
 }
 
 /// A template read through its tool: the tool's gate (tier, RBAC, arguments), its handler,
@@ -257,7 +262,7 @@ pub fn subscription(
         return Reply::error(StatusCode::OK, id, rpc::INVALID_REQUEST, message, None);
     };
     // A template read through a tool carries that tool's pair: one gate for both.
-    let meta = match server.surface.locate(target) {
+    let meta = match server.prompts_resources.locate(target) {
         None => return not_found(&request, target, "").reply,
         Some(Located::Fixed(r)) => r.meta,
         Some(Located::Instance(t, _)) => t.meta,
@@ -279,10 +284,10 @@ impl McpServer {
     pub async fn forward_resource_updates(self: Arc<Self>, stop: toolgate_domain::CancellationToken) {
         let mut updates = self.services.fleet().execution_updates();
         let templates: Vec<(String, String)> = self
-            .surface
+            .prompts_resources
             .templates
             .iter()
-            .filter(|t| t.spec.list == Some(toolgate_domain::surface::CompletionSource::ExecutionIds))
+            .filter(|t| t.spec.list == Some(toolgate_domain::prompts_resources::CompletionSource::ExecutionIds))
             .filter_map(|t| Some((t.spec.uri_template.clone(), t.spec.variables().first()?.to_string())))
             .collect();
         loop {

@@ -153,17 +153,21 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 let v = ident(d.variant());
                 quote!(Decision::#v)
             });
-            quote!(SurfaceMeta { name: #name, securable: #securable, operation: #operation, decisions: &[#(#row),*], spec: #spec })
+            quote!(PromptResourceMeta { name: #name, securable: #securable, operation: #operation, decisions: &[#(#row),*], spec: #spec })
         });
         quote!(&[#(#items),*])
     };
     let model = &checked.tools.model;
-    let prompts =
-        surface(&checked.surface.prompts, model.prompts.iter().map(|p| (p.name.clone(), spec_json(p))).collect());
-    let resources =
-        surface(&checked.surface.resources, model.resources.iter().map(|r| (r.name.clone(), spec_json(r))).collect());
+    let prompts = surface(
+        &checked.prompts_resources.prompts,
+        model.prompts.iter().map(|p| (p.name.clone(), spec_json(p))).collect(),
+    );
+    let resources = surface(
+        &checked.prompts_resources.resources,
+        model.resources.iter().map(|r| (r.name.clone(), spec_json(r))).collect(),
+    );
     let templates = surface(
-        &checked.surface.templates,
+        &checked.prompts_resources.templates,
         model.resource_templates.iter().map(|t| (t.name.clone(), spec_json(t))).collect(),
     );
     let reviewer = permission(&names.reviewer_permission);
@@ -171,7 +175,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
 
     quote! {
         #[allow(unused_imports)]
-        use #catalogue_types::{Annotations, Catalogue, HintOverride, SurfaceMeta, TaskSupport, ToolMeta};
+        use #catalogue_types::{Annotations, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta};
         #[allow(unused_imports)]
         use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 

@@ -205,7 +205,7 @@ pub struct ServerNames {
 }
 
 pub use toolgate_domain::catalogue::TaskSupport;
-pub use toolgate_domain::surface::{PromptSpec, ResourceSpec, TemplateSpec};
+pub use toolgate_domain::prompts_resources::{PromptSpec, ResourceSpec, TemplateSpec};
 pub use toolgate_policy::OperationClass;
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

@@ -92,9 +92,9 @@ impl ToolMeta {
 }
 
 /// A prompt, resource or resource template: the pair it is gated by, its decisions, and the
-/// tools.yaml entry as JSON (a [`crate::surface`] spec).
+/// tools.yaml entry as JSON (a [`crate::prompts_resources`] spec).
 #[derive(Debug)]
-pub struct SurfaceMeta {
+pub struct PromptResourceMeta {
     pub name: &'static str,
     pub securable: &'static str,
     pub operation: &'static str,
@@ -103,7 +103,7 @@ pub struct SurfaceMeta {
     pub spec: &'static str,
 }
 
-impl SurfaceMeta {
+impl PromptResourceMeta {
     pub fn pair(&self) -> String {
         format!("{}:{}", self.securable, self.operation)
     }
@@ -113,9 +113,9 @@ impl SurfaceMeta {
 #[derive(Debug)]
 pub struct Catalogue {
     pub tools: &'static [ToolMeta],
-    pub prompts: &'static [SurfaceMeta],
-    pub resources: &'static [SurfaceMeta],
-    pub templates: &'static [SurfaceMeta],
+    pub prompts: &'static [PromptResourceMeta],
+    pub resources: &'static [PromptResourceMeta],
+    pub templates: &'static [PromptResourceMeta],
     pub tiers: &'static [TierRules],
     pub roles: &'static [RoleGrants],
     /// policy.yaml `securables`.

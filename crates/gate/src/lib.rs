@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_domain::approvals::Approval;
-use toolgate_domain::catalogue::{Catalogue, SurfaceMeta, ToolMeta};
+use toolgate_domain::catalogue::{Catalogue, PromptResourceMeta, ToolMeta};
 use toolgate_domain::denial::Denial;
 use toolgate_domain::{Caller, Clock};
 use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
@@ -130,7 +130,7 @@ impl Gate {
     }
 
     /// The same gate for a prompt, resource or template: its tier, then RBAC.
-    pub fn authorize_surface(&self, caller: &Caller, item: &'static SurfaceMeta) -> Result<(), Denial> {
+    pub fn authorize_prompt_resource(&self, caller: &Caller, item: &'static PromptResourceMeta) -> Result<(), Denial> {
         self.authorize_pair(caller, item.name, item.securable, item.operation, item.decisions).map(|_| ())
     }
 

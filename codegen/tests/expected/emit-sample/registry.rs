@@ -3,7 +3,7 @@
 
 #[allow(unused_imports)]
 use ::toolgate_domain::catalogue::{
-    Annotations, Catalogue, HintOverride, SurfaceMeta, TaskSupport, ToolMeta,
+    Annotations, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta,
 };
 #[allow(unused_imports)]
 use ::toolgate_policy::{

@@ -7,11 +7,11 @@ pub mod handlers;
 mod hints;
 pub(crate) mod keywords;
 mod names;
+mod prompts_resources;
 mod refs;
 mod retry;
 mod schemas;
 mod sensitive;
-mod surface;
 
 use serde_json::{Map, Value};
 
@@ -22,8 +22,8 @@ use crate::policy::{self, Decision};
 use crate::source::Pos;
 
 pub use handlers::{Handler, expected_signature};
+pub use prompts_resources::{PairPlan, PromptResourcePlans};
 pub use schemas::APPROVAL_ID;
-pub use surface::{PairPlan, SurfacePlans};
 
 /// The two parsed files, and helpers to point into them.
 pub struct Inputs<'a> {
@@ -97,7 +97,7 @@ pub struct Checked {
     pub policy: Parsed<Policy>,
     pub plans: Vec<ToolPlan>,
     /// Prompts, resources and templates: their pairs and decisions.
-    pub surface: SurfacePlans,
+    pub prompts_resources: PromptResourcePlans,
     pub warnings: Vec<Diagnostic>,
     /// Handler files read, for `cargo::rerun-if-changed`.
     pub handler_files: Vec<std::path::PathBuf>,
@@ -118,8 +118,8 @@ pub fn run(
     diagnostics.extend(coverage::check(&inputs));
     diagnostics.extend(sensitive::check(&inputs));
     diagnostics.extend(retry::check(&inputs));
-    let (surface_diagnostics, surface) = surface::check(&inputs);
-    diagnostics.extend(surface_diagnostics);
+    let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);
+    diagnostics.extend(entry_diagnostics);
     let handler_report = handlers::check(&inputs, rust_handlers);
     diagnostics.extend(handler_report.diagnostics);
 
@@ -131,7 +131,7 @@ pub fn run(
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(diagnostics);
     }
-    Ok(Checked { tools, policy, plans, surface, warnings: diagnostics, handler_files: handler_report.files })
+    Ok(Checked { tools, policy, plans, prompts_resources, warnings: diagnostics, handler_files: handler_report.files })
 }
 
 fn plan(inputs: &Inputs, index: usize, handler: &Handler, struct_name: &str) -> ToolPlan {

@@ -3,18 +3,17 @@
 
 pub mod builtin;
 pub mod render;
-pub mod untrusted;
 pub mod uri;
 pub mod values;
 
 use serde_json::{Value, json};
-use toolgate_domain::catalogue::{Catalogue, SurfaceMeta};
-use toolgate_domain::surface::{PromptSpec, ResourceSpec, TemplateSpec};
+use toolgate_domain::catalogue::{Catalogue, PromptResourceMeta};
+use toolgate_domain::prompts_resources::{PromptSpec, ResourceSpec, TemplateSpec};
 use toolgate_policy::{Decision, TierRules};
 
 /// A catalogue entry with its parsed spec.
 pub struct Item<S> {
-    pub meta: &'static SurfaceMeta,
+    pub meta: &'static PromptResourceMeta,
     pub spec: S,
 }
 
@@ -32,20 +31,20 @@ pub enum Located<'a> {
     Instance(&'a Item<TemplateSpec>, Vec<(String, String)>),
 }
 
-pub struct Surface {
+pub struct PromptsResources {
     pub prompts: Vec<Item<PromptSpec>>,
     pub resources: Vec<Item<ResourceSpec>>,
     pub templates: Vec<Item<TemplateSpec>>,
 }
 
-fn parse<S: serde::de::DeserializeOwned>(items: &'static [SurfaceMeta]) -> Vec<Item<S>> {
+fn parse<S: serde::de::DeserializeOwned>(items: &'static [PromptResourceMeta]) -> Vec<Item<S>> {
     items
         .iter()
         .map(|meta| Item { meta, spec: serde_json::from_str(meta.spec).expect("the build wrote the entry it checked") })
         .collect()
 }
 
-impl Surface {
+impl PromptsResources {
     pub fn load(catalogue: &'static Catalogue) -> Self {
         Self {
             prompts: parse(catalogue.prompts),

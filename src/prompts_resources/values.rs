@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use toolgate_domain::Caller;
 use toolgate_domain::StoreError;
-use toolgate_domain::surface::CompletionSource;
+use toolgate_domain::prompts_resources::CompletionSource;
 
 use crate::services::Services;
 

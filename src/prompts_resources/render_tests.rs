@@ -1,5 +1,5 @@
 use serde_json::{Map, Value, json};
-use toolgate_domain::surface::PromptSpec;
+use toolgate_domain::prompts_resources::PromptSpec;
 
 use super::*;
 

@@ -5,7 +5,7 @@
 //! integer is written as digits.
 
 use serde_json::{Map, Value};
-use toolgate_domain::surface::{Placeholder, PromptArgument, PromptContent, PromptSpec, Role};
+use toolgate_domain::prompts_resources::{Placeholder, PromptArgument, PromptContent, PromptSpec, Role};
 
 use super::uri::percent_encode;
 
@@ -230,20 +230,20 @@ pub fn render(spec: &PromptSpec, values: &[Checked], answers: &Map<String, Value
 }
 
 /// Tells the model that some of what it reads came from the agents (see
-/// [`super::untrusted`]): at the end of the last user text, or as a message of its own.
+/// [`crate::untrusted`]): at the end of the last user text, or as a message of its own.
 pub fn note_agent_data(messages: &mut Vec<Message>) {
     let last_text = messages.iter_mut().rev().find_map(|m| match (&m.role, &mut m.content) {
         (Role::User, Content::Text(text)) => Some(text),
         _ => None,
     });
     match last_text {
-        Some(text) if text.contains(super::untrusted::PROMPT_NOTE) => {}
+        Some(text) if text.contains(crate::untrusted::PROMPT_NOTE) => {}
         Some(text) => {
             text.push('\n');
-            text.push_str(super::untrusted::PROMPT_NOTE);
+            text.push_str(crate::untrusted::PROMPT_NOTE);
         }
         None => {
-            messages.push(Message { role: Role::User, content: Content::Text(super::untrusted::PROMPT_NOTE.into()) })
+            messages.push(Message { role: Role::User, content: Content::Text(crate::untrusted::PROMPT_NOTE.into()) })
         }
     }
 }

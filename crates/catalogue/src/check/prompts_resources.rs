@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
-use toolgate_domain::surface::{
+use toolgate_domain::prompts_resources::{
     BuiltinResource, Placeholder, PromptContent, PromptSpec, ResourceSpec, TemplateSpec, placeholders,
 };
 
@@ -19,7 +19,7 @@ use crate::policy::{self, Decision};
 
 /// The pair and decisions of each prompt, resource and template, in catalogue order.
 #[derive(Clone, Debug, Default)]
-pub struct SurfacePlans {
+pub struct PromptResourcePlans {
     pub prompts: Vec<PairPlan>,
     pub resources: Vec<PairPlan>,
     pub templates: Vec<PairPlan>,
@@ -105,7 +105,7 @@ impl Checker<'_> {
     }
 }
 
-pub fn check(inputs: &Inputs) -> (Vec<Diagnostic>, SurfacePlans) {
+pub fn check(inputs: &Inputs) -> (Vec<Diagnostic>, PromptResourcePlans) {
     let model = &inputs.tools.model;
     let mut c = Checker { inputs, out: Vec::new() };
     c.unique("prompts", "name", model.prompts.iter().map(|p| p.name.as_str()));
@@ -114,7 +114,7 @@ pub fn check(inputs: &Inputs) -> (Vec<Diagnostic>, SurfacePlans) {
     let prompts = model.prompts.iter().enumerate().map(|(i, p)| prompt(&mut c, i, p)).collect();
     let resources = model.resources.iter().enumerate().map(|(i, r)| resource(&mut c, i, r)).collect();
     let templates = model.resource_templates.iter().enumerate().map(|(i, t)| template(&mut c, i, t)).collect();
-    (c.out, SurfacePlans { prompts, resources, templates })
+    (c.out, PromptResourcePlans { prompts, resources, templates })
 }
 
 fn prompt(c: &mut Checker, i: usize, p: &PromptSpec) -> PairPlan {

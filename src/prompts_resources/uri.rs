@@ -1,7 +1,7 @@
 //! URI templates of RFC 6570's level 1 as resources use them: `{name}` stands for one
 //! percent-encoded path segment.
 
-use toolgate_domain::surface::template_variables;
+use toolgate_domain::prompts_resources::template_variables;
 
 /// Everything but RFC 3986's unreserved characters, percent-encoded.
 pub fn percent_encode(value: &str) -> String {
