@@ -128,7 +128,7 @@ async fn create(
             }
         }
     };
-    let answer = run(&state, who, tool, arguments).await?;
+    let answer = run_checked(&state, who, tool, arguments).await?;
     durable_audit(&state, who, tool, format!("token {}; assurance: {assurance}", answer["token_id"])).await;
     Ok(json_response(StatusCode::CREATED, answer.to_string()))
 }
@@ -203,6 +203,11 @@ fn check(state: &AppState, who: &Authenticated, tool: ToolId, arguments: &Value)
 /// Runs the tool's handler as this principal (checked first) and answers its structured result.
 async fn run(state: &AppState, who: &Authenticated, tool: ToolId, arguments: Value) -> Result<Value, ApiError> {
     check(state, who, tool, &arguments)?;
+    run_checked(state, who, tool, arguments).await
+}
+
+/// [`run`] for arguments [`check`] passed already.
+async fn run_checked(state: &AppState, who: &Authenticated, tool: ToolId, arguments: Value) -> Result<Value, ApiError> {
     let roles: Vec<&str> = who.principal.roles.iter().map(String::as_str).collect();
     let ctx = crate::services::ToolContext::builder(state.mcp.services_handle())
         .principal(&who.principal.name, &roles)
