@@ -70,8 +70,20 @@ impl Era {
         matches!(self, Era::Stateless { .. })
     }
 
-    /// Lists carry `ttlMs` and `cacheScope`; headers mirror the body and are checked.
-    pub fn is_stateless(&self) -> bool {
+    /// Results say they are complete (`resultType`) and who answered; lists carry `ttlMs`
+    /// and `cacheScope` (2026-07-28).
+    pub fn describes_results(&self) -> bool {
+        matches!(self, Era::Stateless { .. })
+    }
+
+    /// The method, the tool's name and `x-mcp-header` arguments are mirrored in headers,
+    /// which must agree with the body (2026-07-28).
+    pub fn mirrors_in_headers(&self) -> bool {
+        matches!(self, Era::Stateless { .. })
+    }
+
+    /// The tasks extension exists: a tool that runs only as a task needs it declared.
+    pub fn has_tasks(&self) -> bool {
         matches!(self, Era::Stateless { .. })
     }
 
@@ -82,7 +94,7 @@ impl Era {
 
     /// From 2025-11-25 on, bad arguments are a tool result the model can read (`isError`).
     pub fn arguments_as_tool_result(&self) -> bool {
-        self.is_stateless() || self.version() >= IS_ERROR_FOR_ARGUMENTS_FROM
+        matches!(self, Era::Stateless { .. }) || self.version() >= IS_ERROR_FOR_ARGUMENTS_FROM
     }
 
     /// The HTTP status of a JSON-RPC error with `code`.
@@ -107,7 +119,7 @@ impl Era {
     /// and as `structuredContent` (keys in the order serde_json sorts them).
     pub fn structured_success(&self, id: &Value, server: &McpServer, value: &Value) -> Reply {
         let raw = serde_json::to_string(value).expect("JSON values serialize");
-        if self.is_stateless() {
+        if self.describes_results() {
             let result =
                 json!({"content": [{"type": "text", "text": raw}], "structuredContent": value, "isError": false});
             return self.success(id, server, result);
@@ -132,7 +144,7 @@ impl Era {
 
     /// A result as this era shapes it: 2026-07-28 says it is complete and who answered.
     pub fn success(&self, id: &Value, server: &McpServer, mut result: Value) -> Reply {
-        if self.is_stateless()
+        if self.describes_results()
             && let Some(obj) = result.as_object_mut()
         {
             obj.insert("resultType".into(), json!("complete"));

@@ -81,7 +81,7 @@ pub fn unknown_tool(server: &McpServer, caller: &Caller, name: &str) -> (String,
 
 /// The caching hints 2026-07-28 wants on lists: what a caller sees depends on its tier.
 pub(super) fn with_cache_hints(era: &Era, mut result: Value, ttl_ms: u64) -> Value {
-    if era.is_stateless()
+    if era.describes_results()
         && let Some(obj) = result.as_object_mut()
     {
         obj.insert("ttlMs".into(), json!(ttl_ms));
@@ -110,5 +110,5 @@ pub(super) fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params
         );
     }
     let lists = server.list_for(caller.tier);
-    Reply::shared_result(id, if era.is_stateless() { &lists.stateless } else { &lists.handshake })
+    Reply::shared_result(id, if era.describes_results() { &lists.stateless } else { &lists.handshake })
 }

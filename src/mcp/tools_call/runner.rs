@@ -72,7 +72,7 @@ pub async fn checked(
     if server.gate.refused_by_read_only(meta) {
         return Err(request.denied(server, Denial::ReadOnlyMode { tool: meta.name }));
     }
-    if request.era.is_stateless()
+    if request.era.mirrors_in_headers()
         && let Err(message) =
             headers::check_param_headers(server.gate.schemas().input_schema(meta), headers, &arguments)
     {
@@ -86,7 +86,7 @@ pub async fn checked(
         return Err(outcome);
     }
     let tasks_negotiated = super::super::tasks::negotiated(request.era.client_capabilities());
-    if request.era.is_stateless() && meta.task_support == TaskSupport::Required && !tasks_negotiated {
+    if request.era.has_tasks() && meta.task_support == TaskSupport::Required && !tasks_negotiated {
         let extension = super::super::tasks::EXTENSION;
         let message = format!("{} runs only as a task: declare the {extension} extension", meta.name);
         let data = json!({"requiredCapabilities": super::super::tasks::required_capabilities(),
