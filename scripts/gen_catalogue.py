@@ -63,6 +63,8 @@ server:
   demo_token_tier: operator
   reviewer_permission: Area0:Write
   principal_admin_permission: Area0:Write
+store_fault_retry:
+  default_ms: 5000
 """
 )
 print(out)

@@ -64,3 +64,23 @@ fn the_audit_target_types_offered_are_the_ones_written() {
     let refused = call_as(&s, &s.token, "query_audit_log", json!({"target_type": "Nonsense"})).json();
     assert!(refused.get("error").is_some() || refused["result"]["isError"] == true, "{refused}");
 }
+
+/// The benchmarks build from `scripts/gen_catalogue.py`'s catalogues: one that stopped
+/// checking (a policy.yaml field it does not write) breaks every figure unseen.
+#[test]
+fn the_benchmarks_generated_catalogue_checks_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let made = std::process::Command::new("python3")
+        .args([&format!("{root}/scripts/gen_catalogue.py"), "12", dir.path().to_str().unwrap()])
+        .output()
+        .expect("python3 runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let (tools, policy) = (dir.path().join("tools.yaml"), dir.path().join("policy.yaml"));
+    let checked = std::process::Command::new(common::bin())
+        .args(["check", "--tools", tools.to_str().unwrap(), "--policy", policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).into_owned() + &String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success() && said.contains(" 0 errors"), "{said}");
+}
