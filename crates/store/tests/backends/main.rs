@@ -6,11 +6,11 @@
 //! `matrix!` macro runs it on each backend.
 
 mod approvals;
+mod audit_tags_config;
 mod credentials;
 mod fleet;
+mod fleet_work;
 mod responses;
-mod small;
-mod work;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -10,7 +10,7 @@ use toolgate_domain::fleet::instruction::{StepStatus, TargetStatus};
 use toolgate_domain::fleet::wire::{RunResult, StepResult};
 use toolgate_store::{Repositories, ResponsePage, ResponseQuery, Taken};
 
-use crate::work::{execution, row, succeeded, with_agents};
+use crate::fleet_work::{execution, row, succeeded, with_agents};
 
 crate::matrix!(
     a_cursor_walk_neither_skips_nor_repeats_while_results_arrive,
