@@ -49,7 +49,8 @@ impl Request<'_> {
 
     fn denied_retrying(&self, server: &McpServer, denial: Denial, store_fault_ms: u64) -> Outcome {
         let code = denial_code(&denial);
-        crate::metrics::denial(super::codes::denial_label(code));
+        let (slot, label) = super::codes::denial_label(code);
+        crate::metrics::denial(slot, label);
         if let Denial::ApprovalPending { approval, minted: true } = &denial {
             crate::metrics::approval(crate::metrics::ApprovalEvent::Minted, &approval.tool);
             tracing::info!(approval_id = %approval.id, tool = %approval.tool, submitter = %approval.submitter, "approval ticket minted; waiting for a person");
