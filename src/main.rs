@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, fleet};
+use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, fleet, groups};
 use toolgate::database::StoreArgs;
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
@@ -43,6 +43,13 @@ enum Command {
         store: StoreArgs,
         #[command(subcommand)]
         command: PrincipalCommand,
+    },
+    /// Management groups: who sees which part of the fleet (docs/groups.md).
+    Group {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(subcommand)]
+        command: groups::GroupCommand,
     },
     /// Review human approvals from the server's console.
     Approvals {
@@ -104,11 +111,12 @@ enum TokenCommand {
 
 #[derive(Subcommand)]
 enum PrincipalCommand {
-    /// Add a principal (or replace its roles).
+    /// Add a principal (or replace its fleet-wide roles).
     Add {
         name: String,
-        /// A role from policy.yaml; repeatable.
-        #[arg(long = "role", required = true)]
+        /// A fleet-wide role from policy.yaml; repeatable. None: the principal acts only
+        /// through roles on management groups (`toolgate group assign`).
+        #[arg(long = "role")]
         roles: Vec<String>,
     },
     List,
@@ -249,6 +257,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
+        Command::Group { store, command } => {
+            runtime()?.block_on(async { Ok(print_out(&groups::run(&console::open(&store).await?, command).await?)) })
+        }
         Command::Approvals { store, command } => runtime()?.block_on(async {
             let store = console::open(&store).await?;
             let text = match command {

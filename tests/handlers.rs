@@ -7,6 +7,7 @@ use std::sync::Arc;
 use toolgate::registry::{Tier, ToolId};
 use toolgate::services::{Services, ToolContext};
 use toolgate::tools::dispatch;
+use toolgate_domain::groups::Reach;
 use toolgate_domain::{Clock, ToolError, ToolOutput};
 use toolgate_fleet::{FleetSettings, Hub};
 use toolgate_store::{AuditWriter, SqliteStore};
@@ -32,6 +33,7 @@ async fn enroll(services: &Services) -> String {
 fn ctx(services: &Arc<Services>, tier: &str, roles: &[&str]) -> ToolContext {
     ToolContext::builder(services.clone())
         .principal("alice", roles)
+        .reach(Reach::Fleet)
         .tier(Tier::from_name(tier).map(Tier::rules))
         .build()
 }
@@ -164,6 +166,7 @@ async fn a_store_fault_after_an_execution_started_names_it() {
     let agent = enroll(&services).await;
     let c = ToolContext::builder(services.clone())
         .principal("alice", &["Operator"])
+        .reach(Reach::Fleet)
         .tier(Tier::from_name("operator").map(Tier::rules))
         .progress(ProgressSink::new(|_| {}))
         .build();

@@ -158,9 +158,6 @@ pub async fn principal_add(store: &Repositories, name: &str, roles: &[String]) -
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b)) {
         bail!("principal names are letters, digits and . _ - @ (got `{name}`)");
     }
-    if roles.is_empty() {
-        bail!("give the principal at least one --role");
-    }
     for role in roles {
         if !CATALOGUE.role_names().any(|known| known == role) {
             bail!("no role `{role}` in policy.yaml; {}", toolgate_policy::did_you_mean(role, CATALOGUE.role_names()));
@@ -168,7 +165,11 @@ pub async fn principal_add(store: &Repositories, name: &str, roles: &[String]) -
     }
     let existed = store.credentials.principal(name).await?.is_some();
     store.credentials.put_principal(name, roles, Clock::default().now_secs()).await?;
-    Ok(format!("{} principal `{name}` with roles {}\n", if existed { "updated" } else { "added" }, roles.join(", ")))
+    let roles = match roles {
+        [] => "no fleet-wide role (`toolgate group assign` gives it roles on management groups)".to_string(),
+        _ => format!("roles {}", roles.join(", ")),
+    };
+    Ok(format!("{} principal `{name}` with {roles}\n", if existed { "updated" } else { "added" }))
 }
 
 pub async fn principal_list(store: &Repositories) -> Result<String> {

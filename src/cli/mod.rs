@@ -5,6 +5,7 @@
 pub mod author;
 pub mod console;
 pub mod fleet;
+pub mod groups;
 pub mod serve;
 
 pub use author::CatalogueFiles;

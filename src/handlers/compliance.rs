@@ -5,9 +5,11 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{Value, json};
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, Rule, RuleResult};
+use toolgate_domain::groups::Visible;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
+use super::confined::visible;
 use super::executions::resolve_targets;
 use super::fleet::{next_offset, paging};
 use crate::args;
@@ -33,14 +35,15 @@ fn rule<'a>(rules: &'a [Rule], id: &str) -> Result<&'a Rule, ToolError> {
     })
 }
 
-/// Enrolled, unrevoked agents: those a rule applies to.
-fn active_agents(ctx: &ToolContext) -> Vec<String> {
-    ctx.services().fleet().each(|v| (v.status != AgentStatus::Revoked).then(|| v.agent_id.to_string()))
+/// Enrolled, unrevoked agents the caller may see: those a rule applies to, for it.
+async fn active_agents(ctx: &ToolContext) -> Result<Vec<String>, ToolError> {
+    let visible = visible(ctx).await?;
+    Ok(ctx.services().fleet().each(&visible, |v| (v.status != AgentStatus::Revoked).then(|| v.agent_id.to_string())))
 }
 
 pub async fn list_policies(ctx: &ToolContext, args: args::ListPolicies) -> ToolResult {
     let set = ctx.services().fleet().rules();
-    let results = ctx.services().work().compliance(None).await?;
+    let results = ctx.services().work().compliance(None, ctx.reach()).await?;
     let policies: Vec<Value> = set
         .rules
         .iter()
@@ -65,8 +68,8 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
     let set = ctx.services().fleet().rules();
     let rule = rule(&set.rules, &args.policy_id)?;
     let wanted = args.status.as_deref().and_then(ComplianceStatus::parse);
-    let results = ctx.services().work().compliance(Some(&rule.id)).await?;
-    let active: HashSet<String> = active_agents(ctx).into_iter().collect();
+    let results = ctx.services().work().compliance(Some(&rule.id), ctx.reach()).await?;
+    let active: HashSet<String> = active_agents(ctx).await?.into_iter().collect();
     let results: Vec<_> = results.into_iter().filter(|(agent, _, _)| active.contains(agent)).collect();
     let [compliant, non_compliant, unknown] = tally(results.iter().map(|(_, r, _)| r));
     let (offset, limit) = paging(args.offset, args.limit);
@@ -77,7 +80,7 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
         .skip(offset)
         .take(limit)
         .map(|(agent_id, r, at)| {
-            json!({"agent_id": agent_id, "hostname": fleet.hostname(agent_id), "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
+            json!({"agent_id": agent_id, "hostname": fleet.hostname(&Visible::All, agent_id), "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
         })
         .collect();
     let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());
@@ -94,8 +97,8 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
 pub async fn get_fleet_compliance(ctx: &ToolContext, _args: args::GetFleetCompliance) -> ToolResult {
     let set = ctx.services().fleet().rules();
     let rules: Vec<&Rule> = set.rules.iter().filter(|r| r.enabled).collect();
-    let active: HashSet<String> = active_agents(ctx).into_iter().collect();
-    let results = ctx.services().work().compliance(None).await?;
+    let active: HashSet<String> = active_agents(ctx).await?.into_iter().collect();
+    let results = ctx.services().work().compliance(None, ctx.reach()).await?;
     // Per agent: how many enabled rules it was found compliant with, and whether any failed.
     let mut per_agent: BTreeMap<&str, (usize, bool)> = BTreeMap::new();
     let per_rule: Vec<Value> = rules
@@ -138,7 +141,7 @@ pub async fn evaluate_compliance(ctx: &ToolContext, args: args::EvaluateComplian
         )));
     }
     let targets = match (&args.agent_ids, &args.scope) {
-        (None, None) => active_agents(ctx),
+        (None, None) => active_agents(ctx).await?,
         _ => resolve_targets(ctx, args.agent_ids, args.scope).await?.0,
     };
     let asked = ctx.services().fleet().evaluate_now(&targets);

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
+use toolgate_domain::groups::Visible;
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::ExecutionHeader;
@@ -14,7 +15,8 @@ mod starting;
 
 pub(crate) use starting::resolve_targets;
 use starting::{Run, Started, audit_steps, start, step};
-use super::fleet::{ensure_known, next_offset, paging};
+use super::confined::one_agent;
+use super::fleet::{next_offset, paging};
 use crate::instructions::definition;
 use crate::args;
 use crate::services::ToolContext;
@@ -154,7 +156,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         .map(|t| {
             json!({
                 "agent_id": t.agent_id,
-                "hostname": ctx.services().fleet().hostname(&t.agent_id),
+                "hostname": ctx.services().fleet().hostname(&Visible::All, &t.agent_id),
                 "status": t.status.as_str(),
                 "error": t.error,
                 "updated_at_ms": t.updated_at_ms,
@@ -244,7 +246,7 @@ pub async fn cancel_execution(ctx: &ToolContext, args: args::CancelExecution) ->
 pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -> ToolResult {
     let header = header(ctx, &args.bundle_id).await?;
     if let Some(agent_id) = &args.agent_id {
-        ensure_known(ctx, agent_id)?;
+        one_agent(ctx, agent_id).await?;
     }
     let work = &ctx.services().work();
     let targets = work.targets(&args.bundle_id).await?;

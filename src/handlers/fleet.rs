@@ -6,36 +6,14 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_fleet::{AgentView, TagIndex};
-use toolgate_policy::closest;
+use toolgate_fleet::{AgentView, Labels};
 
+use super::confined::{one_agent, tag_index, visible};
 use crate::args;
 use crate::services::ToolContext;
 
 /// Page sizes default to this when the caller gives none.
 pub(crate) const DEFAULT_LIMIT: i64 = 100;
-
-/// An error for an agent id the fleet does not know, naming the closest ids.
-pub(crate) fn ensure_known(ctx: &ToolContext, agent_id: &str) -> Result<(), ToolError> {
-    let fleet = ctx.services().fleet();
-    if fleet.knows(agent_id) {
-        return Ok(());
-    }
-    let ids = fleet.agent_ids();
-    let close = closest(agent_id, ids.iter().map(String::as_str));
-    // With thousands of agents the full list is no help: name the close ones, or count them.
-    let hint = match (ids.len(), close.as_slice()) {
-        (0, _) => "no agent has enrolled yet (toolgate enroll-token create, then toolgate agent run on the endpoint)".into(),
-        (_, []) => format!("no enrolled agent's id is close to it ({} enrolled)", ids.len()),
-        (_, [one]) => format!("did you mean `{one}`?"),
-        (_, many) => format!("did you mean one of {}?", many.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")),
-    };
-    Err(ToolError::NotFound(format!("no agent `{agent_id}`: {hint}; list_agents lists them")))
-}
-
-pub(crate) async fn tag_index(ctx: &ToolContext) -> Result<TagIndex, ToolError> {
-    Ok(TagIndex::new(ctx.services().fleet().store().all_tags().await?))
-}
 
 pub(crate) fn hostname(view: &AgentView<'_>) -> Option<String> {
     view.facts().map(|f| f.hostname.clone())
@@ -77,7 +55,9 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
         Some((k, v)) => (k.to_string(), Some(v.to_string())),
         None => (t.to_string(), None),
     });
-    let tags = if tag.is_some() { tag_index(ctx).await? } else { TagIndex::default() };
+    let visible = visible(ctx).await?;
+    let tags = if tag.is_some() { tag_index(ctx, &visible).await? } else { Default::default() };
+    let labels = Labels { tags, ..Default::default() };
     let os = args.os.as_deref().map(str::to_lowercase);
     let (offset, limit) = paging(args.offset, args.limit);
     let keep = |view: &AgentView<'_>| {
@@ -92,7 +72,7 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
             })
     };
     let mut total = 0usize;
-    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+    let agents = ctx.services().fleet().each_labelled(&visible, &labels, |view| {
         if !keep(view) {
             return None;
         }
@@ -104,9 +84,9 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
 }
 
 pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -> ToolResult {
-    ensure_known(ctx, &args.agent_id)?;
+    let visible = one_agent(ctx, &args.agent_id).await?;
     let fleet = ctx.services().fleet();
-    let Some(agent) = fleet.summary(&args.agent_id) else {
+    let Some(agent) = fleet.summary(&visible, &args.agent_id) else {
         return Err(ToolError::NotFound(format!("agent `{}` is gone; list_agents lists them", args.agent_id)));
     };
     let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
@@ -126,8 +106,9 @@ pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -
 }
 
 pub async fn search_agents_by_tag(ctx: &ToolContext, args: args::SearchAgentsByTag) -> ToolResult {
-    let tags = tag_index(ctx).await?;
-    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+    let visible = visible(ctx).await?;
+    let labels = Labels { tags: tag_index(ctx, &visible).await?, ..Default::default() };
+    let agents = ctx.services().fleet().each_labelled(&visible, &labels, |view| {
         let value = view.tags().iter().find(|(k, _)| *k == args.key).map(|(_, v)| v.clone())?;
         args.value.as_ref().is_none_or(|wanted| *wanted == value).then(|| {
             json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status, "value": value})
@@ -144,7 +125,8 @@ pub async fn get_fleet_posture_fast(ctx: &ToolContext, args: args::GetFleetPostu
     let stale_before = now - stale_after_minutes * 60_000;
     let (mut counts, mut stale) = ([0usize; 3], 0usize);
     let mut by_os: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    fleet.each(|view| {
+    // Counts cover only the agents the caller may see.
+    fleet.each(&visible(ctx).await?, |view| {
         counts[AgentStatus::ALL.iter().position(|s| *s == view.status).unwrap_or(1)] += 1;
         if view.status == AgentStatus::Revoked {
             return None::<()>;

@@ -4,11 +4,13 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::inventory::{self, TABLES, Table};
+use toolgate_domain::groups::Visible;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::query::{self, Condition, Filter};
-use toolgate_store::{RowFilter, RowPage};
+use toolgate_store::{RowFilter, RowPage, RowSource};
 
-use super::fleet::{ensure_known, hostname, next_offset, paging};
+use super::confined::one_agent;
+use super::fleet::{hostname, next_offset, paging};
 use super::scopes::chosen_agents;
 use crate::args;
 use crate::services::ToolContext;
@@ -29,7 +31,8 @@ fn checked<'a>(
 }
 
 pub async fn list_inventory_tables(ctx: &ToolContext, _args: args::ListInventoryTables) -> ToolResult {
-    let coverage = ctx.services().fleet().store().inventory_coverage().await?;
+    // Counts of the agents the caller may see only.
+    let coverage = ctx.services().fleet().store().inventory_coverage(ctx.reach()).await?;
     let tables: Vec<Value> = TABLES
         .iter()
         .map(|t| {
@@ -43,7 +46,7 @@ pub async fn list_inventory_tables(ctx: &ToolContext, _args: args::ListInventory
 }
 
 pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventory) -> ToolResult {
-    ensure_known(ctx, &args.agent_id)?;
+    one_agent(ctx, &args.agent_id).await?;
     let table = table(&args.table)?;
     let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
     let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
@@ -58,7 +61,8 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     let (offset, limit) = paging(args.offset, args.limit);
     let (in_store, rest) = query::split_for_store(conditions);
     let filter = (!rest.is_empty()).then(|| RowFilter::new(move |_: &str, row| query::matches(&rest, row)));
-    let page = within_budget(store.inventory_rows(table.name, Some(&args.agent_id), &in_store, filter, offset, limit).await?)?;
+    let source = RowSource { table: table.name.into(), agent_id: Some(args.agent_id.clone()), reach: ctx.reach().clone() };
+    let page = within_budget(store.inventory_rows(&source, &in_store, filter, offset, limit).await?)?;
     let rows: Vec<Map<String, Value>> = page.rows.into_iter().map(|(_, row)| query::project(row, &columns)).collect();
     let next = next_offset(offset, rows.len(), page.more);
     Ok(ToolOutput::Structured(json!({
@@ -101,12 +105,14 @@ async fn fleet_rows(
         })
     });
     let fleet = ctx.services().fleet();
-    let page = within_budget(fleet.store().inventory_rows(table.name, one_agent, &in_store, filter, offset, limit).await?)?;
+    // Confined in the store's query, before the page is cut.
+    let source = RowSource { table: table.name.into(), agent_id: one_agent.map(str::to_string), reach: ctx.reach().clone() };
+    let page = within_budget(fleet.store().inventory_rows(&source, &in_store, filter, offset, limit).await?)?;
     // Host names of the page's agents only (at most a page of lookups, not a walk of the fleet).
     let mut hostnames: HashMap<String, Option<String>> = HashMap::new();
     for (agent, _) in &page.rows {
         if !hostnames.contains_key(agent) {
-            hostnames.insert(agent.clone(), fleet.with_agent(agent, hostname).flatten());
+            hostnames.insert(agent.clone(), fleet.with_agent(&Visible::All, agent, hostname).flatten());
         }
     }
     let next = next_offset(offset, page.rows.len(), page.more);
@@ -145,7 +151,7 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
 
 pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
     if let Some(agent_id) = &args.agent_id {
-        ensure_known(ctx, agent_id)?;
+        super::confined::one_agent(ctx, agent_id).await?;
     }
     let table = table("installed_software")?;
     let mut wanted: Vec<(&str, &str, Value)> = Vec::new();

@@ -3,5 +3,7 @@
 //! the modules here that the catalogue uses (so another catalogue builds without them).
 
 pub mod builtin;
+/// The caller's part of the fleet: every handler that reads agents goes through it.
+pub(crate) mod confined;
 
 include!(concat!(env!("OUT_DIR"), "/handler_modules.rs"));

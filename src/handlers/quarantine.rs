@@ -4,7 +4,7 @@
 use serde_json::json;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
-use super::fleet::ensure_known;
+use super::confined::one_agent;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -19,13 +19,13 @@ pub(crate) fn quarantine_state(wanted: bool, reported: Option<bool>) -> &'static
 }
 
 async fn set(ctx: &ToolContext, agent_id: &str, wanted: bool, reason: Option<String>) -> ToolResult {
-    ensure_known(ctx, agent_id)?;
+    let visible = one_agent(ctx, agent_id).await?;
     let fleet = ctx.services().fleet();
-    if fleet.with_agent(agent_id, |v| v.summary().revoked_at_ms.is_some()).unwrap_or(false) {
+    if fleet.with_agent(&visible, agent_id, |v| v.summary().revoked_at_ms.is_some()).unwrap_or(false) {
         return Err(ToolError::InvalidArguments(format!("agent `{agent_id}` was revoked: it cannot connect to be told")));
     }
     fleet.set_quarantine(agent_id, wanted, reason).await?;
-    let told_now = fleet.with_agent(agent_id, |v| v.status == toolgate_domain::fleet::AgentStatus::Online).unwrap_or(false);
+    let told_now = fleet.with_agent(&visible, agent_id, |v| v.status == toolgate_domain::fleet::AgentStatus::Online).unwrap_or(false);
     let (_, reported, _) = fleet.quarantine_of(agent_id).unwrap_or_default();
     Ok(ToolOutput::Structured(json!({
         "agent_id": agent_id,

@@ -2,6 +2,7 @@
 //! declared ones; a wrong one is an error naming the closest.
 
 use serde_json::{Map, Value, json};
+use toolgate_domain::groups::Visible;
 use toolgate_domain::fleet::compare::ValueKind;
 use toolgate_domain::fleet::instruction::{Definition, ResultColumn, TargetStatus};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
@@ -9,7 +10,8 @@ use toolgate_policy::did_you_mean;
 use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
 
 use super::executions::header;
-use super::fleet::{ensure_known, paging};
+use super::confined::one_agent;
+use super::fleet::paging;
 use crate::instructions::{definition, instructions};
 use crate::args;
 use crate::services::ToolContext;
@@ -72,7 +74,7 @@ fn conditions(
 pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> ToolResult {
     let (step, definition, columns, finished) = step_definition(ctx, &args.execution_id, args.step).await?;
     if let Some(agent_id) = &args.agent_id {
-        ensure_known(ctx, agent_id)?;
+        one_agent(ctx, agent_id).await?;
     }
     let status = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
     let after = match &args.cursor {
@@ -95,7 +97,7 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
     let rows: Vec<Value> = page
         .rows
         .into_iter()
-        .map(|r| json!({"agent_id": r.agent_id, "hostname": fleet.hostname(&r.agent_id), "values": r.values}))
+        .map(|r| json!({"agent_id": r.agent_id, "hostname": fleet.hostname(&Visible::All, &r.agent_id), "values": r.values}))
         .collect();
     // Where the next page starts: after this one while rows may follow (the limit cut it, or
     // agents are still answering); none once the execution is finished and all was read.

@@ -8,13 +8,14 @@ use toolgate_domain::fleet::scope::{self, ATTRIBUTES, MAX_EXPRESSION_CHARS, Scop
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::TagIndex;
 
-use super::fleet::{hostname, tag_index};
+use super::confined::{labels, visible};
+use super::fleet::hostname;
 use crate::args;
 use crate::services::ToolContext;
 
 const GRAMMAR: &str = "expression := term { or term }; term := factor { and factor }; \
 factor := not factor | ( expression ) | condition; condition := field op value | field in ( value, ... ) | field exists; \
-field := attribute | tag:KEY; op := = | != | ~ (glob) | < | <= | > | >=; keywords are case-insensitive";
+field := attribute | tag:KEY (group: a management group's id or name); op := = | != | ~ (glob) | < | <= | > | >=; keywords are case-insensitive";
 
 const EXAMPLES: &[&str] = &[
     r#"os.name = "Debian GNU/Linux" and tag:env in ("prod", "staging")"#,
@@ -34,20 +35,22 @@ fn refused(expression: &str, e: &scope::ScopeError) -> ToolError {
     ToolError::InvalidArguments(format!("scope `{shown}`: {e} (validate_scope explains; discover_scope_kinds lists the attributes)"))
 }
 
-/// The ids of the agents a scope chooses; an invalid scope is the caller's error.
+/// The ids of the agents a scope chooses among those the caller may act on (a scope never
+/// widens past them); an invalid scope is the caller's error.
 pub(crate) async fn chosen_agents(ctx: &ToolContext, expression: &str) -> Result<HashSet<String>, ToolError> {
-    let tags = tag_index(ctx).await?;
-    let scope = parsed(expression, &tags).map_err(|e| refused(expression, &e))?;
+    let visible = visible(ctx).await?;
+    let labels = labels(ctx, &visible).await?;
+    let scope = parsed(expression, &labels.tags).map_err(|e| refused(expression, &e))?;
     Ok(ctx
         .services()
         .fleet()
-        .each_with_tags(&tags, |view| scope.matches(view).then(|| view.agent_id.to_string()))
+        .each_labelled(&visible, &labels, |view| scope.matches(view).then(|| view.agent_id.to_string()))
         .into_iter()
         .collect())
 }
 
 pub async fn validate_scope(ctx: &ToolContext, args: args::ValidateScope) -> ToolResult {
-    let tags = tag_index(ctx).await?;
+    let tags = labels(ctx, &visible(ctx).await?).await?.tags;
     Ok(ToolOutput::Structured(match parsed(&args.expression, &tags) {
         Ok(scope) => json!({"valid": true, "canonical": scope.canonical(), "tree": scope, "error": null}),
         Err(e) => json!({"valid": false, "canonical": null, "tree": null, "error": e}),
@@ -55,11 +58,12 @@ pub async fn validate_scope(ctx: &ToolContext, args: args::ValidateScope) -> Too
 }
 
 pub async fn preview_scope_targets(ctx: &ToolContext, args: args::PreviewScopeTargets) -> ToolResult {
-    let tags = tag_index(ctx).await?;
-    let scope = parsed(&args.expression, &tags).map_err(|e| refused(&args.expression, &e))?;
+    let visible = visible(ctx).await?;
+    let labels = labels(ctx, &visible).await?;
+    let scope = parsed(&args.expression, &labels.tags).map_err(|e| refused(&args.expression, &e))?;
     let limit = args.limit.unwrap_or(20).clamp(1, 1000) as usize;
     let (mut count, mut online) = (0usize, 0usize);
-    let agents = ctx.services().fleet().each_with_tags(&tags, |view| {
+    let agents = ctx.services().fleet().each_labelled(&visible, &labels, |view| {
         if !scope.matches(view) {
             return None;
         }
@@ -71,7 +75,7 @@ pub async fn preview_scope_targets(ctx: &ToolContext, args: args::PreviewScopeTa
 }
 
 pub async fn discover_scope_kinds(ctx: &ToolContext, _args: args::DiscoverScopeKinds) -> ToolResult {
-    let tags = tag_index(ctx).await?;
+    let tags = labels(ctx, &visible(ctx).await?).await?.tags;
     let attributes: Vec<Value> = ATTRIBUTES
         .iter()
         .map(|a| json!({"name": a.name, "kind": a.kind, "description": a.description, "operators": a.kind.operators()}))

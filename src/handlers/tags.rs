@@ -1,21 +1,45 @@
-//! Tags on agents: only on agents the fleet knows (an unknown id names the closest ones).
+//! Tags on agents: only on agents the caller may see (an unknown id names the closest ones).
 
 use serde_json::json;
+use toolgate_domain::fleet::scope::parse;
 use toolgate_domain::records::Change;
-use toolgate_domain::{ToolOutput, ToolResult};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
-use super::fleet::ensure_known;
+use super::confined::one_agent;
 use crate::args;
 use crate::services::ToolContext;
 
+/// A tag some group's rule reads decides membership: only a fleet-wide Tag grant may write
+/// or delete it, so that a team cannot move an agent into or out of another team's group.
+async fn ensure_may_change(ctx: &ToolContext, key: &str) -> Result<(), ToolError> {
+    if ctx.reach().is_fleet() {
+        return Ok(());
+    }
+    let groups = ctx.services().groups().management_groups().await?;
+    let reading = groups.iter().find(|g| {
+        g.rule.as_deref().and_then(|r| parse(r).ok()).is_some_and(|rule| rule.tag_keys().iter().any(|(k, _)| *k == key))
+    });
+    match reading {
+        None => Ok(()),
+        Some(group) => Err(ToolError::Refused {
+            message: format!(
+                "`{key}` is a membership tag (the rule of management group `{}` reads it): your Tag grant covers only your groups' agents",
+                group.name
+            ),
+            remediation: "ask someone with a fleet-wide Tag grant to change it, or use a tag no group rule reads".into(),
+        }),
+    }
+}
+
 pub async fn get_tags(ctx: &ToolContext, args: args::GetTags) -> ToolResult {
-    ensure_known(ctx, &args.agent_id)?;
+    one_agent(ctx, &args.agent_id).await?;
     let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
     Ok(ToolOutput::Structured(json!({ "agent_id": args.agent_id, "tags": tags })))
 }
 
 pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {
-    ensure_known(ctx, &args.agent_id)?;
+    one_agent(ctx, &args.agent_id).await?;
+    ensure_may_change(ctx, &args.key).await?;
     let change = Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name };
     let previous = ctx.services().tags().set_agent_tag(&args.agent_id, &args.key, &args.value, change).await?;
     Ok(ToolOutput::Structured(json!({
@@ -29,7 +53,8 @@ pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {
 /// Deleting a tag that is already absent is the state the caller asked for: success with
 /// `changed: false` (a retry after a lost answer must not fail).
 pub async fn delete_tag(ctx: &ToolContext, args: args::DeleteTag) -> ToolResult {
-    ensure_known(ctx, &args.agent_id)?;
+    one_agent(ctx, &args.agent_id).await?;
+    ensure_may_change(ctx, &args.key).await?;
     let deleted = ctx.services().tags().delete_agent_tag(&args.agent_id, &args.key).await?;
     Ok(ToolOutput::Structured(json!({
         "agent_id": args.agent_id,

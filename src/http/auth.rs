@@ -8,9 +8,9 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use toolgate_domain::Caller;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
-use toolgate_domain::{Caller, Principal};
 
 use super::admission::Connection;
 use super::auth_failures::Noted;
@@ -96,7 +96,7 @@ type McpIdentity = Result<Arc<Caller>, String>;
 fn mcp_identity(state: &AppState, token: &TokenRecord, principal: &PrincipalRecord) -> McpIdentity {
     let Some(tier_name) = &token.tier else { return Err(token.id.clone()) };
     Ok(Arc::new(Caller {
-        principal: Principal { name: principal.name.clone(), roles: principal.roles.clone() },
+        principal: principal.principal(),
         token_id: token.id.clone(),
         tier: state.services.catalogue().tier(tier_name),
         tier_name: tier_name.clone(),

@@ -67,7 +67,7 @@ async fn scrape(state: &AppState) -> Response {
         call_streams,
         channels,
         agents_connected: fleet.connected(),
-        agents_enrolled: fleet.agent_ids().len(),
+        agents_enrolled: fleet.enrolled(),
         audit_queue: services.audit().queued(),
         store,
     };

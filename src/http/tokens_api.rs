@@ -23,6 +23,7 @@ use axum::routing::{delete, get};
 use serde_json::{Value, json};
 use toolgate_domain::approvals::REST_SURFACE;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::groups::Reach;
 use toolgate_domain::{Denial, ToolError, ToolOutput};
 use toolgate_policy::Decision;
 
@@ -107,7 +108,7 @@ async fn create(
     })?;
     let approval_id = arguments.as_object_mut().and_then(|o| o.remove(toolgate_policy::APPROVAL_ID));
     let tool = twin(CREATE)?;
-    check(&state, &who.0, tool, &arguments)?;
+    let reach = check(&state, &who.0, tool, &arguments)?;
     let tier = arguments["mcp_tier"].as_str().and_then(|t| CATALOGUE.tier(t));
     let gated = CATALOGUE.decision(tool.meta(), tier) == Decision::ApprovalRequired;
     let who = &who.0;
@@ -128,7 +129,7 @@ async fn create(
             }
         }
     };
-    let answer = run_checked(&state, who, tool, arguments).await?;
+    let answer = run_checked(&state, who, tool, arguments, reach).await?;
     durable_audit(&state, who, tool, format!("token {}; assurance: {assurance}", answer["token_id"])).await;
     Ok(json_response(StatusCode::CREATED, answer.to_string()))
 }
@@ -181,18 +182,18 @@ async fn approved(
     }
 }
 
-/// The tool's RBAC pair for this principal, then its input schema.
-fn check(state: &AppState, who: &Authenticated, tool: ToolId, arguments: &Value) -> Result<(), ApiError> {
+/// The tool's RBAC pair for this principal (what its grant covers), then its input schema.
+fn check(state: &AppState, who: &Authenticated, tool: ToolId, arguments: &Value) -> Result<Reach, ApiError> {
     let meta = tool.meta();
-    if !toolgate_policy::permits(CATALOGUE.roles, &who.principal.roles, meta.securable, meta.operation) {
+    let Some(reach) = CATALOGUE.reach(&who.principal.principal(), meta.securable, meta.operation) else {
         audit(state, who, tool, AuditOutcome::Denied, format!("roles do not grant {}", meta.pair()));
         return Err(ApiError::forbidden(
             "forbidden",
             format!("this principal's roles do not grant {} (the pair of {})", meta.pair(), meta.name),
         ));
-    }
+    };
     match state.mcp.check_arguments(meta, arguments) {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(reach),
         Err(Denial::InvalidArguments(invalid)) => {
             Err(ApiError::bad_request("invalid_arguments", format!("{}; {}", invalid.message(), invalid.remediation())))
         }
@@ -202,15 +203,22 @@ fn check(state: &AppState, who: &Authenticated, tool: ToolId, arguments: &Value)
 
 /// Runs the tool's handler as this principal (checked first) and answers its structured result.
 async fn run(state: &AppState, who: &Authenticated, tool: ToolId, arguments: Value) -> Result<Value, ApiError> {
-    check(state, who, tool, &arguments)?;
-    run_checked(state, who, tool, arguments).await
+    let reach = check(state, who, tool, &arguments)?;
+    run_checked(state, who, tool, arguments, reach).await
 }
 
-/// [`run`] for arguments [`check`] passed already.
-async fn run_checked(state: &AppState, who: &Authenticated, tool: ToolId, arguments: Value) -> Result<Value, ApiError> {
+/// [`run`] for arguments [`check`] passed already (and the reach it found).
+async fn run_checked(
+    state: &AppState,
+    who: &Authenticated,
+    tool: ToolId,
+    arguments: Value,
+    reach: Reach,
+) -> Result<Value, ApiError> {
     let roles: Vec<&str> = who.principal.roles.iter().map(String::as_str).collect();
     let ctx = crate::services::ToolContext::builder(state.mcp.services_handle())
         .principal(&who.principal.name, &roles)
+        .reach(reach)
         .token_id(&who.token.id)
         .correlation_id(state.mcp.correlation_id())
         .build();

@@ -95,9 +95,7 @@ async fn offered(
     context: &Value,
 ) -> Result<Vec<String>, toolgate_domain::StoreError> {
     let services = server.services();
-    if !values::may_see(services, &server.gate, caller, source) {
-        return Ok(Vec::new());
-    }
+    let Some(reach) = values::reach_of(services, &server.gate, caller, source) else { return Ok(Vec::new()) };
     let given = |key: &str| context.get(key).and_then(Value::as_str).map(str::to_string);
-    values::all(services, caller, source, &given).await
+    values::all(services, caller, &reach, source, &given).await
 }

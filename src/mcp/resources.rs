@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
+use toolgate_domain::groups::Reach;
 use toolgate_domain::prompts_resources::{BuiltinResource, TemplateSpec};
 use toolgate_domain::redact::truncated;
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
@@ -69,11 +70,9 @@ async fn instances(
     let spec = &template.spec;
     let Some(source) = spec.list else { return Ok(Vec::new()) };
     let services = server.services();
-    if !values::may_see(services, &server.gate, caller, source) {
-        return Ok(Vec::new());
-    }
+    let Some(reach) = values::reach_of(services, &server.gate, caller, source) else { return Ok(Vec::new()) };
     let variable = spec.variables().first().map(|v| v.to_string()).unwrap_or_default();
-    let all = values::all(services, caller, source, &|_| None).await?;
+    let all = values::all(services, caller, &reach, source, &|_| None).await?;
     Ok(all
         .into_iter()
         .map(|value| {
@@ -136,13 +135,13 @@ pub(super) async fn read_contents(
     match server.prompts_resources.locate(target) {
         None => Err(not_found(request, target, "")),
         Some(Located::Fixed(resource)) => {
-            gate(server, caller, request, resource.meta)?;
+            let reach = gate(server, caller, request, resource.meta)?;
             let spec = &resource.spec;
             Ok(match (&spec.text, &spec.blob, spec.builtin) {
                 (Some(text), _, _) => contents(&spec.mime_type, "text", json!(text)),
                 (_, Some(blob), _) => contents(&spec.mime_type, "blob", json!(blob)),
                 (_, _, Some(BuiltinResource::ServerHealth)) => {
-                    let health = builtin::server_health(server.services(), server.sessions.count()).await;
+                    let health = builtin::server_health(server.services(), server.sessions.count(), &reach).await;
                     contents(&spec.mime_type, "text", json!(health.to_string()))
                 }
                 (_, _, Some(BuiltinResource::PolicyMatrix)) => {
@@ -193,7 +192,7 @@ fn gate(
     caller: &Caller,
     request: &Request<'_>,
     meta: &'static toolgate_domain::catalogue::PromptResourceMeta,
-) -> Result<(), Outcome> {
+) -> Result<Reach, Outcome> {
     server.gate.authorize_prompt_resource(caller, meta).map_err(|denial| request.denied(server, denial))
 }
 
@@ -218,6 +217,7 @@ async fn through_tool(
     };
     let ctx = ToolContext::builder(server.services.clone())
         .caller(caller.clone())
+        .reach(passed.reach)
         .correlation_id(request.correlation_id.clone())
         .cancellation(server.call_cancellation())
         .build();

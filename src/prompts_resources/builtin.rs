@@ -4,29 +4,37 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
+use toolgate_domain::groups::Reach;
 use toolgate_policy::Decision;
 
 use crate::services::Services;
 
-/// The server as an operator's dashboard would show it, read now.
-pub async fn server_health(services: &Services, sessions: usize) -> Value {
+/// The server as an operator's dashboard would show it, read now. Its counts (agents,
+/// approvals, executions, sessions) are the whole server's: a reader whose grant reaches only
+/// some groups gets `null` for each, never another team's numbers.
+pub async fn server_health(services: &Services, sessions: usize, reach: &Reach) -> Value {
     let now = services.clock().now_ms();
     let store = match services.repositories().health.check_ready(now).await {
         Ok(()) => json!({"ready": true}),
         Err(e) => json!({"ready": false, "error": e.to_string()}),
     };
-    let gauges = services.repositories().health.gauges(services.clock().now_secs()).await.ok();
+    let fleet_wide = reach.is_fleet();
+    let gauges = match fleet_wide {
+        true => services.repositories().health.gauges(services.clock().now_secs()).await.ok(),
+        false => None,
+    };
     let pending = gauges.map(|g| g.approvals_pending);
     let fleet = services.fleet();
+    let agents = fleet_wide.then(|| json!({"enrolled": fleet.enrolled(), "connected": fleet.connected()}));
     json!({
         "status": if store["ready"] == true { "ok" } else { "degraded" },
         "version": env!("CARGO_PKG_VERSION"),
         "checked_at_ms": now,
         "store": store,
-        "agents": {"enrolled": fleet.agent_ids().len(), "connected": fleet.connected()},
+        "agents": agents,
         "approvals_pending": pending,
         "executions_in_flight": gauges.map(|g| g.executions_in_flight),
-        "mcp_sessions": sessions,
+        "mcp_sessions": fleet_wide.then_some(sessions),
         "catalogue": {"tools": services.catalogue().tools.len(), "prompts": services.catalogue().prompts.len()},
     })
 }

@@ -3,6 +3,7 @@
 //! a source's values only when it may call the tool that lists them.
 
 use std::collections::BTreeSet;
+use toolgate_domain::groups::Reach;
 
 use toolgate_domain::Caller;
 use toolgate_domain::StoreError;
@@ -13,14 +14,17 @@ use crate::services::Services;
 /// How many execution ids a source offers (the newest).
 const RECENT_EXECUTIONS: usize = 200;
 
-/// Whether `caller` may see `source`'s values: its tier and roles allow the listing tool.
-pub fn may_see(services: &Services, gate: &toolgate_gate::Gate, caller: &Caller, source: CompletionSource) -> bool {
+/// What of `source`'s values `caller` may see: none unless its tier and roles allow the
+/// listing tool, and then those of the agents that tool's grant covers.
+pub fn reach_of(
+    services: &Services,
+    gate: &toolgate_gate::Gate,
+    caller: &Caller,
+    source: CompletionSource,
+) -> Option<Reach> {
     let catalogue = services.catalogue();
-    catalogue
-        .tools
-        .iter()
-        .find(|t| t.name == source.listing_tool())
-        .is_some_and(|tool| gate.authorize(caller, tool).is_ok())
+    let tool = catalogue.tools.iter().find(|t| t.name == source.listing_tool())?;
+    gate.authorize(caller, tool).ok().map(|authorized| authorized.reach)
 }
 
 /// Every value of `source`, sorted and without repeats. `context`: the values of the other
@@ -28,20 +32,28 @@ pub fn may_see(services: &Services, gate: &toolgate_gate::Gate, caller: &Caller,
 pub async fn all(
     services: &Services,
     caller: &Caller,
+    reach: &Reach,
     source: CompletionSource,
     context: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Vec<String>, StoreError> {
+    // Agents, and the tags on them, only as far as the caller's grant reaches.
+    let visible_tags = || async {
+        let visible = services.groups().visible(reach).await?;
+        let mut tags = services.fleet().store().all_tags().await?;
+        tags.retain(|(agent, _, _)| visible.contains(agent));
+        Ok::<_, StoreError>(tags)
+    };
     let values: BTreeSet<String> = match source {
-        CompletionSource::AgentIds => services.fleet().agent_ids().into_iter().collect(),
+        CompletionSource::AgentIds => {
+            services.fleet().agent_ids(&services.groups().visible(reach).await?).into_iter().collect()
+        }
         CompletionSource::DefinitionNames => {
             crate::registry::INSTRUCTIONS.definitions.iter().map(|d| d.name.clone()).collect()
         }
-        CompletionSource::TagKeys => {
-            services.fleet().store().all_tags().await?.into_iter().map(|(_, k, _)| k).collect()
-        }
+        CompletionSource::TagKeys => visible_tags().await?.into_iter().map(|(_, k, _)| k).collect(),
         CompletionSource::TagValues => {
             let key = context("key").or_else(|| context("tag_key"));
-            let tags = services.fleet().store().all_tags().await?;
+            let tags = visible_tags().await?;
             tags.into_iter().filter(|(_, k, _)| key.as_ref().is_none_or(|want| want == k)).map(|(_, _, v)| v).collect()
         }
         CompletionSource::PolicyIds => services.fleet().rules().rules.iter().map(|r| r.id.clone()).collect(),
@@ -55,8 +67,9 @@ pub async fn all(
                 .collect()
         }
         CompletionSource::ExecutionIds => {
+            // The caller's own: another principal's execution ids are not offered.
             let page = services.repositories().work.executions(None, 0, RECENT_EXECUTIONS).await?;
-            page.into_iter().map(|e| e.execution_id).collect()
+            page.into_iter().filter(|e| e.requested_by == caller.principal.name).map(|e| e.execution_id).collect()
         }
     };
     Ok(values.into_iter().collect())

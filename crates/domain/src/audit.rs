@@ -48,11 +48,13 @@ pub enum TargetType {
     ClientAddress,
     /// A principal's name (console and CLI account actions).
     Principal,
+    /// A management group's id (its creation, changes, members and roles).
+    ManagementGroup,
 }
 
 impl TargetType {
     /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
-    pub const ALL: [TargetType; 8] = [
+    pub const ALL: [TargetType; 9] = [
         TargetType::McpSession,
         TargetType::McpRequest,
         TargetType::ToolArguments,
@@ -61,6 +63,7 @@ impl TargetType {
         TargetType::ApprovalTicket,
         TargetType::ClientAddress,
         TargetType::Principal,
+        TargetType::ManagementGroup,
     ];
 
     pub fn label(self) -> &'static str {
@@ -73,6 +76,7 @@ impl TargetType {
             TargetType::ApprovalTicket => "ApprovalTicket",
             TargetType::ClientAddress => "ClientAddress",
             TargetType::Principal => "Principal",
+            TargetType::ManagementGroup => "ManagementGroup",
         }
     }
 }

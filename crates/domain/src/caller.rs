@@ -6,7 +6,10 @@ use toolgate_policy::TierRules;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
     pub name: String,
+    /// Fleet-wide roles.
     pub roles: Vec<String>,
+    /// Roles on management groups (policy.yaml roles, over those groups' agents only).
+    pub group_roles: Vec<crate::groups::GroupRole>,
 }
 
 /// An authenticated MCP caller.

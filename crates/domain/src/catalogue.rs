@@ -152,6 +152,34 @@ impl Catalogue {
         toolgate_policy::permits(self.roles, roles, securable, operation)
     }
 
+    /// RBAC with groups: which agents `principal` may use `securable:operation` on. The whole
+    /// fleet through a fleet-wide role (or a role on the root); the groups whose roles grant
+    /// it; `None` when nothing does.
+    pub fn reach(
+        &self,
+        principal: &crate::Principal,
+        securable: &str,
+        operation: &str,
+    ) -> Option<crate::groups::Reach> {
+        use crate::groups::{ROOT_GROUP, Reach};
+        if self.permits(&principal.roles, securable, operation) {
+            return Some(Reach::Fleet);
+        }
+        let mut groups: Vec<String> = principal
+            .group_roles
+            .iter()
+            .filter(|held| self.permits(std::slice::from_ref(&held.role), securable, operation))
+            .map(|held| held.group_id.clone())
+            .collect();
+        groups.sort();
+        groups.dedup();
+        match groups.as_slice() {
+            [] => None,
+            _ if groups.iter().any(|g| g == ROOT_GROUP) => Some(Reach::Fleet),
+            _ => Some(Reach::Groups(groups.into())),
+        }
+    }
+
     /// `securable:operation` names what policy.yaml declares; else what is wrong, with the
     /// closest declared names.
     pub fn check_pair(&self, securable: &str, operation: &str) -> Result<(), String> {

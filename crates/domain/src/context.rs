@@ -93,6 +93,7 @@ pub struct ToolContext<S> {
     client: crate::ClientRequests,
     task: crate::TaskStarter,
     cancellation: CancellationToken,
+    reach: crate::groups::Reach,
 }
 
 impl<S> Clone for ToolContext<S> {
@@ -106,6 +107,7 @@ impl<S> Clone for ToolContext<S> {
             client: self.client.clone(),
             task: self.task.clone(),
             cancellation: self.cancellation.clone(),
+            reach: self.reach.clone(),
         }
     }
 }
@@ -125,7 +127,7 @@ impl<S> ToolContext<S> {
         ToolContextBuilder {
             services,
             caller: Caller {
-                principal: Principal { name: "test".into(), roles: Vec::new() },
+                principal: Principal { name: "test".into(), roles: Vec::new(), group_roles: Vec::new() },
                 token_id: "tok_test".into(),
                 tier: None,
                 tier_name: String::new(),
@@ -136,6 +138,8 @@ impl<S> ToolContext<S> {
             client: crate::ClientRequests::default(),
             task: crate::TaskStarter::default(),
             cancellation: CancellationToken::new(),
+            // No agent until the gate (or a test) says which: forgetting it must hide, never show.
+            reach: crate::groups::Reach::Groups(Vec::new().into()),
         }
     }
 
@@ -178,6 +182,12 @@ impl<S> ToolContext<S> {
     pub fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
     }
+
+    /// The agents the caller's grant of this tool's pair covers: every read and write of
+    /// agents, inventory, executions and responses is confined to it.
+    pub fn reach(&self) -> &crate::groups::Reach {
+        &self.reach
+    }
 }
 
 /// Builds a [`ToolContext`]; every field but the services has a default, so adding one
@@ -191,6 +201,7 @@ pub struct ToolContextBuilder<S> {
     client: crate::ClientRequests,
     task: crate::TaskStarter,
     cancellation: CancellationToken,
+    reach: crate::groups::Reach,
 }
 
 impl<S> ToolContextBuilder<S> {
@@ -201,7 +212,11 @@ impl<S> ToolContextBuilder<S> {
 
     /// A principal with these roles (tests).
     pub fn principal(mut self, name: &str, roles: &[&str]) -> Self {
-        self.caller.principal = Principal { name: name.into(), roles: roles.iter().map(|r| r.to_string()).collect() };
+        self.caller.principal = Principal {
+            name: name.into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            group_roles: Vec::new(),
+        };
         self
     }
 
@@ -246,6 +261,12 @@ impl<S> ToolContextBuilder<S> {
         self
     }
 
+    /// What the gate found the caller's grant covers (no agent at all unless set).
+    pub fn reach(mut self, reach: crate::groups::Reach) -> Self {
+        self.reach = reach;
+        self
+    }
+
     pub fn build(self) -> ToolContext<S> {
         ToolContext {
             caller: self.caller,
@@ -256,6 +277,7 @@ impl<S> ToolContextBuilder<S> {
             client: self.client,
             task: self.task,
             cancellation: self.cancellation,
+            reach: self.reach,
         }
     }
 }

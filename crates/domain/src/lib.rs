@@ -17,6 +17,7 @@ pub mod context;
 pub mod denial;
 pub mod error;
 pub mod fleet;
+pub mod groups;
 pub mod lockout;
 pub mod log;
 pub mod prompts_resources;

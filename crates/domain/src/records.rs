@@ -1,4 +1,4 @@
-//! Rows of the smaller areas: tags, plugin configuration and kill switches, management groups.
+//! Rows of the smaller areas: tags, plugin configuration and kill switches, and who changed them.
 
 use serde::Serialize;
 
@@ -28,14 +28,6 @@ pub struct KillSwitch {
     pub reason: Option<String>,
     pub updated_at: Option<i64>,
     pub updated_by: Option<String>,
-}
-
-/// A named set of agents that scopes start from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ManagementGroup {
-    pub id: String,
-    pub name: String,
-    pub description: String,
 }
 
 /// Who changed something, and when (Unix seconds).

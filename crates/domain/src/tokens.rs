@@ -11,8 +11,18 @@ pub const MAX_TOKEN_SECS: i64 = MAX_TOKEN_DAYS * 86_400;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PrincipalRecord {
     pub name: String,
+    /// Fleet-wide roles.
     pub roles: Vec<String>,
+    /// Roles held on management groups: their permissions over those groups' agents only.
+    pub group_roles: Vec<crate::groups::GroupRole>,
     pub created_at: i64,
+}
+
+impl PrincipalRecord {
+    /// The principal as the gate judges it: its fleet-wide roles and its roles on groups.
+    pub fn principal(&self) -> crate::Principal {
+        crate::Principal { name: self.name.clone(), roles: self.roles.clone(), group_roles: self.group_roles.clone() }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -59,6 +69,9 @@ impl TokenRecord {
 
 /// The result of presenting a secret. Callers answer every failure alike (401).
 #[derive(Clone, Debug, PartialEq, Eq)]
+// One per authentication, matched at once and never stored: boxing the valid answer would
+// add an allocation to every request for no saving.
+#[allow(clippy::large_enum_variant)]
 pub enum Authentication {
     Valid { token: TokenRecord, principal: PrincipalRecord },
     Unknown,

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::Rule;
 use toolgate_domain::fleet::wire::{RunOrder, ServerMessage};
+use toolgate_domain::groups::Visible;
 use toolgate_store::{Created, NewExecution};
 
 use crate::hub::Hub;
@@ -107,7 +108,7 @@ impl Hub {
         wanted: bool,
         reason: Option<String>,
     ) -> Result<bool, StoreError> {
-        if !self.knows(agent_id) {
+        if !self.knows(&Visible::All, agent_id) {
             return Ok(false);
         }
         self.work.set_quarantine(agent_id, wanted, reason.as_deref()).await?;

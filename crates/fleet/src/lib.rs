@@ -21,4 +21,4 @@ pub use delivery::RuleSet;
 pub use hub::{Hub, Kick};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use settings::FleetSettings;
-pub use view::{AgentView, TagIndex};
+pub use view::{AgentView, GroupIndex, Labels, TagIndex};

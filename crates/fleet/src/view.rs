@@ -33,11 +33,34 @@ impl TagIndex {
     }
 }
 
+/// Every agent's groups (ancestors included, by id and by name), read once for a scope that
+/// names `group`.
+#[derive(Default)]
+pub struct GroupIndex(HashMap<String, Vec<String>>);
+
+impl GroupIndex {
+    pub fn new(labels: HashMap<String, Vec<String>>) -> Self {
+        Self(labels)
+    }
+
+    pub fn of(&self, agent_id: &str) -> &[String] {
+        self.0.get(agent_id).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// What a filter or scope over the fleet may read beside the agents' facts.
+#[derive(Default)]
+pub struct Labels {
+    pub tags: TagIndex,
+    pub groups: GroupIndex,
+}
+
 pub struct AgentView<'a> {
     pub agent_id: &'a str,
     pub(crate) entry: &'a Entry,
     pub status: AgentStatus,
     pub(crate) tags: Option<&'a [(String, String)]>,
+    pub(crate) groups: Option<&'a [String]>,
 }
 
 impl AgentView<'_> {
@@ -77,26 +100,11 @@ impl AgentView<'_> {
 
 impl Subject for AgentView<'_> {
     fn attribute(&self, name: &str) -> Vec<String> {
-        let one = |v: &str| if v.is_empty() { vec![] } else { vec![v.to_string()] };
         match name {
             "agent_id" => vec![self.agent_id.to_string()],
             "status" => vec![self.status.as_str().to_string()],
-            _ => {
-                let Some(f) = self.facts() else { return vec![] };
-                match name {
-                    "hostname" => one(&f.hostname),
-                    "os.name" => one(&f.os_name),
-                    "os.id" => one(&f.os_id),
-                    "os.version" => one(&f.os_version),
-                    "kernel" => one(&f.kernel),
-                    "arch" => one(&f.arch),
-                    "agent.version" => one(&f.agent_version),
-                    "cpu.count" => vec![f.cpu_count.to_string()],
-                    "memory.total" => vec![f.memory_total_bytes.to_string()],
-                    "ip" => f.ip_addresses.clone(),
-                    _ => vec![],
-                }
-            }
+            "group" => self.groups.map(<[String]>::to_vec).unwrap_or_default(),
+            _ => self.facts().map(|f| f.attribute(name)).unwrap_or_default(),
         }
     }
 

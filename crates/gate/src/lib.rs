@@ -13,6 +13,7 @@ use serde_json::Value;
 use toolgate_domain::approvals::Approval;
 use toolgate_domain::catalogue::{Catalogue, PromptResourceMeta, ToolMeta};
 use toolgate_domain::denial::Denial;
+use toolgate_domain::groups::Reach;
 use toolgate_domain::{Caller, Clock};
 use toolgate_policy::{APPROVAL_ID, Decision, OperationClass};
 use toolgate_store::ApprovalStore;
@@ -27,6 +28,8 @@ pub use review::{Decide, review};
 pub struct Passed {
     pub arguments: Value,
     pub approval: Option<Box<Approval>>,
+    /// The agents the caller's grant of the tool's pair covers (the handler is confined to it).
+    pub reach: Reach,
     /// The tier wants the client's own user to confirm the call before it runs (policy.yaml
     /// `confirm`); the protocol layer asks, since only it can reach the client.
     pub confirm: bool,
@@ -38,6 +41,14 @@ pub struct Passed {
 pub trait ArgumentCheck: Send + Sync {
     /// Every problem with `arguments` of `tool` (empty: fine, or not a tool it checks).
     fn problems(&self, tool: &ToolMeta, arguments: &Value) -> Vec<toolgate_domain::denial::ArgumentProblem>;
+}
+
+/// What the tier and RBAC made of a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authorized {
+    /// The tier's decision (never Deny).
+    pub decision: Decision,
+    pub reach: Reach,
 }
 
 pub struct Gate {
@@ -88,7 +99,7 @@ impl Gate {
         if self.refused_by_read_only(tool) {
             return Err(Denial::ReadOnlyMode { tool: tool.name });
         }
-        let decision = self.authorize(caller, tool)?;
+        let Authorized { decision, reach } = self.authorize(caller, tool)?;
         // Arguments before any approval is looked up, minted or consumed.
         self.schemas.check(tool, &arguments)?;
         if let Some(check) = &self.argument_check {
@@ -121,17 +132,22 @@ impl Gate {
             ),
             _ => None,
         };
-        Ok(Passed { arguments, approval, confirm: decision == Decision::ConfirmRequired })
+        Ok(Passed { arguments, approval, reach, confirm: decision == Decision::ConfirmRequired })
     }
 
-    /// Tier first, always; then RBAC. `Ok` is the tier's decision (Allow or ApprovalRequired).
-    pub fn authorize(&self, caller: &Caller, tool: &'static ToolMeta) -> Result<Decision, Denial> {
+    /// Tier first, always; then RBAC: the tier's decision, and what the grant covers.
+    pub fn authorize(&self, caller: &Caller, tool: &'static ToolMeta) -> Result<Authorized, Denial> {
         self.authorize_pair(caller, tool.name, tool.securable, tool.operation, tool.decisions)
     }
 
-    /// The same gate for a prompt, resource or template: its tier, then RBAC.
-    pub fn authorize_prompt_resource(&self, caller: &Caller, item: &'static PromptResourceMeta) -> Result<(), Denial> {
-        self.authorize_pair(caller, item.name, item.securable, item.operation, item.decisions).map(|_| ())
+    /// The same gate for a prompt, resource or template: its tier, then RBAC; what the
+    /// grant covers (its data is confined to it).
+    pub fn authorize_prompt_resource(
+        &self,
+        caller: &Caller,
+        item: &'static PromptResourceMeta,
+    ) -> Result<Reach, Denial> {
+        self.authorize_pair(caller, item.name, item.securable, item.operation, item.decisions).map(|a| a.reach)
     }
 
     fn authorize_pair(
@@ -141,7 +157,7 @@ impl Gate {
         securable: &str,
         operation: &str,
         decisions: &[Decision],
-    ) -> Result<Decision, Denial> {
+    ) -> Result<Authorized, Denial> {
         let pair = || format!("{securable}:{operation}");
         let decision = caller.tier.map_or(Decision::Deny, |t| decisions[t.index]);
         if decision == Decision::Deny {
@@ -149,9 +165,11 @@ impl Gate {
                 self.catalogue.tiers.iter().filter(|t| decisions[t.index] != Decision::Deny).map(|t| t.name).collect();
             return Err(Denial::Tier { tool: name, tier: caller.tier_label().to_string(), pair: pair(), allowed_in });
         }
-        if !self.catalogue.permits(&caller.principal.roles, securable, operation) {
+        // A role on a group grants the pair over that group's agents: the call may go on,
+        // confined to them.
+        let Some(reach) = self.catalogue.reach(&caller.principal, securable, operation) else {
             return Err(Denial::NotGranted { tool: name, pair: pair() });
-        }
-        Ok(decision)
+        };
+        Ok(Authorized { decision, reach })
     }
 }

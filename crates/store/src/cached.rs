@@ -195,6 +195,24 @@ impl CredentialStore for CachedCredentials {
         self.inner.tokens(principal).await
     }
 
+    async fn assign_group_role(
+        &self,
+        principal: &str,
+        group_id: &str,
+        role: &str,
+        change: toolgate_domain::records::Change<'_>,
+    ) -> Result<std::result::Result<bool, toolgate_domain::groups::GroupRefusal>> {
+        let done = self.inner.assign_group_role(principal, group_id, role, change).await;
+        self.forget_everything();
+        done
+    }
+
+    async fn unassign_group_role(&self, principal: &str, group_id: &str, role: &str) -> Result<bool> {
+        let done = self.inner.unassign_group_role(principal, group_id, role).await;
+        self.forget_everything();
+        done
+    }
+
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {
         let done = self.inner.revoke_token(id, now).await;
         self.forget_everything();

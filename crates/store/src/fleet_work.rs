@@ -7,6 +7,7 @@ use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+use toolgate_domain::groups::Reach;
 
 use crate::ColumnCondition;
 
@@ -202,5 +203,6 @@ pub trait WorkStore: Send + Sync {
     /// Replaces one agent's compliance outcomes.
     async fn save_compliance(&self, agent_id: &str, results: Vec<RuleResult>, evaluated_at_ms: i64) -> Result<()>;
     /// (agent id, outcome, when) for one rule or all.
-    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>>;
+    /// (Confined to the agents `reach` covers, in the query.)
+    async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>>;
 }

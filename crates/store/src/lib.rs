@@ -7,6 +7,7 @@ mod cached;
 mod changes;
 mod filtered;
 mod fleet_work;
+mod groups;
 pub mod postgres;
 mod replica_state;
 mod rules;
@@ -23,13 +24,14 @@ pub use fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponsePage,
     ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
 };
+pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
 pub use postgres::PostgresStore;
 pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
-    ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, GroupStore, HealthStore,
-    PluginConfigStore, RowPage, SignInRecord, SignInStore, StoreGauges, TagStore,
+    ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, HealthStore,
+    PluginConfigStore, RowPage, RowSource, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
 
 /// The latency of every store operation, seconds (a Prometheus histogram).

@@ -12,8 +12,9 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::fleet::agent::{AgentAuth, InventoryStatus};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::groups::{GroupRefusal, Reach};
 use toolgate_domain::lockout::Attempt;
-use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, ManagementGroup, Tag};
+use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, Tag};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -58,6 +59,17 @@ pub trait CredentialStore: Send + Sync {
     async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>>;
     /// Revokes a token; false when there is no such (unrevoked) token.
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool>;
+    /// Grants `role` on a management group (a principal's roles are credentials: a cache in
+    /// front forgets at once); false when the principal held it there already.
+    async fn assign_group_role(
+        &self,
+        principal: &str,
+        group_id: &str,
+        role: &str,
+        change: Change<'_>,
+    ) -> Result<std::result::Result<bool, GroupRefusal>>;
+    /// Takes it away; false when the principal did not hold it there.
+    async fn unassign_group_role(&self, principal: &str, group_id: &str, role: &str) -> Result<bool>;
 }
 
 /// How principals sign in to the console: password hash, TOTP factor, failed attempts.
@@ -169,11 +181,6 @@ pub trait PluginConfigStore: Send + Sync {
 }
 
 #[async_trait]
-pub trait GroupStore: Send + Sync {
-    async fn management_groups(&self) -> Result<Vec<ManagementGroup>>;
-}
-
-#[async_trait]
 pub trait HealthStore: Send + Sync {
     /// Ready to take writes: the store is the one that was opened and a write reaches it.
     async fn check_ready(&self, now_ms: i64) -> Result<()>;
@@ -203,6 +210,14 @@ pub struct ColumnCondition {
 pub enum ColumnValue {
     Text(String),
     Integer(i64),
+}
+
+/// Whose inventory rows to read: one table, of one agent or of every agent `reach` covers.
+#[derive(Clone, Debug)]
+pub struct RowSource {
+    pub table: String,
+    pub agent_id: Option<String>,
+    pub reach: Reach,
 }
 
 /// A page of rows (inventory or responses), each with its agent id; `more` when rows past the page matched.
@@ -250,17 +265,17 @@ pub trait FleetStore: Send + Sync {
     async fn save_inventory(&self, agent_id: &str, report: InventoryReport, received_at_ms: i64) -> Result<()>;
     /// What one agent last reported of each table.
     async fn inventory_status(&self, agent_id: &str) -> Result<Vec<InventoryStatus>>;
-    /// Per table reported by any agent: how many agents reported it, and how many of those
-    /// said it is not available on their host.
-    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>>;
-    /// Rows of `table` (one agent's, or the fleet's) that meet every condition and that
-    /// `filter` (when given) keeps, in agent order. Without a filter SQL cuts the page; with
-    /// one the rows are read in chunks and filtered between reads, never holding the store
-    /// while matching, within the filter's budget (past it the page is `over_budget`).
+    /// Per table reported by any agent `reach` covers: how many agents reported it, and how
+    /// many of those said it is not available on their host.
+    async fn inventory_coverage(&self, reach: &Reach) -> Result<Vec<(String, i64, i64)>>;
+    /// Rows of `source.table` (one agent's, or every agent's its reach covers) that meet every
+    /// condition and that `filter` (when given) keeps, in agent order. Without a filter SQL
+    /// cuts the page; with one the rows are read in chunks and filtered between reads, never
+    /// holding the store while matching, within the filter's budget (past it the page is
+    /// `over_budget`). Confinement is in the SQL, so pages are cut after it.
     async fn inventory_rows(
         &self,
-        table: &str,
-        agent_id: Option<&str>,
+        source: &RowSource,
         conditions: &[ColumnCondition],
         filter: Option<RowFilter>,
         offset: usize,

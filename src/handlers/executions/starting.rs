@@ -9,7 +9,7 @@ use toolgate_domain::fleet::wire::RunStep;
 use toolgate_domain::ToolError;
 use toolgate_store::{Created, Idempotency, NewExecution};
 
-use super::super::fleet::ensure_known;
+use super::super::confined::{ensure_known, visible};
 use super::super::scopes::chosen_agents;
 use super::header;
 use crate::instructions::{definition, parameter_problems};
@@ -24,11 +24,12 @@ pub(crate) async fn resolve_targets(
     scope: Option<String>,
 ) -> Result<(Vec<String>, Option<String>), ToolError> {
     let fleet = ctx.services().fleet();
-    let revoked = |id: &str| fleet.with_agent(id, |v| v.status == AgentStatus::Revoked).unwrap_or(false);
+    let visible = visible(ctx).await?;
+    let revoked = |id: &str| fleet.with_agent(&visible, id, |v| v.status == AgentStatus::Revoked).unwrap_or(false);
     match (agent_ids, scope) {
         (Some(ids), None) => {
             for id in &ids {
-                ensure_known(ctx, id)?;
+                ensure_known(ctx, &visible, id)?;
                 if revoked(id) {
                     return Err(ToolError::InvalidArguments(format!(
                         "agent `{id}` was revoked: it can run nothing; leave it out"

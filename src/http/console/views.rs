@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use toolgate_domain::groups::{Reach, Visible};
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -70,17 +71,21 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
     }
     let services = &state.services;
     let hub = services.fleet();
-    let agents: Vec<_> = hub.agent_ids().iter().filter_map(|id| hub.summary(id)).collect();
+    // The console's pages are for fleet-wide reviewers: `reviewer_refusal` reads fleet-wide
+    // roles only, so a principal whose roles are all on groups never gets here.
+    let all = Visible::All;
+    let agents: Vec<_> = hub.agent_ids(&all).iter().filter_map(|id| hub.summary(&all, id)).collect();
     let work = &services.repositories().work;
-    let (executions, compliance) = match (work.executions(None, 0, 50).await, work.compliance(None).await) {
-        (Ok(e), Ok(c)) => (e, c),
-        (Err(e), _) | (_, Err(e)) => {
-            return respond(
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-            );
-        }
-    };
+    let (executions, compliance) =
+        match (work.executions(None, 0, 50).await, work.compliance(None, &Reach::Fleet).await) {
+            (Ok(e), Ok(c)) => (e, c),
+            (Err(e), _) | (_, Err(e)) => {
+                return respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    pages::refused("Unavailable", &e.to_string(), &who.chrome()),
+                );
+            }
+        };
     let mut by_rule: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
     for (_, result, _) in &compliance {
         let counts = by_rule.entry(result.rule_id.as_str()).or_default();

@@ -168,6 +168,7 @@ pub async fn prepare(
         .unwrap_or_default();
     let builder = ToolContext::builder(server.services_handle())
         .caller(caller.clone())
+        .reach(passed.reach)
         .correlation_id(request.correlation_id.clone())
         .progress(request.listeners.progress.clone())
         .log(request.listeners.log.clone());

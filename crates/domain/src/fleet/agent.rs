@@ -49,6 +49,27 @@ pub struct HostFacts {
     pub agent_version: String,
 }
 
+impl HostFacts {
+    /// The values of scope attribute `name` these facts hold (several for `ip`; none for an
+    /// attribute that is not a fact, or an empty one).
+    pub fn attribute(&self, name: &str) -> Vec<String> {
+        let one = |v: &str| if v.is_empty() { vec![] } else { vec![v.to_string()] };
+        match name {
+            "hostname" => one(&self.hostname),
+            "os.name" => one(&self.os_name),
+            "os.id" => one(&self.os_id),
+            "os.version" => one(&self.os_version),
+            "kernel" => one(&self.kernel),
+            "arch" => one(&self.arch),
+            "agent.version" => one(&self.agent_version),
+            "cpu.count" => vec![self.cpu_count.to_string()],
+            "memory.total" => vec![self.memory_total_bytes.to_string()],
+            "ip" => self.ip_addresses.clone(),
+            _ => vec![],
+        }
+    }
+}
+
 /// The largest facts frame the server takes, in bytes: a host's facts are a few KiB; the
 /// server keeps every agent's in memory, so they are bounded, field by field and in all.
 pub const MAX_FACTS_BYTES: usize = 64 * 1024;

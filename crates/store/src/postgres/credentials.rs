@@ -21,6 +21,7 @@ fn principal_row(r: &tokio_postgres::Row) -> Pg<PrincipalRecord> {
     Ok(PrincipalRecord {
         name: r.try_get(0)?,
         roles: roles.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect(),
+        group_roles: vec![],
         created_at: r.try_get(2)?,
     })
 }
@@ -38,11 +39,21 @@ fn token_row(r: &tokio_postgres::Row) -> Pg<TokenRecord> {
 }
 
 async fn principal_by_name(c: &impl GenericClient, name: &str) -> Pg<Option<PrincipalRecord>> {
-    row(c, "SELECT name, roles, created_at FROM principal WHERE name = $1", &[&name])
+    let found = row(c, "SELECT name, roles, created_at FROM principal WHERE name = $1", &[&name])
         .await?
         .as_ref()
         .map(principal_row)
-        .transpose()
+        .transpose()?;
+    match found {
+        Some(p) => Ok(Some(with_group_roles(c, p).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The principal's row with the roles it holds on groups.
+async fn with_group_roles(c: &impl GenericClient, mut principal: PrincipalRecord) -> Pg<PrincipalRecord> {
+    principal.group_roles = super::groups::roles_of_principal(c, &principal.name).await?;
+    Ok(principal)
 }
 
 /// Inserts a token row; returns the record and its secret.
@@ -97,11 +108,16 @@ impl CredentialStore for PostgresStore {
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
         pg(async {
             let c = self.conn().await?;
-            rows(&*c, "SELECT name, roles, created_at FROM principal ORDER BY name", &[])
+            let found = rows(&*c, "SELECT name, roles, created_at FROM principal ORDER BY name", &[])
                 .await?
                 .iter()
                 .map(principal_row)
-                .collect()
+                .collect::<Pg<Vec<_>>>()?;
+            let mut principals = Vec::with_capacity(found.len());
+            for principal in found {
+                principals.push(with_group_roles(&*c, principal).await?);
+            }
+            Ok(principals)
         })
         .await
     }
@@ -118,6 +134,7 @@ impl CredentialStore for PostgresStore {
             .await?;
             let removed = execute(&tx, "DELETE FROM principal WHERE name = $1", &[&name]).await? == 1;
             execute(&tx, "DELETE FROM principal_sign_in WHERE principal = $1", &[&name]).await?;
+            execute(&tx, "DELETE FROM group_role WHERE principal = $1", &[&name]).await?;
             self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
             Ok(removed)
@@ -240,6 +257,38 @@ impl CredentialStore for PostgresStore {
             &[&id, &now],
             Change::Credentials,
         ))
+        .await
+    }
+
+    async fn assign_group_role(
+        &self,
+        principal: &str,
+        group_id: &str,
+        role: &str,
+        change: toolgate_domain::records::Change<'_>,
+    ) -> Result<std::result::Result<bool, toolgate_domain::groups::GroupRefusal>> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let added = super::groups::assign_role(&tx, principal, group_id, role, &change).await?;
+            if added == Ok(true) {
+                self.notify(&tx, Change::Credentials).await?;
+            }
+            tx.commit().await?;
+            Ok(added)
+        })
+        .await
+    }
+
+    async fn unassign_group_role(&self, principal: &str, group_id: &str, role: &str) -> Result<bool> {
+        pg(async {
+            self.update_announcing(
+                "DELETE FROM group_role WHERE principal = $1 AND group_id = $2 AND role = $3",
+                &[&principal, &group_id, &role],
+                Change::Credentials,
+            )
+            .await
+        })
         .await
     }
 }

@@ -7,14 +7,16 @@ use toolgate_domain::StoreError;
 use toolgate_domain::fleet::agent::{AGENT_SECRET_PREFIX, AgentAuth, InventoryStatus, new_agent_id};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::groups::Reach;
 use toolgate_domain::secrets::{hash_secret, new_secret};
 
+use super::groups::{reach_agents, reach_param};
 use super::json_rows::{chunk, page};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::changes::Change;
 use crate::filtered::filtered_page;
 use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
-use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
+use crate::{ColumnCondition, FleetStore, RowFilter, RowPage, RowSource};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -89,6 +91,7 @@ impl FleetStore for PostgresStore {
                 &[&agent_id, &hash_secret(&credential), &now_ms, &token.id],
             )
             .await?;
+            super::groups::refresh_agent_rules(&tx, &agent_id).await?;
             self.notify(&tx, Change::AgentEnrolled(agent_id.clone())).await?;
             tx.commit().await?;
             Ok(Ok((agent_id, credential)))
@@ -128,6 +131,8 @@ impl FleetStore for PostgresStore {
                 &[&agent_id, &facts, &collected_at_ms],
             )
             .await?;
+            // Rules read facts: membership follows them in the same commit.
+            super::groups::refresh_agent_rules(&tx, agent_id).await?;
             self.notify(&tx, Change::AgentFacts(agent_id.to_string())).await?;
             Ok(tx.commit().await?)
         })
@@ -265,13 +270,17 @@ impl FleetStore for PostgresStore {
         .await
     }
 
-    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>> {
+    async fn inventory_coverage(&self, reach: &Reach) -> Result<Vec<(String, i64, i64)>> {
+        let groups = reach_param(reach);
         pg(async {
             let c = self.conn().await?;
+            let confined = if groups.is_some() { format!("WHERE agent_id IN ({})", reach_agents(1)) } else { String::new() };
+            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                groups.iter().map(|g| g as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
             rows(
                 &*c,
-                "SELECT table_name, count(*), count(*) FILTER (WHERE NOT available) FROM inventory_table GROUP BY table_name ORDER BY table_name",
-                &[],
+                &format!("SELECT table_name, count(*), count(*) FILTER (WHERE NOT available) FROM inventory_table {confined} GROUP BY table_name ORDER BY table_name"),
+                &params,
             )
             .await?
             .iter()
@@ -283,19 +292,17 @@ impl FleetStore for PostgresStore {
 
     async fn inventory_rows(
         &self,
-        table: &str,
-        agent_id: Option<&str>,
+        source: &RowSource,
         conditions: &[ColumnCondition],
         filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
     ) -> Result<RowPage> {
         let Some(filter) = filter else {
-            return pg(async { page(&*self.conn().await?, table, agent_id, conditions, offset, limit).await }).await;
+            return pg(async { page(&*self.conn().await?, source, conditions, offset, limit).await }).await;
         };
         // A connection per chunk, given back before the filter runs.
-        let read_after =
-            |after| pg(async move { chunk(&*self.conn().await?, table, agent_id, conditions, after).await });
+        let read_after = |after| pg(async move { chunk(&*self.conn().await?, source, conditions, after).await });
         filtered_page(read_after, filter, offset, limit).await
     }
 

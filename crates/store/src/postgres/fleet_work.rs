@@ -9,6 +9,7 @@ use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+use toolgate_domain::groups::Reach;
 
 use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
 use super::responses;
@@ -354,14 +355,21 @@ impl WorkStore for PostgresStore {
         .await
     }
 
-    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>> {
+    async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>> {
+        let groups = super::groups::reach_param(reach);
         pg(async {
             let c = self.conn().await?;
+            let confined = match groups {
+                Some(_) => format!("AND agent_id IN ({})", super::groups::reach_agents(2)),
+                None => "AND $2::text[] IS NULL".into(),
+            };
             rows(
                 &*c,
-                "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result
-                 WHERE ($1::text IS NULL OR rule_id = $1) ORDER BY rule_id, agent_id",
-                &[&rule_id],
+                &format!(
+                    "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result
+                     WHERE ($1::text IS NULL OR rule_id = $1) {confined} ORDER BY rule_id, agent_id"
+                ),
+                &[&rule_id, &groups],
             )
             .await?
             .iter()

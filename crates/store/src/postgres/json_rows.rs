@@ -5,9 +5,10 @@ use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 
+use super::groups::{reach_agents, reach_param};
 use super::{Pg, PgError, rows};
 use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
-use crate::{ColumnCondition, ColumnValue, RowPage};
+use crate::{ColumnCondition, ColumnValue, RowPage, RowSource};
 
 /// A column name fit to be written into SQL: declared names only (checked again here).
 pub(super) fn json_key(column: &str) -> Pg<&str> {
@@ -43,17 +44,22 @@ pub(super) fn conditions_sql(conditions: &[ColumnCondition], alias: &str, first:
 /// conditions'. Each row: its id, agent id and columns.
 async fn select(
     c: &impl GenericClient,
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
     extra: impl FnOnce(usize) -> String,
     extra_params: &[&(dyn ToSql + Sync)],
 ) -> Pg<Chunk> {
-    let (where_sql, values) = conditions_sql(conditions, "", 3)?;
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&table, &agent_id];
+    let groups = reach_param(&source.reach);
+    // $3 is the reach when confined; the conditions follow.
+    let confined = if groups.is_some() { format!(" AND agent_id IN ({})", reach_agents(3)) } else { String::new() };
+    let (where_sql, values) = conditions_sql(conditions, "", if groups.is_some() { 4 } else { 3 })?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&source.table, &source.agent_id];
+    if let Some(groups) = &groups {
+        params.push(groups);
+    }
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT id, agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){where_sql}{}",
+        "SELECT id, agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){confined}{where_sql}{}",
         extra(params.len() + 1)
     );
     params.extend_from_slice(extra_params);
@@ -69,8 +75,7 @@ async fn select(
 /// A page of rows, cut in SQL.
 pub(super) async fn page(
     c: &impl GenericClient,
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
     offset: usize,
     limit: usize,
@@ -78,7 +83,7 @@ pub(super) async fn page(
     // One more than the page: whether there is a next one.
     let (page_limit, page_offset) = (limit as i64 + 1, offset as i64);
     let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n} OFFSET ${}", n + 1);
-    let found = select(c, table, agent_id, conditions, extra, &[&page_limit, &page_offset]).await?;
+    let found = select(c, source, conditions, extra, &[&page_limit, &page_offset]).await?;
     let mut rows: Vec<(String, Map<String, Value>)> = found.into_iter().map(|(_, agent, row)| (agent, row)).collect();
     let more = rows.len() > limit;
     rows.truncate(limit);
@@ -88,8 +93,7 @@ pub(super) async fn page(
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.
 pub(super) async fn chunk(
     c: &impl GenericClient,
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
     after: Option<Cursor>,
 ) -> Pg<Chunk> {
@@ -97,12 +101,12 @@ pub(super) async fn chunk(
     match after {
         None => {
             let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n}");
-            select(c, table, agent_id, conditions, extra, &[&chunk_rows]).await
+            select(c, source, conditions, extra, &[&chunk_rows]).await
         }
         Some((agent, key)) => {
             let extra =
                 |n: usize| format!(" AND (agent_id, id) > (${n}, ${}) ORDER BY agent_id, id LIMIT ${}", n + 1, n + 2);
-            select(c, table, agent_id, conditions, extra, &[&agent, &key, &chunk_rows]).await
+            select(c, source, conditions, extra, &[&agent, &key, &chunk_rows]).await
         }
     }
 }

@@ -6,6 +6,7 @@ use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
 use toolgate_domain::records::{Change, Tag};
 
+use super::groups::refresh_agent_rules;
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::TagStore;
 
@@ -69,27 +70,43 @@ impl TagStore for PostgresStore {
         value: &str,
         change: Change<'_>,
     ) -> Result<Option<String>> {
-        pg(replace_returning_previous(
-            self,
-            "SELECT value FROM agent_tag WHERE agent_id = $1 AND key = $2",
-            &[&agent_id, &key],
-            "INSERT INTO agent_tag (agent_id, key, value, updated_at, updated_by) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
-             updated_by = excluded.updated_by",
-            &[&agent_id, &key, &value, &change.at, &change.by],
-        ))
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let previous =
+                row(&tx, "SELECT value FROM agent_tag WHERE agent_id = $1 AND key = $2 FOR UPDATE", &[&agent_id, &key])
+                    .await?
+                    .map(|r| r.try_get(0))
+                    .transpose()?;
+            execute(
+                &tx,
+                "INSERT INTO agent_tag (agent_id, key, value, updated_at, updated_by) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
+                 updated_by = excluded.updated_by",
+                &[&agent_id, &key, &value, &change.at, &change.by],
+            )
+            .await?;
+            // Rules read tags: membership follows them in the same commit.
+            refresh_agent_rules(&tx, agent_id).await?;
+            tx.commit().await?;
+            Ok(previous)
+        })
         .await
     }
 
     async fn delete_agent_tag(&self, agent_id: &str, key: &str) -> Result<Option<String>> {
         pg(async {
-            let c = self.conn().await?;
-            delete_returning(
-                &*c,
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let deleted = delete_returning(
+                &tx,
                 "DELETE FROM agent_tag WHERE agent_id = $1 AND key = $2 RETURNING value",
                 &[&agent_id, &key],
             )
-            .await
+            .await?;
+            refresh_agent_rules(&tx, agent_id).await?;
+            tx.commit().await?;
+            Ok(deleted)
         })
         .await
     }

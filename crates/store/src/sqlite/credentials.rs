@@ -3,6 +3,8 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_domain::StoreError;
+use toolgate_domain::groups::GroupRefusal;
+use toolgate_domain::records::Change;
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
 use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
 
@@ -19,7 +21,17 @@ fn roles_of(text: String) -> Vec<String> {
 }
 
 fn principal_row(r: &rusqlite::Row) -> rusqlite::Result<PrincipalRecord> {
-    Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), created_at: r.get(2)? })
+    Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), group_roles: vec![], created_at: r.get(2)? })
+}
+
+/// The principal's row with the roles it holds on groups.
+fn with_group_roles(conn: &Connection, found: Option<PrincipalRecord>) -> rusqlite::Result<Option<PrincipalRecord>> {
+    found
+        .map(|mut p| {
+            p.group_roles = super::groups::roles_of_principal(conn, &p.name)?;
+            Ok(p)
+        })
+        .transpose()
 }
 
 fn token_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
@@ -35,8 +47,10 @@ fn token_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
 }
 
 fn principal_by_name(conn: &Connection, name: &str) -> rusqlite::Result<Option<PrincipalRecord>> {
-    conn.query_row("SELECT name, roles, created_at FROM principal WHERE name = ?1", params![name], principal_row)
-        .optional()
+    let found = conn
+        .query_row("SELECT name, roles, created_at FROM principal WHERE name = ?1", params![name], principal_row)
+        .optional()?;
+    with_group_roles(conn, found)
 }
 
 /// Inserts a token row; returns the record and its secret.
@@ -95,7 +109,8 @@ impl CredentialStore for SqliteStore {
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
         self.run(|c| {
             let mut stmt = c.prepare("SELECT name, roles, created_at FROM principal ORDER BY name")?;
-            stmt.query_map([], principal_row)?.collect()
+            let found = stmt.query_map([], principal_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+            found.into_iter().filter_map(|p| with_group_roles(c, Some(p)).transpose()).collect()
         })
         .await
     }
@@ -110,6 +125,7 @@ impl CredentialStore for SqliteStore {
             )?;
             let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
             tx.execute("DELETE FROM principal_sign_in WHERE principal = ?1", params![name])?;
+            tx.execute("DELETE FROM group_role WHERE principal = ?1", params![name])?;
             tx.commit()?;
             Ok(removed)
         })
@@ -233,6 +249,23 @@ impl CredentialStore for SqliteStore {
                 .map(|changed| changed == 1)
         })
         .await
+    }
+
+    async fn assign_group_role(
+        &self,
+        principal: &str,
+        group_id: &str,
+        role: &str,
+        change: Change<'_>,
+    ) -> Result<std::result::Result<bool, GroupRefusal>> {
+        let (principal, group_id, role, at, by) =
+            (principal.to_string(), group_id.to_string(), role.to_string(), change.at, change.by.to_string());
+        self.run(move |c| super::groups::assign_role(c, &principal, &group_id, &role, &Change { at, by: &by })).await
+    }
+
+    async fn unassign_group_role(&self, principal: &str, group_id: &str, role: &str) -> Result<bool> {
+        let (principal, group_id, role) = (principal.to_string(), group_id.to_string(), role.to_string());
+        self.run(move |c| super::groups::unassign_role(c, &principal, &group_id, &role)).await
     }
 }
 

@@ -6,13 +6,15 @@ use toolgate_domain::StoreError;
 use toolgate_domain::fleet::agent::{AGENT_SECRET_PREFIX, AgentAuth, InventoryStatus, new_agent_id};
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, EnrollmentToken, HostFacts};
+use toolgate_domain::groups::Reach;
 use toolgate_domain::secrets::{hash_secret, new_secret};
 
+use super::groups::{reach_agents, reach_param};
 use super::json_rows::{chunk, page};
 use super::{SqliteStore, without_fsync};
 use crate::filtered::filtered_page;
 use crate::rules::{agent_auth, enroll_refusal, new_enrollment_token};
-use crate::{ColumnCondition, FleetStore, RowFilter, RowPage};
+use crate::{ColumnCondition, FleetStore, RowFilter, RowPage, RowSource};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -49,6 +51,7 @@ fn redeem(
         "INSERT INTO agent (agent_id, credential_hash, enrolled_at_ms, enrolled_with) VALUES (?1, ?2, ?3, ?4)",
         params![agent_id, hash_secret(&credential), now_ms, token.id],
     )?;
+    super::groups::refresh_agent_rules(&tx, &agent_id)?;
     tx.commit()?;
     Ok(Ok((agent_id, credential)))
 }
@@ -188,12 +191,15 @@ impl FleetStore for SqliteStore {
         // Reports are sent again on the next connection or schedule: no fsync for them.
         self.run(move |c| {
             without_fsync(c, |c| {
-                c.execute(
+                let tx = c.transaction()?;
+                tx.execute(
                     "UPDATE agent SET facts = ?2, facts_at_ms = ?3 WHERE agent_id = ?1",
                     params![agent_id, facts, collected_at_ms],
-                )
+                )?;
+                // Rules read facts: membership follows them in the same commit.
+                super::groups::refresh_agent_rules(&tx, &agent_id)?;
+                tx.commit()
             })
-            .map(drop)
         })
         .await
     }
@@ -304,32 +310,34 @@ impl FleetStore for SqliteStore {
         .await
     }
 
-    async fn inventory_coverage(&self) -> Result<Vec<(String, i64, i64)>> {
-        self.run(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT table_name, count(*), sum(available = 0) FROM inventory_table GROUP BY table_name ORDER BY table_name",
-            )?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+    async fn inventory_coverage(&self, reach: &Reach) -> Result<Vec<(String, i64, i64)>> {
+        let groups = reach_param(reach);
+        self.run(move |c| {
+            let confined = if groups.is_some() { format!("WHERE agent_id IN ({})", reach_agents("?1")) } else { String::new() };
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT table_name, count(*), sum(available = 0) FROM inventory_table {confined} GROUP BY table_name ORDER BY table_name"
+            ))?;
+            let params = rusqlite::params_from_iter(groups);
+            stmt.query_map(params, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
         })
         .await
     }
 
     async fn inventory_rows(
         &self,
-        table: &str,
-        agent_id: Option<&str>,
+        source: &RowSource,
         conditions: &[ColumnCondition],
         filter: Option<RowFilter>,
         offset: usize,
         limit: usize,
     ) -> Result<RowPage> {
-        let (table, agent_id, conditions) = (table.to_string(), agent_id.map(str::to_string), conditions.to_vec());
+        let (source, conditions) = (source.clone(), conditions.to_vec());
         let Some(filter) = filter else {
-            return self.run(move |c| page(c, &table, agent_id.as_deref(), &conditions, offset, limit)).await;
+            return self.run(move |c| page(c, &source, &conditions, offset, limit)).await;
         };
         let read_after = |after| {
-            let (table, agent_id, conditions) = (table.clone(), agent_id.clone(), conditions.clone());
-            self.run(move |c| chunk(c, &table, agent_id.as_deref(), &conditions, after))
+            let (source, conditions) = (source.clone(), conditions.clone());
+            self.run(move |c| chunk(c, &source, &conditions, after))
         };
         filtered_page(read_after, filter, offset, limit).await
     }

@@ -13,6 +13,7 @@ use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult};
+use toolgate_domain::groups::Reach;
 
 use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets};
 use super::json_rows::json_path;
@@ -316,14 +317,18 @@ impl WorkStore for SqliteStore {
         .await
     }
 
-    async fn compliance(&self, rule_id: Option<&str>) -> Result<Vec<(String, RuleResult, i64)>> {
-        let rule_id = rule_id.map(str::to_string);
+    async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>> {
+        let (rule_id, groups) = (rule_id.map(str::to_string), super::groups::reach_param(reach));
         self.run(move |c| {
-            let mut stmt = c.prepare_cached(
+            let confined = match groups {
+                Some(_) => format!("AND agent_id IN ({})", super::groups::reach_agents("?2")),
+                None => "AND ?2 IS NULL".into(),
+            };
+            let mut stmt = c.prepare_cached(&format!(
                 "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result \
-                 WHERE (?1 IS NULL OR rule_id = ?1) ORDER BY rule_id, agent_id",
-            )?;
-            stmt.query_map(params![rule_id], |r| {
+                 WHERE (?1 IS NULL OR rule_id = ?1) {confined} ORDER BY rule_id, agent_id"
+            ))?;
+            stmt.query_map(params![rule_id, groups], |r| {
                 let status: String = r.get(2)?;
                 let status = ComplianceStatus::parse(&status).ok_or(rusqlite::Error::InvalidColumnName(status))?;
                 Ok((r.get(0)?, RuleResult { rule_id: r.get(1)?, status, evidence: r.get(3)? }, r.get(4)?))

@@ -5,8 +5,9 @@
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
+use super::groups::{reach_agents, reach_param};
 use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
-use crate::{ColumnCondition, ColumnValue, RowPage};
+use crate::{ColumnCondition, ColumnValue, RowPage, RowSource};
 
 /// Appends ` AND json_extract(row, '$.column') = ?` per condition, binding the values.
 pub(super) fn push_conditions(
@@ -39,15 +40,19 @@ pub(super) fn json_path(column: &str) -> rusqlite::Result<String> {
 /// The inventory rows of `table` (one agent's, or every agent's) that meet the conditions, as
 /// SQL with the values bound, in (agent id, rowid) order.
 fn select(
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
 ) -> rusqlite::Result<(String, Vec<rusqlite::types::Value>)> {
     let mut sql = String::from(
         "SELECT rowid, agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)",
     );
+    let agent_id = source.agent_id.clone();
     let mut values: Vec<rusqlite::types::Value> =
-        vec![table.to_string().into(), agent_id.map(str::to_string).into(), agent_id.map(str::to_string).into()];
+        vec![source.table.clone().into(), agent_id.clone().into(), agent_id.into()];
+    if let Some(groups) = reach_param(&source.reach) {
+        sql.push_str(&format!(" AND agent_id IN ({})", reach_agents("?")));
+        values.push(groups.into());
+    }
     push_conditions(conditions, &mut sql, &mut values)?;
     Ok((sql, values))
 }
@@ -70,13 +75,12 @@ fn read(c: &Connection, sql: &str, values: Vec<rusqlite::types::Value>) -> rusql
 /// A page of rows, cut in SQL: a deep page costs no decoding of the rows before it.
 pub(super) fn page(
     c: &Connection,
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
     offset: usize,
     limit: usize,
 ) -> rusqlite::Result<RowPage> {
-    let (mut sql, mut values) = select(table, agent_id, conditions)?;
+    let (mut sql, mut values) = select(source, conditions)?;
     // One more than the page: whether there is a next one.
     sql.push_str(" ORDER BY agent_id, rowid LIMIT ? OFFSET ?");
     values.push((limit as i64 + 1).into());
@@ -91,12 +95,11 @@ pub(super) fn page(
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.
 pub(super) fn chunk(
     c: &Connection,
-    table: &str,
-    agent_id: Option<&str>,
+    source: &RowSource,
     conditions: &[ColumnCondition],
     after: Option<Cursor>,
 ) -> rusqlite::Result<Chunk> {
-    let (mut sql, mut values) = select(table, agent_id, conditions)?;
+    let (mut sql, mut values) = select(source, conditions)?;
     if let Some((agent, key)) = after {
         sql.push_str(" AND (agent_id, rowid) > (?, ?)");
         values.push(agent.into());

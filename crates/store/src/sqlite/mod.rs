@@ -41,6 +41,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0013_audit_target_type", include_str!("../../migrations/sqlite/0013_audit_target_type.sql")),
     ("0014_response_arrival", include_str!("../../migrations/sqlite/0014_response_arrival.sql")),
     ("0015_approval_surface", include_str!("../../migrations/sqlite/0015_approval_surface.sql")),
+    ("0016_management_groups", include_str!("../../migrations/sqlite/0016_management_groups.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -1,11 +1,12 @@
 //! Agent tags in SQLite.
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use toolgate_domain::StoreError;
 use toolgate_domain::records::{Change, Tag};
 
-use super::{SqliteStore, delete_returning, replace_returning_previous};
+use super::groups::refresh_agent_rules;
+use super::{SqliteStore, delete_returning};
 use crate::TagStore;
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -36,15 +37,24 @@ impl TagStore for SqliteStore {
         let (agent_id, key, value, by, now) =
             (agent_id.to_string(), key.to_string(), value.to_string(), change.by.to_string(), change.at);
         self.run(move |c| {
-            replace_returning_previous(
-                c,
-                "SELECT value FROM agent_tag WHERE agent_id = ?1 AND key = ?2",
-                params![agent_id, key],
+            let tx = c.transaction()?;
+            let previous = tx
+                .query_row(
+                    "SELECT value FROM agent_tag WHERE agent_id = ?1 AND key = ?2",
+                    params![agent_id, key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            tx.execute(
                 "INSERT INTO agent_tag (agent_id, key, value, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (agent_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
                  updated_by = excluded.updated_by",
                 params![agent_id, key, value, now, by],
-            )
+            )?;
+            // Rules read tags: membership follows them in the same commit.
+            refresh_agent_rules(&tx, &agent_id)?;
+            tx.commit()?;
+            Ok(previous)
         })
         .await
     }
@@ -52,11 +62,15 @@ impl TagStore for SqliteStore {
     async fn delete_agent_tag(&self, agent_id: &str, key: &str) -> Result<Option<String>> {
         let (agent_id, key) = (agent_id.to_string(), key.to_string());
         self.run(move |c| {
-            delete_returning(
-                c,
+            let tx = c.transaction()?;
+            let deleted = delete_returning(
+                &tx,
                 "DELETE FROM agent_tag WHERE agent_id = ?1 AND key = ?2 RETURNING value",
                 params![agent_id, key],
-            )
+            )?;
+            refresh_agent_rules(&tx, &agent_id)?;
+            tx.commit()?;
+            Ok(deleted)
         })
         .await
     }

@@ -4,7 +4,8 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::agent::AgentAuth;
 use toolgate_domain::fleet::wire::InventoryReport;
 use toolgate_domain::fleet::{AgentStatus, EnrollRefusal, HostFacts};
-use toolgate_store::{ColumnCondition, ColumnValue, Repositories, RowFilter, RowPage};
+use toolgate_domain::groups::Reach;
+use toolgate_store::{ColumnCondition, ColumnValue, Repositories, RowFilter, RowPage, RowSource};
 
 crate::matrix!(
     conditions_and_pages_in_sql_or_in_the_filter_agree,
@@ -14,7 +15,12 @@ crate::matrix!(
     a_filter_runs_in_chunks_outside_the_store_within_its_budget,
 );
 
-fn report(table: &str, ports: &[i64]) -> InventoryReport {
+/// The listening ports of one agent, or of the whole fleet.
+pub(crate) fn fleet_rows(agent_id: Option<&str>) -> RowSource {
+    RowSource { table: "listening_ports".into(), agent_id: agent_id.map(str::to_string), reach: Reach::Fleet }
+}
+
+pub(crate) fn report(table: &str, ports: &[i64]) -> InventoryReport {
     let rows = ports.iter().map(|p| json!({"port": p, "process": format!("p{p}")}).as_object().unwrap().clone());
     InventoryReport { table: table.into(), collected_at_ms: 1, available: true, reason: None, rows: rows.collect() }
 }
@@ -31,7 +37,7 @@ async fn conditions_and_pages_in_sql_or_in_the_filter_agree(r: Repositories) {
     let not_22 = [ColumnCondition { column: "port".into(), equal: false, value: ColumnValue::Integer(22) }];
     let page = |offset, filter: Option<RowFilter>| {
         let (store, not_22) = (store.clone(), not_22.clone());
-        async move { store.inventory_rows("listening_ports", None, &not_22, filter, offset, 2).await.unwrap() }
+        async move { store.inventory_rows(&fleet_rows(None), &not_22, filter, offset, 2).await.unwrap() }
     };
     let ports = |p: &RowPage| p.rows.iter().map(|(_, r)| r["port"].as_i64().unwrap()).collect::<Vec<_>>();
     let (first, second) = (page(0, None).await, page(2, None).await);
@@ -43,16 +49,16 @@ async fn conditions_and_pages_in_sql_or_in_the_filter_agree(r: Repositories) {
     assert_eq!(ports(&page(0, keep_all()).await), expected[..2].to_vec());
     assert_eq!(ports(&page(2, keep_all()).await), expected[2..].to_vec());
     let text = [ColumnCondition { column: "process".into(), equal: true, value: ColumnValue::Text("p8080".into()) }];
-    let only = store.inventory_rows("listening_ports", Some(&b), &text, None, 0, 10).await.unwrap();
+    let only = store.inventory_rows(&fleet_rows(Some(&b)), &text, None, 0, 10).await.unwrap();
     assert_eq!(ports(&only), [8080]);
     // A text never equals a number, as in JSON.
     let as_text = [ColumnCondition { column: "port".into(), equal: true, value: ColumnValue::Text("22".into()) }];
-    assert!(store.inventory_rows("listening_ports", None, &as_text, None, 0, 10).await.unwrap().rows.is_empty());
+    assert!(store.inventory_rows(&fleet_rows(None), &as_text, None, 0, 10).await.unwrap().rows.is_empty());
     let bad = [ColumnCondition { column: "port') OR 1=1 --".into(), equal: true, value: ColumnValue::Integer(1) }];
-    assert!(store.inventory_rows("listening_ports", None, &bad, None, 0, 10).await.is_err(), "never spliced raw");
+    assert!(store.inventory_rows(&fleet_rows(None), &bad, None, 0, 10).await.is_err(), "never spliced raw");
     let status = store.inventory_status(&b).await.unwrap();
     assert_eq!((status[0].rows, status[0].collected_at_ms, status[0].received_at_ms), (3, 1, 3));
-    assert_eq!(store.inventory_coverage().await.unwrap(), [("listening_ports".to_string(), 2, 0)]);
+    assert_eq!(store.inventory_coverage(&Reach::Fleet).await.unwrap(), [("listening_ports".to_string(), 2, 0)]);
 }
 
 async fn enrollment_tokens_refuse_in_their_own_words(r: Repositories) {
@@ -118,7 +124,7 @@ async fn a_filter_runs_in_chunks_outside_the_store_within_its_budget(r: Reposito
     let mut seen = Vec::new();
     let mut offset = 0;
     loop {
-        let page = store.inventory_rows("listening_ports", None, &[], Some(every_7th()), offset, 50).await.unwrap();
+        let page = store.inventory_rows(&fleet_rows(None), &[], Some(every_7th()), offset, 50).await.unwrap();
         assert!(!page.over_budget);
         seen.extend(page.rows.iter().map(|(agent, row)| (agent.clone(), row["port"].as_i64().unwrap())));
         offset += page.rows.len();
@@ -140,7 +146,7 @@ async fn a_filter_runs_in_chunks_outside_the_store_within_its_budget(r: Reposito
     });
     let scan = {
         let store = store.clone();
-        tokio::spawn(async move { store.inventory_rows("listening_ports", None, &[], Some(stuck), 0, 1).await })
+        tokio::spawn(async move { store.inventory_rows(&fleet_rows(None), &[], Some(stuck), 0, 1).await })
     };
     let agents = tokio::time::timeout(Duration::from_secs(20), store.agents()).await;
     assert_eq!(agents.expect("the store answered while the filter was stuck").unwrap().len(), 2);
@@ -156,6 +162,6 @@ async fn a_filter_runs_in_chunks_outside_the_store_within_its_budget(r: Reposito
         false
     })
     .within(Duration::from_millis(50));
-    let page = store.inventory_rows("listening_ports", None, &[], Some(slow), 0, 10).await.unwrap();
+    let page = store.inventory_rows(&fleet_rows(None), &[], Some(slow), 0, 10).await.unwrap();
     assert!(page.over_budget && page.rows.is_empty(), "{page:?}");
 }

@@ -4,6 +4,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::{ActionClass, StepStatus, TargetStatus};
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
+use toolgate_domain::groups::Reach;
 use toolgate_store::{ColumnCondition, ColumnValue, NewExecution, Repositories, ResponseQuery, Taken};
 
 crate::matrix!(
@@ -171,9 +172,9 @@ async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {
         .unwrap();
     store.save_compliance(&ids[0], vec![result("r1", ComplianceStatus::NonCompliant)], 6).await.unwrap();
     store.save_compliance(&ids[1], vec![result("r1", ComplianceStatus::Compliant)], 6).await.unwrap();
-    let all = store.compliance(None).await.unwrap();
+    let all = store.compliance(None, &Reach::Fleet).await.unwrap();
     assert_eq!(all.len(), 2, "a new evaluation replaces the agent's last");
-    let r1 = store.compliance(Some("r1")).await.unwrap();
+    let r1 = store.compliance(Some("r1"), &Reach::Fleet).await.unwrap();
     let mine = r1.iter().find(|(a, _, _)| a == &ids[0]).unwrap();
     assert_eq!((mine.1.status, mine.2), (ComplianceStatus::NonCompliant, 6));
 }

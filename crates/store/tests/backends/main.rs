@@ -10,6 +10,7 @@ mod audit_tags_config;
 mod credentials;
 mod fleet;
 mod fleet_work;
+mod groups;
 mod responses;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -51,6 +51,7 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr("cpu.count", ValueKind::Integer, "Logical CPUs."),
     attr("memory.total", ValueKind::Integer, "Memory in bytes."),
     attr("ip", ValueKind::Text, "Any of the host's IP addresses."),
+    attr("group", ValueKind::Text, "The id or name of any management group holding the agent (its ancestors too)."),
 ];
 
 /// The attributes as a Markdown table (docs/scope.md holds it between markers; a test fails
@@ -189,6 +190,20 @@ impl Scope {
             }
         });
         keys
+    }
+
+    /// The attributes it names (not tags), in order, repeats kept.
+    pub fn attribute_names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        self.visit(&mut |node| {
+            if let Scope::Compare { field: Field::Attribute(a), .. }
+            | Scope::In { field: Field::Attribute(a), .. }
+            | Scope::Exists { field: Field::Attribute(a), .. } = node
+            {
+                names.push(*a);
+            }
+        });
+        names
     }
 
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Scope)) {

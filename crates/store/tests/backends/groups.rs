@@ -1,0 +1,206 @@
+//! Management groups on every backend: the tree's rules, explicit and rule membership kept in
+//! step with facts and tags, roles on groups, and confinement applied in the queries.
+
+use std::collections::HashSet;
+
+use toolgate_domain::fleet::HostFacts;
+use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::groups::{GroupRefusal, GroupRole, ROOT_GROUP, Reach, Visible};
+use toolgate_domain::records::Change;
+use toolgate_store::{GroupUpdate, NewGroup, Repositories, RowSource};
+
+use crate::fleet::report;
+
+crate::matrix!(
+    the_tree_refuses_cycles_duplicates_and_the_root,
+    rule_members_follow_facts_and_tags_in_the_same_write,
+    explicit_members_and_descendants_make_a_groups_agents,
+    roles_on_groups_are_part_of_the_principal,
+    confined_queries_cut_pages_after_confinement,
+);
+
+fn by(at: i64) -> Change<'static> {
+    Change { at, by: "admin" }
+}
+
+fn group<'a>(name: &'a str, parent: &'a str, rule: Option<&'a str>) -> NewGroup<'a> {
+    NewGroup { name, description: "", parent_id: parent, rule, change: by(1) }
+}
+
+async fn enroll(r: &Repositories, n: usize) -> Vec<String> {
+    let (_, secret) = r.fleet.create_enrollment_token(i64::MAX, n as i64, 0).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(r.fleet.enroll(&secret, 0).await.unwrap().unwrap().0);
+    }
+    ids.sort();
+    ids
+}
+
+fn facts(hostname: &str) -> HostFacts {
+    HostFacts { hostname: hostname.into(), os_id: "debian".into(), ..HostFacts::default() }
+}
+
+async fn agents_of(r: &Repositories, groups: &[&str]) -> HashSet<String> {
+    let reach = Reach::Groups(groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().into());
+    match r.groups.visible(&reach).await.unwrap() {
+        Visible::Only(ids) => ids.iter().cloned().collect(),
+        Visible::All => panic!("a reach of groups is never the whole fleet"),
+    }
+}
+
+async fn the_tree_refuses_cycles_duplicates_and_the_root(r: Repositories) {
+    let g = &r.groups;
+    let a = g.create_group(group("Team A", ROOT_GROUP, None)).await.unwrap().unwrap();
+    let child = g.create_group(group("A web", &a.id, None)).await.unwrap().unwrap();
+    assert_eq!(child.parent_id.as_deref(), Some(a.id.as_str()));
+    let taken = g.create_group(group("team a", ROOT_GROUP, None)).await.unwrap();
+    assert_eq!(taken, Err(GroupRefusal::NameTaken("team a".into())), "names are unique case-insensitively");
+    let orphan = g.create_group(group("B", "mg-nope", None)).await.unwrap();
+    assert_eq!(orphan, Err(GroupRefusal::Unknown("mg-nope".into())));
+    let cycle = GroupUpdate { parent_id: Some(&child.id), ..GroupUpdate::default() };
+    assert!(matches!(g.update_group(&a.id, cycle, by(2)).await.unwrap(), Err(GroupRefusal::Cycle { .. })));
+    let root = GroupUpdate { name: Some("Everything"), ..GroupUpdate::default() };
+    assert_eq!(g.update_group(ROOT_GROUP, root, by(2)).await.unwrap(), Err(GroupRefusal::Root));
+    assert_eq!(g.delete_group(ROOT_GROUP).await.unwrap(), Err(GroupRefusal::Root));
+    assert!(matches!(g.delete_group(&a.id).await.unwrap(), Err(GroupRefusal::HasChildren { .. })));
+    let renamed = GroupUpdate { name: Some("Team Alpha"), description: Some("the A team"), ..GroupUpdate::default() };
+    let (before, after) = g.update_group(&a.id, renamed, by(3)).await.unwrap().unwrap();
+    assert_eq!((before.name.as_str(), after.name.as_str(), after.updated_at), ("Team A", "Team Alpha", 3));
+    let mut deep = a.id.clone();
+    for level in 0..20 {
+        match g.create_group(group(&format!("level {level}"), &deep, None)).await.unwrap() {
+            Ok(made) => deep = made.id,
+            Err(refusal) => {
+                assert!(matches!(refusal, GroupRefusal::TooDeep(_)), "{refusal}");
+                break;
+            }
+        }
+    }
+    assert_eq!(g.delete_group(&child.id).await.unwrap().unwrap().name, "A web");
+    let names: Vec<String> = g.management_groups().await.unwrap().into_iter().map(|g| g.name).collect();
+    assert_eq!(names[0], "All agents", "the root first");
+    assert!(!names.contains(&"A web".to_string()));
+}
+
+async fn rule_members_follow_facts_and_tags_in_the_same_write(r: Repositories) {
+    let ids = enroll(&r, 3).await;
+    let web = r.groups.create_group(group("Web", ROOT_GROUP, Some(r#"hostname ~ "web-*""#))).await.unwrap().unwrap();
+    let prod = r.groups.create_group(group("Prod", ROOT_GROUP, Some("tag:env = prod"))).await.unwrap().unwrap();
+    assert!(agents_of(&r, &[&web.id]).await.is_empty(), "nobody has reported yet");
+    r.fleet.save_facts(&ids[0], &facts("web-1"), 1).await.unwrap();
+    r.fleet.save_facts(&ids[1], &facts("db-1"), 1).await.unwrap();
+    assert_eq!(agents_of(&r, &[&web.id]).await, HashSet::from([ids[0].clone()]));
+    r.tags.set_agent_tag(&ids[1], "env", "prod", by(2)).await.unwrap();
+    r.tags.set_agent_tag(&ids[2], "env", "prod", by(2)).await.unwrap();
+    assert_eq!(agents_of(&r, &[&prod.id]).await, HashSet::from([ids[1].clone(), ids[2].clone()]));
+    r.tags.set_agent_tag(&ids[2], "env", "dev", by(3)).await.unwrap();
+    r.tags.delete_agent_tag(&ids[1], "env").await.unwrap();
+    assert!(agents_of(&r, &[&prod.id]).await.is_empty(), "retagged out of the group");
+    // A new rule chooses again over every agent; an agent enrolled later is judged at once.
+    let everyone = GroupUpdate { rule: Some(Some("os.id = debian")), ..GroupUpdate::default() };
+    r.groups.update_group(&prod.id, everyone, by(4)).await.unwrap().unwrap();
+    assert_eq!(agents_of(&r, &[&prod.id]).await, HashSet::from([ids[0].clone(), ids[1].clone()]));
+    let all_ids = r.groups.create_group(group("Any", ROOT_GROUP, Some("agent_id exists"))).await.unwrap().unwrap();
+    let late = enroll(&r, 1).await;
+    assert!(agents_of(&r, &[&all_ids.id]).await.contains(&late[0]));
+    let memberships = r.groups.memberships().await.unwrap();
+    assert!(memberships.contains(&(ids[0].clone(), web.id.clone())));
+}
+
+async fn explicit_members_and_descendants_make_a_groups_agents(r: Repositories) {
+    let ids = enroll(&r, 3).await;
+    let team = r.groups.create_group(group("Team", ROOT_GROUP, Some("tag:team = a"))).await.unwrap().unwrap();
+    let sub = r.groups.create_group(group("Team sub", &team.id, None)).await.unwrap().unwrap();
+    assert_eq!(r.groups.add_member(&sub.id, &ids[0]).await.unwrap(), Ok(true));
+    assert_eq!(r.groups.add_member(&sub.id, &ids[0]).await.unwrap(), Ok(false), "already a member");
+    assert_eq!(
+        r.groups.add_member(&sub.id, "agt-nope").await.unwrap(),
+        Err(GroupRefusal::UnknownAgent("agt-nope".into()))
+    );
+    assert_eq!(r.groups.add_member(ROOT_GROUP, &ids[0]).await.unwrap(), Err(GroupRefusal::Root));
+    r.tags.set_agent_tag(&ids[1], "team", "a", by(1)).await.unwrap();
+    assert_eq!(
+        agents_of(&r, &[&team.id]).await,
+        HashSet::from([ids[0].clone(), ids[1].clone()]),
+        "a child's agents are its parent's"
+    );
+    assert_eq!(agents_of(&r, &[&sub.id]).await, HashSet::from([ids[0].clone()]));
+    // Explicit and rule membership are kept apart: removing one leaves the other.
+    r.groups.add_member(&team.id, &ids[1]).await.unwrap().unwrap();
+    assert_eq!(r.groups.remove_member(&team.id, &ids[1]).await.unwrap(), Ok(true));
+    assert!(agents_of(&r, &[&team.id]).await.contains(&ids[1]), "still chosen by the rule");
+    let members = r.groups.members(&team.id).await.unwrap().unwrap();
+    assert_eq!((members.len(), members[0].explicit, members[0].by_rule), (1, false, true));
+    assert_eq!(r.groups.remove_member(&team.id, &ids[1]).await.unwrap(), Ok(false), "not an explicit member");
+    assert!(r.groups.visible(&Reach::Fleet).await.unwrap().is_all());
+    let with_root = Reach::Groups(vec![sub.id.clone(), ROOT_GROUP.to_string()].into());
+    assert!(r.groups.visible(&with_root).await.unwrap().is_all(), "a role on the root is fleet-wide");
+    // Moving the child elsewhere takes its agents along.
+    let other = r.groups.create_group(group("Other", ROOT_GROUP, None)).await.unwrap().unwrap();
+    let moved = GroupUpdate { parent_id: Some(&other.id), ..GroupUpdate::default() };
+    r.groups.update_group(&sub.id, moved, by(2)).await.unwrap().unwrap();
+    assert_eq!(agents_of(&r, &[&other.id]).await, HashSet::from([ids[0].clone()]));
+    assert_eq!(agents_of(&r, &[&team.id]).await, HashSet::from([ids[1].clone()]));
+    r.groups.delete_group(&sub.id).await.unwrap().unwrap();
+    assert!(agents_of(&r, &[&other.id]).await.is_empty(), "a deleted group's members go with it");
+}
+
+async fn roles_on_groups_are_part_of_the_principal(r: Repositories) {
+    let team = r.groups.create_group(group("Team", ROOT_GROUP, None)).await.unwrap().unwrap();
+    r.credentials.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
+    assert_eq!(r.credentials.assign_group_role("alice", &team.id, "Operator", by(1)).await.unwrap(), Ok(true));
+    assert_eq!(r.credentials.assign_group_role("alice", &team.id, "Operator", by(1)).await.unwrap(), Ok(false));
+    let unknown = r.credentials.assign_group_role("alice", "mg-nope", "Operator", by(1)).await.unwrap();
+    assert_eq!(unknown, Err(GroupRefusal::Unknown("mg-nope".into())));
+    let alice = r.credentials.principal("alice").await.unwrap().unwrap();
+    assert_eq!(alice.group_roles, [GroupRole { group_id: team.id.clone(), role: "Operator".into() }]);
+    assert_eq!(r.credentials.principals().await.unwrap()[0].group_roles.len(), 1);
+    let held = r.groups.group_roles(Some(&team.id)).await.unwrap();
+    assert_eq!((held[0].principal.as_str(), held[0].granted_by.as_str()), ("alice", "admin"));
+    assert!(r.credentials.unassign_group_role("alice", &team.id, "Operator").await.unwrap());
+    assert!(!r.credentials.unassign_group_role("alice", &team.id, "Operator").await.unwrap());
+    r.credentials.assign_group_role("alice", &team.id, "Viewer", by(2)).await.unwrap().unwrap();
+    r.groups.delete_group(&team.id).await.unwrap().unwrap();
+    assert!(r.credentials.principal("alice").await.unwrap().unwrap().group_roles.is_empty(), "gone with the group");
+}
+
+async fn confined_queries_cut_pages_after_confinement(r: Repositories) {
+    let ids = enroll(&r, 4).await;
+    let team = r.groups.create_group(group("Team", ROOT_GROUP, None)).await.unwrap().unwrap();
+    for id in &ids[2..] {
+        r.groups.add_member(&team.id, id).await.unwrap().unwrap();
+    }
+    for id in &ids {
+        r.fleet.save_inventory(id, report("listening_ports", &[22, 80]), 2).await.unwrap();
+        r.work
+            .save_compliance(
+                id,
+                vec![RuleResult { rule_id: "r1".into(), status: ComplianceStatus::Compliant, evidence: String::new() }],
+                3,
+            )
+            .await
+            .unwrap();
+    }
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    let source = |agent_id: Option<&str>| RowSource {
+        table: "listening_ports".into(),
+        agent_id: agent_id.map(str::to_string),
+        reach: reach.clone(),
+    };
+    // The first page of two rows is the team's, not the first two rows of the fleet.
+    let page = r.fleet.inventory_rows(&source(None), &[], None, 0, 2).await.unwrap();
+    let agents: Vec<&str> = page.rows.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!((agents, page.more), (vec![ids[2].as_str(), ids[2].as_str()], true));
+    let all = r.fleet.inventory_rows(&source(None), &[], None, 0, 100).await.unwrap();
+    assert_eq!(all.rows.len(), 4);
+    assert!(
+        r.fleet.inventory_rows(&source(Some(&ids[0])), &[], None, 0, 100).await.unwrap().rows.is_empty(),
+        "another's agent has no rows for it"
+    );
+    assert_eq!(r.fleet.inventory_coverage(&reach).await.unwrap(), [("listening_ports".to_string(), 2, 0)]);
+    assert_eq!(r.fleet.inventory_coverage(&Reach::Fleet).await.unwrap(), [("listening_ports".to_string(), 4, 0)]);
+    let confined: Vec<String> = r.work.compliance(None, &reach).await.unwrap().into_iter().map(|(a, _, _)| a).collect();
+    assert_eq!(confined, ids[2..].to_vec());
+    assert_eq!(r.work.compliance(Some("r1"), &Reach::Fleet).await.unwrap().len(), 4);
+}

@@ -1,0 +1,218 @@
+//! Management groups end to end: six real agents, two teams whose groups choose their agents
+//! by a rule on a tag, a principal per team holding Operator on its group only, and a
+//! fleet-wide Viewer. Each team sees its three agents in every listing, count, query, scope,
+//! resource and completion; the other team's agents read exactly as unknown ones.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use common::agents::*;
+use common::{Server, call_as, request, start};
+use serde_json::{Value, json};
+
+struct Teams {
+    s: Server,
+    schemas: HashMap<String, Value>,
+    /// Agent ids by hostname (team-a-1 ... team-b-3).
+    ids: HashMap<String, String>,
+    groups: HashMap<char, String>,
+    tokens: HashMap<char, String>,
+    _agents: Vec<Agent>,
+    _states: tempfile::TempDir,
+}
+
+impl Teams {
+    fn of(&self, team: char) -> BTreeSet<String> {
+        self.ids
+            .iter()
+            .filter(|(host, _)| host.starts_with(&format!("team-{team}-")))
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+}
+
+fn created_group(out: &str) -> String {
+    out.split_whitespace().find(|w| w.starts_with("mg-")).unwrap_or_else(|| panic!("no group id in: {out}")).to_string()
+}
+
+/// Six agents tagged `team=a` or `team=b` by the fleet's administrator, the groups "Team A"
+/// and "Team B" choosing them by that tag, and alice (Operator on A) and bob (Operator on B).
+fn two_teams() -> Teams {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &["--uses", "6"]);
+    let names: Vec<String> = ["a", "b"].iter().flat_map(|t| (1..=3).map(move |n| format!("team-{t}-{n}"))).collect();
+    let agents = names.iter().map(|n| spawn_agent(&s, Some(&token), &states.path().join(n), Some(n))).collect();
+    let ids = online_by_hostname(&s, &schemas, 6);
+    for (host, id) in &ids {
+        let team = &host[5..6];
+        structured(&s, &schemas, "set_tag", json!({"agent_id": id, "key": "team", "value": team}));
+    }
+    let mut groups = HashMap::new();
+    let mut tokens = HashMap::new();
+    for (team, principal) in [('a', "alice"), ('b', "bob")] {
+        let rule = format!("tag:team = {team}");
+        let out = s.cli(&["group", "create", &format!("Team {}", team.to_ascii_uppercase()), "--rule", &rule]);
+        let group = created_group(&out);
+        s.cli(&["principal", "add", principal]);
+        s.cli(&["group", "assign", &group, principal, "Operator"]);
+        tokens.insert(team, s.token(principal, "operator", "1d"));
+        groups.insert(team, group);
+    }
+    Teams { s, schemas, ids, groups, tokens, _agents: agents, _states: states }
+}
+
+fn ids_in(rows: &Value, key: &str) -> BTreeSet<String> {
+    rows.as_array().unwrap().iter().map(|r| r[key].as_str().unwrap().to_string()).collect()
+}
+
+fn rpc_as(s: &Server, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}).to_string();
+    let auth = format!("Bearer {token}");
+    request(s.addr, "POST", &[("Authorization", &auth), ("MCP-Protocol-Version", "2025-11-25")], Some(&body)).json()
+}
+
+/// The refusal for an agent id the caller cannot see: the unknown-agent answer, naming none
+/// of the other team's agents or hosts.
+fn assert_unknown(t: &Teams, team: char, tool: &str, arguments: Value, agent_id: &str) {
+    let answer = call_as(&t.s, &t.tokens[&team], tool, arguments).json();
+    assert_eq!(answer["result"]["isError"], true, "{tool}: {answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("no agent `{agent_id}`: ")) && text.ends_with("; list_agents lists them"),
+        "{tool}: {text}"
+    );
+    let other = if team == 'a' { 'b' } else { 'a' };
+    for id in t.of(other).iter().filter(|id| *id != agent_id) {
+        assert!(!text.contains(id.as_str()), "{tool} named another team's agent: {text}");
+    }
+    assert!(!text.contains(&format!("team-{other}-")), "{tool} named another team's host: {text}");
+}
+
+#[test]
+fn two_teams_each_see_and_act_on_their_own_three_agents_only() {
+    if !is_root() {
+        eprintln!("skipped: the agents need their own hostnames (UTS namespaces), which needs root");
+        return;
+    }
+    let t = two_teams();
+    let (s, schemas) = (&t.s, &t.schemas);
+    for team in ['a', 'b'] {
+        let (token, mine) = (&t.tokens[&team], t.of(team));
+        let listed = structured_as(s, schemas, token, "list_agents", json!({}));
+        assert_eq!((listed["total"].clone(), ids_in(&listed["agents"], "agent_id")), (json!(3), mine.clone()));
+        let posture = structured_as(s, schemas, token, "get_fleet_posture_fast", json!({}));
+        assert_eq!((posture["total"].clone(), posture["online"].clone()), (json!(3), json!(3)), "{posture}");
+        let tagged = structured_as(s, schemas, token, "search_agents_by_tag", json!({"key": "team"}));
+        assert_eq!(ids_in(&tagged["agents"], "agent_id"), mine);
+        let everyone =
+            structured_as(s, schemas, token, "preview_scope_targets", json!({"expression": "agent_id exists"}));
+        assert_eq!((everyone["count"].clone(), ids_in(&everyone["agents"], "agent_id")), (json!(3), mine.clone()));
+        let other_name = if team == 'a' { "Team B" } else { "Team A" };
+        let theirs = json!({"expression": format!("group = \"{other_name}\"")});
+        assert_eq!(structured_as(s, schemas, token, "preview_scope_targets", theirs)["count"], 0);
+        let own = json!({"expression": format!("group = {}", t.groups[&team])});
+        assert_eq!(structured_as(s, schemas, token, "preview_scope_targets", own)["count"], 3);
+        let bash = json!({"table": "installed_software", "filters": [{"column": "name", "op": "=", "value": "bash"}]});
+        let rows = structured_as(s, schemas, token, "query_inventory", bash);
+        assert_eq!(ids_in(&rows["rows"], "agent_id"), mine, "{rows}");
+        let tables = structured_as(s, schemas, token, "list_inventory_tables", json!({}));
+        let software = tables["tables"].as_array().unwrap().iter().find(|t| t["name"] == "installed_software").unwrap();
+        assert_eq!(software["agents_reported"], 3, "counts cover the team's agents only");
+        // Completions and the agent resources: the team's ids only.
+        let completion = rpc_as(
+            s,
+            token,
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "investigate_agent"}, "argument": {"name": "agent_id", "value": ""}}),
+        );
+        assert_eq!(completion["result"]["completion"]["values"].as_array().unwrap().len(), 3, "{completion}");
+        let offered: BTreeSet<String> = completion["result"]["completion"]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(offered, mine);
+        let resources = rpc_as(s, token, "resources/list", json!({}));
+        let agent_uris = resources["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["uri"].as_str().unwrap().starts_with("agent://"))
+            .count();
+        assert_eq!(agent_uris, 3, "{resources}");
+        let health = rpc_as(s, token, "resources/read", json!({"uri": "toolgate://server/health"}));
+        let health: Value = serde_json::from_str(health["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(health["agents"], Value::Null, "the server's counts are for fleet-wide readers: {health}");
+
+        // Every way of naming one of the other team's agents reads as an unknown agent.
+        let other = if team == 'a' { 'b' } else { 'a' };
+        let stranger = t.of(other).into_iter().next().unwrap();
+        assert_unknown(&t, team, "get_agent_details", json!({"agent_id": stranger}), &stranger);
+        assert_unknown(&t, team, "get_tags", json!({"agent_id": stranger}), &stranger);
+        assert_unknown(&t, team, "set_tag", json!({"agent_id": stranger, "key": "note", "value": "x"}), &stranger);
+        assert_unknown(
+            &t,
+            team,
+            "get_agent_inventory",
+            json!({"agent_id": stranger, "table": "installed_software"}),
+            &stranger,
+        );
+        assert_unknown(
+            &t,
+            team,
+            "execute_instruction",
+            json!({"definition": "os_facts", "agent_ids": [stranger]}),
+            &stranger,
+        );
+        let read = rpc_as(s, token, "resources/read", json!({"uri": format!("agent://{stranger}")}));
+        assert_eq!(read["error"]["code"], -32602, "{read}");
+        assert!(read["error"]["message"].as_str().unwrap().contains(&format!("no agent `{stranger}`")), "{read}");
+
+        // A scope that matches all six runs on the team's three.
+        let run = structured_as(
+            s,
+            schemas,
+            token,
+            "execute_instruction",
+            json!({"definition": "os_facts", "scope": "agent_id exists"}),
+        );
+        let status = wait_finished(s, schemas, token, run["execution_id"].as_str().unwrap());
+        assert_eq!(ids_in(&status["agents"], "agent_id"), mine, "{status}");
+
+        // The tag the groups' rules read is a membership tag: a team cannot retag an agent
+        // out of (or into) a group; other tags are its own to set.
+        let own_agent = mine.iter().next().unwrap().clone();
+        let moved =
+            call_as(s, token, "set_tag", json!({"agent_id": own_agent, "key": "team", "value": other.to_string()}))
+                .json();
+        assert_eq!(moved["error"]["code"], -32003, "refused as a permission: {moved}");
+        assert!(moved["error"]["message"].as_str().unwrap().contains("`team` is a membership tag"), "{moved}");
+        structured_as(s, schemas, token, "set_tag", json!({"agent_id": own_agent, "key": "note", "value": "ours"}));
+    }
+
+    // A fleet-wide Viewer sees all six.
+    s.cli(&["principal", "add", "carol", "--role", "Viewer"]);
+    let carol = s.token("carol", "readonly", "1d");
+    assert_eq!(structured_as(s, schemas, &carol, "list_agents", json!({}))["total"], 6);
+    assert_eq!(structured_as(s, schemas, &carol, "get_fleet_posture_fast", json!({}))["total"], 6);
+
+    // A revoked group role takes effect within the authentication cache's lifetime (1 s by
+    // default; the bound here is generous).
+    s.cli(&["group", "unassign", &t.groups[&'a'], "alice", "Operator"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = call_as(s, &t.tokens[&'a'], "list_agents", json!({})).json();
+        if answer["error"]["code"] == -32003 || answer["result"]["isError"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "alice still lists agents after her role was taken away: {answer}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let shown = s.cli(&["group", "show", &t.groups[&'b']]);
+    assert!(shown.contains("bob holds Operator") && shown.contains("members (3)"), "{shown}");
+}
