@@ -95,13 +95,17 @@ fn each_tool() {
         let definition = served.iter().find(|t| t["name"] == meta.name).expect("every tool is served");
         let decisions: serde_json::Map<String, Value> =
             Tier::ALL.iter().map(|t| (t.name().to_string(), meta.decisions[t.index()].label().into())).collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "permission": meta.pair(),
             "class": meta.class.label(),
             "handler": meta.handler,
             "decisions": decisions,
             "served": definition,
         });
+        // A deciding check other than the permission one is part of what a reviewer reads.
+        if !meta.authorization.is_permission() {
+            doc["decided_by"] = meta.authorization.explained().into();
+        }
         settings.bind(|| insta::assert_snapshot!(meta.name, serde_json::to_string_pretty(&doc).unwrap()));
     }
     let orphans: Vec<String> = std::fs::read_dir(&dir)

@@ -227,6 +227,9 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     let _ = writeln!(out, "{} — {}", tool.name, tool.title);
     let _ = writeln!(out, "  {}", tool.description);
     let _ = writeln!(out, "  permission  {pair} ({}-class operation)", plan.class.label());
+    if !tool.authorization.is_permission() {
+        let _ = writeln!(out, "  decided by  {}", tool.authorization.explained());
+    }
     let _ = writeln!(
         out,
         "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 use toolgate_domain::Clock;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
-use toolgate_domain::groups::{ManagementGroup, ROOT_GROUP, check_name, check_rule};
+use toolgate_domain::groups::{ROOT_GROUP, check_name, check_rule};
 use toolgate_domain::records::Change;
 use toolgate_domain::text::escape_controls;
 use toolgate_store::{GroupUpdate, NewGroup, Repositories};
@@ -72,7 +72,7 @@ pub async fn run(store: &Repositories, command: GroupCommand) -> Result<String> 
             }
             let new = NewGroup { name, description: &description, parent_id: &parent, rule: rule.as_deref(), change };
             let group = store.groups.create_group(new).await??;
-            audit(store, "console.group_create", &group.id, format!("created {}", describe(&group))).await;
+            audit(store, "console.group_create", &group.id, format!("created {}", group.summary())).await;
             Ok(format!("created group {} `{}`\n", group.id, group.name))
         }
         GroupCommand::List => list(store).await,
@@ -85,13 +85,13 @@ pub async fn run(store: &Repositories, command: GroupCommand) -> Result<String> 
             let rule = if no_rule { Some(None) } else { rule.as_deref().map(Some) };
             let update = GroupUpdate { name, description: description.as_deref(), parent_id: parent.as_deref(), rule };
             let (before, after) = store.groups.update_group(&group, update, change).await??;
-            let detail = format!("before: {}; after: {}", describe(&before), describe(&after));
+            let detail = format!("before: {}; after: {}", before.summary(), after.summary());
             audit(store, "console.group_update", &group, detail).await;
-            Ok(format!("updated group {group}: {}\n", describe(&after)))
+            Ok(format!("updated group {group}: {}\n", after.summary()))
         }
         GroupCommand::Delete { group } => {
             let gone = store.groups.delete_group(&group).await??;
-            audit(store, "console.group_delete", &group, format!("deleted {}", describe(&gone))).await;
+            audit(store, "console.group_delete", &group, format!("deleted {}", gone.summary())).await;
             Ok(format!("deleted group {group} `{}`\n", gone.name))
         }
         GroupCommand::AddMember { group, agent_id } => {
@@ -144,16 +144,6 @@ fn known_role(role: &str) -> Result<()> {
     Ok(())
 }
 
-/// A group in one line: what an audit row's before and after say.
-fn describe(g: &ManagementGroup) -> String {
-    format!(
-        "`{}` under {} rule {}",
-        g.name,
-        g.parent_id.as_deref().unwrap_or("(none)"),
-        g.rule.as_deref().map_or("(none)".to_string(), |r| format!("`{r}`"))
-    )
-}
-
 async fn audit(store: &Repositories, action: &str, group: &str, detail: String) {
     let event = AuditEvent::new(Clock::default().now_ms(), action, AuditOutcome::Success)
         .by_principal(CONSOLE)
@@ -178,7 +168,7 @@ async fn show(store: &Repositories, id: &str) -> Result<String> {
     let Some(group) = store.groups.management_group(id).await? else {
         bail!("no group `{id}` (`toolgate group list` lists them)");
     };
-    let mut out = format!("{} {}\n", group.id, describe(&group));
+    let mut out = format!("{} {}\n", group.id, group.summary());
     if group.is_root() {
         out.push_str("members: every enrolled agent\n");
     } else {

@@ -187,8 +187,3 @@ pub async fn check_permission(ctx: &ToolContext, args: args::CheckPermission) ->
         "needs_approval": decision == Decision::ApprovalRequired,
     })))
 }
-
-pub async fn list_management_groups(ctx: &ToolContext, _args: args::ListManagementGroups) -> ToolResult {
-    let groups = ctx.services().groups().management_groups().await?;
-    Ok(ToolOutput::Structured(json!({"count": groups.len(), "groups": groups})))
-}

@@ -4,7 +4,7 @@
 use serde_json::json;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
-use super::confined::one_agent;
+use super::confined::{one_agent, visible};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -41,4 +41,17 @@ pub async fn quarantine_device(ctx: &ToolContext, args: args::QuarantineDevice) 
 
 pub async fn release_quarantine(ctx: &ToolContext, args: args::ReleaseQuarantine) -> ToolResult {
     set(ctx, &args.agent_id, false, None).await
+}
+
+pub async fn list_quarantined_devices(ctx: &ToolContext, _args: args::ListQuarantinedDevices) -> ToolResult {
+    let visible = visible(ctx).await?;
+    let devices = ctx.services().fleet().each(&visible, |view| {
+        let (wanted, reported) = view.quarantine();
+        let state = quarantine_state(wanted, reported);
+        (state != "none").then(|| {
+            json!({"agent_id": view.agent_id, "hostname": view.facts().map(|f| &f.hostname), "state": state,
+                   "reason": view.quarantine_reason()})
+        })
+    });
+    Ok(ToolOutput::Structured(json!({"count": devices.len(), "devices": devices})))
 }

@@ -32,7 +32,10 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 pub fn denial_code(denial: &Denial) -> i64 {
     match denial {
         Denial::ReadOnlyMode { .. } | Denial::Tier { .. } => TIER_DENIED,
-        Denial::NotGranted { .. } | Denial::ApprovalCap(_) | Denial::NotRedeemable { .. } => PERMISSION_DENIED,
+        Denial::NotGranted { .. }
+        | Denial::RoleRequired { .. }
+        | Denial::ApprovalCap(_)
+        | Denial::NotRedeemable { .. } => PERMISSION_DENIED,
         Denial::InvalidArguments(_) => INVALID_PARAMS,
         Denial::ApprovalPending { .. } => APPROVAL_REQUIRED,
         Denial::StoreFault { .. } | Denial::SchemaFault { .. } => INTERNAL_ERROR,

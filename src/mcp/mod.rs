@@ -113,8 +113,15 @@ impl McpServer {
     pub fn new(services: Arc<Services>, options: Options) -> Result<Self, SchemaError> {
         let clock = services.clock().clone();
         let catalogue = services.catalogue();
-        let gate = Gate::new(catalogue, services.repositories().approvals.clone(), clock, options.read_only)?
-            .with_argument_check(Arc::new(crate::instructions::InstructionCheck));
+        let repositories = services.repositories();
+        let deciders = toolgate_gate::Deciders {
+            catalogue,
+            credentials: repositories.credentials.clone(),
+            groups: repositories.groups.clone(),
+        };
+        let gate = Gate::new(catalogue, repositories.approvals.clone(), clock, options.read_only)?
+            .with_argument_check(Arc::new(crate::instructions::InstructionCheck))
+            .with_deciders(deciders);
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let lists = lists::precompute(&gate, &server_info, options);
         let correlations = crate::correlation::Correlations::new(services.clock().clone());

@@ -62,6 +62,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         };
         let gated = plan.approval_gated;
         let task_support = ident(tool.task_support.variant());
+        let authorization = ident(tool.authorization.variant());
         let sensitive = &plan.sensitive;
         let agent_data = tool.agent_data;
         let store_fault_retry_ms = plan.store_fault_retry_ms;
@@ -88,6 +89,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 output_schema: #output_schema,
                 required_client_capabilities: #capabilities,
                 task_support: TaskSupport::#task_support,
+                authorization: Authorization::#authorization,
                 example_arguments: #example,
                 static_result: #static_result,
                 approval_gated: #gated,
@@ -170,12 +172,18 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         &checked.prompts_resources.templates,
         model.resource_templates.iter().map(|t| (t.name.clone(), spec_json(t))).collect(),
     );
+    let optional_role = |role: &Option<String>| match role {
+        Some(role) => quote!(Some(#role)),
+        None => quote!(None),
+    };
+    let (group_owner, rbac_administrator) =
+        (optional_role(&names.group_owner_role), optional_role(&names.rbac_administrator_role));
     let reviewer = permission(&names.reviewer_permission);
     let principal_admin = permission(&names.principal_admin_permission);
 
     quote! {
         #[allow(unused_imports)]
-        use #catalogue_types::{Annotations, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta};
+        use #catalogue_types::{Annotations, Authorization, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta};
         #[allow(unused_imports)]
         use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 
@@ -278,6 +286,8 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             operations: &OPERATIONS,
             reviewer: REVIEWER_PERMISSION,
             principal_admin: PRINCIPAL_ADMIN_PERMISSION,
+            group_owner_role: #group_owner,
+            rbac_administrator_role: #rbac_administrator,
         };
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.

@@ -60,6 +60,10 @@ pub struct Tool {
     /// says so, and every prompt that calls the tool tells the model to treat it as data.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub agent_data: bool,
+    /// How the gate decides RBAC: `permission` (the default), `durableAdministrator` or
+    /// `fleetOrGroupOwner` (docs/catalogue.md). The build checks each one's conditions.
+    #[serde(default, skip_serializing_if = "Authorization::is_permission")]
+    pub authorization: Authorization,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,
@@ -202,9 +206,19 @@ pub struct ServerNames {
     pub reviewer_permission: String,
     /// The permission that lets a principal revoke other principals' API tokens.
     pub principal_admin_permission: String,
+    /// The role of a management group's service owner: held on a group, it lets its holder
+    /// change the membership tags that group's rule reads and manage the roles held on it.
+    /// Absent: no role owns a group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_owner_role: Option<String>,
+    /// The role a principal must hold fleet-wide, read fresh from the store, for the tools
+    /// whose `authorization` is `durableAdministrator` (granting fleet-wide roles). Absent: no
+    /// tool may declare that check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rbac_administrator_role: Option<String>,
 }
 
-pub use toolgate_domain::catalogue::TaskSupport;
+pub use toolgate_domain::catalogue::{Authorization, TaskSupport};
 pub use toolgate_domain::prompts_resources::{PromptSpec, ResourceSpec, TemplateSpec};
 pub use toolgate_policy::OperationClass;
 

@@ -40,6 +40,57 @@ impl TaskSupport {
     }
 }
 
+// How the gate decides RBAC for a tool (tools.yaml `authorization`; docs/catalogue.md).
+// (A plain comment: a doc comment would become a description in the committed schema.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Authorization {
+    /// The caller's roles grant the tool's pair: fleet-wide, or on groups (the call is then
+    /// confined to their agents).
+    #[default]
+    Permission,
+    /// The pair drives the tier and the approval only; what decides is policy.yaml
+    /// `server.rbac_administrator_role` held fleet-wide, read fresh from the store (a cached
+    /// credential is not trusted to grant standing authority).
+    DurableAdministrator,
+    /// The pair granted fleet-wide, or policy.yaml `server.group_owner_role` held on the
+    /// group the call's `group_id` names (or on one of its ancestors).
+    FleetOrGroupOwner,
+}
+
+impl Authorization {
+    pub fn is_permission(&self) -> bool {
+        *self == Authorization::Permission
+    }
+
+    /// The variant's name, as generated code spells it.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Authorization::Permission => "Permission",
+            Authorization::DurableAdministrator => "DurableAdministrator",
+            Authorization::FleetOrGroupOwner => "FleetOrGroupOwner",
+        }
+    }
+
+    /// What `toolgate explain` says decides a call.
+    pub fn explained(self) -> &'static str {
+        match self {
+            Authorization::Permission => {
+                "the principal's roles grant the pair (fleet-wide, or on groups: confined to them)"
+            }
+            Authorization::DurableAdministrator => {
+                "a durable administrator role (policy.yaml server.rbac_administrator_role), held fleet-wide and re-read \
+                 from the store, instead of the permission check; the pair drives only the tier and the approval"
+            }
+            Authorization::FleetOrGroupOwner => {
+                "the pair granted fleet-wide, or the group owner role (policy.yaml server.group_owner_role) on the \
+                 group `group_id` names or one of its ancestors"
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HintOverride {
     pub hint: &'static str,
@@ -83,6 +134,8 @@ pub struct ToolMeta {
     /// `store_fault_retry`: the seeds' 5 s, and 2 s for the plugin-config and token-rotation
     /// families).
     pub store_fault_retry_ms: u64,
+    /// How the gate decides RBAC (tools.yaml `authorization`).
+    pub authorization: Authorization,
 }
 
 impl ToolMeta {
@@ -126,6 +179,10 @@ pub struct Catalogue {
     pub reviewer: Permission,
     /// policy.yaml `server.principal_admin_permission`.
     pub principal_admin: Permission,
+    /// policy.yaml `server.group_owner_role`: held on a group, its service owner's.
+    pub group_owner_role: Option<&'static str>,
+    /// policy.yaml `server.rbac_administrator_role`: what `durableAdministrator` tools require.
+    pub rbac_administrator_role: Option<&'static str>,
 }
 
 impl Catalogue {

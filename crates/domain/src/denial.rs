@@ -27,6 +27,9 @@ pub enum Denial {
     Tier { tool: &'static str, tier: String, pair: String, allowed_in: Vec<&'static str> },
     /// No role of the principal grants the tool's pair.
     NotGranted { tool: &'static str, pair: String },
+    /// The tool's own deciding check (tools.yaml `authorization`) is not met: `requirement`
+    /// says what it needs ("the fleet-wide role Administrator", "the role ITServiceOwner on ...").
+    RoleRequired { tool: &'static str, requirement: String },
     /// The arguments break the inputSchema.
     InvalidArguments(InvalidArguments),
     /// A ticket waits for a person (just minted, or recalled too early).
@@ -167,6 +170,7 @@ impl Denial {
             Denial::ReadOnlyMode { tool } => format!("the server is in read-only mode: {tool} changes state"),
             Denial::Tier { tool, tier, pair, .. } => format!("tier `{tier}` may not call {tool} ({pair})"),
             Denial::NotGranted { pair, .. } => format!("the caller's roles do not grant {pair}"),
+            Denial::RoleRequired { tool, requirement } => format!("{tool} needs {requirement}"),
             Denial::InvalidArguments(invalid) => invalid.message(),
             Denial::ApprovalPending { approval: a, .. } => {
                 format!("{} needs a human's approval; approval {} is pending", a.tool, a.id)
@@ -202,6 +206,9 @@ impl Denial {
             }
             Denial::NotGranted { tool, pair } => {
                 format!("ask an administrator for a role that grants {pair} (`toolgate explain {tool}` lists them)")
+            }
+            Denial::RoleRequired { tool, .. } => {
+                format!("ask an administrator for it (`toolgate explain {tool}` says what decides this tool)")
             }
             Denial::InvalidArguments(invalid) => invalid.remediation().to_string(),
             Denial::ApprovalPending { approval: a, .. } => format!(

@@ -37,6 +37,16 @@ impl ManagementGroup {
     pub fn is_root(&self) -> bool {
         self.id == ROOT_GROUP
     }
+
+    /// The group in one line: what an audit row's before and after say.
+    pub fn summary(&self) -> String {
+        format!(
+            "`{}` under {} rule {}",
+            self.name,
+            self.parent_id.as_deref().unwrap_or("(none)"),
+            self.rule.as_deref().map_or("(none)".to_string(), |r| format!("`{r}`"))
+        )
+    }
 }
 
 /// How an agent came to be in a group.

@@ -81,6 +81,11 @@ impl AgentView<'_> {
         (self.entry.quarantine_wanted, self.entry.quarantine_reported)
     }
 
+    /// Why the server wants it quarantined (while it does).
+    pub fn quarantine_reason(&self) -> Option<&str> {
+        self.entry.quarantine.as_deref()
+    }
+
     pub fn tags(&self) -> &[(String, String)] {
         self.tags.unwrap_or(&[])
     }

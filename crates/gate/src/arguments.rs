@@ -245,6 +245,7 @@ mod tests {
         sensitive_arguments: &[],
         agent_data: false,
         store_fault_retry_ms: 5_000,
+        authorization: toolgate_domain::catalogue::Authorization::Permission,
     }];
     static CATALOGUE: Catalogue = Catalogue {
         tools: &BROKEN,
@@ -257,6 +258,8 @@ mod tests {
         operations: &[],
         reviewer: Permission { securable: "Approval", operation: "Review" },
         principal_admin: Permission { securable: "Principal", operation: "Admin" },
+        group_owner_role: None,
+        rbac_administrator_role: None,
     };
 
     #[test]

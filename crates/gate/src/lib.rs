@@ -5,13 +5,14 @@
 
 mod approval;
 mod arguments;
+mod deciding;
 mod review;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_domain::approvals::Approval;
-use toolgate_domain::catalogue::{Catalogue, PromptResourceMeta, ToolMeta};
+use toolgate_domain::catalogue::{Authorization, Catalogue, PromptResourceMeta, ToolMeta};
 use toolgate_domain::denial::Denial;
 use toolgate_domain::groups::Reach;
 use toolgate_domain::{Caller, Clock};
@@ -20,6 +21,7 @@ use toolgate_store::ApprovalStore;
 
 pub use approval::ticket_or_recall;
 pub use arguments::{SchemaError, Schemas};
+pub use deciding::Deciders;
 pub use review::{Decide, review};
 
 /// A call the gate let through: its arguments (without `approval_id`) and the approval it
@@ -58,6 +60,7 @@ pub struct Gate {
     approvals: Arc<dyn ApprovalStore>,
     clock: Clock,
     read_only: bool,
+    deciders: Option<Deciders>,
 }
 
 impl Gate {
@@ -68,7 +71,22 @@ impl Gate {
         clock: Clock,
         read_only: bool,
     ) -> Result<Self, SchemaError> {
-        Ok(Self { catalogue, schemas: Schemas::compile(catalogue)?, argument_check: None, approvals, clock, read_only })
+        Ok(Self {
+            catalogue,
+            schemas: Schemas::compile(catalogue)?,
+            argument_check: None,
+            approvals,
+            clock,
+            read_only,
+            deciders: None,
+        })
+    }
+
+    /// What the tools.yaml `authorization` checks read (a gate without it refuses the tools
+    /// that declare one).
+    pub fn with_deciders(mut self, deciders: Deciders) -> Self {
+        self.deciders = Some(deciders);
+        self
     }
 
     /// Adds checks beyond the schemas, run right after them.
@@ -99,7 +117,15 @@ impl Gate {
         if self.refused_by_read_only(tool) {
             return Err(Denial::ReadOnlyMode { tool: tool.name });
         }
-        let Authorized { decision, reach } = self.authorize(caller, tool)?;
+        let Authorized { decision, reach } = match tool.authorization {
+            // Instead of, not beside, the permission check: the pair drives the tier only.
+            Authorization::DurableAdministrator => {
+                let decision = self.tier_decision(caller, tool.name, tool.securable, tool.operation, tool.decisions)?;
+                self.deciders()?.durable_administrator(caller, tool).await?;
+                Authorized { decision, reach: Reach::Fleet }
+            }
+            Authorization::Permission | Authorization::FleetOrGroupOwner => self.authorize(caller, tool)?,
+        };
         // Arguments before any approval is looked up, minted or consumed.
         self.schemas.check(tool, &arguments)?;
         if let Some(check) = &self.argument_check {
@@ -107,6 +133,11 @@ impl Gate {
             if !problems.is_empty() {
                 return Err(self.schemas.refuse(tool, problems));
             }
+        }
+        // A grant confined to groups decides only as the named group's owner (its arguments
+        // are known good now, and no approval has been asked for yet).
+        if tool.authorization == Authorization::FleetOrGroupOwner && !reach.is_fleet() {
+            self.deciders()?.group_owner(caller, tool, &arguments).await?;
         }
         // `approval_id` is the gate's argument only on gated tools (it is in their published
         // schema); elsewhere it is the tool's own.
@@ -135,8 +166,14 @@ impl Gate {
         Ok(Passed { arguments, approval, reach, confirm: decision == Decision::ConfirmRequired })
     }
 
-    /// Tier first, always; then RBAC: the tier's decision, and what the grant covers.
+    /// Tier first, always; then RBAC: the tier's decision, and what the grant covers. A tool
+    /// decided by a durable administrator role is refused here: only [`Gate::pass`] reads
+    /// that role, fresh from the store.
     pub fn authorize(&self, caller: &Caller, tool: &'static ToolMeta) -> Result<Authorized, Denial> {
+        if tool.authorization == Authorization::DurableAdministrator {
+            let requirement = "its deciding check, which only a call runs".to_string();
+            return Err(Denial::RoleRequired { tool: tool.name, requirement });
+        }
         self.authorize_pair(caller, tool.name, tool.securable, tool.operation, tool.decisions)
     }
 
@@ -158,18 +195,39 @@ impl Gate {
         operation: &str,
         decisions: &[Decision],
     ) -> Result<Authorized, Denial> {
+        let decision = self.tier_decision(caller, name, securable, operation, decisions)?;
         let pair = || format!("{securable}:{operation}");
-        let decision = caller.tier.map_or(Decision::Deny, |t| decisions[t.index]);
-        if decision == Decision::Deny {
-            let allowed_in =
-                self.catalogue.tiers.iter().filter(|t| decisions[t.index] != Decision::Deny).map(|t| t.name).collect();
-            return Err(Denial::Tier { tool: name, tier: caller.tier_label().to_string(), pair: pair(), allowed_in });
-        }
         // A role on a group grants the pair over that group's agents: the call may go on,
         // confined to them.
         let Some(reach) = self.catalogue.reach(&caller.principal, securable, operation) else {
             return Err(Denial::NotGranted { tool: name, pair: pair() });
         };
         Ok(Authorized { decision, reach })
+    }
+
+    /// The tier's decision for the pair; a tier that denies it is the caller's answer.
+    fn tier_decision(
+        &self,
+        caller: &Caller,
+        name: &'static str,
+        securable: &str,
+        operation: &str,
+        decisions: &[Decision],
+    ) -> Result<Decision, Denial> {
+        let decision = caller.tier.map_or(Decision::Deny, |t| decisions[t.index]);
+        if decision == Decision::Deny {
+            let allowed_in =
+                self.catalogue.tiers.iter().filter(|t| decisions[t.index] != Decision::Deny).map(|t| t.name).collect();
+            let pair = format!("{securable}:{operation}");
+            return Err(Denial::Tier { tool: name, tier: caller.tier_label().to_string(), pair, allowed_in });
+        }
+        Ok(decision)
+    }
+
+    fn deciders(&self) -> Result<&Deciders, Denial> {
+        self.deciders.as_ref().ok_or(Denial::SchemaFault {
+            tool: "(gate)",
+            why: "a tool's deciding check needs the store, and this gate was built without it".into(),
+        })
     }
 }

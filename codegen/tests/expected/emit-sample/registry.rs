@@ -3,7 +3,8 @@
 
 #[allow(unused_imports)]
 use ::toolgate_domain::catalogue::{
-    Annotations, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta,
+    Annotations, Authorization, Catalogue, HintOverride, PromptResourceMeta, TaskSupport,
+    ToolMeta,
 };
 #[allow(unused_imports)]
 use ::toolgate_policy::{
@@ -61,6 +62,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         ),
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
+        authorization: Authorization::Permission,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: false,
@@ -89,6 +91,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         output_schema: Some("{\"type\":\"object\"}"),
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
+        authorization: Authorization::Permission,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: true,
@@ -117,6 +120,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         output_schema: None,
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
+        authorization: Authorization::Permission,
         example_arguments: Some("{}"),
         static_result: Some(
             "{\"content\":[{\"type\":\"text\",\"text\":\"a fixture\"}],\"isError\":false}",
@@ -252,6 +256,8 @@ pub static CATALOGUE: Catalogue = Catalogue {
     operations: &OPERATIONS,
     reviewer: REVIEWER_PERMISSION,
     principal_admin: PRINCIPAL_ADMIN_PERMISSION,
+    group_owner_role: None,
+    rbac_administrator_role: None,
 };
 /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
 pub static TOOLS_YAML: &str = include_str!("/x/tools.yaml");

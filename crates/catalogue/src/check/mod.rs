@@ -2,6 +2,7 @@
 //! its own file as a function from the parsed files to diagnostics; `run` collects them all,
 //! so one build reports every problem.
 
+mod authorization;
 mod coverage;
 pub mod handlers;
 mod hints;
@@ -118,6 +119,7 @@ pub fn run(
     diagnostics.extend(coverage::check(&inputs));
     diagnostics.extend(sensitive::check(&inputs));
     diagnostics.extend(retry::check(&inputs));
+    diagnostics.extend(authorization::check(&inputs));
     let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);
     diagnostics.extend(entry_diagnostics);
     let handler_report = handlers::check(&inputs, rust_handlers);

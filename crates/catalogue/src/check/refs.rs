@@ -99,6 +99,17 @@ fn server_names(inputs: &Inputs, securables: &[&str], operations: &[&str], out: 
                 .help(did_you_mean(&names.first_start_role, roles.iter().copied())),
         );
     }
+    for (key, role) in
+        [("group_owner_role", &names.group_owner_role), ("rbac_administrator_role", &names.rbac_administrator_role)]
+    {
+        if let Some(role) = role.as_deref().filter(|r| !roles.contains(r)) {
+            out.push(
+                inputs
+                    .policy_error(&format!("/server/{key}"), format!("role `{role}` is not declared"))
+                    .help(did_you_mean(role, roles.iter().copied())),
+            );
+        }
+    }
     if !tiers.contains(&names.demo_token_tier.as_str()) {
         out.push(
             inputs

@@ -1,0 +1,82 @@
+//! tools.yaml `authorization` (docs/catalogue.md, check 15): a deciding check other than the
+//! permission one has the conditions it relies on. `durableAdministrator` names policy.yaml's
+//! `server.rbac_administrator_role` and is never decided without a person (every tier that
+//! allows the tool gates it by approval); `fleetOrGroupOwner` names `server.group_owner_role`
+//! and a required string `group_id` argument, the group it judges ownership of.
+
+use super::Inputs;
+use crate::diag::Diagnostic;
+use crate::model::Authorization;
+use crate::policy::{self, Decision};
+
+pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let policy = &inputs.policy.model;
+    let names = &policy.server;
+    for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
+        match tool.authorization {
+            Authorization::Permission => {}
+            Authorization::DurableAdministrator => {
+                if names.rbac_administrator_role.is_none() {
+                    out.push(
+                        inputs
+                            .tool_error(i, "/authorization", "`durableAdministrator` needs policy.yaml `server.rbac_administrator_role`")
+                            .help("name the role that must be held fleet-wide, e.g. `rbac_administrator_role: Administrator`"),
+                    );
+                }
+                let ungated: Vec<&str> = policy
+                    .tiers
+                    .iter()
+                    .filter(|t| {
+                        let decision = policy::decide(policy, &t.name, &tool.securable, &tool.operation).decision;
+                        !matches!(decision, Decision::Deny | Decision::ApprovalRequired)
+                    })
+                    .map(|t| t.name.as_str())
+                    .collect();
+                if !ungated.is_empty() {
+                    out.push(
+                        inputs
+                            .tool_error(
+                                i,
+                                "/authorization",
+                                format!(
+                                    "`durableAdministrator` grants standing authority, but tier(s) {} allow `{}:{}` without a person's approval",
+                                    ungated.join(", "),
+                                    tool.securable,
+                                    tool.operation
+                                ),
+                            )
+                            .help("gate the pair by `approval` in those tiers (or deny it there), as Security:Write is in `supervised`"),
+                    );
+                }
+            }
+            Authorization::FleetOrGroupOwner => {
+                if names.group_owner_role.is_none() {
+                    out.push(
+                        inputs
+                            .tool_error(i, "/authorization", "`fleetOrGroupOwner` needs policy.yaml `server.group_owner_role`")
+                            .help("name the role a group's service owner holds on it, e.g. `group_owner_role: ITServiceOwner`"),
+                    );
+                }
+                let schema = &tool.input_schema;
+                let required = schema
+                    .get("required")
+                    .and_then(|r| r.as_array())
+                    .is_some_and(|r| r.iter().any(|n| n == "group_id"));
+                let string = schema
+                    .get("properties")
+                    .and_then(|p| p.get("group_id"))
+                    .and_then(|g| g.get("type"))
+                    .is_some_and(|t| t == "string");
+                if !(required && string) {
+                    out.push(
+                        inputs
+                            .tool_error(i, "/inputSchema", "`fleetOrGroupOwner` judges ownership of the group `group_id` names: it must be a required string argument")
+                            .help("add `group_id: {type: string, minLength: 1, maxLength: 64}` to `properties` and to `required`"),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
