@@ -5,6 +5,9 @@
 # list_agents / query_inventory / posture at N agents, and the time for all N to reconnect
 # after a server restart; then one read-only instruction to all N: time until every response
 # is stored, peak server memory meanwhile, query_responses latency over the N rows.
+# Then management groups: N/100-agent groups (100 at 10,000 agents) chosen by a rule on the
+# hostname, a principal with Operator on one of them and a fleet-wide Viewer: confined and
+# fleet-wide list_agents and query_inventory, interleaved in one run (BENCH_GROUPS=0 skips it).
 # Server pinned to core 0, the load to core 1.
 # Usage: scripts/bench_fleet.sh [N]   (LOAD_TABLES=users,listening_ports,installed_software for bigger reports)
 set -euo pipefail
@@ -58,6 +61,23 @@ sleep 2
 RSS_FULL=$(rss_kib "$SERVER")
 python3 -c "print(f'RESULT server RSS: idle {$RSS_IDLE/1024:.1f} MiB, with $N agents {$RSS_FULL/1024:.1f} MiB: {($RSS_FULL-$RSS_IDLE)*1024/$N/1024:.1f} KiB per connected agent')"
 python3 scripts/bench/fleet_probe.py "127.0.0.1:$PORT" "$TOKEN" 200
+if [ "${BENCH_GROUPS:-100}" -gt 0 ]; then
+  cli() { target/dist/toolgate "$@" --data-dir "$WORK/data"; }
+  echo "creating ${BENCH_GROUPS:-100} management groups by hostname..."
+  T0=$(date +%s.%N)
+  for g in $(seq 0 $(( ${BENCH_GROUPS:-100} - 1 ))); do
+    suffix=$(printf '%02d' "$g")
+    cli group create "bench-$suffix" --rule "hostname ~ \"load-???$suffix\"" >/dev/null
+  done
+  python3 -c "print(f'RESULT ${BENCH_GROUPS:-100} groups created (each judging all $N agents) in {$(date +%s.%N) - $T0:.1f} s')"
+  GROUP="$(cli group list | awk '$2 == "bench-07" {print $1}')"
+  cli principal add bench-team >/dev/null
+  cli group assign "$GROUP" bench-team Operator >/dev/null
+  cli principal add bench-viewer --role Viewer >/dev/null
+  CONFINED="$(cli token create --principal bench-team --tier readonly | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1)"
+  VIEWER="$(cli token create --principal bench-viewer --tier readonly | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1)"
+  python3 scripts/bench/fleet_probe.py "127.0.0.1:$PORT" "$VIEWER" --confined "$CONFINED" 200
+fi
 echo "one read-only instruction (os_facts) to all $N agents..."
 python3 scripts/bench/fleet_probe.py "127.0.0.1:$PORT" "$TOKEN" --execute "$SERVER" 100
 

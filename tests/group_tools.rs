@@ -108,6 +108,22 @@ fn groups_roles_and_accounts_are_managed_through_their_tools() {
     )
     .json();
     assert!(refused(&widened).1.contains("chooses among the whole fleet"), "{widened}");
+    // A membership tag (one a group's rule reads) is the group owner's to change, not its
+    // operators'.
+    let (ruled, _) = approved(
+        &s,
+        &admin,
+        &api,
+        "update_management_group",
+        json!({"group_id": group, "rule": "tag:team = payments"}),
+    );
+    assert_eq!(ruled["after"]["rule"], "tag:team = payments", "{ruled}");
+    let by_operator =
+        call_as(&s, &erin, "set_tag", json!({"agent_id": agent, "key": "team", "value": "payments"})).json();
+    assert!(refused(&by_operator).1.contains("`team` is a membership tag"), "{by_operator}");
+    let by_owner =
+        structured_as(&s, &schemas, &dana, "set_tag", json!({"agent_id": agent, "key": "team", "value": "payments"}));
+    assert_eq!(by_owner["value"], "payments");
     // Child groups under its own are the owner's to make.
     let (child, _) =
         approved(&s, &dana, &api, "create_management_group", json!({"name": "Payments EU", "parent_id": group}));

@@ -5,74 +5,16 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Server, call_as, request, start};
+use common::call_as;
+use common::teams::{Teams, rpc_as, two_teams};
 use serde_json::{Value, json};
-
-struct Teams {
-    s: Server,
-    schemas: HashMap<String, Value>,
-    /// Agent ids by hostname (team-a-1 ... team-b-3).
-    ids: HashMap<String, String>,
-    groups: HashMap<char, String>,
-    tokens: HashMap<char, String>,
-    _agents: Vec<Agent>,
-    _states: tempfile::TempDir,
-}
-
-impl Teams {
-    fn of(&self, team: char) -> BTreeSet<String> {
-        self.ids
-            .iter()
-            .filter(|(host, _)| host.starts_with(&format!("team-{team}-")))
-            .map(|(_, id)| id.clone())
-            .collect()
-    }
-}
-
-fn created_group(out: &str) -> String {
-    out.split_whitespace().find(|w| w.starts_with("mg-")).unwrap_or_else(|| panic!("no group id in: {out}")).to_string()
-}
-
-/// Six agents tagged `team=a` or `team=b` by the fleet's administrator, the groups "Team A"
-/// and "Team B" choosing them by that tag, and alice (Operator on A) and bob (Operator on B).
-fn two_teams() -> Teams {
-    let s = start(FAST);
-    let schemas = output_schemas(&s);
-    let states = tempfile::tempdir().unwrap();
-    let token = mint(&s, &["--uses", "6"]);
-    let names: Vec<String> = ["a", "b"].iter().flat_map(|t| (1..=3).map(move |n| format!("team-{t}-{n}"))).collect();
-    let agents = names.iter().map(|n| spawn_agent(&s, Some(&token), &states.path().join(n), Some(n))).collect();
-    let ids = online_by_hostname(&s, &schemas, 6);
-    for (host, id) in &ids {
-        let team = &host[5..6];
-        structured(&s, &schemas, "set_tag", json!({"agent_id": id, "key": "team", "value": team}));
-    }
-    let mut groups = HashMap::new();
-    let mut tokens = HashMap::new();
-    for (team, principal) in [('a', "alice"), ('b', "bob")] {
-        let rule = format!("tag:team = {team}");
-        let out = s.cli(&["group", "create", &format!("Team {}", team.to_ascii_uppercase()), "--rule", &rule]);
-        let group = created_group(&out);
-        s.cli(&["principal", "add", principal]);
-        s.cli(&["group", "assign", &group, principal, "Operator"]);
-        tokens.insert(team, s.token(principal, "operator", "1d"));
-        groups.insert(team, group);
-    }
-    Teams { s, schemas, ids, groups, tokens, _agents: agents, _states: states }
-}
 
 fn ids_in(rows: &Value, key: &str) -> BTreeSet<String> {
     rows.as_array().unwrap().iter().map(|r| r[key].as_str().unwrap().to_string()).collect()
-}
-
-fn rpc_as(s: &Server, token: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}).to_string();
-    let auth = format!("Bearer {token}");
-    request(s.addr, "POST", &[("Authorization", &auth), ("MCP-Protocol-Version", "2025-11-25")], Some(&body)).json()
 }
 
 /// The refusal for an agent id the caller cannot see: the unknown-agent answer, naming none
@@ -148,6 +90,16 @@ fn two_teams_each_see_and_act_on_their_own_three_agents_only() {
         let health = rpc_as(s, token, "resources/read", json!({"uri": "toolgate://server/health"}));
         let health: Value = serde_json::from_str(health["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(health["agents"], Value::Null, "the server's counts are for fleet-wide readers: {health}");
+
+        // A role on a group grants nothing on what is the whole fleet's (policy.yaml
+        // fleet_only); the audit log shows the team's principal its own calls only.
+        let config = call_as(s, token, "list_plugin_config", json!({})).json();
+        assert_eq!(config["error"]["code"], -32003, "plugin configuration is fleet-wide: {config}");
+        let audit = structured_as(s, schemas, token, "query_audit_log", json!({"limit": 1000}));
+        let me = if team == 'a' { "alice" } else { "bob" };
+        assert!(audit["entries"].as_array().unwrap().iter().all(|e| e["principal"] == me), "{audit}");
+        let theirs = structured_as(s, schemas, token, "query_audit_log", json!({"principal": "admin"}));
+        assert_eq!(theirs["count"], 0, "another principal's rows are not there for it");
 
         // Every way of naming one of the other team's agents reads as an unknown agent.
         let other = if team == 'a' { 'b' } else { 'a' };

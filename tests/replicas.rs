@@ -370,3 +370,40 @@ fn questions_to_the_client_and_their_answers_cross_replicas() {
         common::call_as(&b, &b.token, "get_plugin_config", json!({"plugin": "sync", "key": "interval"})).json();
     assert_eq!(stored["result"]["structuredContent"]["value"], "60");
 }
+
+/// A role on a group taken away through one database reaches both replicas as the database
+/// tells them, long before their (here ten-minute) authentication caches would expire.
+#[test]
+fn a_group_role_revoked_reaches_a_caller_on_the_other_replica() {
+    let database = fresh_database("replicas_groups");
+    let (a, b) = replicas(&database, &["--auth-cache-ttl-ms", "600000"]);
+    let schemas = output_schemas(&a);
+    let states = tempfile::tempdir().unwrap();
+    let enroll = mint(&a, &[]);
+    let _agent = spawn_agent_to(&[&a], Some(&enroll), &states.path().join("g1"), Some("group-host"), None);
+    let agent = wait_online(&a, &schemas, "group-host");
+    structured(&a, &schemas, "set_tag", json!({"agent_id": agent, "key": "team", "value": "a"}));
+    let out = a.cli(&["group", "create", "Team A", "--rule", "tag:team = a"]);
+    let group = out.split_whitespace().find(|w| w.starts_with("mg-")).unwrap().to_string();
+    a.cli(&["principal", "add", "alice"]);
+    a.cli(&["group", "assign", &group, "alice", "Operator"]);
+    let alice = a.token("alice", "operator", "1d");
+    // On B, which the agent is not connected to, alice sees her group's one agent.
+    let listed = structured_as(&b, &schemas, &alice, "list_agents", json!({}));
+    assert_eq!(
+        (listed["total"].clone(), listed["agents"][0]["agent_id"].clone()),
+        (json!(1), json!(agent)),
+        "{listed}"
+    );
+    a.cli(&["group", "unassign", &group, "alice", "Operator"]);
+    let started = Instant::now();
+    loop {
+        let answer = call_as(&b, &alice, "list_agents", json!({})).json();
+        if answer["error"]["code"] == -32003 {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "alice still lists agents on B: {answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("a revoked group role reached the other replica after {:?}", started.elapsed());
+}

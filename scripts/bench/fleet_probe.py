@@ -7,6 +7,9 @@ usage: fleet_probe.py HOST:PORT TOKEN COUNT     -> prints one RESULT line per to
        fleet_probe.py HOST:PORT TOKEN --execute PID COUNT -> one read-only instruction to every
            online agent: seconds until every response is stored, the server's peak RSS (PID)
            meanwhile, then query_responses latency over those rows
+       fleet_probe.py HOST:PORT TOKEN --confined CONFINED_TOKEN COUNT -> list_agents and
+           query_inventory as TOKEN (fleet-wide) and as CONFINED_TOKEN (one management group),
+           the two callers' calls interleaved: each one's p50 and the ratio
 """
 import http.client
 import json
@@ -89,6 +92,31 @@ def execute(call, pid, count):
         print(f"RESULT {name}: p50 {percentile(times, 50):.2f} ms, p99 {percentile(times, 99):.2f} ms ({count} calls)")
 
 
+def confined(address, token, confined_token, count):
+    callers = {"fleet-wide": caller(address, token), "confined": caller(address, confined_token)}
+    loads = {
+        "list_agents (first page of 100)": ("list_agents", {"limit": 100}),
+        "query_inventory users (first page of 100)": ("query_inventory", {"table": "users", "limit": 100}),
+    }
+    for name, (tool, arguments) in loads.items():
+        times = {who: [] for who in callers}
+        seen = {who: call(tool, arguments) for who, call in callers.items()}
+        for _ in range(5):
+            for call in callers.values():
+                call(tool, arguments)
+        for _ in range(count):
+            for who, call in callers.items():
+                start = time.perf_counter()
+                call(tool, arguments)
+                times[who].append((time.perf_counter() - start) * 1000)
+        p50 = {who: percentile(t, 50) for who, t in times.items()}
+        sizes = {who: len(answer.get("agents", answer.get("rows", []))) for who, answer in seen.items()}
+        total = seen["confined"].get("total")
+        print(f"RESULT {name}: fleet-wide p50 {p50['fleet-wide']:.2f} ms ({sizes['fleet-wide']} on the page), "
+              f"confined p50 {p50['confined']:.2f} ms ({sizes['confined']} on the page"
+              + (f", {total} in its group" if total is not None else "") + f"): ratio {p50['confined'] / p50['fleet-wide']:.2f}x ({count} calls each)")
+
+
 def main():
     address, token = sys.argv[1], sys.argv[2]
     call = caller(address, token)
@@ -102,6 +130,9 @@ def main():
         return
     if sys.argv[3] == "--execute":
         execute(call, int(sys.argv[4]), int(sys.argv[5]))
+        return
+    if sys.argv[3] == "--confined":
+        confined(address, token, sys.argv[4], int(sys.argv[5]))
         return
     count = int(sys.argv[3])
     total = call("list_agents", {"limit": 1})["total"]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::groups::Visible;
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_store::ExecutionHeader;
+use toolgate_store::{ExecutionHeader, Reader};
 
 #[path = "executions/starting.rs"]
 mod starting;
@@ -121,8 +121,16 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
     Ok(ToolOutput::Structured(answer))
 }
 
+/// The caller as a reader of executions: its own, and those whose every target its grant of
+/// the tool's pair covers. Anything else does not exist for it.
+pub(crate) fn reader(ctx: &ToolContext) -> Reader {
+    Reader { principal: ctx.principal().name.clone(), reach: ctx.reach().clone() }
+}
+
+/// The execution, if the caller may read it; the unknown-execution error otherwise (the
+/// same answer for another's).
 pub(crate) async fn header(ctx: &ToolContext, execution_id: &str) -> Result<ExecutionHeader, ToolError> {
-    ctx.services().work().execution(execution_id).await?.ok_or_else(|| {
+    ctx.services().work().execution(execution_id, Some(&reader(ctx))).await?.ok_or_else(|| {
         ToolError::NotFound(format!("no execution `{execution_id}`; list_executions lists them, newest first"))
     })
 }
@@ -192,7 +200,7 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
     let offset = args.offset.unwrap_or(0).max(0) as usize;
     let limit = args.limit.unwrap_or(50).clamp(1, 200) as usize;
     let work = &ctx.services().work();
-    let mut page = work.executions(args.definition.as_deref(), offset, limit + 1).await?;
+    let mut page = work.executions(args.definition.as_deref(), Some(&reader(ctx)), offset, limit + 1).await?;
     let more = page.len() > limit;
     page.truncate(limit);
     let executions: Vec<Value> = page
@@ -220,6 +228,8 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
 const SHOWN_ALREADY_RAN: usize = 100;
 
 pub async fn cancel_execution(ctx: &ToolContext, args: args::CancelExecution) -> ToolResult {
+    // Another's execution does not exist for the caller: it cannot stop it either.
+    header(ctx, &args.execution_id).await?;
     let now = ctx.services().clock().now_ms();
     let Some(cancelled) = ctx.services().work().cancel(&args.execution_id, now).await? else {
         return Err(ToolError::NotFound(format!("no execution `{}`; list_executions lists them", args.execution_id)));

@@ -55,10 +55,19 @@ pub async fn reject_request(_ctx: &ToolContext, _args: args::RejectRequest) -> T
 }
 
 pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> ToolResult {
+    // A reader whose grant reaches only some groups reads its own calls: another principal's
+    // rows are not there for it (asking for them finds none).
+    let principal = match (ctx.reach().is_fleet(), args.principal) {
+        (true, asked) => asked,
+        (false, Some(asked)) if asked != ctx.principal().name => {
+            return Ok(ToolOutput::Structured(json!({"count": 0, "entries": []})));
+        }
+        (false, _) => Some(ctx.principal().name.clone()),
+    };
     let filter = AuditFilter {
         since_ms: args.since,
         until_ms: args.until,
-        principal: args.principal,
+        principal,
         action_prefix: args.action,
         result: args.result,
         correlation_id: args.correlation_id,

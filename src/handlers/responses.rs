@@ -9,7 +9,7 @@ use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
 
-use super::executions::header;
+use super::executions::{header, reader};
 use super::confined::one_agent;
 use super::fleet::paging;
 use crate::instructions::{definition, instructions};
@@ -84,6 +84,7 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
     let (_, limit) = paging(None, args.limit);
     let query = ResponseQuery {
         execution_id: args.execution_id.clone(),
+        reader: Some(reader(ctx)),
         step,
         agent_id: args.agent_id.clone(),
         status,
@@ -158,7 +159,7 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
         .services()
         .repositories()
         .work
-        .aggregate(&args.execution_id, step, &args.group_by, args.of.as_deref(), limit)
+        .aggregate(&args.execution_id, Some(&reader(ctx)), step, &args.group_by, args.of.as_deref(), limit)
         .await?;
     let groups: Vec<Value> =
         groups.into_iter().map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max})).collect();

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use toolgate_domain::fleet::scope::parse;
+use toolgate_domain::groups::ManagementGroup;
 use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
@@ -9,24 +10,43 @@ use super::confined::one_agent;
 use crate::args;
 use crate::services::ToolContext;
 
-/// A tag some group's rule reads decides membership: only a fleet-wide Tag grant may write
-/// or delete it, so that a team cannot move an agent into or out of another team's group.
+/// A tag some group's rule reads decides membership: only a fleet-wide Tag grant, or the
+/// owner role on every group whose rule reads it (policy.yaml `server.group_owner_role`), may
+/// write or delete it, so that a team cannot move an agent into or out of another team's group.
 async fn ensure_may_change(ctx: &ToolContext, key: &str) -> Result<(), ToolError> {
     if ctx.reach().is_fleet() {
         return Ok(());
     }
     let groups = ctx.services().groups().management_groups().await?;
-    let reading = groups.iter().find(|g| {
+    let owner = ctx.services().catalogue().group_owner_role;
+    let owned: Vec<&str> = ctx
+        .principal()
+        .group_roles
+        .iter()
+        .filter(|held| Some(held.role.as_str()) == owner)
+        .map(|held| held.group_id.as_str())
+        .collect();
+    let owns = |group: &ManagementGroup| {
+        let mut at = Some(group);
+        while let Some(g) = at {
+            if owned.contains(&g.id.as_str()) {
+                return true;
+            }
+            at = g.parent_id.as_deref().and_then(|p| groups.iter().find(|x| x.id == p));
+        }
+        false
+    };
+    let reads = |g: &&ManagementGroup| {
         g.rule.as_deref().and_then(|r| parse(r).ok()).is_some_and(|rule| rule.tag_keys().iter().any(|(k, _)| *k == key))
-    });
-    match reading {
+    };
+    match groups.iter().filter(reads).find(|g| !owns(g)) {
         None => Ok(()),
         Some(group) => Err(ToolError::Refused {
             message: format!(
                 "`{key}` is a membership tag (the rule of management group `{}` reads it): your Tag grant covers only your groups' agents",
                 group.name
             ),
-            remediation: "ask someone with a fleet-wide Tag grant to change it, or use a tag no group rule reads".into(),
+            remediation: "ask someone with a fleet-wide Tag grant or that group's owner to change it, or use a tag no group rule reads".into(),
         }),
     }
 }

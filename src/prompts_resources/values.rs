@@ -67,9 +67,11 @@ pub async fn all(
                 .collect()
         }
         CompletionSource::ExecutionIds => {
-            // The caller's own: another principal's execution ids are not offered.
-            let page = services.repositories().work.executions(None, 0, RECENT_EXECUTIONS).await?;
-            page.into_iter().filter(|e| e.requested_by == caller.principal.name).map(|e| e.execution_id).collect()
+            // Those the caller may read: its own, and those within its reach (another team's
+            // are not offered).
+            let reader = toolgate_store::Reader { principal: caller.principal.name.clone(), reach: reach.clone() };
+            let page = services.repositories().work.executions(None, Some(&reader), 0, RECENT_EXECUTIONS).await?;
+            page.into_iter().map(|e| e.execution_id).collect()
         }
     };
     Ok(values.into_iter().collect())

@@ -7,6 +7,7 @@ pub mod agents;
 pub mod console;
 pub mod raw_agent;
 pub mod sse;
+pub mod teams;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

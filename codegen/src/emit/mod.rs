@@ -47,6 +47,7 @@ pub fn all(checked: &Checked, paths: &SourcePaths) -> Vec<OutputFile> {
         rust_file("handler_modules.rs", dispatch::modules(checked, &paths.handlers_dir)),
         rust_file("crosscheck_tests.rs", crosscheck::emit(checked)),
         OutputFile { name: "policy-matrix.md".into(), contents: matrix::markdown(checked) },
+        OutputFile { name: "policy-roles.md".into(), contents: matrix::roles_markdown(checked) },
     ];
     for (tier, bytes) in tools_list::per_tier(checked) {
         files.push(OutputFile { name: format!("tools_list.{tier}.json"), contents: bytes });

@@ -127,6 +127,8 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     let operation_count = policy.operations.len();
     let securables = &policy.securables;
     let securable_count = securables.len();
+    let fleet_only = &policy.fleet_only;
+    let fleet_only_count = fleet_only.len();
 
     let matrix_rows = checked.plans.iter().map(|plan| {
         let cells = plan.decisions.iter().map(|d| {
@@ -256,6 +258,9 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
 
         pub static SECURABLES: [&str; #securable_count] = [#(#securables),*];
 
+        /// policy.yaml `fleet_only`: a role on a group grants nothing on these securables.
+        pub static FLEET_ONLY: [&str; #fleet_only_count] = [#(#fleet_only),*];
+
         /// The `tools` array each tier sees (Deny tools hidden), as served.
         pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = [#(#tools_list_files),*];
 
@@ -264,6 +269,10 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
 
         /// The policy matrix as Markdown (docs/policy-matrix.md is checked against it).
         pub static POLICY_MATRIX_MD: &str = include_str!(concat!(env!("OUT_DIR"), "/policy-matrix.md"));
+
+        /// The decisions by role, fleet-wide and on a group (docs/policy-roles.md is checked
+        /// against it, and the gate against every cell).
+        pub static POLICY_ROLES_MD: &str = include_str!(concat!(env!("OUT_DIR"), "/policy-roles.md"));
 
         /// policy.yaml `server`: the role of the principal created on first start.
         pub const FIRST_START_ROLE: &str = #first_start_role;
@@ -283,6 +292,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             tiers: &TIER_RULES,
             roles: &ROLES,
             securables: &SECURABLES,
+            fleet_only: &FLEET_ONLY,
             operations: &OPERATIONS,
             reviewer: REVIEWER_PERMISSION,
             principal_admin: PRINCIPAL_ADMIN_PERMISSION,

@@ -159,6 +159,10 @@ pub struct EmbeddedResource {
 pub struct Policy {
     /// The closed list of securables tools may name.
     pub securables: Vec<String>,
+    /// Securables whose objects are the whole fleet's (plugin configuration, say): a role on a
+    /// management group grants nothing on them, only a fleet-wide role does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet_only: Vec<String>,
     /// The closed list of operations, each with its class.
     pub operations: std::collections::BTreeMap<String, OperationClass>,
     /// MCP tiers in the order reports show them. A token's tier that is not listed allows nothing.

@@ -173,6 +173,8 @@ pub struct Catalogue {
     pub roles: &'static [RoleGrants],
     /// policy.yaml `securables`.
     pub securables: &'static [&'static str],
+    /// policy.yaml `fleet_only`: securables a role on a group grants nothing on.
+    pub fleet_only: &'static [&'static str],
     /// policy.yaml `operations`, with their classes.
     pub operations: &'static [(&'static str, OperationClass)],
     /// policy.yaml `server.reviewer_permission`.
@@ -221,6 +223,9 @@ impl Catalogue {
         use crate::groups::{ROOT_GROUP, Reach};
         if self.permits(&principal.roles, securable, operation) {
             return Some(Reach::Fleet);
+        }
+        if self.fleet_only.contains(&securable) {
+            return None;
         }
         let mut groups: Vec<String> = principal
             .group_roles

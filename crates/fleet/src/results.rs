@@ -43,7 +43,7 @@ impl Hub {
 
     pub async fn take_result(&self, agent_id: &str, result: RunResult) -> Result<Taken, StoreError> {
         let execution_id = result.execution_id.clone();
-        let Some(header) = self.work.execution(&execution_id).await? else {
+        let Some(header) = self.work.execution(&execution_id, None).await? else {
             tracing::info!(%agent_id, %execution_id, "a result for no known execution was not stored");
             return Ok(Taken::Unknown);
         };

@@ -258,6 +258,7 @@ mod tests {
         operations: &[],
         reviewer: Permission { securable: "Approval", operation: "Review" },
         principal_admin: Permission { securable: "Principal", operation: "Admin" },
+        fleet_only: &[],
         group_owner_role: None,
         rbac_administrator_role: None,
     };

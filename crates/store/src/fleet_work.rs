@@ -83,6 +83,9 @@ pub struct StepRecord {
 #[derive(Clone, Debug, Default)]
 pub struct ResponseQuery {
     pub execution_id: String,
+    /// Who reads (None: the server itself); the rows are there only for a reader the
+    /// execution is readable by ([`Reader`]).
+    pub reader: Option<Reader>,
     pub step: usize,
     pub agent_id: Option<String>,
     pub status: Option<TargetStatus>,
@@ -90,6 +93,15 @@ pub struct ResponseQuery {
     /// Only rows that arrived after this one ([`ResponseRow::arrival`]; 0 from the start).
     pub after: i64,
     pub limit: usize,
+}
+
+/// Who reads an execution and its responses: its submitter always; another principal only
+/// when its reach covers every one of the execution's targets (a fleet-wide reach covers
+/// all). Anyone else finds no such execution. The condition is in each query.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub principal: String,
+    pub reach: Reach,
 }
 
 /// One row an agent returned, with its place in the execution's arrival order.
@@ -171,7 +183,8 @@ pub trait WorkStore: Send + Sync {
     async fn expire(&self, now_ms: i64) -> Result<u64>;
     /// Stops the targets not yet delivered; None when there is no such execution.
     async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>>;
-    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>>;
+    /// `reader`: who asks (None: the server itself); an execution it may not read is None.
+    async fn execution(&self, execution_id: &str, reader: Option<&Reader>) -> Result<Option<ExecutionHeader>>;
     async fn targets(&self, execution_id: &str) -> Result<Vec<TargetRecord>>;
     /// One page of the targets (in agent order), those in `status` only when given.
     async fn targets_page(
@@ -181,15 +194,24 @@ pub trait WorkStore: Send + Sync {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<TargetRecord>>;
-    /// Newest first; `definition` keeps executions with a step of that definition.
-    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>>;
+    /// Newest first; `definition` keeps executions with a step of that definition; those
+    /// `reader` may read only (pages are cut after that).
+    async fn executions(
+        &self,
+        definition: Option<&str>,
+        reader: Option<&Reader>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<ExecutionHeader>>;
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;
     /// A page of rows in arrival order (each with its agent id) and whether more matched.
     async fn responses(&self, query: ResponseQuery) -> Result<ResponsePage>;
-    /// Rows of one step grouped by a column, biggest groups first.
+    /// Rows of one step grouped by a column, biggest groups first (none for a reader that
+    /// may not read the execution).
     async fn aggregate(
         &self,
         execution_id: &str,
+        reader: Option<&Reader>,
         step: usize,
         group_by: &str,
         of: Option<&str>,

@@ -21,7 +21,7 @@ pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
-    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, ResponsePage,
+    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,
     ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
 };
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};

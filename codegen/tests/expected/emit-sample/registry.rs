@@ -217,6 +217,8 @@ pub static OPERATIONS: [(&str, OperationClass); 3usize] = [
     ("Write", OperationClass::Write),
 ];
 pub static SECURABLES: [&str; 1usize] = ["Tag"];
+/// policy.yaml `fleet_only`: a role on a group grants nothing on these securables.
+pub static FLEET_ONLY: [&str; 0usize] = [];
 /// The `tools` array each tier sees (Deny tools hidden), as served.
 pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = [
     include_str!(concat!(env!("OUT_DIR"), "/tools_list.readonly.json")),
@@ -229,6 +231,11 @@ pub static TOOLS_LIST_ALL: &str = include_str!(
 /// The policy matrix as Markdown (docs/policy-matrix.md is checked against it).
 pub static POLICY_MATRIX_MD: &str = include_str!(
     concat!(env!("OUT_DIR"), "/policy-matrix.md")
+);
+/// The decisions by role, fleet-wide and on a group (docs/policy-roles.md is checked
+/// against it, and the gate against every cell).
+pub static POLICY_ROLES_MD: &str = include_str!(
+    concat!(env!("OUT_DIR"), "/policy-roles.md")
 );
 /// policy.yaml `server`: the role of the principal created on first start.
 pub const FIRST_START_ROLE: &str = "Admin";
@@ -253,6 +260,7 @@ pub static CATALOGUE: Catalogue = Catalogue {
     tiers: &TIER_RULES,
     roles: &ROLES,
     securables: &SECURABLES,
+    fleet_only: &FLEET_ONLY,
     operations: &OPERATIONS,
     reviewer: REVIEWER_PERMISSION,
     principal_admin: PRINCIPAL_ADMIN_PERMISSION,

@@ -80,6 +80,18 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
             }
         }
     }
+    for (i, securable) in policy.fleet_only.iter().enumerate() {
+        if !securables.contains(&securable.as_str()) {
+            out.push(
+                inputs
+                    .policy_error(
+                        &format!("/fleet_only/{i}"),
+                        format!("`fleet_only` names undeclared securable `{securable}`"),
+                    )
+                    .help(did_you_mean(securable, securables.iter().copied())),
+            );
+        }
+    }
     server_names(inputs, &securables, &operations, &mut out);
     out
 }

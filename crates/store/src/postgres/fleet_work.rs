@@ -11,6 +11,9 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
+use super::groups::{readable, reader_groups};
+use crate::Reader;
+
 use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
 use super::responses;
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
@@ -191,11 +194,15 @@ impl WorkStore for PostgresStore {
         .await
     }
 
-    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>> {
+    async fn execution(&self, execution_id: &str, reader: Option<&Reader>) -> Result<Option<ExecutionHeader>> {
+        let groups = reader_groups(reader);
         pg(async {
             let c = self.conn().await?;
-            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = $1");
-            match row(&*c, &sql, &[&execution_id]).await? {
+            let (confined, extra) = readable("execution.execution_id", reader, &groups, 2);
+            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = $1{confined}");
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&execution_id];
+            params.extend(extra);
+            match row(&*c, &sql, &params).await? {
                 Some(r) => Ok(Some(header(&*c, &r).await?)),
                 None => Ok(None),
             }
@@ -231,16 +238,27 @@ impl WorkStore for PostgresStore {
         .await
     }
 
-    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>> {
+    async fn executions(
+        &self,
+        definition: Option<&str>,
+        reader: Option<&Reader>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
         let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let groups = reader_groups(reader);
         pg(async {
             let c = self.conn().await?;
+            let (limit, offset) = (limit as i64, offset as i64);
+            let (confined, extra) = readable("execution.execution_id", reader, &groups, 4);
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1)
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1){confined}
                  ORDER BY created_at_ms DESC, execution_id LIMIT $2 OFFSET $3"
             );
-            let found = rows(&*c, &sql, &[&pattern, &(limit as i64), &(offset as i64)]).await?;
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &limit, &offset];
+            params.extend(extra);
+            let found = rows(&*c, &sql, &params).await?;
             headers(&*c, found).await
         })
         .await
@@ -277,12 +295,14 @@ impl WorkStore for PostgresStore {
     async fn aggregate(
         &self,
         execution_id: &str,
+        reader: Option<&Reader>,
         step: usize,
         group_by: &str,
         of: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Group>> {
-        pg(responses::aggregate(self, execution_id, step, group_by, of, limit)).await
+        let grouping = responses::Grouping { execution_id, reader, step, group_by, of, limit };
+        pg(responses::aggregate(self, grouping)).await
     }
 
     async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()> {

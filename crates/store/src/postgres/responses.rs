@@ -81,15 +81,18 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
 
 pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<ResponsePage> {
     let c = store.conn().await?;
-    let (where_sql, values) = conditions_sql(&q.conditions, "r.", 6)?;
+    let groups = super::groups::reader_groups(q.reader.as_ref());
+    let (confined, extra) = super::groups::readable("r.execution_id", q.reader.as_ref(), &groups, 6);
+    let (where_sql, values) = conditions_sql(&q.conditions, "r.", 6 + extra.len())?;
     let step = q.step as i64;
     let status = q.status.map(|s| s.as_str());
     let limit = q.limit as i64 + 1;
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status, &q.after];
+    params.extend(extra);
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
         "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
-         WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){where_sql}
+         WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){confined}{where_sql}
          ORDER BY r.arrival LIMIT ${}",
         params.len() + 1,
     );
@@ -105,28 +108,37 @@ pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<Response
     Ok(ResponsePage { rows: found, more })
 }
 
-pub(super) async fn aggregate(
-    store: &PostgresStore,
-    execution_id: &str,
-    step: usize,
-    group_by: &str,
-    of: Option<&str>,
-    limit: usize,
-) -> Pg<Vec<Group>> {
+/// What [`aggregate`] groups: one step of an execution, as `reader` may read it.
+pub(super) struct Grouping<'a> {
+    pub execution_id: &'a str,
+    pub reader: Option<&'a crate::fleet_work::Reader>,
+    pub step: usize,
+    pub group_by: &'a str,
+    pub of: Option<&'a str>,
+    pub limit: usize,
+}
+
+pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<Group>> {
+    let Grouping { execution_id, reader, step, group_by, of, limit } = g;
     let group = json_key(group_by)?;
     // jsonb has an order but no min() or max(): the first of the sorted values instead.
     let measure = match of {
         Some(column) => format!("row -> '{}'", json_key(column)?),
         None => "NULL::jsonb".into(),
     };
+    let groups = super::groups::reader_groups(reader);
+    let (confined, extra) = super::groups::readable("response.execution_id", reader, &groups, 4);
     let sql = format!(
         "SELECT row -> '{group}' AS g, count(*),
            (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
            (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1]
-         FROM response WHERE execution_id = $1 AND step = $2 GROUP BY g ORDER BY count(*) DESC, g LIMIT $3"
+         FROM response WHERE execution_id = $1 AND step = $2{confined} GROUP BY g ORDER BY count(*) DESC, g LIMIT $3"
     );
     let c = store.conn().await?;
-    rows(&*c, &sql, &[&execution_id, &(step as i64), &(limit as i64)])
+    let (step, limit) = (step as i64, limit as i64);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&execution_id, &step, &limit];
+    params.extend(extra);
+    rows(&*c, &sql, &params)
         .await?
         .iter()
         .map(|r| {

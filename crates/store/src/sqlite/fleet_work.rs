@@ -15,6 +15,9 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult};
 use toolgate_domain::groups::Reach;
 
+use super::groups::readable;
+use crate::Reader;
+
 use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets};
 use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
@@ -159,12 +162,13 @@ impl WorkStore for SqliteStore {
         .await
     }
 
-    async fn execution(&self, execution_id: &str) -> Result<Option<ExecutionHeader>> {
-        let execution_id = execution_id.to_string();
+    async fn execution(&self, execution_id: &str, reader: Option<&Reader>) -> Result<Option<ExecutionHeader>> {
+        let (readable, mut values) = readable("execution.execution_id", reader);
+        values.insert(0, execution_id.to_string().into());
         self.run(move |c| {
-            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = ?1");
+            let sql = format!("SELECT {HEADER_COLUMNS} FROM execution WHERE execution_id = ?{readable}");
             let mut stmt = c.prepare_cached(&sql)?;
-            stmt.query_row(params![execution_id], |r| header(c, r)).optional()
+            stmt.query_row(rusqlite::params_from_iter(values), |r| header(c, r)).optional()
         })
         .await
     }
@@ -192,15 +196,26 @@ impl WorkStore for SqliteStore {
         .await
     }
 
-    async fn executions(&self, definition: Option<&str>, offset: usize, limit: usize) -> Result<Vec<ExecutionHeader>> {
+    async fn executions(
+        &self,
+        definition: Option<&str>,
+        reader: Option<&Reader>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
         let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let (readable, confined) = readable("execution.execution_id", reader);
+        let mut values: Vec<rusqlite::types::Value> = vec![pattern.clone().into(), pattern.into()];
+        values.extend(confined);
+        values.extend([(limit as i64).into(), (offset as i64).into()]);
         self.run(move |c| {
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE (?1 IS NULL OR steps LIKE ?1) ORDER BY created_at_ms DESC, execution_id LIMIT ?2 OFFSET ?3"
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE (? IS NULL OR steps LIKE ?){readable} \
+                 ORDER BY created_at_ms DESC, execution_id LIMIT ? OFFSET ?"
             );
             let mut stmt = c.prepare_cached(&sql)?;
-            stmt.query_map(params![pattern, limit as i64, offset as i64], |r| header(c, r))?.collect()
+            stmt.query_map(rusqlite::params_from_iter(values), |r| header(c, r))?.collect()
         })
         .await
     }
@@ -232,12 +247,17 @@ impl WorkStore for SqliteStore {
     async fn aggregate(
         &self,
         execution_id: &str,
+        reader: Option<&Reader>,
         step: usize,
         group_by: &str,
         of: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Group>> {
-        let (execution_id, group_by, of) = (execution_id.to_string(), group_by.to_string(), of.map(str::to_string));
+        let (group_by, of) = (group_by.to_string(), of.map(str::to_string));
+        let (readable, confined) = readable("response.execution_id", reader);
+        let mut values: Vec<rusqlite::types::Value> = vec![execution_id.to_string().into(), (step as i64).into()];
+        values.extend(confined);
+        values.push((limit as i64).into());
         self.run(move |c| {
             let group = json_path(&group_by)?;
             let measure = match &of {
@@ -246,10 +266,10 @@ impl WorkStore for SqliteStore {
             };
             let sql = format!(
                 "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}) FROM response \
-                 WHERE execution_id = ?1 AND step = ?2 GROUP BY g ORDER BY count(*) DESC, g LIMIT ?3"
+                 WHERE execution_id = ? AND step = ?{readable} GROUP BY g ORDER BY count(*) DESC, g LIMIT ?"
             );
             let mut stmt = c.prepare(&sql)?;
-            stmt.query_map(params![execution_id, step as i64, limit as i64], |r| {
+            stmt.query_map(rusqlite::params_from_iter(values), |r| {
                 Ok(Group {
                     value: sql_value(r.get(0)?),
                     count: r.get(1)?,

@@ -95,7 +95,7 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
         "paged and filtered in SQL"
     );
     assert_eq!(store.targets_page("exe-01", None, 0, 2).await.unwrap().len(), 2);
-    let header = store.execution("exe-01").await.unwrap().unwrap();
+    let header = store.execution("exe-01", None).await.unwrap().unwrap();
     assert_eq!(header.counts, [(TargetStatus::Failed, 2), (TargetStatus::Pending, 1)]);
     assert_eq!(header.steps.len(), 2);
 
@@ -114,13 +114,13 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
     let size1 = ColumnCondition { column: "size_bytes".into(), equal: true, value: ColumnValue::Integer(1) };
     let one = store.responses(query(vec![size1], 0, 10)).await.unwrap();
     assert_eq!(one.rows[0].agent_id, ids[1]);
-    let groups = store.aggregate("exe-01", 0, "sha256", Some("size_bytes"), 10).await.unwrap();
+    let groups = store.aggregate("exe-01", None, 0, "sha256", Some("size_bytes"), 10).await.unwrap();
     assert_eq!(
         (groups[0].value.clone(), groups[0].count, groups[0].min.clone(), groups[0].max.clone()),
         (json!("aa"), 2, json!(0), json!(1))
     );
     assert!(
-        store.aggregate("exe-01", 0, "sha256'); DROP TABLE response; --", None, 10).await.is_err(),
+        store.aggregate("exe-01", None, 0, "sha256'); DROP TABLE response; --", None, 10).await.is_err(),
         "a column is never spliced raw"
     );
     let steps = store.steps("exe-01").await.unwrap();
@@ -149,9 +149,9 @@ async fn deadlines_cancellation_and_listing(r: Repositories) {
     assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::Running);
     store.expire(1_000).await.unwrap();
     assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::TimedOut);
-    let listed = store.executions(Some("file_hash"), 0, 10).await.unwrap();
+    let listed = store.executions(Some("file_hash"), None, 0, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert!(store.executions(Some("nothing"), 0, 10).await.unwrap().is_empty());
+    assert!(store.executions(Some("nothing"), None, 0, 10).await.unwrap().is_empty());
 }
 
 async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {
@@ -239,7 +239,7 @@ async fn refused_targets_are_final_and_never_due(r: Repositories) {
     assert!(
         store.due_for(&ids[0], 40).await.unwrap().is_empty() && store.due_for(&ids[1], 40).await.unwrap().is_empty()
     );
-    let header = store.execution("exe-09").await.unwrap().unwrap();
+    let header = store.execution("exe-09", None).await.unwrap().unwrap();
     assert_eq!(header.counts, [(TargetStatus::Refused, 2), (TargetStatus::Succeeded, 1)]);
 }
 
@@ -295,7 +295,10 @@ async fn an_idempotency_key_creates_one_execution_per_principal(r: Repositories)
         Created::New,
         "keys are per principal"
     );
-    assert!(store.execution("exe-k2").await.unwrap().is_none() && store.execution("exe-k3").await.unwrap().is_none());
+    assert!(
+        store.execution("exe-k2", None).await.unwrap().is_none()
+            && store.execution("exe-k3", None).await.unwrap().is_none()
+    );
     let burst = (0..8).map(|i| {
         let (store, e) = (r.work.clone(), keyed(&format!("exe-c{i}"), "carol", "d1"));
         tokio::spawn(async move { store.create_execution(e).await.unwrap() })

@@ -5,11 +5,13 @@ use std::collections::HashSet;
 
 use toolgate_domain::fleet::HostFacts;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::fleet::wire::RunResult;
 use toolgate_domain::groups::{GroupRefusal, GroupRole, ROOT_GROUP, Reach, Visible};
 use toolgate_domain::records::Change;
-use toolgate_store::{GroupUpdate, NewGroup, Repositories, RowSource};
+use toolgate_store::{GroupUpdate, NewGroup, Reader, Repositories, ResponseQuery, RowSource};
 
 use crate::fleet::report;
+use crate::fleet_work::{execution, row, succeeded};
 
 crate::matrix!(
     the_tree_refuses_cycles_duplicates_and_the_root,
@@ -17,6 +19,7 @@ crate::matrix!(
     explicit_members_and_descendants_make_a_groups_agents,
     roles_on_groups_are_part_of_the_principal,
     confined_queries_cut_pages_after_confinement,
+    an_execution_is_read_by_its_submitter_or_a_reach_over_every_target,
 );
 
 fn by(at: i64) -> Change<'static> {
@@ -203,4 +206,61 @@ async fn confined_queries_cut_pages_after_confinement(r: Repositories) {
     let confined: Vec<String> = r.work.compliance(None, &reach).await.unwrap().into_iter().map(|(a, _, _)| a).collect();
     assert_eq!(confined, ids[2..].to_vec());
     assert_eq!(r.work.compliance(Some("r1"), &Reach::Fleet).await.unwrap().len(), 4);
+}
+
+async fn an_execution_is_read_by_its_submitter_or_a_reach_over_every_target(r: Repositories) {
+    let ids = enroll(&r, 3).await;
+    let team = r.groups.create_group(group("Team", ROOT_GROUP, None)).await.unwrap().unwrap();
+    for id in &ids[..2] {
+        r.groups.add_member(&team.id, id).await.unwrap().unwrap();
+    }
+    // alice submits one on the team's agents and one on all three.
+    execution(&r, "exe-team", &ids[..2], 1_000).await;
+    execution(&r, "exe-all", &ids, 1_000).await;
+    r.work.mark_delivered("exe-team", ids[..2].to_vec(), 20).await.unwrap();
+    let result = RunResult {
+        execution_id: "exe-team".into(),
+        steps: vec![succeeded(vec![row(serde_json::json!({"sha256": "aa"}))])],
+    };
+    r.work.save_result(&ids[0], result, 30).await.unwrap();
+    let reader = |principal: &str, reach: Reach| Reader { principal: principal.into(), reach };
+    let bob_on_team = reader("bob", Reach::Groups(vec![team.id.clone()].into()));
+    let carol_nowhere = reader("carol", Reach::Groups(vec!["mg-other".to_string()].into()));
+    let alice_nowhere = reader("alice", Reach::Groups(vec!["mg-other".to_string()].into()));
+    let fleet = reader("dave", Reach::Fleet);
+    let sees = |who: &Reader, id: &'static str| {
+        let (work, who) = (r.work.clone(), who.clone());
+        async move { work.execution(id, Some(&who)).await.unwrap().is_some() }
+    };
+    assert!(sees(&alice_nowhere, "exe-all").await, "the submitter reads its own wherever its targets are");
+    assert!(sees(&bob_on_team, "exe-team").await, "every target within bob's reach");
+    assert!(!sees(&bob_on_team, "exe-all").await, "one target outside it: no such execution for bob");
+    assert!(!sees(&carol_nowhere, "exe-team").await);
+    assert!(sees(&fleet, "exe-all").await);
+    let listed = |who: &Reader| {
+        let (work, who) = (r.work.clone(), who.clone());
+        async move {
+            work.executions(None, Some(&who), 0, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.execution_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(&bob_on_team).await, ["exe-team"]);
+    assert!(listed(&carol_nowhere).await.is_empty());
+    assert_eq!(listed(&fleet).await.len(), 2);
+    // Responses and their aggregates follow the execution.
+    let rows = |who: &Reader| ResponseQuery {
+        execution_id: "exe-team".into(),
+        reader: Some(who.clone()),
+        step: 0,
+        limit: 10,
+        ..ResponseQuery::default()
+    };
+    assert_eq!(r.work.responses(rows(&bob_on_team)).await.unwrap().rows.len(), 1);
+    assert!(r.work.responses(rows(&carol_nowhere)).await.unwrap().rows.is_empty());
+    assert_eq!(r.work.aggregate("exe-team", Some(&bob_on_team), 0, "sha256", None, 10).await.unwrap().len(), 1);
+    assert!(r.work.aggregate("exe-team", Some(&carol_nowhere), 0, "sha256", None, 10).await.unwrap().is_empty());
 }
