@@ -286,3 +286,22 @@ fn a_parallel_burst_of_wrong_passwords_locks_sign_in() {
     let locked = sign_in(&s, "rita", &rita.password, &code(&rita.secret, "rita", 1));
     assert_eq!(locked.status, 429, "{}", locked.body);
 }
+
+#[test]
+fn a_reviewer_sees_what_a_held_call_would_touch() {
+    let (s, agent) = common::start_with_agent(&[]);
+    let rita = reviewer(&s, "rita");
+    let supervised = s.token("admin", "supervised", "1d");
+    let held = |tool: &str, arguments: serde_json::Value| {
+        common::agents::approval_id(&call_as(&s, &supervised, tool, arguments))
+    };
+    held("quarantine_device", json!({"agent_id": agent, "reason": "suspicious"}));
+    held("execute_instruction", json!({"definition": "os_facts", "scope": "agent_id exists"}));
+    ticket(&s, &supervised, "owner");
+    let page = get(&s, "/console/approvals", &rita.cookie);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("What it would touch"), "{}", page.body);
+    assert!(page.body.contains(&agent), "the named agent is shown: {}", page.body);
+    assert!(page.body.contains("matches now:"), "a scope is judged now: {}", page.body);
+    assert!(page.body.contains("not enrolled"), "an id no agent has says so: {}", page.body);
+}

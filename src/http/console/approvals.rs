@@ -41,7 +41,7 @@ fn pretty(canonical: &str) -> String {
         .unwrap_or_else(|_| canonical.into())
 }
 
-fn row(a: &Approval, who: &SignedIn, proof_fresh: bool) -> Markup {
+fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup) -> Markup {
     let title = ToolId::from_name(&a.tool).map_or(a.tool.as_str(), |t| t.meta().title);
     html! {
         tr id={ "approval-" (a.id) } {
@@ -49,6 +49,7 @@ fn row(a: &Approval, who: &SignedIn, proof_fresh: bool) -> Markup {
             td.submitter { (a.submitter) }
             td { (pages::when(a.submitted_at)) br; span.muted { "expires " (pages::when(a.expires_at)) } }
             td { pre { (pretty(&a.canonical_args)) } }
+            td.touches { (touches) }
             td { @for rule in rules_behind(&a.tool) { div.muted { (rule) } } }
             td {
                 form method="post" action={ "/console/approvals/" (a.id) "/decide" } {
@@ -82,6 +83,10 @@ async fn listing(
         }
     };
     let fresh = who.0.proof_fresh(now_ms(state));
+    let mut rows = Vec::with_capacity(pending.len());
+    for a in &pending {
+        rows.push(row(a, who, fresh, super::touches::cell(&state.services, &a.canonical_args).await));
+    }
     let body = html! {
         (pages::messages(error, notice))
         p.muted {
@@ -92,8 +97,8 @@ async fn listing(
         @if pending.is_empty() { p #none { "Nothing is waiting for a decision." } }
         @else {
             table #pending {
-                tr { th { "Tool" } th { "Submitter" } th { "Asked" } th { "Arguments" } th { "Why it needs a person" } th { "Decision" } }
-                @for a in &pending { (row(a, who, fresh)) }
+                tr { th { "Tool" } th { "Submitter" } th { "Asked" } th { "Arguments" } th { "What it would touch" } th { "Why it needs a person" } th { "Decision" } }
+                @for r in rows { (r) }
             }
         }
     };

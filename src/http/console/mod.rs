@@ -10,6 +10,7 @@ mod pages;
 pub mod session;
 mod sign_in;
 mod tokens;
+mod touches;
 mod views;
 
 use std::collections::HashMap;

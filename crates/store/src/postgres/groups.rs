@@ -124,12 +124,23 @@ pub(crate) async fn refresh_agent_rules(c: &impl GenericClient, agent_id: &str) 
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Pg<Vec<_>>>()?;
     let agent = StoredAgent { agent_id, facts: StoredAgent::facts_from(facts.as_deref()), tags };
+    let held: std::collections::HashSet<String> =
+        rows(c, "SELECT group_id FROM group_member WHERE agent_id = $1 AND by_rule", &[&agent_id])
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+    // Only what changed is written: a report that changes nothing a rule reads writes nothing.
+    let mut changed = false;
     for rule in &rules {
         let (group_id, rule): (String, String) = (rule.try_get(0)?, rule.try_get(1)?);
         let chosen = parsed_rule(&group_id, &rule).is_some_and(|scope| scope.matches(&agent));
-        set_rule_flag(c, &group_id, agent_id, chosen).await?;
+        if chosen != held.contains(&group_id) {
+            set_rule_flag(c, &group_id, agent_id, chosen).await?;
+            changed = true;
+        }
     }
-    drop_empty_members(c).await
+    if changed { drop_empty_members(c).await } else { Ok(()) }
 }
 
 /// Judges every agent against one group's rule (a new or changed rule; none: no rule members).

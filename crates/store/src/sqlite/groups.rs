@@ -107,11 +107,20 @@ pub(crate) fn refresh_agent_rules(c: &Connection, agent_id: &str) -> rusqlite::R
         .flatten();
     let agent =
         StoredAgent { agent_id, facts: StoredAgent::facts_from(facts.as_deref()), tags: stored_tags(c, agent_id)? };
+    let held: std::collections::HashSet<String> = {
+        let mut stmt = c.prepare_cached("SELECT group_id FROM group_member WHERE agent_id = ?1 AND by_rule")?;
+        stmt.query_map(params![agent_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+    };
+    // Only what changed is written: a report that changes nothing a rule reads writes nothing.
+    let mut changed = false;
     for (group_id, rule) in rules {
         let chosen = parsed_rule(&group_id, &rule).is_some_and(|scope| scope.matches(&agent));
-        set_rule_flag(c, &group_id, agent_id, chosen)?;
+        if chosen != held.contains(&group_id) {
+            set_rule_flag(c, &group_id, agent_id, chosen)?;
+            changed = true;
+        }
     }
-    drop_empty_members(c)
+    if changed { drop_empty_members(c) } else { Ok(()) }
 }
 
 fn set_rule_flag(c: &Connection, group_id: &str, agent_id: &str, chosen: bool) -> rusqlite::Result<()> {
