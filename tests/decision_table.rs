@@ -28,16 +28,8 @@ fn cell(answer: Result<toolgate_gate::Passed, Denial>) -> &'static str {
 
 #[tokio::test]
 async fn the_decisions_by_role_are_the_gates() {
-    let mut out = String::from(
-        "# Decisions by role\n\n\
-         Generated from `tools.yaml` and `policy.yaml`; do not edit. For every role, held fleet-wide\n\
-         or on a management group, every tool and tier: the tier's decision (`allow`, `confirm`,\n\
-         `approval`) when the role grants the call, `deny` when the tier refuses the pair, and `-`\n\
-         when the tier allows it but the role does not grant it there. A grant on a group covers\n\
-         that group's agents only (docs/groups.md); `fleet_only` securables and the\n\
-         `durableAdministrator` tools are never granted on a group, and `fleetOrGroupOwner` tools\n\
-         on a group only to its owner role.\n",
-    );
+    // The headings and rows the gate's answers make; the doc's prose is the generator's.
+    let mut out = String::new();
     let tiers: Vec<&str> = Tier::ALL.iter().map(|t| t.name()).collect();
     for (r, role) in CATALOGUE.roles.iter().enumerate() {
         // A store per role: its approval tickets stay under the per-server cap.
@@ -54,10 +46,9 @@ async fn the_decisions_by_role_are_the_gates() {
             Deciders { catalogue: &CATALOGUE, credentials: store.credentials.clone(), groups: store.groups.clone() };
         let gate =
             Gate::new(&CATALOGUE, store.approvals.clone(), Clock::default(), false).unwrap().with_deciders(deciders);
-        let _ = writeln!(out, "\n## {}\n", role.name);
+        let _ = writeln!(out, "## {}", role.name);
         let columns: Vec<String> = tiers.iter().flat_map(|t| [format!("{t} fleet"), format!("{t} group")]).collect();
         let _ = writeln!(out, "| tool | {} |", columns.join(" | "));
-        let _ = writeln!(out, "|---|{}", "---|".repeat(columns.len()));
         for (n, id) in ToolId::ALL.iter().enumerate() {
             let meta = id.meta();
             let mut arguments: Value =
@@ -88,7 +79,12 @@ async fn the_decisions_by_role_are_the_gates() {
             let _ = writeln!(out, "| `{}` | {} |", meta.name, cells.join(" | "));
         }
     }
-    assert_eq!(out, POLICY_ROLES_MD, "the gate decides otherwise than docs/policy-roles.md says");
+    let table: String = POLICY_ROLES_MD
+        .lines()
+        .filter(|l| l.starts_with("## ") || (l.starts_with("| ") && !l.starts_with("|---")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(out, table, "the gate decides otherwise than docs/policy-roles.md says");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policy-roles.md");
     let ensured =
         toolgate_catalogue::bless::ensure_file_contents(&path, POLICY_ROLES_MD, "cargo test --test decision_table");

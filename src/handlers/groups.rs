@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
-use toolgate_domain::groups::{GroupRefusal, ManagementGroup, ROOT_GROUP, Reach, check_name, check_rule};
+use toolgate_domain::groups::{GroupRefusal, ManagementGroup, ROOT_GROUP, Reach, at_or_below, check_name, check_rule};
 use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
@@ -19,14 +19,8 @@ use crate::services::ToolContext;
 /// Whether `id` is one of the reach's groups or below one.
 fn within(groups: &[ManagementGroup], reach: &Reach, id: &str) -> bool {
     let Some(mine) = reach.groups() else { return true };
-    let mut at = groups.iter().find(|g| g.id == id);
-    while let Some(group) = at {
-        if mine.contains(&group.id) {
-            return true;
-        }
-        at = group.parent_id.as_deref().and_then(|p| groups.iter().find(|g| g.id == p));
-    }
-    false
+    let mine: Vec<&str> = mine.iter().map(String::as_str).collect();
+    at_or_below(groups, id, &mine)
 }
 
 /// Every group and the one `id` names, if the caller may see it; else the unknown-group

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use toolgate_domain::fleet::scope::parse;
-use toolgate_domain::groups::ManagementGroup;
+use toolgate_domain::groups::{ManagementGroup, at_or_below};
 use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
@@ -26,20 +26,10 @@ async fn ensure_may_change(ctx: &ToolContext, key: &str) -> Result<(), ToolError
         .filter(|held| Some(held.role.as_str()) == owner)
         .map(|held| held.group_id.as_str())
         .collect();
-    let owns = |group: &ManagementGroup| {
-        let mut at = Some(group);
-        while let Some(g) = at {
-            if owned.contains(&g.id.as_str()) {
-                return true;
-            }
-            at = g.parent_id.as_deref().and_then(|p| groups.iter().find(|x| x.id == p));
-        }
-        false
-    };
     let reads = |g: &&ManagementGroup| {
         g.rule.as_deref().and_then(|r| parse(r).ok()).is_some_and(|rule| rule.tag_keys().iter().any(|(k, _)| *k == key))
     };
-    match groups.iter().filter(reads).find(|g| !owns(g)) {
+    match groups.iter().filter(reads).find(|g| !at_or_below(&groups, &g.id, &owned)) {
         None => Ok(()),
         Some(group) => Err(ToolError::Refused {
             message: format!(

@@ -49,6 +49,18 @@ impl ManagementGroup {
     }
 }
 
+/// Whether the group `id` is one of `among` or lies below one of them (`groups` is the tree).
+pub fn at_or_below(groups: &[ManagementGroup], id: &str, among: &[&str]) -> bool {
+    let mut at = groups.iter().find(|g| g.id == id);
+    while let Some(group) = at {
+        if among.contains(&group.id.as_str()) {
+            return true;
+        }
+        at = group.parent_id.as_deref().and_then(|p| groups.iter().find(|g| g.id == p));
+    }
+    false
+}
+
 /// How an agent came to be in a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, ToolMeta};
 use toolgate_domain::denial::Denial;
-use toolgate_domain::groups::ROOT_GROUP;
+use toolgate_domain::groups::{ROOT_GROUP, at_or_below};
 use toolgate_domain::{Caller, StoreError};
 use toolgate_store::{CredentialStore, GroupStore};
 
@@ -59,12 +59,8 @@ impl Deciders {
             .collect();
         if !owned.is_empty() {
             let groups = self.groups.management_groups().await.map_err(store_fault)?;
-            let mut at = groups.iter().find(|g| g.id == group_id);
-            while let Some(group) = at {
-                if owned.contains(&group.id.as_str()) {
-                    return Ok(());
-                }
-                at = group.parent_id.as_deref().and_then(|p| groups.iter().find(|g| g.id == p));
+            if at_or_below(&groups, group_id, &owned) {
+                return Ok(());
             }
         }
         let requirement = match group_id {

@@ -196,11 +196,10 @@ impl Gate {
         decisions: &[Decision],
     ) -> Result<Authorized, Denial> {
         let decision = self.tier_decision(caller, name, securable, operation, decisions)?;
-        let pair = || format!("{securable}:{operation}");
         // A role on a group grants the pair over that group's agents: the call may go on,
         // confined to them.
         let Some(reach) = self.catalogue.reach(&caller.principal, securable, operation) else {
-            return Err(Denial::NotGranted { tool: name, pair: pair() });
+            return Err(Denial::NotGranted { tool: name, pair: format!("{securable}:{operation}") });
         };
         Ok(Authorized { decision, reach })
     }
