@@ -16,6 +16,7 @@ pub mod session;
 mod settings;
 mod sweep;
 mod view;
+mod visits;
 
 pub use delivery::RuleSet;
 pub use hub::{Hub, Kick};

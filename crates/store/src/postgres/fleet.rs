@@ -10,7 +10,7 @@ use toolgate_domain::fleet::{AgentStatus, AgentSummary, EnrollRefusal, Enrollmen
 use toolgate_domain::groups::Reach;
 use toolgate_domain::secrets::{hash_secret, new_secret};
 
-use super::groups::{reach_agents, reach_param};
+use super::confinement::{reach_agents, reach_param};
 use super::json_rows::{chunk, page};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use crate::changes::Change;

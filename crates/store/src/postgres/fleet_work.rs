@@ -11,7 +11,7 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
-use super::groups::{readable, reader_groups};
+use super::confinement::{readable, reader_groups};
 use crate::Reader;
 
 use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
@@ -376,11 +376,11 @@ impl WorkStore for PostgresStore {
     }
 
     async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>> {
-        let groups = super::groups::reach_param(reach);
+        let groups = super::confinement::reach_param(reach);
         pg(async {
             let c = self.conn().await?;
             let confined = match groups {
-                Some(_) => format!("AND agent_id IN ({})", super::groups::reach_agents(2)),
+                Some(_) => format!("AND agent_id IN ({})", super::confinement::reach_agents(2)),
                 None => "AND $2::text[] IS NULL".into(),
             };
             rows(

@@ -5,7 +5,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 
-use super::groups::{reach_agents, reach_param};
+use super::confinement::{reach_agents, reach_param};
 use super::{Pg, PgError, rows};
 use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
 use crate::{ColumnCondition, ColumnValue, RowPage, RowSource};

@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod confinement;
 mod credentials;
 mod executions;
 mod fleet;
@@ -18,6 +19,7 @@ mod listen;
 mod plugin_config;
 mod replica_state;
 mod responses;
+mod sign_in;
 mod tags;
 
 use std::future::Future;

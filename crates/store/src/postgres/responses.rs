@@ -81,8 +81,8 @@ pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: 
 
 pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<ResponsePage> {
     let c = store.conn().await?;
-    let groups = super::groups::reader_groups(q.reader.as_ref());
-    let (confined, extra) = super::groups::readable("r.execution_id", q.reader.as_ref(), &groups, 6);
+    let groups = super::confinement::reader_groups(q.reader.as_ref());
+    let (confined, extra) = super::confinement::readable("r.execution_id", q.reader.as_ref(), &groups, 6);
     let (where_sql, values) = conditions_sql(&q.conditions, "r.", 6 + extra.len())?;
     let step = q.step as i64;
     let status = q.status.map(|s| s.as_str());
@@ -126,8 +126,8 @@ pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<
         Some(column) => format!("row -> '{}'", json_key(column)?),
         None => "NULL::jsonb".into(),
     };
-    let groups = super::groups::reader_groups(reader);
-    let (confined, extra) = super::groups::readable("response.execution_id", reader, &groups, 4);
+    let groups = super::confinement::reader_groups(reader);
+    let (confined, extra) = super::confinement::readable("response.execution_id", reader, &groups, 4);
     let sql = format!(
         "SELECT row -> '{group}' AS g, count(*),
            (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],

@@ -15,7 +15,7 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult};
 use toolgate_domain::groups::Reach;
 
-use super::groups::readable;
+use super::confinement::readable;
 use crate::Reader;
 
 use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets};
@@ -338,10 +338,10 @@ impl WorkStore for SqliteStore {
     }
 
     async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>> {
-        let (rule_id, groups) = (rule_id.map(str::to_string), super::groups::reach_param(reach));
+        let (rule_id, groups) = (rule_id.map(str::to_string), super::confinement::reach_param(reach));
         self.run(move |c| {
             let confined = match groups {
-                Some(_) => format!("AND agent_id IN ({})", super::groups::reach_agents("?2")),
+                Some(_) => format!("AND agent_id IN ({})", super::confinement::reach_agents("?2")),
                 None => "AND ?2 IS NULL".into(),
             };
             let mut stmt = c.prepare_cached(&format!(

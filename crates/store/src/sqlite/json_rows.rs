@@ -5,7 +5,7 @@
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::groups::{reach_agents, reach_param};
+use super::confinement::{reach_agents, reach_param};
 use crate::filtered::{CHUNK_ROWS, Chunk, Cursor};
 use crate::{ColumnCondition, ColumnValue, RowPage, RowSource};
 

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+mod confinement;
 mod credentials;
 mod executions;
 mod fleet;

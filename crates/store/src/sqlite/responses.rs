@@ -93,7 +93,7 @@ pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<R
         status.clone().into(),
         status.into(),
     ];
-    let (confined, confined_values) = super::groups::readable("r.execution_id", q.reader.as_ref());
+    let (confined, confined_values) = super::confinement::readable("r.execution_id", q.reader.as_ref());
     sql.push_str(&confined);
     values.extend(confined_values);
     push_conditions(&q.conditions, &mut sql, &mut values)?;
