@@ -128,6 +128,19 @@ fn another_principals_executions_tasks_and_sessions_read_as_unknown() {
         );
     }
 
+    // Nor can bob follow alice's execution: subscribing reads it first.
+    let bobs = initialize(s, bob, json!({}));
+    reads_as_unknown("resources/subscribe", &execution, unknown_execution, |id| {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "resources/subscribe", "params": {"uri": format!("execution://{id}")}});
+        let auth = format!("Bearer {bob}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", bobs.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        request(s.addr, "POST", &headers, Some(&body.to_string())).json()
+    });
+
     // An approval's status_url: alice's ticket is not bob's to read.
     let supervised = s.token("alice", "supervised", "1d");
     let ticket = approval_id(&call_as(

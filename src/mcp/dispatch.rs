@@ -126,7 +126,7 @@ pub async fn dispatch(server: &Arc<McpServer>, caller: &Caller, headers: &Header
         Method::ResourcesRead => resources::read(server, caller, id, p, &era).await,
         Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
             let session_id = era.session().map(|s| s.id.as_str());
-            resources::subscription(server, caller, id, p, session_id, method == Method::ResourcesSubscribe)
+            resources::subscription(server, caller, id, p, session_id, method == Method::ResourcesSubscribe).await
         }
         Method::CompletionComplete => completion::complete(server, caller, id, p, &era).await,
         Method::TasksGet => {

@@ -243,8 +243,10 @@ async fn through_tool(
 
 /// `resources/subscribe` and `unsubscribe` (handshake era, in a session): a subscribed
 /// resource's changes arrive as `notifications/resources/updated` on the session's GET stream.
-pub fn subscription(
-    server: &McpServer,
+/// Subscribing reads the resource first, as `resources/read` would: another principal's
+/// execution cannot be followed (its notifications would tell that it exists and changes).
+pub async fn subscription(
+    server: &Arc<McpServer>,
     caller: &Caller,
     id: &Value,
     params: Option<&Value>,
@@ -261,14 +263,20 @@ pub fn subscription(
         let message = "subscriptions live in a session: initialize first and send its Mcp-Session-Id";
         return Reply::error(StatusCode::OK, id, rpc::INVALID_REQUEST, message, None);
     };
-    // A template read through a tool carries that tool's pair: one gate for both.
-    let meta = match server.prompts_resources.locate(target) {
-        None => return not_found(&request, target, "").reply,
-        Some(Located::Fixed(r)) => r.meta,
-        Some(Located::Instance(t, _)) => t.meta,
-    };
-    if let Err(outcome) = gate(server, caller, &request, meta) {
-        return outcome.reply;
+    // The same gate (and, for a template read through a tool, the same confined read) as a read.
+    if subscribe {
+        if let Err(outcome) = read_contents(server, caller, &request, target).await {
+            return outcome.reply;
+        }
+    } else {
+        let meta = match server.prompts_resources.locate(target) {
+            None => return not_found(&request, target, "").reply,
+            Some(Located::Fixed(r)) => r.meta,
+            Some(Located::Instance(t, _)) => t.meta,
+        };
+        if let Err(outcome) = gate(server, caller, &request, meta) {
+            return outcome.reply;
+        }
     }
     let known = server.sessions.subscribe(session_id, &caller.principal.name, target, subscribe);
     if !known {
