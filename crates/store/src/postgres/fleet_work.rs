@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use toolgate_domain::StoreError;
-use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
+use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
@@ -15,8 +15,8 @@ use super::confinement::{readable, reader_groups};
 use crate::Reader;
 
 use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
-use super::responses;
 use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
+use super::{compliance, responses};
 use crate::ResponsePage;
 use crate::changes::Change;
 use crate::fleet_work::{
@@ -356,56 +356,10 @@ impl WorkStore for PostgresStore {
     }
 
     async fn save_compliance(&self, agent_id: &str, results: Vec<RuleResult>, evaluated_at_ms: i64) -> Result<()> {
-        let rule_ids: Vec<&str> = results.iter().map(|r| r.rule_id.as_str()).collect();
-        let statuses: Vec<&str> = results.iter().map(|r| r.status.as_str()).collect();
-        let evidence: Vec<&str> = results.iter().map(|r| r.evidence.as_str()).collect();
-        pg(async {
-            let mut c = self.conn().await?;
-            let tx = relaxed(&mut c).await?;
-            execute(&tx, "DELETE FROM compliance_result WHERE agent_id = $1", &[&agent_id]).await?;
-            execute(
-                &tx,
-                "INSERT INTO compliance_result (agent_id, rule_id, status, evidence, evaluated_at_ms)
-                 SELECT $1, u.rule_id, u.status, u.evidence, $5 FROM unnest($2::text[], $3::text[], $4::text[]) AS u(rule_id, status, evidence)",
-                &[&agent_id, &rule_ids, &statuses, &evidence, &evaluated_at_ms],
-            )
-            .await?;
-            Ok(tx.commit().await?)
-        })
-        .await
+        pg(compliance::save(self, agent_id, &results, evaluated_at_ms)).await
     }
 
     async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>> {
-        let groups = super::confinement::reach_param(reach);
-        pg(async {
-            let c = self.conn().await?;
-            let confined = match groups {
-                Some(_) => format!("AND agent_id IN ({})", super::confinement::reach_agents(2)),
-                None => "AND $2::text[] IS NULL".into(),
-            };
-            rows(
-                &*c,
-                &format!(
-                    "SELECT agent_id, rule_id, status, evidence, evaluated_at_ms FROM compliance_result
-                     WHERE ($1::text IS NULL OR rule_id = $1) {confined} ORDER BY rule_id, agent_id"
-                ),
-                &[&rule_id, &groups],
-            )
-            .await?
-            .iter()
-            .map(|r| {
-                let status: String = r.try_get(2)?;
-                let status = ComplianceStatus::parse(&status).ok_or_else(|| {
-                    PgError::Invalid(format!("a compliance result has the unknown status {status:?}"))
-                })?;
-                Ok((
-                    r.try_get(0)?,
-                    RuleResult { rule_id: r.try_get(1)?, status, evidence: r.try_get(3)? },
-                    r.try_get(4)?,
-                ))
-            })
-            .collect()
-        })
-        .await
+        pg(compliance::results(self, rule_id, reach)).await
     }
 }

@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod compliance;
 mod confinement;
 mod credentials;
 mod executions;
