@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use toolgate_domain::Clock;
 use toolgate_domain::catalogue::Catalogue;
+use toolgate_domain::{Clock, Principal, StoreError};
 use toolgate_fleet::Hub;
+use toolgate_gate::Reviewing;
 use toolgate_store::{
     ApprovalStore, AuditStore, AuditWriter, CredentialStore, GroupStore, PluginConfigStore, Repositories, SignInStore,
     TagStore, WorkStore,
@@ -77,6 +78,12 @@ impl Services {
     /// writes them.
     pub fn work(&self) -> &dyn WorkStore {
         self.repositories.work.as_ref()
+    }
+
+    /// Which approval tickets `principal` sees and may decide, as its grants and the groups'
+    /// membership stand now.
+    pub async fn reviewing<'a>(&'a self, principal: &'a Principal) -> Result<Reviewing<'a>, StoreError> {
+        Reviewing::of(self.catalogue(), self.credentials(), self.groups(), principal).await
     }
 
     /// The console's sign-in records: passwords, second factors, lockouts.

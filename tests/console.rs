@@ -129,7 +129,7 @@ fn deciding_needs_a_reviewer_who_is_not_the_submitter_with_a_session_and_a_csrf_
     post_form(&s, "/console/enroll", &session_cookie(&olga), &[("csrf", &csrf), ("code", &code(&secret, "olga", 0))]);
     let refused = get(&s, "/console/approvals", &olga);
     assert_eq!(refused.status, 403);
-    assert!(refused.body.contains("Your roles do not grant"), "{}", refused.body);
+    assert!(refused.body.contains("Your roles (fleet-wide or on groups) do not grant"), "{}", refused.body);
 }
 
 #[test]

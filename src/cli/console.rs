@@ -115,8 +115,11 @@ pub async fn token_create(
             toolgate_policy::did_you_mean(principal, known.iter().map(String::as_str))
         );
     };
-    if tier.is_none() && !CATALOGUE.may_review(&p.roles) {
-        bail!("an API credential is for reviewers: `{principal}`'s roles do not grant {}", CATALOGUE.reviewer);
+    if tier.is_none() && CATALOGUE.review_reach(&p.principal()).is_none() {
+        bail!(
+            "an API credential is for reviewers: `{principal}`'s roles (fleet-wide or on groups) do not grant {}",
+            CATALOGUE.reviewer
+        );
     }
     let now = Clock::default().now_secs();
     let (record, secret) =
@@ -201,7 +204,7 @@ fn describe(a: &Approval) -> String {
 }
 
 pub async fn approvals_list(store: &Repositories, status: Option<&str>) -> Result<String> {
-    let all = store.approvals.approvals(status, None, 1000).await?;
+    let all = store.approvals.approvals(status, None, 0, 1000).await?;
     if all.is_empty() {
         return Ok("no approvals\n".into());
     }
@@ -243,8 +246,14 @@ pub async fn approvals_decide(
     let Some(p) = store.credentials.principal(reviewer).await? else {
         bail!("no principal `{reviewer}` (`toolgate principal list` shows them)");
     };
-    if !CATALOGUE.may_review(&p.roles) {
-        bail!("`{reviewer}`'s roles do not grant {}, so they cannot review", CATALOGUE.reviewer);
+    let principal = p.principal();
+    let reviewing =
+        toolgate_gate::Reviewing::of(&CATALOGUE, store.credentials.as_ref(), store.groups.as_ref(), &principal).await?;
+    if !reviewing.is_reviewer() {
+        bail!(
+            "`{reviewer}`'s roles (fleet-wide or on groups) do not grant {}, so they cannot review",
+            CATALOGUE.reviewer
+        );
     }
     let audit = ImmediateAudit { store: store.audit.as_ref(), rows: Default::default() };
     let clock = Clock::default();
@@ -252,7 +261,7 @@ pub async fn approvals_decide(
         store.approvals.as_ref(),
         &audit,
         &clock,
-        Decide { id, reviewer, approve, comment, assurance: BREAK_GLASS },
+        Decide { id, reviewer: &reviewing, approve, comment, assurance: BREAK_GLASS },
     )
     .await?;
     let rows = std::mem::take(&mut *audit.rows.lock().unwrap_or_else(|e| e.into_inner()));

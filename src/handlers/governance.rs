@@ -16,19 +16,12 @@ const NON_INTERACTIVE: &str = "approver_assurance_required:non_interactive_sessi
 
 pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingApprovals) -> ToolResult {
     let status = args.status.unwrap_or_else(|| "pending".into());
-    // A reviewer (whose roles grant the permission that decides) reads every ticket; anyone
-    // else their own only, another principal's reading as if there were none.
-    let me = &ctx.principal().name;
-    let reviewer = ctx.services().catalogue().may_review(&ctx.principal().roles);
-    let submitter = match args.submitted_by {
-        Some(asked) if !reviewer && &asked != me => {
-            return Ok(ToolOutput::Structured(json!({"count": 0, "approvals": []})));
-        }
-        Some(asked) => Some(asked),
-        None if reviewer => None,
-        None => Some(me.clone()),
-    };
-    let approvals = ctx.services().approvals().approvals(Some(&status), submitter.as_deref(), 1000).await?;
+    // A reviewer reads the tickets its grant covers (all of them fleet-wide, those within its
+    // groups on groups); everyone reads their own, another principal's reading as if there
+    // were none.
+    let services = ctx.services();
+    let reviewing = services.reviewing(ctx.principal()).await?;
+    let approvals = reviewing.tickets(services.approvals(), Some(&status), args.submitted_by.as_deref(), 1000).await?;
     let approvals: Vec<Value> = approvals
         .into_iter()
         .map(|a| {

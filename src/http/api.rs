@@ -30,28 +30,41 @@ fn ok(body: Value) -> Response {
     json_response(StatusCode::OK, body.to_string())
 }
 
+/// The tickets the reviewer sees: every one fleet-wide, those within its groups on groups,
+/// and its own.
 async fn list(
     State(state): State<Arc<AppState>>,
-    _: Reviewer,
+    reviewer: Reviewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let approvals = state.services.approvals();
-    let all = approvals.approvals(q.get("status").map(String::as_str), q.get("submitter").map(String::as_str), 1000);
-    Ok(ok(json!({"approvals": all.await?})))
+    let services = &state.services;
+    let reviewing = services.reviewing(&reviewer.principal).await?;
+    let (status, submitter) = (q.get("status").map(String::as_str), q.get("submitter").map(String::as_str));
+    let seen = reviewing.tickets(services.approvals(), status, submitter, 1000).await?;
+    Ok(ok(json!({"approvals": seen})))
 }
 
-/// One approval: any of them for a reviewer's API credential; for an MCP token, only the
-/// tickets its own principal submitted (the `status_url` of -32006), another principal's
-/// reading exactly like an unknown id.
+/// One approval: one a reviewer's API credential sees (its grant covers it); for an MCP
+/// token, only the tickets its own principal submitted (the `status_url` of -32006). Any
+/// other reads exactly like an unknown id.
 async fn show(
     State(state): State<Arc<AppState>>,
     who: Authenticated,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let reviewer = who.token.tier.is_none() && state.services.catalogue().may_review(&who.principal.roles);
-    match state.services.approvals().approval(&id).await? {
-        Some(a) if reviewer || a.submitter == who.principal.name => Ok(ok(json!(a))),
-        _ => Err(ApiError::not_found(format!("no approval `{id}`"))),
+    let services = &state.services;
+    let ticket = services.approvals().approval(&id).await?;
+    let seen = match (ticket, who.token.tier.is_none()) {
+        (Some(a), true) => {
+            let principal = who.principal.principal();
+            services.reviewing(&principal).await?.sees(&a).await?.then_some(a)
+        }
+        (Some(a), false) => (a.submitter == who.principal.name).then_some(a),
+        (None, _) => None,
+    };
+    match seen {
+        Some(a) => Ok(ok(json!(a))),
+        None => Err(ApiError::not_found(format!("no approval `{id}`"))),
     }
 }
 
@@ -79,9 +92,16 @@ async fn reject(
 
 async fn audit(
     State(state): State<Arc<AppState>>,
-    _: Reviewer,
+    reviewer: Reviewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    let catalogue = state.services.catalogue();
+    if !catalogue.may_review(&reviewer.principal.roles) {
+        return Err(ApiError::forbidden(
+            "fleet_wide_reviewer_required",
+            format!("the audit log over REST is for a fleet-wide grant of {}", catalogue.reviewer),
+        ));
+    }
     let int = |key: &str| -> Result<Option<i64>, ApiError> {
         match q.get(key) {
             None => Ok(None),

@@ -128,9 +128,12 @@ pub async fn mcp_caller(
 }
 
 /// A reader of the approval and audit API: a principal allowed to review (policy.yaml
-/// `server.reviewer_permission`), holding an administrator's tierless credential. Deciding
-/// takes a console session with a second factor (`console`): no token ever decides.
-pub struct Reviewer;
+/// `server.reviewer_permission`, fleet-wide or on management groups), holding an
+/// administrator's tierless credential. Deciding takes a console session with a second factor
+/// (`console`): no token ever decides.
+pub struct Reviewer {
+    pub principal: toolgate_domain::Principal,
+}
 
 impl FromRequestParts<Arc<AppState>> for Reviewer {
     type Rejection = ApiError;
@@ -144,12 +147,13 @@ impl FromRequestParts<Arc<AppState>> for Reviewer {
             ));
         }
         let catalogue = state.services.catalogue();
-        if !catalogue.may_review(&principal.roles) {
+        let principal = principal.principal();
+        if catalogue.review_reach(&principal).is_none() {
             return Err(ApiError::forbidden(
                 "not_a_reviewer",
-                format!("this principal's roles do not grant {}", catalogue.reviewer),
+                format!("this principal's roles (fleet-wide or on groups) do not grant {}", catalogue.reviewer),
             ));
         }
-        Ok(Reviewer)
+        Ok(Reviewer { principal })
     }
 }

@@ -108,6 +108,21 @@ pub fn sign_in(s: &Server, name: &str, password: &str, code: &str) -> Response {
 /// A reviewer `name` (role Administrator) with a password, an enrolled factor and a session.
 pub fn reviewer(s: &Server, name: &str) -> Reviewer {
     let api = super::api_credential(s, name);
+    enrolled(s, name, api)
+}
+
+/// A reviewer `name` whose only role is Administrator on management group `group`: a
+/// password, an enrolled factor, a session and an API credential.
+pub fn group_reviewer(s: &Server, name: &str, group: &str) -> Reviewer {
+    s.cli(&["principal", "add", name]);
+    s.cli(&["group", "assign", group, name, "Administrator"]);
+    let out = s.cli(&["token", "create", "--principal", name, "--api"]);
+    let api = out.split_whitespace().find(|w| w.starts_with("tg_")).unwrap().to_string();
+    enrolled(s, name, api)
+}
+
+/// `name`, who holds `api`, signed in to the console with a password and an enrolled factor.
+fn enrolled(s: &Server, name: &str, api: String) -> Reviewer {
     let password = format!("{name} correct horse battery");
     let out = set_password(s, name, &password);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

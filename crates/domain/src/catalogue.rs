@@ -257,6 +257,14 @@ impl Catalogue {
         if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
     }
 
+    /// Whose approval tickets `principal` may decide: every one through a fleet-wide grant
+    /// of policy.yaml `server.reviewer_permission`, those within its groups through a grant on
+    /// groups, none without one (it then reads only its own).
+    pub fn review_reach(&self, principal: &crate::Principal) -> Option<crate::groups::Reach> {
+        self.reach(principal, self.reviewer.securable, self.reviewer.operation)
+    }
+
+    /// A fleet-wide reviewer: the one who may read the server's own figures (`/metrics`).
     pub fn may_review(&self, roles: &[String]) -> bool {
         toolgate_policy::permits_pair(self.roles, roles, self.reviewer)
     }

@@ -120,6 +120,11 @@ pub enum Visible {
 }
 
 impl Visible {
+    /// No agent at all.
+    pub fn nothing() -> Visible {
+        Visible::Only(Arc::default())
+    }
+
     pub fn contains(&self, agent_id: &str) -> bool {
         match self {
             Visible::All => true,

@@ -7,6 +7,7 @@ mod approval;
 mod arguments;
 mod deciding;
 mod review;
+mod reviewing;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub use approval::ticket_or_recall;
 pub use arguments::{SchemaError, Schemas};
 pub use deciding::Deciders;
 pub use review::{Decide, review};
+pub use reviewing::Reviewing;
 
 /// A call the gate let through: its arguments (without `approval_id`) and the approval it
 /// consumed, if it needed one.

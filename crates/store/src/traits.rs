@@ -111,8 +111,14 @@ pub struct SignInRecord {
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
     async fn approval(&self, id: &str) -> Result<Option<Approval>>;
-    /// Newest first; filtered by status and submitter when given.
-    async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>>;
+    /// Newest first; filtered by status and submitter when given; `offset` rows skipped.
+    async fn approvals(
+        &self,
+        status: Option<&str>,
+        submitter: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<Approval>>;
     /// Mints (or finds again) the pending ticket for this submitter, tool and arguments, on
     /// `surface` (MCP's tool calls, or their REST twin's), which alone may redeem it.
     async fn mint(

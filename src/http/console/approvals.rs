@@ -73,8 +73,14 @@ async fn listing(
     notice: Option<&str>,
     status: StatusCode,
 ) -> Response {
-    let pending = match state.services.approvals().approvals(Some("pending"), None, 500).await {
-        Ok(p) => p,
+    let services = &state.services;
+    let read = async {
+        let reviewing = services.reviewing(&who.1).await?;
+        let pending = reviewing.tickets(services.approvals(), Some("pending"), None, 500).await?;
+        Ok::<_, toolgate_domain::StoreError>((reviewing, pending))
+    };
+    let (reviewing, pending) = match read.await {
+        Ok(read) => read,
         Err(e) => {
             return respond(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -85,7 +91,7 @@ async fn listing(
     let fresh = who.0.proof_fresh(now_ms(state));
     let mut rows = Vec::with_capacity(pending.len());
     for a in &pending {
-        rows.push(row(a, who, fresh, super::touches::cell(&state.services, &a.canonical_args).await));
+        rows.push(row(a, who, fresh, super::touches::cell(services, &reviewing, a).await));
     }
     let body = html! {
         (pages::messages(error, notice))
@@ -133,7 +139,8 @@ async fn decide_as(
     let assurance = who.step_up(state, headers, code).await.map_err(|m| Refused(StatusCode::UNAUTHORIZED, m))?;
     let services = &state.services;
     let reason = Some(reason).filter(|r| !r.is_empty());
-    let decide = Decide { id, reviewer: &who.0.principal, approve, comment: reason, assurance };
+    let reviewing = services.reviewing(&who.1).await.map_err(NotDecided::Store)?;
+    let decide = Decide { id, reviewer: &reviewing, approve, comment: reason, assurance };
     let decided = toolgate_gate::review(services.approvals(), services.audit(), services.clock(), decide)
         .await
         .map_err(NotDecided::Store)?;

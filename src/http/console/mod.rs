@@ -94,8 +94,8 @@ fn audit(state: &AppState, action: &str, outcome: AuditOutcome, principal: &str,
 
 /// A signed-in person whose factor is enrolled; anyone else is sent to sign in (or to enroll).
 /// A principal removed since signing in is signed out.
-/// The session and its principal's roles, read once per request.
-pub struct SignedIn(pub ConsoleSession, Vec<String>);
+/// The session and its principal's roles (fleet-wide and on groups), read once per request.
+pub struct SignedIn(pub ConsoleSession, toolgate_domain::Principal);
 
 impl FromRequestParts<Arc<AppState>> for SignedIn {
     type Rejection = Response;
@@ -120,7 +120,7 @@ impl SignedIn {
     pub async fn load(state: &AppState, headers: &HeaderMap) -> Result<Option<Self>, toolgate_domain::StoreError> {
         let Some(session) = state.console.current(headers, now_ms(state)) else { return Ok(None) };
         match state.services.credentials().principal(&session.principal).await? {
-            Some(principal) => Ok(Some(SignedIn(session, principal.roles))),
+            Some(principal) => Ok(Some(SignedIn(session, principal.principal()))),
             None => {
                 state.console.close(headers);
                 Ok(None)
@@ -148,20 +148,33 @@ impl SignedIn {
     }
 
     /// The refusal page, unless the principal's roles grant reviewing (policy.yaml
-    /// `server.reviewer_permission`).
+    /// `server.reviewer_permission`), fleet-wide or on management groups.
     fn reviewer_refusal(&self, state: &AppState) -> Option<Response> {
-        let services = &state.services;
-        match services.catalogue().may_review(&self.1) {
-            true => None,
-            false => Some(html(
-                StatusCode::FORBIDDEN,
-                pages::refused(
-                    "Not a reviewer",
-                    &format!("Your roles do not grant {}: this page is for reviewers.", services.catalogue().reviewer),
-                    &self.chrome(),
-                ),
-            )),
+        let catalogue = state.services.catalogue();
+        match catalogue.review_reach(&self.1) {
+            Some(_) => None,
+            None => Some(self.refused(&format!(
+                "Your roles (fleet-wide or on groups) do not grant {}: this page is for reviewers.",
+                catalogue.reviewer
+            ))),
         }
+    }
+
+    /// The refusal page, unless the principal's roles grant reviewing fleet-wide: the pages
+    /// about the whole fleet are a fleet-wide reviewer's.
+    fn fleet_reviewer_refusal(&self, state: &AppState) -> Option<Response> {
+        let catalogue = state.services.catalogue();
+        match catalogue.may_review(&self.1.roles) {
+            true => None,
+            false => Some(self.refused(&format!(
+                "This page shows the whole fleet: it needs a fleet-wide grant of {}. The approvals page shows the tickets within your groups.",
+                catalogue.reviewer
+            ))),
+        }
+    }
+
+    fn refused(&self, message: &str) -> Response {
+        html(StatusCode::FORBIDDEN, pages::refused("Not a reviewer", message, &self.chrome()))
     }
 
     /// A fresh TOTP proof: the session's last one if it is recent enough, else `code` (taken

@@ -18,7 +18,7 @@ use super::{AppState, Fields, SignedIn, html as respond, pages};
 const PAGE_ROWS: i64 = 200;
 
 pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): Query<Fields>) -> Response {
-    if let Some(refused) = who.reviewer_refusal(&state) {
+    if let Some(refused) = who.fleet_reviewer_refusal(&state) {
         return refused;
     }
     let text = |k: &str| q.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
@@ -66,13 +66,13 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
 }
 
 pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Response {
-    if let Some(refused) = who.reviewer_refusal(&state) {
+    if let Some(refused) = who.fleet_reviewer_refusal(&state) {
         return refused;
     }
     let services = &state.services;
     let hub = services.fleet();
-    // The console's pages are for fleet-wide reviewers: `reviewer_refusal` reads fleet-wide
-    // roles only, so a principal whose roles are all on groups never gets here.
+    // `fleet_reviewer_refusal` reads fleet-wide roles only: a principal whose roles are all
+    // on groups never gets here.
     let all = Visible::All;
     let agents: Vec<_> = hub.agent_ids(&all).iter().filter_map(|id| hub.summary(&all, id)).collect();
     let work = &services.repositories().work;

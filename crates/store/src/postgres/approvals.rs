@@ -60,14 +60,20 @@ impl ApprovalStore for PostgresStore {
         pg(async { Ok(by_id(&*self.conn().await?, id, false).await?.map(|(a, _)| a)) }).await
     }
 
-    async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>> {
+    async fn approvals(
+        &self,
+        status: Option<&str>,
+        submitter: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<Approval>> {
         pg(async {
             let c = self.conn().await?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM approval WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR submitter = $2)
-                 ORDER BY submitted_at DESC, id LIMIT $3"
+                 ORDER BY submitted_at DESC, id LIMIT $3 OFFSET $4"
             );
-            rows(&*c, &sql, &[&status, &submitter, &limit]).await?.iter().map(approval_row).collect()
+            rows(&*c, &sql, &[&status, &submitter, &limit, &offset]).await?.iter().map(approval_row).collect()
         })
         .await
     }

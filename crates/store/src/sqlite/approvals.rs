@@ -48,14 +48,20 @@ impl ApprovalStore for SqliteStore {
         self.run(move |c| by_id(c, &id)).await
     }
 
-    async fn approvals(&self, status: Option<&str>, submitter: Option<&str>, limit: i64) -> Result<Vec<Approval>> {
+    async fn approvals(
+        &self,
+        status: Option<&str>,
+        submitter: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<Approval>> {
         let (status, submitter) = (status.map(str::to_string), submitter.map(str::to_string));
         self.run(move |c| {
             let mut stmt = c.prepare(&format!(
                 "SELECT {COLUMNS} FROM approval WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR submitter = ?2)
-                 ORDER BY submitted_at DESC, id LIMIT ?3"
+                 ORDER BY submitted_at DESC, id LIMIT ?3 OFFSET ?4"
             ))?;
-            stmt.query_map(params![status, submitter, limit], row)?.collect()
+            stmt.query_map(params![status, submitter, limit, offset], row)?.collect()
         })
         .await
     }

@@ -13,7 +13,25 @@ crate::matrix!(
     sixty_four_concurrent_recalls_run_the_tool_once,
     the_cap_holds_under_concurrent_mints,
     a_ticket_is_redeemed_only_on_the_surface_that_minted_it,
+    listings_page_newest_first,
 );
+
+/// A listing pages newest first: an offset skips exactly the rows before it, so a reader
+/// that judges tickets one by one can page on without losing or repeating any.
+async fn listings_page_newest_first(r: Repositories) {
+    let store = &r.approvals;
+    for (n, at) in [(1, 100), (2, 101), (3, 102), (4, 103), (5, 104)] {
+        store.mint(MCP_SURFACE, "delete_tag", "alice", &args(&format!("{{\"k\":{n}}}")), at).await.unwrap();
+    }
+    let page = |offset, limit| async move {
+        let rows = store.approvals(Some("pending"), Some("alice"), offset, limit).await.unwrap();
+        rows.into_iter().map(|a| a.canonical_args).collect::<Vec<_>>()
+    };
+    assert_eq!(page(0, 2).await, ["{\"k\":5}", "{\"k\":4}"]);
+    assert_eq!(page(2, 2).await, ["{\"k\":3}", "{\"k\":2}"]);
+    assert_eq!(page(4, 2).await, ["{\"k\":1}"]);
+    assert!(page(5, 2).await.is_empty());
+}
 
 /// The same submitter, tool and arguments over MCP and over the tool's REST twin make two
 /// tickets; neither surface redeems the other's (a refusal told apart only in audit).
@@ -86,8 +104,8 @@ async fn mint_dedup_review_consume_once(r: Repositories) {
         store.recall(MCP_SURFACE, &a.id, "delete_tag", "alice", &args("{\"k\":1}"), 107).await.unwrap(),
         Recall::NotRedeemable { .. }
     ));
-    assert_eq!(store.approvals(Some("consumed"), Some("alice"), 10).await.unwrap().len(), 1);
-    assert_eq!(store.approvals(Some("pending"), None, 10).await.unwrap().len(), 0);
+    assert_eq!(store.approvals(Some("consumed"), Some("alice"), 0, 10).await.unwrap().len(), 1);
+    assert_eq!(store.approvals(Some("pending"), None, 0, 10).await.unwrap().len(), 0);
 }
 
 async fn expiry_and_caps(r: Repositories) {
