@@ -98,6 +98,23 @@ fn a_reviewer_on_a_group_sees_and_decides_the_tickets_within_it_only() {
             .json();
     assert_ne!(recalled["result"]["isError"], true, "alice's approved call runs: {recalled}");
 
+    // The audit log over REST, for a reviewer on A: its own rows and those about A's agents,
+    // among them alice's call on A's agent and not bob's on B's.
+    let rows = s.http("GET", "/api/v1/audit?limit=1000", Some(&rhea.api), None).json();
+    let a_agents = t.of('a');
+    let mut actions = BTreeSet::new();
+    for e in rows["entries"].as_array().unwrap() {
+        let agents: BTreeSet<String> =
+            e["agents"].as_array().map_or(vec![], |a| a.clone()).iter().map(|a| a.as_str().unwrap().into()).collect();
+        assert!(e["principal"] == "rhea" || (!agents.is_empty() && agents.is_subset(&a_agents)), "{e}");
+        actions.insert((
+            e["principal"].as_str().unwrap_or_default().to_string(),
+            e["action"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert!(actions.contains(&("alice".into(), "mcp.delete_tag".into())), "{actions:?}");
+    assert!(!actions.iter().any(|(who, _)| who == "bob"), "{actions:?}");
+
     // A fleet-wide reviewer sees every pending ticket.
     let rita = reviewer(s, "rita");
     let all: BTreeSet<String> = [a_scoped, b_tag, fleet_scoped, credential, stray].into();

@@ -92,14 +92,24 @@ fn two_teams_each_see_and_act_on_their_own_three_agents_only() {
         assert_eq!(health["agents"], Value::Null, "the server's counts are for fleet-wide readers: {health}");
 
         // A role on a group grants nothing on what is the whole fleet's (policy.yaml
-        // fleet_only); the audit log shows the team's principal its own calls only.
+        // fleet_only); the audit log shows the team's principal its own calls and the rows
+        // about its agents (the administrator tagging them), nothing about the other's.
         let config = call_as(s, token, "list_plugin_config", json!({})).json();
         assert_eq!(config["error"]["code"], -32003, "plugin configuration is fleet-wide: {config}");
         let audit = structured_as(s, schemas, token, "query_audit_log", json!({"limit": 1000}));
         let me = if team == 'a' { "alice" } else { "bob" };
-        assert!(audit["entries"].as_array().unwrap().iter().all(|e| e["principal"] == me), "{audit}");
-        let theirs = structured_as(s, schemas, token, "query_audit_log", json!({"principal": "admin"}));
-        assert_eq!(theirs["count"], 0, "another principal's rows are not there for it");
+        let about = |e: &Value| -> BTreeSet<String> {
+            e["agents"].as_array().map_or(vec![], |a| a.clone()).iter().map(|a| a.as_str().unwrap().into()).collect()
+        };
+        for e in audit["entries"].as_array().unwrap() {
+            assert!(e["principal"] == me || (!about(e).is_empty() && about(e).is_subset(&mine)), "{e}");
+        }
+        let theirs = structured_as(s, schemas, token, "query_audit_log", json!({"principal": "admin", "limit": 1000}));
+        let tagged: BTreeSet<String> = theirs["entries"].as_array().unwrap().iter().flat_map(about).collect();
+        assert_eq!(tagged, mine, "the administrator's rows about the team's agents: {theirs}");
+        let other_agent = t.of(if team == 'a' { 'b' } else { 'a' }).pop_first().unwrap();
+        let none = structured_as(s, schemas, token, "query_audit_log", json!({"agent_id": other_agent}));
+        assert_eq!(none["count"], 0, "no row about the other team's agents: {none}");
 
         // Every way of naming one of the other team's agents reads as an unknown agent.
         let other = if team == 'a' { 'b' } else { 'a' };

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 use toolgate_domain::audit::AuditFilter;
+use toolgate_domain::groups::Reader;
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken, TokenRecord, TokenState};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::Decision;
@@ -48,23 +49,19 @@ pub async fn reject_request(_ctx: &ToolContext, _args: args::RejectRequest) -> T
 }
 
 pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> ToolResult {
-    // A reader whose grant reaches only some groups reads its own calls: another principal's
-    // rows are not there for it (asking for them finds none).
-    let principal = match (ctx.reach().is_fleet(), args.principal) {
-        (true, asked) => asked,
-        (false, Some(asked)) if asked != ctx.principal().name => {
-            return Ok(ToolOutput::Structured(json!({"count": 0, "entries": []})));
-        }
-        (false, _) => Some(ctx.principal().name.clone()),
-    };
+    // A reader whose grant reaches only some groups reads its own calls and the rows about
+    // its agents (all of a row's agents must be its own); the store's query holds the rule.
+    let reader = Reader { principal: ctx.principal().name.clone(), reach: ctx.reach().clone() };
     let filter = AuditFilter {
         since_ms: args.since,
         until_ms: args.until,
-        principal,
+        principal: args.principal,
         action_prefix: args.action,
         result: args.result,
         correlation_id: args.correlation_id,
         target_type: args.target_type,
+        agent_id: args.agent_id,
+        reader: Some(reader),
         limit: args.limit.unwrap_or(100),
     };
     let entries = ctx.services().audit_log().query(&filter).await?;

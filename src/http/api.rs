@@ -13,6 +13,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use toolgate_domain::audit::AuditFilter;
+use toolgate_domain::groups::{Reach, Reader};
 
 use super::auth::{Authenticated, Reviewer};
 use super::{ApiError, AppState, json_response};
@@ -90,18 +91,18 @@ async fn reject(
     super::console::rest_decide(&state, &headers, &id, false, &body).await
 }
 
+/// A reviewer reads the audit rows within what it reviews: every row fleet-wide; on groups,
+/// its own and those about its groups' agents.
+pub(crate) fn audit_reader(state: &AppState, principal: toolgate_domain::Principal) -> Reader {
+    let reach = state.services.catalogue().review_reach(&principal).unwrap_or_else(|| Reach::Groups([].into()));
+    Reader { principal: principal.name, reach }
+}
+
 async fn audit(
     State(state): State<Arc<AppState>>,
     reviewer: Reviewer,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let catalogue = state.services.catalogue();
-    if !catalogue.may_review(&reviewer.principal.roles) {
-        return Err(ApiError::forbidden(
-            "fleet_wide_reviewer_required",
-            format!("the audit log over REST is for a fleet-wide grant of {}", catalogue.reviewer),
-        ));
-    }
     let int = |key: &str| -> Result<Option<i64>, ApiError> {
         match q.get(key) {
             None => Ok(None),
@@ -122,6 +123,8 @@ async fn audit(
         result: q.get("result").cloned(),
         correlation_id: q.get("correlation_id").cloned(),
         target_type: q.get("target_type").cloned(),
+        agent_id: q.get("agent_id").cloned(),
+        reader: Some(audit_reader(&state, reviewer.principal)),
         limit,
     };
     let rows = state.services.audit_log().query(&filter).await?;

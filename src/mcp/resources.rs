@@ -11,6 +11,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::groups::Reach;
 use toolgate_domain::prompts_resources::{BuiltinResource, TemplateSpec};
 use toolgate_domain::redact::truncated;
+use toolgate_domain::targets::Targets;
 use toolgate_domain::{Caller, Denial, ToolContext, ToolError, ToolOutput};
 
 use super::era::Era;
@@ -109,11 +110,22 @@ pub async fn read(server: &Arc<McpServer>, caller: &Caller, id: &Value, params: 
             Err(outcome) => outcome,
         },
     };
+    // An instance's variables name what it is about (`agent://{agent_id}`), as a call's
+    // arguments do.
+    let about = match server.prompts_resources.locate(target) {
+        Some(Located::Instance(_, values)) => {
+            let variables: serde_json::Map<String, Value> =
+                values.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            Targets::of(&Value::Object(variables)).agents
+        }
+        _ => vec![],
+    };
     let event = AuditEvent::new(server.now_ms(), "mcp.resources/read", outcome.result)
         .by(caller)
         .target(TargetType::McpResource, truncated(target, 512).to_string())
         .detail(truncated(&outcome.detail, 1024).to_string())
-        .correlation(request.correlation_id.clone());
+        .correlation(request.correlation_id.clone())
+        .about_agents(about);
     server.record(event);
     outcome.reply
 }

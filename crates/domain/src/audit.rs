@@ -99,6 +99,10 @@ pub struct AuditEvent {
     /// The replica that wrote the row, when several share one database (set by the store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
+    /// The agents the row is about (those a call named by id), sorted, each once: a reader
+    /// confined to some groups reads another principal's row only when they are all its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
 }
 
 impl AuditEvent {
@@ -114,6 +118,7 @@ impl AuditEvent {
             detail: None,
             correlation_id: None,
             replica: None,
+            agents: Vec::new(),
         }
     }
 
@@ -146,7 +151,27 @@ impl AuditEvent {
         self.correlation_id = Some(id.into());
         self
     }
+
+    /// The agents the row is about; at most [`MAX_ROW_AGENTS`] are kept (a row about more is
+    /// then about some agent nobody confined sees whole, so only fleet-wide readers and its
+    /// own principal read it).
+    pub fn about_agents(mut self, agents: impl IntoIterator<Item = String>) -> Self {
+        let mut agents: Vec<String> = agents.into_iter().collect();
+        agents.sort();
+        agents.dedup();
+        if agents.len() > MAX_ROW_AGENTS {
+            agents.truncate(MAX_ROW_AGENTS);
+            agents.push(TOO_MANY_AGENTS.to_string());
+        }
+        self.agents = agents;
+        self
+    }
 }
+
+/// The agents one audit row names at most.
+pub const MAX_ROW_AGENTS: usize = 1000;
+/// Stands for the agents past [`MAX_ROW_AGENTS`]: no agent has this id (ids never hold `*`).
+const TOO_MANY_AGENTS: &str = "*more*";
 
 #[derive(Clone, Debug, Default)]
 pub struct AuditFilter {
@@ -158,6 +183,11 @@ pub struct AuditFilter {
     pub correlation_id: Option<String>,
     /// Only rows whose target is of this kind (a [`TargetType`] label).
     pub target_type: Option<String>,
+    /// Only rows about this agent.
+    pub agent_id: Option<String>,
+    /// Confines the rows to what this reader may read: its own, and rows about its agents
+    /// only ([`crate::groups::Reader`]); `None` reads every row (the server, the console).
+    pub reader: Option<crate::groups::Reader>,
     pub limit: i64,
 }
 

@@ -112,6 +112,16 @@ impl Reach {
     }
 }
 
+/// Who reads what belongs to a principal and is about agents: an execution and its responses,
+/// an audit row. Its owner always; another principal only when its reach covers every agent
+/// the thing is about (a fleet-wide reach covers all). Anyone else finds no such thing. The
+/// condition is in each store query.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub principal: String,
+    pub reach: Reach,
+}
+
 /// The agents a reach covers, read at one moment (membership is judged when it is read).
 #[derive(Clone, Debug)]
 pub enum Visible {

@@ -24,6 +24,7 @@ pub mod prompts_resources;
 pub mod records;
 pub mod redact;
 pub mod secrets;
+pub mod targets;
 pub mod text;
 pub mod tokens;
 pub mod tool;

@@ -11,9 +11,10 @@
 //! A ticket that names nothing (a credential, a fleet-wide role, an account) is a fleet-wide
 //! reviewer's. Without any grant a principal reads its own tickets and decides none.
 
-use toolgate_domain::approvals::{Approval, Targets};
+use toolgate_domain::approvals::Approval;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::groups::{ManagementGroup, Reach, Visible, at_or_below};
+use toolgate_domain::targets::Targets;
 use toolgate_domain::{Principal, StoreError};
 use toolgate_store::{ApprovalStore, CredentialStore, GroupStore};
 

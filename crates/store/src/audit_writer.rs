@@ -151,6 +151,17 @@ async fn write(store: &dyn AuditStore, batch: &Arc<[AuditEvent]>, durable: bool)
     false
 }
 
+/// The `agents` column, as both backends keep it: a JSON array, or NULL for a row about no
+/// agent.
+pub(crate) fn agents_json(agents: &[String]) -> Option<String> {
+    (!agents.is_empty()).then(|| serde_json::to_string(agents).expect("strings"))
+}
+
+/// The ids an `agents` column holds (none for NULL or, never expected, unreadable text).
+pub(crate) fn agents_of(column: Option<String>) -> Vec<String> {
+    column.and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;

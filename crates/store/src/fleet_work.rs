@@ -95,14 +95,7 @@ pub struct ResponseQuery {
     pub limit: usize,
 }
 
-/// Who reads an execution and its responses: its submitter always; another principal only
-/// when its reach covers every one of the execution's targets (a fleet-wide reach covers
-/// all). Anyone else finds no such execution. The condition is in each query.
-#[derive(Clone, Debug)]
-pub struct Reader {
-    pub principal: String,
-    pub reach: Reach,
-}
+pub use toolgate_domain::groups::Reader;
 
 /// One row an agent returned, with its place in the execution's arrival order.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,9 +5,10 @@
 //! reads as not enrolled, as an unknown id does.
 
 use maud::{Markup, html};
-use toolgate_domain::approvals::{Approval, Targets};
+use toolgate_domain::approvals::Approval;
 use toolgate_domain::fleet::scope;
 use toolgate_domain::groups::Visible;
+use toolgate_domain::targets::Targets;
 use toolgate_fleet::{GroupIndex, Labels, TagIndex};
 use toolgate_gate::Reviewing;
 

@@ -18,7 +18,7 @@ use super::{AppState, Fields, SignedIn, html as respond, pages};
 const PAGE_ROWS: i64 = 200;
 
 pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): Query<Fields>) -> Response {
-    if let Some(refused) = who.fleet_reviewer_refusal(&state) {
+    if let Some(refused) = who.reviewer_refusal(&state) {
         return refused;
     }
     let text = |k: &str| q.get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
@@ -30,6 +30,8 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
         result: text("result"),
         correlation_id: text("correlation_id"),
         target_type: text("target_type"),
+        agent_id: text("agent_id"),
+        reader: Some(crate::http::api::audit_reader(&state, who.1.clone())),
         limit: PAGE_ROWS,
     };
     let rows = match state.services.audit_log().query(&filter).await {
@@ -48,15 +50,16 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
             label { "Action starts with " input type="text" name="action" value=(value("action")) placeholder="mcp.delete_tag"; }
             label { "Result " input type="text" name="result" value=(value("result")) placeholder="denied"; }
             label { "Correlation id " input type="text" name="correlation_id" value=(value("correlation_id")); }
+            label { "Agent " input type="text" name="agent_id" value=(value("agent_id")); }
             button type="submit" { "Filter" }
         }
         p.muted { (rows.len()) " rows, newest first (at most " (PAGE_ROWS) ")." }
         table #audit {
-            tr { th { "When" } th { "Principal" } th { "Action" } th { "Target" } th { "Result" } th { "Detail" } th { "Correlation" } }
+            tr { th { "When" } th { "Principal" } th { "Action" } th { "Target" } th { "Agents" } th { "Result" } th { "Detail" } th { "Correlation" } }
             @for r in &rows {
                 tr {
                     td { (pages::when_ms(r.at_ms)) } td { (r.principal.as_deref().unwrap_or("")) } td { code { (r.action) } }
-                    td { (r.target.as_deref().unwrap_or("")) } td { (r.result) } td { (r.detail.as_deref().unwrap_or("")) }
+                    td { (r.target.as_deref().unwrap_or("")) } td { (r.agents.join(" ")) } td { (r.result) } td { (r.detail.as_deref().unwrap_or("")) }
                     td { code { (r.correlation_id.as_deref().unwrap_or("")) } }
                 }
             }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::audit::{AuditEvent, TargetType};
 use toolgate_domain::redact::{redacted, truncated, truncated_owned};
+use toolgate_domain::targets::Targets;
 use toolgate_domain::{Caller, ClientMethod, ProgressSink};
 use toolgate_policy::OperationClass;
 
@@ -135,13 +136,20 @@ async fn run_and_audit(
         Some(tool) => format!("mcp.{}", tool.meta().name),
         None => format!("mcp.{}", truncated(&name, 128)),
     };
+    // The agents the row is about: those the arguments name by id (a confined reader of the
+    // audit log reads another principal's rows about its own agents).
+    let about = match (&arguments, tool) {
+        (Some(arguments), Some(_)) => Targets::of(arguments).agents,
+        _ => vec![],
+    };
     let named = runner::Named { name, tool, arguments, retry };
     let outcome = call(server, caller, headers, &request, named).await;
     crate::metrics::tool_call(tool, outcome.result);
     let mut event = AuditEvent::new(server.now_ms(), action, outcome.result)
         .by(caller)
         .detail(truncated_owned(outcome.detail, 1024))
-        .correlation(request.correlation_id);
+        .correlation(request.correlation_id)
+        .about_agents(about);
     if let Some(target) = target {
         event = event.target(TargetType::ToolArguments, target);
     }

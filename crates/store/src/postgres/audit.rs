@@ -7,8 +7,10 @@ use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
 
+use super::confinement::{reach_agents, reach_param};
 use super::{PostgresStore, execute, pg, relaxed, rows};
 use crate::AuditStore;
+use crate::audit_writer::{agents_json, agents_of};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -27,6 +29,7 @@ impl AuditStore for PostgresStore {
             column(|e| e.correlation_id.as_deref()),
             column(|e| e.target_type.as_deref()),
         );
+        let agents: Vec<Option<String>> = events.iter().map(|e| agents_json(&e.agents)).collect();
         pg(async {
             let mut c = self.conn().await?;
             // A batch nobody waits on does not wait for the disk; a state-changing call's does.
@@ -34,9 +37,11 @@ impl AuditStore for PostgresStore {
             // One statement for the whole batch: one round trip, however many rows.
             execute(
                 &tx,
-                "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, replica)
-                 SELECT *, $10 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])",
-                &[&at, &principal, &token_id, &action, &target, &result, &detail, &correlation_id, &target_type, &self.replica()],
+                "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents, replica)
+                 SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents::jsonb, $10
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $11::text[])
+                   AS u(at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents)",
+                &[&at, &principal, &token_id, &action, &target, &result, &detail, &correlation_id, &target_type, &self.replica(), &agents],
             )
             .await?;
             Ok(tx.commit().await?)
@@ -45,17 +50,39 @@ impl AuditStore for PostgresStore {
     }
 
     async fn query(&self, f: &AuditFilter) -> Result<Vec<AuditEvent>> {
+        let reader = f.reader.as_ref().and_then(|r| reach_param(&r.reach).map(|groups| (&r.principal, groups)));
+        let (me, groups) = reader.unzip();
+        // A confined reader: its own rows, and rows about agents that are all its own.
+        let sql = format!(
+            "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, replica, target_type, agents::text FROM audit
+             WHERE ($1::bigint IS NULL OR at_ms >= $1) AND ($2::bigint IS NULL OR at_ms <= $2)
+               AND ($3::text IS NULL OR principal = $3) AND ($4::text IS NULL OR starts_with(action, $4))
+               AND ($5::text IS NULL OR result = $5) AND ($6::text IS NULL OR correlation_id = $6)
+               AND ($8::text IS NULL OR target_type = $8)
+               AND ($9::text IS NULL OR agents @> jsonb_build_array($9::text))
+               AND ($10::text IS NULL OR $11::text[] IS NULL OR principal = $10 OR (agents IS NOT NULL AND NOT EXISTS
+                    (SELECT 1 FROM jsonb_array_elements_text(audit.agents) j(id) WHERE j.id NOT IN ({}))))
+             ORDER BY id DESC LIMIT $7",
+            reach_agents(11)
+        );
         pg(async {
             let c = self.conn().await?;
             let found = rows(
                 &*c,
-                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, replica, target_type FROM audit
-                 WHERE ($1::bigint IS NULL OR at_ms >= $1) AND ($2::bigint IS NULL OR at_ms <= $2)
-                   AND ($3::text IS NULL OR principal = $3) AND ($4::text IS NULL OR starts_with(action, $4))
-                   AND ($5::text IS NULL OR result = $5) AND ($6::text IS NULL OR correlation_id = $6)
-                   AND ($8::text IS NULL OR target_type = $8)
-                 ORDER BY id DESC LIMIT $7",
-                &[&f.since_ms, &f.until_ms, &f.principal, &f.action_prefix, &f.result, &f.correlation_id, &f.limit, &f.target_type],
+                &sql,
+                &[
+                    &f.since_ms,
+                    &f.until_ms,
+                    &f.principal,
+                    &f.action_prefix,
+                    &f.result,
+                    &f.correlation_id,
+                    &f.limit,
+                    &f.target_type,
+                    &f.agent_id,
+                    &me,
+                    &groups,
+                ],
             )
             .await?;
             found
@@ -72,6 +99,7 @@ impl AuditStore for PostgresStore {
                         detail: r.try_get(6)?,
                         correlation_id: r.try_get(7)?,
                         replica: r.try_get(8)?,
+                        agents: agents_of(r.try_get(10)?),
                     })
                 })
                 .collect()

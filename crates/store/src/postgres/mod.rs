@@ -44,6 +44,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0006_response_arrival", include_str!("../../migrations/postgres/0006_response_arrival.sql")),
     ("0007_approval_surface", include_str!("../../migrations/postgres/0007_approval_surface.sql")),
     ("0008_management_groups", include_str!("../../migrations/postgres/0008_management_groups.sql")),
+    ("0009_audit_agents", include_str!("../../migrations/postgres/0009_audit_agents.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

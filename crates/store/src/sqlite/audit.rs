@@ -8,8 +8,10 @@ use rusqlite::params;
 use toolgate_domain::StoreError;
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
 
+use super::confinement::{reach_agents, reach_param};
 use super::{SqliteStore, without_fsync};
 use crate::AuditStore;
+use crate::audit_writer::{agents_json, agents_of};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -17,7 +19,7 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
     let tx = c.transaction()?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO audit (at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         for e in events {
             stmt.execute(params![
@@ -29,11 +31,21 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
                 e.result,
                 e.detail,
                 e.correlation_id,
-                e.target_type
+                e.target_type,
+                agents_json(&e.agents)
             ])?;
         }
     }
     tx.commit()
+}
+
+/// A confined reader's condition: its own rows, and rows about agents that are all its own.
+fn readable_rows(groups: &str) -> String {
+    format!(
+        "(principal = ?10 OR (agents IS NOT NULL AND NOT EXISTS \
+         (SELECT 1 FROM json_each(audit.agents) j WHERE j.value NOT IN ({}))))",
+        reach_agents(groups)
+    )
 }
 
 #[async_trait]
@@ -46,16 +58,36 @@ impl AuditStore for SqliteStore {
 
     async fn query(&self, f: &AuditFilter) -> Result<Vec<AuditEvent>> {
         let f = f.clone();
+        let reader = f.reader.as_ref().and_then(|r| reach_param(&r.reach).map(|groups| (r.principal.clone(), groups)));
+        let confined = match reader {
+            Some(_) => readable_rows("?11"),
+            None => "1".into(),
+        };
+        let (me, groups) = reader.unzip();
         self.run(move |c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type FROM audit
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents FROM audit
                  WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms <= ?2) AND (?3 IS NULL OR principal = ?3)
                    AND (?4 IS NULL OR substr(action, 1, length(?4)) = ?4) AND (?5 IS NULL OR result = ?5)
                    AND (?6 IS NULL OR correlation_id = ?6) AND (?8 IS NULL OR target_type = ?8)
-                 ORDER BY id DESC LIMIT ?7",
-            )?;
+                   AND (?9 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.agents) j WHERE j.value = ?9))
+                   AND (?10 IS NULL OR ?11 IS NULL OR {confined})
+                 ORDER BY id DESC LIMIT ?7"
+            ))?;
             let rows = stmt.query_map(
-                params![f.since_ms, f.until_ms, f.principal, f.action_prefix, f.result, f.correlation_id, f.limit, f.target_type],
+                params![
+                    f.since_ms,
+                    f.until_ms,
+                    f.principal,
+                    f.action_prefix,
+                    f.result,
+                    f.correlation_id,
+                    f.limit,
+                    f.target_type,
+                    f.agent_id,
+                    me,
+                    groups
+                ],
                 |r| {
                     Ok(AuditEvent {
                         at_ms: r.get(0)?,
@@ -68,6 +100,7 @@ impl AuditStore for SqliteStore {
                         detail: r.get(6)?,
                         correlation_id: r.get(7)?,
                         replica: None,
+                        agents: agents_of(r.get(9)?),
                     })
                 },
             )?;

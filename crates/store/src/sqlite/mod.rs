@@ -43,6 +43,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0014_response_arrival", include_str!("../../migrations/sqlite/0014_response_arrival.sql")),
     ("0015_approval_surface", include_str!("../../migrations/sqlite/0015_approval_surface.sql")),
     ("0016_management_groups", include_str!("../../migrations/sqlite/0016_management_groups.sql")),
+    ("0017_audit_agents", include_str!("../../migrations/sqlite/0017_audit_agents.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

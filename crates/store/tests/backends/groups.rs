@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome};
 use toolgate_domain::fleet::HostFacts;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::wire::RunResult;
@@ -20,6 +21,7 @@ crate::matrix!(
     roles_on_groups_are_part_of_the_principal,
     confined_queries_cut_pages_after_confinement,
     an_execution_is_read_by_its_submitter_or_a_reach_over_every_target,
+    a_confined_reader_reads_its_own_audit_rows_and_those_about_its_agents,
 );
 
 fn by(at: i64) -> Change<'static> {
@@ -263,4 +265,50 @@ async fn an_execution_is_read_by_its_submitter_or_a_reach_over_every_target(r: R
     assert!(r.work.responses(rows(&carol_nowhere)).await.unwrap().rows.is_empty());
     assert_eq!(r.work.aggregate("exe-team", Some(&bob_on_team), 0, "sha256", None, 10).await.unwrap().len(), 1);
     assert!(r.work.aggregate("exe-team", Some(&carol_nowhere), 0, "sha256", None, 10).await.unwrap().is_empty());
+}
+
+/// Audit rows for a reader confined to a group: its own, and another principal's only when
+/// every agent the row is about is the group's; before the limit, never after it.
+async fn a_confined_reader_reads_its_own_audit_rows_and_those_about_its_agents(r: Repositories) {
+    let ids = enroll(&r, 3).await;
+    let team = r.groups.create_group(group("Team", ROOT_GROUP, None)).await.unwrap().unwrap();
+    r.groups.add_member(&team.id, &ids[0]).await.unwrap().unwrap();
+    r.groups.add_member(&team.id, &ids[1]).await.unwrap().unwrap();
+    let row = |at: i64, who: &str, action: &str, agents: &[&String]| {
+        AuditEvent::new(at, action, AuditOutcome::Success)
+            .by_principal(who)
+            .about_agents(agents.iter().map(|a| a.to_string()))
+    };
+    let rows = vec![
+        row(1, "alice", "mine", &[]),
+        row(2, "admin", "ours", &[&ids[0]]),
+        row(3, "admin", "ours both", &[&ids[0], &ids[1]]),
+        row(4, "admin", "theirs", &[&ids[2]]),
+        row(5, "admin", "mixed", &[&ids[1], &ids[2]]),
+        row(6, "admin", "nothing", &[]),
+        row(7, "alice", "mine about theirs", &[&ids[2]]),
+    ];
+    // Many newer rows nobody confined reads: the limit must count the reader's rows only.
+    let noise: Vec<AuditEvent> = (0..50).map(|n| row(100 + n, "admin", "noise", &[&ids[2]])).collect();
+    r.audit.append(rows.into(), true).await.unwrap();
+    r.audit.append(noise.into(), true).await.unwrap();
+    let read = |reach: Reach, agent: Option<&str>, limit: i64| {
+        let filter = AuditFilter {
+            reader: Some(Reader { principal: "alice".into(), reach }),
+            agent_id: agent.map(str::to_string),
+            limit,
+            ..AuditFilter::default()
+        };
+        let audit = r.audit.clone();
+        async move { audit.query(&filter).await.unwrap().into_iter().map(|e| e.action).collect::<Vec<_>>() }
+    };
+    let confined = || Reach::Groups(vec![team.id.clone()].into());
+    assert_eq!(read(confined(), None, 5).await, ["mine about theirs", "ours both", "ours", "mine"]);
+    assert_eq!(read(confined(), Some(&ids[1]), 5).await, ["ours both"]);
+    assert_eq!(read(confined(), None, 2).await, ["mine about theirs", "ours both"], "the limit counts what it reads");
+    assert_eq!(read(Reach::Fleet, None, 100).await.len(), 57, "a fleet-wide reader reads every row");
+    let about_first = AuditFilter { agent_id: Some(ids[0].clone()), limit: 10, ..AuditFilter::default() };
+    let about = r.audit.query(&about_first).await.unwrap();
+    assert_eq!(about.len(), 2);
+    assert_eq!(about[0].agents, [ids[0].clone(), ids[1].clone()], "a row's agents come back sorted");
 }
