@@ -115,6 +115,11 @@ fn a_reviewer_on_a_group_sees_and_decides_the_tickets_within_it_only() {
     assert!(actions.contains(&("alice".into(), "mcp.delete_tag".into())), "{actions:?}");
     assert!(!actions.iter().any(|(who, _)| who == "bob"), "{actions:?}");
 
+    // The server's figures are the whole fleet's: a grant on a group does not open them.
+    let metrics = s.http("GET", "/metrics", Some(&rhea.api), None);
+    assert_eq!(metrics.status, 403);
+    assert!(metrics.body.contains("needs a fleet-wide grant"), "{}", metrics.body);
+
     // A fleet-wide reviewer sees every pending ticket.
     let rita = reviewer(s, "rita");
     let all: BTreeSet<String> = [a_scoped, b_tag, fleet_scoped, credential, stray].into();

@@ -35,13 +35,18 @@ async fn with_token(State(state): State<Arc<AppState>>, who: Authenticated) -> R
             "/metrics takes an administrator's API token (toolgate token create --principal P --api), not an MCP token",
         ));
     }
-    // API credentials are minted for reviewers only; roles may have changed since.
+    // API credentials are minted for reviewers only (fleet-wide or on groups); roles may have
+    // changed since. The server's figures are the whole fleet's: a grant on groups is not enough.
     let catalogue = state.services.catalogue();
     if !catalogue.may_review(&who.principal.roles) {
-        return Err(ApiError::forbidden(
-            "not_a_reviewer",
-            format!("this principal's roles no longer grant {}", catalogue.reviewer),
-        ));
+        let message = match catalogue.review_reach(&who.principal.principal()) {
+            Some(_) => format!(
+                "the server's figures cover the whole fleet: /metrics needs a fleet-wide grant of {}, and this principal's is on management groups",
+                catalogue.reviewer
+            ),
+            None => format!("this principal's roles no longer grant {}", catalogue.reviewer),
+        };
+        return Err(ApiError::forbidden("not_a_reviewer", message));
     }
     Ok(scrape(&state).await)
 }
