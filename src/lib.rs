@@ -7,6 +7,7 @@
 //! [`services`]. Every outcome is audited. [`cli`] holds the console commands.
 
 pub mod args;
+pub mod argument_checks;
 pub mod cli;
 pub mod compliance;
 pub mod correlation;

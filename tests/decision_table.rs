@@ -66,7 +66,7 @@ async fn the_decisions_by_role_are_the_gates() {
                         true => (vec![], vec![GroupRole { group_id: group.clone(), role: role.name.to_string() }]),
                     };
                     store.credentials.put_principal(&name, &roles, 0).await.unwrap();
-                    let principal = Principal { name, roles, group_roles };
+                    let principal = Principal { name, roles, group_roles, kind: Default::default() };
                     let caller = Caller {
                         principal,
                         token_id: "tok".into(),

@@ -255,3 +255,23 @@ async fn query_responses_pages_by_cursor_and_marks_a_cut_page() {
         }
     }
 }
+
+/// An engine principal never approves: even holding a role that grants deciding (granted
+/// before the policy made it human-only), it is told why, in the seeds' words.
+#[tokio::test]
+async fn an_engine_principal_is_refused_approving_as_one() {
+    let services = services().await;
+    let mut caller = ctx(&services, "supervised", &["Administrator"]).caller().clone();
+    caller.principal.name = "engine:ci".into();
+    caller.principal.kind = toolgate_domain::engines::PrincipalKind::Engine;
+    let engine = ToolContext::builder(services.clone()).caller(caller).reach(Reach::Fleet).build();
+    for tool in ["approve_request", "reject_request"] {
+        let id = ToolId::from_name(tool).unwrap();
+        match dispatch(id, &engine, json!({"approval_id": "x"})).await {
+            Err(ToolError::Refused { message, .. }) => {
+                assert!(message.starts_with("approver_assurance_required:engine_principal"), "{message}")
+            }
+            other => panic!("{tool}: {other:?}"),
+        }
+    }
+}

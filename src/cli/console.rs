@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
+use toolgate_domain::engines::PrincipalKind;
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken};
 use toolgate_domain::{Clock, approvals::Approval};
 use toolgate_store::{AuditStore, Repositories, SQLITE_FILE_NAME};
@@ -21,6 +22,9 @@ pub async fn open(store: &StoreArgs) -> Result<Repositories> {
 
 /// `principal set-password`: the console's first factor, hashed with argon2id.
 pub async fn principal_set_password(store: &Repositories, name: &str, password: &str) -> Result<String> {
+    if store.credentials.principal(name).await?.is_some_and(|p| p.kind == PrincipalKind::Engine) {
+        bail!("`{name}` is an engine principal: automation never signs in to the console");
+    }
     let hash = crate::http::console_factor::hash_password(password)?;
     if !store.sign_in.set_password(name, &hash).await? {
         bail!("no principal `{name}` (`toolgate principal list` shows them)");
@@ -161,6 +165,9 @@ pub async fn principal_add(store: &Repositories, name: &str, roles: &[String]) -
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b)) {
         bail!("principal names are letters, digits and . _ - @ (got `{name}`)");
     }
+    if store.credentials.principal(name).await?.is_some_and(|p| p.kind == PrincipalKind::Engine) {
+        bail!("`{name}` is an engine principal: its roles change with assign_engine_role and unassign_engine_role");
+    }
     for role in roles {
         if !CATALOGUE.role_names().any(|known| known == role) {
             bail!("no role `{role}` in policy.yaml; {}", toolgate_policy::did_you_mean(role, CATALOGUE.role_names()));
@@ -184,10 +191,10 @@ pub async fn principal_list(store: &Repositories) -> Result<String> {
 }
 
 pub async fn principal_remove(store: &Repositories, name: &str) -> Result<String> {
-    if store.credentials.remove_principal(name, Clock::default().now_secs()).await? {
-        Ok(format!("removed principal `{name}` and revoked its tokens\n"))
-    } else {
-        bail!("no principal `{name}` (`toolgate principal list` shows them)")
+    match store.credentials.remove_principal(name, Clock::default().now_secs()).await? {
+        Ok(true) => Ok(format!("removed principal `{name}` and revoked its tokens\n")),
+        Ok(false) => bail!("no principal `{name}` (`toolgate principal list` shows them)"),
+        Err(refusal) => bail!("{refusal}"),
     }
 }
 

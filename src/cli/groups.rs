@@ -111,8 +111,11 @@ pub async fn run(store: &Repositories, command: GroupCommand) -> Result<String> 
         }
         GroupCommand::Assign { group, principal, role } => {
             known_role(&role)?;
-            if store.credentials.principal(&principal).await?.is_none() {
+            let Some(holder) = store.credentials.principal(&principal).await? else {
                 bail!("no principal `{principal}` (`toolgate principal list` shows them)");
+            };
+            if let Some(why) = CATALOGUE.engines.refusal_to_hold(holder.kind, &principal, &role) {
+                bail!("{why}");
             }
             let added = store.credentials.assign_group_role(&principal, &group, &role, change).await??;
             audit(

@@ -3,15 +3,21 @@
 //! the supervised tier's approval; the handlers keep the fleet administrable.
 
 use serde_json::json;
+use toolgate_domain::engines::PrincipalKind;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
 use crate::args;
 use crate::services::ToolContext;
 
-/// The principal's fleet-wide roles now; unknown principals are the caller's error.
+/// A person's fleet-wide roles now; unknown principals are the caller's error, and an
+/// engine principal's roles have tools of their own.
 async fn roles_of(ctx: &ToolContext, principal: &str) -> Result<Vec<String>, ToolError> {
     match ctx.services().credentials().principal(principal).await? {
+        Some(p) if p.kind == PrincipalKind::Engine => Err(ToolError::Refused {
+            message: format!("`{principal}` is an engine principal: these tools change people's roles"),
+            remediation: "use assign_engine_role or unassign_engine_role".into(),
+        }),
         Some(p) => Ok(p.roles),
         None => Err(ToolError::NotFound(format!("no principal `{principal}` (`toolgate principal list` lists them)"))),
     }

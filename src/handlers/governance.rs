@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 use toolgate_domain::audit::AuditFilter;
+use toolgate_domain::engines::PrincipalKind;
 use toolgate_domain::groups::Reader;
 use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken, TokenRecord, TokenState};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
@@ -14,6 +15,8 @@ use crate::services::ToolContext;
 
 /// MCP sessions are not interactive: nobody can prove a human is at the keyboard.
 const NON_INTERACTIVE: &str = "approver_assurance_required:non_interactive_session";
+/// Automation never approves, wherever it asks.
+const ENGINE: &str = "approver_assurance_required:engine_principal";
 
 pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingApprovals) -> ToolResult {
     let status = args.status.unwrap_or_else(|| "pending".into());
@@ -33,19 +36,25 @@ pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingAp
     Ok(ToolOutput::Structured(json!({"count": approvals.len(), "approvals": approvals})))
 }
 
-fn refuse_review(what: &str) -> ToolResult {
+fn refuse_review(ctx: &ToolContext, what: &str) -> ToolResult {
+    if ctx.principal().kind == PrincipalKind::Engine {
+        return Err(ToolError::Refused {
+            message: format!("{ENGINE}: an engine principal's approvals cannot be {what}, here or anywhere"),
+            remediation: "a person approves or rejects on the approver's console (/console)".into(),
+        });
+    }
     Err(ToolError::Refused {
         message: format!("{NON_INTERACTIVE}: approvals cannot be {what} over MCP"),
         remediation: "a person approves or rejects on the approver's console (/console), signed in with a second factor; no token can decide".into(),
     })
 }
 
-pub async fn approve_request(_ctx: &ToolContext, _args: args::ApproveRequest) -> ToolResult {
-    refuse_review("approved")
+pub async fn approve_request(ctx: &ToolContext, _args: args::ApproveRequest) -> ToolResult {
+    refuse_review(ctx, "approved")
 }
 
-pub async fn reject_request(_ctx: &ToolContext, _args: args::RejectRequest) -> ToolResult {
-    refuse_review("rejected")
+pub async fn reject_request(ctx: &ToolContext, _args: args::RejectRequest) -> ToolResult {
+    refuse_review(ctx, "rejected")
 }
 
 pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> ToolResult {
@@ -130,7 +139,7 @@ pub async fn rotate_api_token(ctx: &ToolContext, args: args::RotateApiToken) -> 
         return Err(ToolError::NotFound(format!("token `{}` is revoked or expired; it cannot be rotated", token.id)));
     }
     let overlap = args.overlap_days.unwrap_or(7) * 86_400;
-    let (successor, secret) = ctx.services().credentials().rotate_token(&token, overlap, now).await?;
+    let (successor, secret) = ctx.services().credentials().rotate_token(&token, overlap, token.expires_at, now).await?;
     Ok(ToolOutput::Structured(json!({
         "predecessor_id": token.id,
         "successor_id": successor.id,

@@ -224,8 +224,11 @@ pub async fn assign_management_group_role(ctx: &ToolContext, args: args::AssignM
     visible_group(ctx, &args.group_id).await?;
     ensure_grantable(ctx, &args.role)?;
     let credentials = ctx.services().credentials();
-    if credentials.principal(&args.principal).await?.is_none() {
+    let Some(holder) = credentials.principal(&args.principal).await? else {
         return Err(ToolError::NotFound(format!("no principal `{}`", args.principal)));
+    };
+    if let Some(message) = ctx.services().catalogue().engines.refusal_to_hold(holder.kind, &args.principal, &args.role) {
+        return Err(ToolError::Refused { message, remediation: "give it a role that is not human-only".into() });
     }
     let added = credentials.assign_group_role(&args.principal, &args.group_id, &args.role, change(ctx)).await?.map_err(refused)?;
     if added {

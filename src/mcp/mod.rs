@@ -120,7 +120,7 @@ impl McpServer {
             groups: repositories.groups.clone(),
         };
         let gate = Gate::new(catalogue, repositories.approvals.clone(), clock, options.read_only)?
-            .with_argument_check(Arc::new(crate::instructions::InstructionCheck))
+            .with_argument_check(Arc::new(crate::argument_checks::ServerChecks))
             .with_deciders(deciders);
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let lists = lists::precompute(&gate, &server_info, options);

@@ -176,9 +176,14 @@ impl Server {
     }
 
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(bin()).args(args).args(self.store_args()).output().unwrap();
+        let out = self.cli_output(args);
         assert!(out.status.success(), "toolgate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A console command on this server's store, whatever its outcome.
+    pub fn cli_output(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin()).args(args).args(self.store_args()).output().unwrap()
     }
 
     /// POST a JSON body with the demo token and the given extra headers.

@@ -31,3 +31,8 @@ pub fn typed_arguments() -> TokenStream {
 pub fn handlers() -> TokenStream {
     quote!(crate::handlers)
 }
+
+/// EngineQuota, EngineRules.
+pub fn engine_types() -> TokenStream {
+    quote!(::toolgate_domain::engines)
+}

@@ -63,6 +63,13 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let gated = plan.approval_gated;
         let task_support = ident(tool.task_support.variant());
         let authorization = ident(tool.authorization.variant());
+        let precondition = match tool.precondition {
+            Some(p) => {
+                let v = ident(p.variant());
+                quote!(Some(Precondition::#v))
+            }
+            None => quote!(None),
+        };
         let sensitive = &plan.sensitive;
         let agent_data = tool.agent_data;
         let store_fault_retry_ms = plan.store_fault_retry_ms;
@@ -90,6 +97,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 required_client_capabilities: #capabilities,
                 task_support: TaskSupport::#task_support,
                 authorization: Authorization::#authorization,
+                precondition: #precondition,
                 example_arguments: #example,
                 static_result: #static_result,
                 approval_gated: #gated,
@@ -143,6 +151,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     });
     let (tools_path, policy_path) = (&sources.tools, &sources.policy);
     let (catalogue_types, policy_types) = (paths::catalogue_types(), paths::policy_types());
+    let engine_types = paths::engine_types();
     let names = &policy.server;
     let first_start_role = &names.first_start_role;
     let demo_tier = ident(&crate::args::pascal_case(&names.demo_token_tier));
@@ -180,12 +189,27 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     };
     let (group_owner, rbac_administrator) =
         (optional_role(&names.group_owner_role), optional_role(&names.rbac_administrator_role));
+    let engines = &policy.engines;
+    let human_only = &engines.human_only_roles;
+    let administrator_permissions = engines.administrator_permissions.iter().map(|text| {
+        let p = toolgate_policy::Pattern::parse(text).expect("checked: a pattern");
+        let side = |s: &Option<String>| match s {
+            Some(s) => quote!(Some(#s)),
+            None => quote!(None),
+        };
+        let (securable, operation) = (side(&p.securable), side(&p.operation));
+        quote!(Pattern { securable: #securable, operation: #operation })
+    });
+    let (per_minute, concurrent) = (engines.quota.requests_per_minute, engines.quota.concurrent_requests);
+    let credential_tier = optional_role(&engines.credential_tier);
     let reviewer = permission(&names.reviewer_permission);
     let principal_admin = permission(&names.principal_admin_permission);
 
     quote! {
         #[allow(unused_imports)]
-        use #catalogue_types::{Annotations, Authorization, Catalogue, HintOverride, PromptResourceMeta, TaskSupport, ToolMeta};
+        use #catalogue_types::{Annotations, Authorization, Catalogue, HintOverride, Precondition, PromptResourceMeta, TaskSupport, ToolMeta};
+        #[allow(unused_imports)]
+        use #engine_types::{EngineQuota, EngineRules};
         #[allow(unused_imports)]
         use #policy_types::{Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules};
 
@@ -298,6 +322,12 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             principal_admin: PRINCIPAL_ADMIN_PERMISSION,
             group_owner_role: #group_owner,
             rbac_administrator_role: #rbac_administrator,
+            engines: EngineRules {
+                human_only_roles: &[#(#human_only),*],
+                administrator_permissions: &[#(#administrator_permissions),*],
+                quota: EngineQuota { requests_per_minute: #per_minute, concurrent_requests: #concurrent },
+                credential_tier: #credential_tier,
+            },
         };
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.

@@ -64,6 +64,10 @@ pub struct Tool {
     /// `fleetOrGroupOwner` (docs/catalogue.md). The build checks each one's conditions.
     #[serde(default, skip_serializing_if = "Authorization::is_permission")]
     pub authorization: Authorization,
+    /// What the gate checks of the live state before it mints or consumes the tool's ticket:
+    /// `pendingRotation` (docs/catalogue.md). The build checks the arguments it reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,
@@ -173,6 +177,47 @@ pub struct Policy {
     pub server: ServerNames,
     /// How long a client is told to wait after a transient store fault (the refusal envelope's `retry_after_ms`).
     pub store_fault_retry: StoreFaultRetry,
+    /// Engine principals (automation's identities): what they may never hold and how much
+    /// they may ask. Absent: no role is human-only, no permission administrator-class, and
+    /// the default quota applies.
+    #[serde(default)]
+    pub engines: EnginePolicy,
+}
+
+/// Engine principals' limits (docs/identities.md).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnginePolicy {
+    /// Roles an engine principal may never hold, fleet-wide or on a group.
+    #[serde(default)]
+    pub human_only_roles: Vec<String>,
+    /// `Securable:Operation` patterns that make a grant administrator-class. Every role
+    /// granting one must be human-only; `audit_engine_no_admin` lists the engine principals
+    /// that hold one all the same (granted before the policy said so).
+    #[serde(default)]
+    pub administrator_permissions: Vec<String>,
+    /// What each engine principal may ask of one server unless its own record says otherwise.
+    #[serde(default)]
+    pub quota: QuotaDefaults,
+    /// The tier of a credential minted without one (`mint_engine_credential`'s `tier`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_tier: Option<String>,
+}
+
+/// An engine principal's quota on one server: counted per replica, as the seeds count it.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaDefaults {
+    /// Requests per minute (a token bucket refilling continuously), 1 to 100000.
+    pub requests_per_minute: u32,
+    /// Requests in flight at once (a stream holds its slot while it lasts), 1 to 10000.
+    pub concurrent_requests: u32,
+}
+
+impl Default for QuotaDefaults {
+    fn default() -> Self {
+        QuotaDefaults { requests_per_minute: 600, concurrent_requests: 8 }
+    }
 }
 
 /// The retry hint of a store fault: one default, and families of tools priced apart.
@@ -222,7 +267,7 @@ pub struct ServerNames {
     pub rbac_administrator_role: Option<String>,
 }
 
-pub use toolgate_domain::catalogue::{Authorization, TaskSupport};
+pub use toolgate_domain::catalogue::{Authorization, Precondition, TaskSupport};
 pub use toolgate_domain::prompts_resources::{PromptSpec, ResourceSpec, TemplateSpec};
 pub use toolgate_policy::OperationClass;
 

@@ -10,6 +10,8 @@ pub struct Principal {
     pub roles: Vec<String>,
     /// Roles on management groups (policy.yaml roles, over those groups' agents only).
     pub group_roles: Vec<crate::groups::GroupRole>,
+    /// A person, or automation (an engine principal: it never approves).
+    pub kind: crate::engines::PrincipalKind,
 }
 
 /// An authenticated MCP caller.

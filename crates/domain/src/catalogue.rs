@@ -40,6 +40,34 @@ impl TaskSupport {
     }
 }
 
+// What the gate checks against the live state before it mints or consumes a tool's ticket
+// (tools.yaml `precondition`; docs/catalogue.md). Failing, the call is refused and any ticket
+// it names stays unconsumed and recallable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum Precondition {
+    /// The credential rotation the call names is still pending: `token_id` is the successor
+    /// of a rotation of `principal_id`'s that is neither confirmed nor past its overlap.
+    PendingRotation,
+}
+
+impl Precondition {
+    /// The variant's name, as generated code spells it.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Precondition::PendingRotation => "PendingRotation",
+        }
+    }
+
+    /// The arguments it reads: each a required string argument of the tool (checked by the build).
+    pub fn arguments(self) -> &'static [&'static str] {
+        match self {
+            Precondition::PendingRotation => &["principal_id", "token_id"],
+        }
+    }
+}
+
 // How the gate decides RBAC for a tool (tools.yaml `authorization`; docs/catalogue.md).
 // (A plain comment: a doc comment would become a description in the committed schema.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -136,6 +164,8 @@ pub struct ToolMeta {
     pub store_fault_retry_ms: u64,
     /// How the gate decides RBAC (tools.yaml `authorization`).
     pub authorization: Authorization,
+    /// What the gate checks of the live state before a ticket (tools.yaml `precondition`).
+    pub precondition: Option<Precondition>,
 }
 
 impl ToolMeta {
@@ -185,6 +215,8 @@ pub struct Catalogue {
     pub group_owner_role: Option<&'static str>,
     /// policy.yaml `server.rbac_administrator_role`: what `durableAdministrator` tools require.
     pub rbac_administrator_role: Option<&'static str>,
+    /// policy.yaml `engines`.
+    pub engines: crate::engines::EngineRules,
 }
 
 impl Catalogue {
@@ -261,7 +293,24 @@ impl Catalogue {
     /// of policy.yaml `server.reviewer_permission`, those within its groups through a grant on
     /// groups, none without one (it then reads only its own).
     pub fn review_reach(&self, principal: &crate::Principal) -> Option<crate::groups::Reach> {
+        if principal.kind == crate::engines::PrincipalKind::Engine {
+            return None; // automation never approves anything
+        }
         self.reach(principal, self.reviewer.securable, self.reviewer.operation)
+    }
+
+    /// The administrator-class grants of `role`: each of its patterns that covers one of
+    /// policy.yaml `engines.administrator_permissions`, with that permission.
+    pub fn administrator_grants(&self, role: &str) -> Vec<(String, String)> {
+        let Some(grants) = self.roles.iter().find(|r| r.name == role) else { return vec![] };
+        grants
+            .grants
+            .iter()
+            .filter_map(|granted| {
+                let admin = self.engines.administrator_permissions.iter().find(|a| granted.overlaps(*a))?;
+                Some((granted.text(), admin.text()))
+            })
+            .collect()
     }
 
     /// A fleet-wide reviewer: the one who may read the server's own figures (`/metrics`).

@@ -127,7 +127,12 @@ impl<S> ToolContext<S> {
         ToolContextBuilder {
             services,
             caller: Caller {
-                principal: Principal { name: "test".into(), roles: Vec::new(), group_roles: Vec::new() },
+                principal: Principal {
+                    name: "test".into(),
+                    roles: Vec::new(),
+                    group_roles: Vec::new(),
+                    kind: Default::default(),
+                },
                 token_id: "tok_test".into(),
                 tier: None,
                 tier_name: String::new(),
@@ -216,6 +221,7 @@ impl<S> ToolContextBuilder<S> {
             name: name.into(),
             roles: roles.iter().map(|r| r.to_string()).collect(),
             group_roles: Vec::new(),
+            kind: Default::default(),
         };
         self
     }

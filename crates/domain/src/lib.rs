@@ -15,6 +15,7 @@ pub mod client;
 pub mod clock;
 pub mod context;
 pub mod denial;
+pub mod engines;
 pub mod error;
 pub mod fleet;
 pub mod groups;

@@ -16,12 +16,18 @@ pub struct PrincipalRecord {
     /// Roles held on management groups: their permissions over those groups' agents only.
     pub group_roles: Vec<crate::groups::GroupRole>,
     pub created_at: i64,
+    pub kind: crate::engines::PrincipalKind,
 }
 
 impl PrincipalRecord {
     /// The principal as the gate judges it: its fleet-wide roles and its roles on groups.
     pub fn principal(&self) -> crate::Principal {
-        crate::Principal { name: self.name.clone(), roles: self.roles.clone(), group_roles: self.group_roles.clone() }
+        crate::Principal {
+            name: self.name.clone(),
+            roles: self.roles.clone(),
+            group_roles: self.group_roles.clone(),
+            kind: self.kind,
+        }
     }
 }
 
@@ -87,4 +93,49 @@ pub struct NewToken<'a> {
     pub name: &'a str,
     pub now: i64,
     pub expires_at: i64,
+}
+
+/// How a credential rotation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RotationResolution {
+    /// The successor's secret was shown and the predecessor revoked.
+    Confirmed,
+    /// The overlap ended first: the predecessor expired by itself.
+    Expired,
+}
+
+impl RotationResolution {
+    pub fn label(self) -> &'static str {
+        match self {
+            RotationResolution::Confirmed => "confirmed",
+            RotationResolution::Expired => "expired",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Self> {
+        [RotationResolution::Confirmed, RotationResolution::Expired].into_iter().find(|r| r.label() == label)
+    }
+}
+
+/// A credential rotation: a successor minted beside its predecessor, which keeps working until
+/// the rotation is confirmed or its overlap ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rotation {
+    pub principal: String,
+    pub predecessor_id: String,
+    pub successor_id: String,
+    pub started_at: i64,
+    /// When the predecessor stops working by itself.
+    pub overlap_ends_at: i64,
+    pub predecessor_revoked_at: Option<i64>,
+    pub resolution: Option<RotationResolution>,
+    pub resolved_at: Option<i64>,
+}
+
+impl Rotation {
+    /// Neither confirmed nor past its overlap: both credentials work.
+    pub fn is_pending(&self, now: i64) -> bool {
+        self.resolution.is_none() && self.predecessor_revoked_at.is_none() && self.overlap_ends_at > now
+    }
 }

@@ -246,6 +246,7 @@ mod tests {
         agent_data: false,
         store_fault_retry_ms: 5_000,
         authorization: toolgate_domain::catalogue::Authorization::Permission,
+        precondition: None,
     }];
     static CATALOGUE: Catalogue = Catalogue {
         tools: &BROKEN,
@@ -261,6 +262,12 @@ mod tests {
         fleet_only: &[],
         group_owner_role: None,
         rbac_administrator_role: None,
+        engines: toolgate_domain::engines::EngineRules {
+            human_only_roles: &[],
+            administrator_permissions: &[],
+            quota: toolgate_domain::engines::EngineQuota { requests_per_minute: 1, concurrent_requests: 1 },
+            credential_tier: None,
+        },
     };
 
     #[test]

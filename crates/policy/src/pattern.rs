@@ -45,6 +45,19 @@ impl<S: AsRef<str>> Pattern<S> {
     }
 }
 
+impl<S: AsRef<str>> Pattern<S> {
+    /// Some pair matches both: a role granting `self` grants some of what `other` names.
+    pub fn overlaps<T: AsRef<str>>(&self, other: &Pattern<T>) -> bool {
+        fn side<A: AsRef<str>, B: AsRef<str>>(a: &Option<A>, b: &Option<B>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => a.as_ref() == b.as_ref(),
+                _ => true,
+            }
+        }
+        side(&self.securable, &other.securable) && side(&self.operation, &other.operation)
+    }
+}
+
 /// One concrete `Securable:Operation` pair the server's own code checks (policy.yaml `server`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Permission {
@@ -204,6 +217,15 @@ pub fn permits_pair(roles: &[RoleGrants], mine: &[String], permission: Permissio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlapping_patterns_share_a_pair() {
+        let p = |t| Pattern::parse(t).unwrap();
+        assert!(p("*:*").overlaps(&p("Security:Write")));
+        assert!(p("Security:*").overlaps(&p("*:Write")));
+        assert!(!p("*:Read").overlaps(&p("Security:Write")));
+        assert!(!p("Tag:Write").overlaps(&p("Security:Write")));
+    }
 
     #[test]
     fn patterns() {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use toolgate_domain::secrets::secret_digest;
-use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, Rotation, TokenRecord};
 use toolgate_domain::{Clock, StoreError};
 
 use crate::CredentialStore;
@@ -112,6 +112,10 @@ impl CredentialStore for CachedCredentials {
         self.fresh(&secret_digest(secret), self.clock.now_ms())
     }
 
+    fn forget_cached(&self) {
+        self.forget_everything();
+    }
+
     async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication> {
         let key = secret_digest(secret);
         let now_ms = self.clock.now_ms();
@@ -154,7 +158,11 @@ impl CredentialStore for CachedCredentials {
         self.inner.principals().await
     }
 
-    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool> {
+    async fn remove_principal(
+        &self,
+        name: &str,
+        now: i64,
+    ) -> Result<std::result::Result<bool, toolgate_domain::engines::EngineRefusal>> {
         let done = self.inner.remove_principal(name, now).await;
         self.forget_everything();
         done
@@ -172,9 +180,24 @@ impl CredentialStore for CachedCredentials {
         &self,
         predecessor: &TokenRecord,
         overlap_secs: i64,
+        successor_expires_at: i64,
         now: i64,
     ) -> Result<(TokenRecord, String)> {
-        let done = self.inner.rotate_token(predecessor, overlap_secs, now).await;
+        let done = self.inner.rotate_token(predecessor, overlap_secs, successor_expires_at, now).await;
+        self.forget_everything();
+        done
+    }
+
+    async fn rotation(&self, successor_id: &str) -> Result<Option<Rotation>> {
+        self.inner.rotation(successor_id).await
+    }
+
+    async fn rotations(&self, principal: &str) -> Result<Vec<Rotation>> {
+        self.inner.rotations(principal).await
+    }
+
+    async fn resolve_lapsed_rotations(&self, now: i64) -> Result<Vec<Rotation>> {
+        let done = self.inner.resolve_lapsed_rotations(now).await;
         self.forget_everything();
         done
     }

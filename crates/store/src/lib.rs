@@ -5,11 +5,13 @@
 mod audit_writer;
 mod cached;
 mod changes;
+mod engines;
 mod filtered;
 mod fleet_work;
 mod groups;
 pub mod postgres;
 mod replica_state;
+mod rotations;
 mod rules;
 pub mod sqlite;
 mod traits;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 pub use audit_writer::AuditWriter;
 pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
+pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,
@@ -49,6 +52,7 @@ pub struct Repositories {
     pub tags: Arc<dyn TagStore>,
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
+    pub engines: Arc<dyn EngineStore>,
     pub fleet: Arc<dyn FleetStore>,
     pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
@@ -67,6 +71,7 @@ impl Repositories {
             + TagStore
             + PluginConfigStore
             + GroupStore
+            + EngineStore
             + FleetStore
             + WorkStore
             + HealthStore
@@ -81,6 +86,7 @@ impl Repositories {
             tags: Arc::new(store.clone()),
             plugin_config: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
+            engines: Arc::new(store.clone()),
             fleet: Arc::new(store.clone()),
             work: Arc::new(store.clone()),
             health: Arc::new(store.clone()),

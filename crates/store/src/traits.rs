@@ -15,7 +15,7 @@ use toolgate_domain::fleet::{AgentSummary, EnrollRefusal, EnrollmentToken, HostF
 use toolgate_domain::groups::{GroupRefusal, Reach};
 use toolgate_domain::lockout::Attempt;
 use toolgate_domain::records::{Change, ConfigEntry, KillSwitch, Tag};
-use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TokenRecord};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, Rotation, TokenRecord};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -27,8 +27,13 @@ pub trait CredentialStore: Send + Sync {
     async fn put_principal(&self, name: &str, roles: &[String], now: i64) -> Result<()>;
     async fn principal(&self, name: &str) -> Result<Option<PrincipalRecord>>;
     async fn principals(&self) -> Result<Vec<PrincipalRecord>>;
-    /// Removes a principal and revokes its tokens; false when there is none.
-    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool>;
+    /// Removes a person and revokes its tokens; false when there is none. Refused for an
+    /// engine principal (it is revoked, never removed) and for a person who owns live ones.
+    async fn remove_principal(
+        &self,
+        name: &str,
+        now: i64,
+    ) -> Result<std::result::Result<bool, toolgate_domain::engines::EngineRefusal>>;
     /// Creates a token; returns its record and the secret, which is never stored.
     async fn create_token(&self, new: NewToken<'_>) -> Result<(TokenRecord, String)>;
     async fn authenticate(&self, secret: &str, now: i64) -> Result<Authentication>;
@@ -38,17 +43,30 @@ pub trait CredentialStore: Send + Sync {
     fn cached(&self, _secret: &str) -> Option<Arc<crate::CachedCredential>> {
         None
     }
+    /// Drops whatever an authentication cache in front holds, after a change made beside
+    /// this store (an engine principal's revocation): nothing without a cache.
+    fn forget_cached(&self) {}
     async fn token(&self, id: &str) -> Result<Option<TokenRecord>>;
-    /// Mints the successor of `predecessor` (same principal, tier and expiry) and shortens the
-    /// predecessor's life to the overlap, atomically. Returns the successor and its secret.
+    /// Mints the successor of `predecessor` (same principal and tier, expiring at
+    /// `successor_expires_at`) and shortens the predecessor's life to the overlap, atomically.
+    /// Returns the successor and its secret.
     async fn rotate_token(
         &self,
         predecessor: &TokenRecord,
         overlap_secs: i64,
+        successor_expires_at: i64,
         now: i64,
     ) -> Result<(TokenRecord, String)>;
-    /// Confirms a rotation with the successor's secret: the predecessor is revoked. Returns the
-    /// predecessor's id, or None when `secret` is not the successor's or there was no rotation.
+    /// The rotation whose successor is `successor_id`.
+    async fn rotation(&self, successor_id: &str) -> Result<Option<Rotation>>;
+    /// `principal`'s rotations, newest first.
+    async fn rotations(&self, principal: &str) -> Result<Vec<Rotation>>;
+    /// Resolves as expired every unresolved rotation whose overlap has ended by `now` (its
+    /// predecessor expired by itself); returns them, for their audit rows.
+    async fn resolve_lapsed_rotations(&self, now: i64) -> Result<Vec<Rotation>>;
+    /// Confirms a pending rotation with the successor's secret: the predecessor is revoked and
+    /// the rotation resolved. Returns the predecessor's id, or None when `secret` is not the
+    /// successor's or there is no pending rotation to it.
     async fn confirm_rotation(
         &self,
         successor_id: &str,

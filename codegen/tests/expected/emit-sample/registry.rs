@@ -3,9 +3,11 @@
 
 #[allow(unused_imports)]
 use ::toolgate_domain::catalogue::{
-    Annotations, Authorization, Catalogue, HintOverride, PromptResourceMeta, TaskSupport,
-    ToolMeta,
+    Annotations, Authorization, Catalogue, HintOverride, Precondition,
+    PromptResourceMeta, TaskSupport, ToolMeta,
 };
+#[allow(unused_imports)]
+use ::toolgate_domain::engines::{EngineQuota, EngineRules};
 #[allow(unused_imports)]
 use ::toolgate_policy::{
     Decision, OperationClass, Pattern, Permission, RoleGrants, TierRules,
@@ -63,6 +65,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
         authorization: Authorization::Permission,
+        precondition: None,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: false,
@@ -92,6 +95,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
         authorization: Authorization::Permission,
+        precondition: None,
         example_arguments: Some("{\"id\":\"x\"}"),
         static_result: None,
         approval_gated: true,
@@ -121,6 +125,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         required_client_capabilities: None,
         task_support: TaskSupport::Forbidden,
         authorization: Authorization::Permission,
+        precondition: None,
         example_arguments: Some("{}"),
         static_result: Some(
             "{\"content\":[{\"type\":\"text\",\"text\":\"a fixture\"}],\"isError\":false}",
@@ -266,6 +271,15 @@ pub static CATALOGUE: Catalogue = Catalogue {
     principal_admin: PRINCIPAL_ADMIN_PERMISSION,
     group_owner_role: None,
     rbac_administrator_role: None,
+    engines: EngineRules {
+        human_only_roles: &[],
+        administrator_permissions: &[],
+        quota: EngineQuota {
+            requests_per_minute: 600u32,
+            concurrent_requests: 8u32,
+        },
+        credential_tier: None,
+    },
 };
 /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
 pub static TOOLS_YAML: &str = include_str!("/x/tools.yaml");

@@ -2,15 +2,25 @@
 //! permission one has the conditions it relies on. `durableAdministrator` names policy.yaml's
 //! `server.rbac_administrator_role` and is never decided without a person (every tier that
 //! allows the tool gates it by approval); `fleetOrGroupOwner` names `server.group_owner_role`
-//! and a required string `group_id` argument, the group it judges ownership of.
+//! and a required string `group_id` argument, the group it judges ownership of. A tool's
+//! `precondition` reads required string arguments of its own (`pendingRotation`:
+//! `principal_id` and `token_id`).
 
 use super::Inputs;
 use crate::diag::Diagnostic;
 use crate::model::Authorization;
 use crate::policy::{self, Decision};
 
+/// Whether `name` is a required string argument of `schema`.
+fn required_string(schema: &serde_json::Map<String, serde_json::Value>, name: &str) -> bool {
+    let required = schema.get("required").and_then(|r| r.as_array()).is_some_and(|r| r.iter().any(|n| n == name));
+    let string =
+        schema.get("properties").and_then(|p| p.get(name)).and_then(|g| g.get("type")).is_some_and(|t| t == "string");
+    required && string
+}
+
 pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+    let mut out = preconditions(inputs);
     let policy = &inputs.policy.model;
     let names = &policy.server;
     for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
@@ -58,17 +68,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                             .help("name the role a group's service owner holds on it, e.g. `group_owner_role: ITServiceOwner`"),
                     );
                 }
-                let schema = &tool.input_schema;
-                let required = schema
-                    .get("required")
-                    .and_then(|r| r.as_array())
-                    .is_some_and(|r| r.iter().any(|n| n == "group_id"));
-                let string = schema
-                    .get("properties")
-                    .and_then(|p| p.get("group_id"))
-                    .and_then(|g| g.get("type"))
-                    .is_some_and(|t| t == "string");
-                if !(required && string) {
+                if !required_string(&tool.input_schema, "group_id") {
                     out.push(
                         inputs
                             .tool_error(i, "/inputSchema", "`fleetOrGroupOwner` judges ownership of the group `group_id` names: it must be a required string argument")
@@ -76,6 +76,28 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
                     );
                 }
             }
+        }
+    }
+    out
+}
+
+fn preconditions(inputs: &Inputs) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
+        let Some(precondition) = tool.precondition else { continue };
+        for name in precondition.arguments().iter().filter(|n| !required_string(&tool.input_schema, n)) {
+            out.push(
+                inputs
+                    .tool_error(
+                        i,
+                        "/precondition",
+                        format!(
+                            "`{}` reads the argument `{name}`: it must be a required string argument",
+                            precondition.variant()
+                        ),
+                    )
+                    .help(format!("add `{name}: {{type: string}}` to `properties` and to `required`")),
+            );
         }
     }
     out

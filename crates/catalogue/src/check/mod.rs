@@ -4,6 +4,7 @@
 
 mod authorization;
 mod coverage;
+mod engines;
 pub mod handlers;
 mod hints;
 pub(crate) mod keywords;
@@ -120,6 +121,7 @@ pub fn run(
     diagnostics.extend(sensitive::check(&inputs));
     diagnostics.extend(retry::check(&inputs));
     diagnostics.extend(authorization::check(&inputs));
+    diagnostics.extend(engines::check(&inputs));
     let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);
     diagnostics.extend(entry_diagnostics);
     let handler_report = handlers::check(&inputs, rust_handlers);

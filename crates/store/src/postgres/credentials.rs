@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
+use toolgate_domain::engines::{EngineRefusal, PrincipalKind};
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
-use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, Rotation, TOKEN_PREFIX, TokenRecord};
 
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::CredentialStore;
@@ -15,6 +16,9 @@ type Result<T> = std::result::Result<T, StoreError>;
 
 const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at";
 
+/// The columns [`principal_row`] reads.
+const PRINCIPAL_COLUMNS: &str = "name, roles, created_at, kind";
+
 fn principal_row(r: &tokio_postgres::Row) -> Pg<PrincipalRecord> {
     let roles: String = r.try_get(1)?;
     Ok(PrincipalRecord {
@@ -22,6 +26,7 @@ fn principal_row(r: &tokio_postgres::Row) -> Pg<PrincipalRecord> {
         roles: roles.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect(),
         group_roles: vec![],
         created_at: r.try_get(2)?,
+        kind: PrincipalKind::from_label(r.try_get(3)?),
     })
 }
 
@@ -38,7 +43,7 @@ fn token_row(r: &tokio_postgres::Row) -> Pg<TokenRecord> {
 }
 
 pub(super) async fn principal_by_name(c: &impl GenericClient, name: &str) -> Pg<Option<PrincipalRecord>> {
-    let found = row(c, "SELECT name, roles, created_at FROM principal WHERE name = $1", &[&name])
+    let found = row(c, &format!("SELECT {PRINCIPAL_COLUMNS} FROM principal WHERE name = $1"), &[&name])
         .await?
         .as_ref()
         .map(principal_row)
@@ -107,7 +112,7 @@ impl CredentialStore for PostgresStore {
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
         pg(async {
             let c = self.conn().await?;
-            let found = rows(&*c, "SELECT name, roles, created_at FROM principal ORDER BY name", &[])
+            let found = rows(&*c, &format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"), &[])
                 .await?
                 .iter()
                 .map(principal_row)
@@ -121,10 +126,17 @@ impl CredentialStore for PostgresStore {
         .await
     }
 
-    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool> {
+    async fn remove_principal(&self, name: &str, now: i64) -> Result<std::result::Result<bool, EngineRefusal>> {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
+            if principal_by_name(&tx, name).await?.is_some_and(|p| p.kind == PrincipalKind::Engine) {
+                return Ok(Err(EngineRefusal::IsEngine(name.to_string())));
+            }
+            let owned = super::engines::owned_by(&tx, name).await?;
+            if !owned.is_empty() {
+                return Ok(Err(EngineRefusal::OwnsEngines { owner: name.to_string(), engines: owned.join(", ") }));
+            }
             execute(
                 &tx,
                 "UPDATE api_token SET revoked_at = $2 WHERE principal = $1 AND revoked_at IS NULL",
@@ -136,7 +148,7 @@ impl CredentialStore for PostgresStore {
             execute(&tx, "DELETE FROM group_role WHERE principal = $1", &[&name]).await?;
             self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
-            Ok(removed)
+            Ok(Ok(removed))
         })
         .await
     }
@@ -181,6 +193,7 @@ impl CredentialStore for PostgresStore {
         &self,
         predecessor: &TokenRecord,
         overlap_secs: i64,
+        successor_expires_at: i64,
         now: i64,
     ) -> Result<(TokenRecord, String)> {
         pg(async {
@@ -192,7 +205,7 @@ impl CredentialStore for PostgresStore {
                 tier: predecessor.tier.as_deref(),
                 name: &name,
                 now,
-                expires_at: predecessor.expires_at,
+                expires_at: successor_expires_at,
             };
             let (successor, secret) = insert_token(&tx, new).await?;
             execute(&tx, "UPDATE api_token SET rotated_from = $2 WHERE id = $1", &[&successor.id, &predecessor.id])
@@ -210,6 +223,25 @@ impl CredentialStore for PostgresStore {
         .await
     }
 
+    async fn rotation(&self, successor_id: &str) -> Result<Option<Rotation>> {
+        pg(async { super::rotations::rotation(&*self.conn().await?, successor_id).await }).await
+    }
+
+    async fn rotations(&self, principal: &str) -> Result<Vec<Rotation>> {
+        pg(async { super::rotations::rotations(&*self.conn().await?, principal).await }).await
+    }
+
+    async fn resolve_lapsed_rotations(&self, now: i64) -> Result<Vec<Rotation>> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let resolved = super::rotations::resolve_lapsed(&tx, now).await?;
+            tx.commit().await?;
+            Ok(resolved)
+        })
+        .await
+    }
+
     async fn confirm_rotation(
         &self,
         successor_id: &str,
@@ -221,20 +253,12 @@ impl CredentialStore for PostgresStore {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            let found = row(
-                &tx,
-                "SELECT rotated_from FROM api_token WHERE id = $1 AND secret_hash = $2 AND principal = $3 AND revoked_at IS NULL AND expires_at > $4",
-                &[&successor_id, &hash, &principal, &now],
-            )
-            .await?;
-            let Some(Some(predecessor)) = found.map(|r| r.try_get::<_, Option<String>>(0)).transpose()? else {
-                return Ok(None);
-            };
-            execute(&tx, "UPDATE api_token SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", &[&predecessor, &now])
-                .await?;
-            self.notify(&tx, Change::Credentials).await?;
+            let confirmed = super::rotations::confirm(&tx, successor_id, &hash, principal, now).await?;
+            if confirmed.is_some() {
+                self.notify(&tx, Change::Credentials).await?;
+            }
             tx.commit().await?;
-            Ok(Some(predecessor))
+            Ok(confirmed)
         })
         .await
     }

@@ -11,6 +11,7 @@ mod audit;
 mod compliance;
 mod confinement;
 mod credentials;
+mod engines;
 mod executions;
 mod fleet;
 mod fleet_work;
@@ -20,6 +21,7 @@ mod listen;
 mod plugin_config;
 mod replica_state;
 mod responses;
+mod rotations;
 mod sign_in;
 mod tags;
 
@@ -45,6 +47,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0007_approval_surface", include_str!("../../migrations/postgres/0007_approval_surface.sql")),
     ("0008_management_groups", include_str!("../../migrations/postgres/0008_management_groups.sql")),
     ("0009_audit_agents", include_str!("../../migrations/postgres/0009_audit_agents.sql")),
+    ("0010_engine_principals", include_str!("../../migrations/postgres/0010_engine_principals.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -3,10 +3,11 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_domain::StoreError;
+use toolgate_domain::engines::{EngineRefusal, PrincipalKind};
 use toolgate_domain::groups::GroupRefusal;
 use toolgate_domain::records::Change;
 use toolgate_domain::secrets::{hash_secret, new_secret, random_hex};
-use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, TOKEN_PREFIX, TokenRecord};
+use toolgate_domain::tokens::{Authentication, NewToken, PrincipalRecord, Rotation, TOKEN_PREFIX, TokenRecord};
 
 use super::SqliteStore;
 use crate::CredentialStore;
@@ -20,8 +21,17 @@ fn roles_of(text: String) -> Vec<String> {
     text.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect()
 }
 
-fn principal_row(r: &rusqlite::Row) -> rusqlite::Result<PrincipalRecord> {
-    Ok(PrincipalRecord { name: r.get(0)?, roles: roles_of(r.get(1)?), group_roles: vec![], created_at: r.get(2)? })
+/// The columns [`principal_row`] reads.
+pub(super) const PRINCIPAL_COLUMNS: &str = "name, roles, created_at, kind";
+
+pub(super) fn principal_row(r: &rusqlite::Row) -> rusqlite::Result<PrincipalRecord> {
+    Ok(PrincipalRecord {
+        name: r.get(0)?,
+        roles: roles_of(r.get(1)?),
+        group_roles: vec![],
+        created_at: r.get(2)?,
+        kind: PrincipalKind::from_label(&r.get::<_, String>(3)?),
+    })
 }
 
 /// The principal's row with the roles it holds on groups.
@@ -46,11 +56,20 @@ fn token_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
     })
 }
 
-fn principal_by_name(conn: &Connection, name: &str) -> rusqlite::Result<Option<PrincipalRecord>> {
+pub(super) fn principal_by_name(conn: &Connection, name: &str) -> rusqlite::Result<Option<PrincipalRecord>> {
     let found = conn
-        .query_row("SELECT name, roles, created_at FROM principal WHERE name = ?1", params![name], principal_row)
+        .query_row(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principal WHERE name = ?1"), params![name], principal_row)
         .optional()?;
     with_group_roles(conn, found)
+}
+
+/// Why `name` may not be removed: it is an engine principal, or it owns live ones.
+fn removal_refusal(c: &Connection, name: &str) -> rusqlite::Result<Option<EngineRefusal>> {
+    if principal_by_name(c, name)?.is_some_and(|p| p.kind == PrincipalKind::Engine) {
+        return Ok(Some(EngineRefusal::IsEngine(name.to_string())));
+    }
+    let owned = super::engines::owned_by(c, name)?;
+    Ok((!owned.is_empty()).then(|| EngineRefusal::OwnsEngines { owner: name.to_string(), engines: owned.join(", ") }))
 }
 
 /// Inserts a token row; returns the record and its secret.
@@ -108,17 +127,20 @@ impl CredentialStore for SqliteStore {
 
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
         self.run(|c| {
-            let mut stmt = c.prepare("SELECT name, roles, created_at FROM principal ORDER BY name")?;
+            let mut stmt = c.prepare(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"))?;
             let found = stmt.query_map([], principal_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
             found.into_iter().filter_map(|p| with_group_roles(c, Some(p)).transpose()).collect()
         })
         .await
     }
 
-    async fn remove_principal(&self, name: &str, now: i64) -> Result<bool> {
+    async fn remove_principal(&self, name: &str, now: i64) -> Result<std::result::Result<bool, EngineRefusal>> {
         let name = name.to_string();
         self.run(move |c| {
             let tx = c.transaction()?;
+            if let Some(refusal) = removal_refusal(&tx, &name)? {
+                return Ok(Err(refusal));
+            }
             tx.execute(
                 "UPDATE api_token SET revoked_at = ?2 WHERE principal = ?1 AND revoked_at IS NULL",
                 params![name, now],
@@ -127,7 +149,7 @@ impl CredentialStore for SqliteStore {
             tx.execute("DELETE FROM principal_sign_in WHERE principal = ?1", params![name])?;
             tx.execute("DELETE FROM group_role WHERE principal = ?1", params![name])?;
             tx.commit()?;
-            Ok(removed)
+            Ok(Ok(removed))
         })
         .await
     }
@@ -179,6 +201,7 @@ impl CredentialStore for SqliteStore {
         &self,
         predecessor: &TokenRecord,
         overlap_secs: i64,
+        successor_expires_at: i64,
         now: i64,
     ) -> Result<(TokenRecord, String)> {
         let predecessor = predecessor.clone();
@@ -189,7 +212,7 @@ impl CredentialStore for SqliteStore {
                 tier: predecessor.tier.clone(),
                 name: format!("{} (rotated)", predecessor.name),
                 now,
-                expires_at: predecessor.expires_at,
+                expires_at: successor_expires_at,
             };
             let (successor, secret) = insert_token(&tx, &new)?;
             tx.execute("UPDATE api_token SET rotated_from = ?2 WHERE id = ?1", params![successor.id, predecessor.id])?;
@@ -203,6 +226,20 @@ impl CredentialStore for SqliteStore {
         .await
     }
 
+    async fn rotation(&self, successor_id: &str) -> Result<Option<Rotation>> {
+        let id = successor_id.to_string();
+        self.run(move |c| super::rotations::rotation(c, &id)).await
+    }
+
+    async fn rotations(&self, principal: &str) -> Result<Vec<Rotation>> {
+        let principal = principal.to_string();
+        self.run(move |c| super::rotations::rotations(c, &principal)).await
+    }
+
+    async fn resolve_lapsed_rotations(&self, now: i64) -> Result<Vec<Rotation>> {
+        self.run(move |c| super::rotations::resolve_lapsed(c, now)).await
+    }
+
     async fn confirm_rotation(
         &self,
         successor_id: &str,
@@ -211,24 +248,7 @@ impl CredentialStore for SqliteStore {
         now: i64,
     ) -> Result<Option<String>> {
         let (successor_id, hash, principal) = (successor_id.to_string(), hash_secret(secret), principal.to_string());
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            let predecessor: Option<Option<String>> = tx
-                .query_row(
-                    "SELECT rotated_from FROM api_token WHERE id = ?1 AND secret_hash = ?2 AND principal = ?3 AND revoked_at IS NULL AND expires_at > ?4",
-                    params![successor_id, hash, principal, now],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let Some(Some(predecessor)) = predecessor else { return Ok(None) };
-            tx.execute(
-                "UPDATE api_token SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-                params![predecessor, now],
-            )?;
-            tx.commit()?;
-            Ok(Some(predecessor))
-        })
-        .await
+        self.run(move |c| super::rotations::confirm(c, &successor_id, &hash, &principal, now)).await
     }
 
     async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>> {

@@ -6,6 +6,7 @@ mod approvals;
 mod audit;
 mod confinement;
 mod credentials;
+mod engines;
 mod executions;
 mod fleet;
 mod fleet_work;
@@ -13,6 +14,7 @@ mod groups;
 mod json_rows;
 mod plugin_config;
 mod responses;
+mod rotations;
 mod sign_in;
 mod tags;
 
@@ -44,6 +46,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0015_approval_surface", include_str!("../../migrations/sqlite/0015_approval_surface.sql")),
     ("0016_management_groups", include_str!("../../migrations/sqlite/0016_management_groups.sql")),
     ("0017_audit_agents", include_str!("../../migrations/sqlite/0017_audit_agents.sql")),
+    ("0018_engine_principals", include_str!("../../migrations/sqlite/0018_engine_principals.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

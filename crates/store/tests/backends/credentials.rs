@@ -30,7 +30,7 @@ async fn tokens_authenticate_until_revoked_or_expired(r: Repositories) {
     let (_, other) = store.create_token(new_token("alice", None, 0, 100)).await.unwrap();
     assert_eq!(store.tokens(Some("alice")).await.unwrap().len(), 2);
     assert_eq!(store.tokens(Some("bob")).await.unwrap().len(), 0);
-    assert!(store.remove_principal("alice", 70).await.unwrap());
+    assert_eq!(store.remove_principal("alice", 70).await.unwrap(), Ok(true));
     assert_eq!(store.authenticate(&other, 70).await.unwrap(), Authentication::Revoked, "removal revokes");
     assert_eq!(store.principal_count().await.unwrap(), 0);
 }
@@ -39,7 +39,7 @@ async fn rotation_is_confirmed_only_with_the_successor_secret(r: Repositories) {
     let store = &r.credentials;
     store.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
     let (old, _) = store.create_token(new_token("alice", Some("readonly"), 0, 10_000)).await.unwrap();
-    let (new, secret) = store.rotate_token(&old, 100, 10).await.unwrap();
+    let (new, secret) = store.rotate_token(&old, 100, old.expires_at, 10).await.unwrap();
     assert_eq!(store.token(&old.id).await.unwrap().unwrap().expires_at, 110, "overlap shortens the old one");
     assert_eq!(store.confirm_rotation(&new.id, "tg_wrong", "alice", 20).await.unwrap(), None);
     assert_eq!(store.confirm_rotation(&new.id, &secret, "bob", 20).await.unwrap(), None);
@@ -84,7 +84,7 @@ async fn passwords_factors_steps_and_lockouts(r: Repositories) {
     assert_eq!(store.sign_in_record("alice").await.unwrap().unwrap().failed_attempts, 0);
     assert!(store.reset_totp("alice").await.unwrap());
     assert!(!store.reset_totp("alice").await.unwrap(), "nothing left to reset");
-    assert!(r.credentials.remove_principal("alice", 9).await.unwrap());
+    assert_eq!(r.credentials.remove_principal("alice", 9).await.unwrap(), Ok(true));
     r.credentials.put_principal("alice", &["Administrator".into()], 10).await.unwrap();
     assert_eq!(store.sign_in_record("alice").await.unwrap(), Some(SignInRecord::default()), "removal forgets it");
 }

@@ -8,6 +8,7 @@
 mod approvals;
 mod audit_tags_config;
 mod credentials;
+mod engines;
 mod fleet;
 mod fleet_work;
 mod groups;

@@ -1,0 +1,60 @@
+//! What the gate checks of some tools' arguments beyond their schema, before any approval
+//! work, so a person is never asked to approve a call that would fail on them: instructions'
+//! definitions and parameters ([`crate::instructions::InstructionCheck`]), and the roles the
+//! role-granting tools name (declared in policy.yaml; never a human-only one for an engine).
+
+use serde_json::Value;
+use toolgate_domain::catalogue::ToolMeta;
+use toolgate_domain::denial::ArgumentProblem;
+use toolgate_domain::engines::PrincipalKind;
+use toolgate_gate::ArgumentCheck;
+use toolgate_policy::did_you_mean;
+
+use crate::instructions::InstructionCheck;
+use crate::registry::CATALOGUE;
+
+/// The handlers whose `role` argument grants a role; the first always to an engine principal.
+pub const ASSIGN_ENGINE_ROLE_HANDLER: &str = "engines::assign_engine_role";
+pub const ROLE_GRANTING_HANDLERS: [&str; 3] =
+    [ASSIGN_ENGINE_ROLE_HANDLER, "accounts::assign_rbac_role", "groups::assign_management_group_role"];
+
+pub struct ServerChecks;
+
+fn role_problems(tool: &ToolMeta, arguments: &Value) -> Vec<ArgumentProblem> {
+    if !ROLE_GRANTING_HANDLERS.contains(&tool.handler) {
+        return vec![];
+    }
+    let Some(role) = arguments.get("role").and_then(Value::as_str) else { return vec![] };
+    let problem = |message| vec![ArgumentProblem { pointer: "/role".into(), message }];
+    if !CATALOGUE.role_names().any(|r| r == role) {
+        return problem(format!("no role `{role}` in policy.yaml; {}", did_you_mean(role, CATALOGUE.role_names())));
+    }
+    let principal = arguments.get("principal_id").and_then(Value::as_str).unwrap_or("the engine principal");
+    match tool.handler {
+        ASSIGN_ENGINE_ROLE_HANDLER => {
+            CATALOGUE.engines.refusal_to_hold(PrincipalKind::Engine, principal, role).map_or_else(Vec::new, problem)
+        }
+        _ => vec![],
+    }
+}
+
+impl ArgumentCheck for ServerChecks {
+    fn problems(&self, tool: &ToolMeta, arguments: &Value) -> Vec<ArgumentProblem> {
+        let mut problems = InstructionCheck.problems(tool, arguments);
+        problems.extend(role_problems(tool, arguments));
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check keys on handler names: they must be the catalogue's.
+    #[test]
+    fn the_checked_handlers_are_in_the_catalogue() {
+        for handler in ROLE_GRANTING_HANDLERS {
+            assert!(CATALOGUE.tools.iter().any(|t| t.handler == handler), "{handler}");
+        }
+    }
+}
