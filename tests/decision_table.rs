@@ -13,9 +13,12 @@ use toolgate_domain::{Caller, Clock, Principal};
 use toolgate_gate::{Deciders, Gate};
 use toolgate_store::{NewGroup, SqliteStore};
 
-/// What the gate answers one call: the cell of the table.
-fn cell(answer: Result<toolgate_gate::Passed, Denial>) -> &'static str {
+/// What the gate answers one call: the cell of the table. A precondition on the live state
+/// is judged after the tier and the grant: refused by it, the call had passed both, and the
+/// cell is the tier's decision.
+fn cell(answer: Result<toolgate_gate::Passed, Denial>, tier_decision: &'static str) -> &'static str {
     match answer {
+        Err(Denial::Precondition { .. }) => tier_decision,
         Ok(passed) if passed.approval.is_some() => "approval",
         Ok(passed) if passed.confirm => "confirm",
         Ok(_) => "allow",
@@ -73,7 +76,12 @@ async fn the_decisions_by_role_are_the_gates() {
                         tier: Some(tier.rules()),
                         tier_name: tier.name().into(),
                     };
-                    cells.push(cell(gate.pass(&caller, meta, arguments.clone()).await));
+                    let tier_decision = match CATALOGUE.decision(meta, Some(tier.rules())) {
+                        toolgate_policy::Decision::ApprovalRequired => "approval",
+                        toolgate_policy::Decision::ConfirmRequired => "confirm",
+                        _ => "allow",
+                    };
+                    cells.push(cell(gate.pass(&caller, meta, arguments.clone()).await, tier_decision));
                 }
             }
             let _ = writeln!(out, "| `{}` | {} |", meta.name, cells.join(" | "));

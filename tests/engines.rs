@@ -126,3 +126,100 @@ fn an_engine_principal_is_created_used_kept_from_people_s_powers_and_revoked() {
         assert!(actions.contains(&expected), "{expected} in {actions:?}");
     }
 }
+
+/// A credential rotation: both credentials work in the overlap; confirming names the
+/// successor and its secret, and the predecessor is refused after. The gate's precondition
+/// refuses a confirm that names no pending rotation before any ticket is made, a replay once
+/// it resolved (writing nothing), and a recall whose rotation stopped being pending after the
+/// ticket was approved, which then stays unconsumed.
+#[test]
+fn a_rotation_overlaps_is_confirmed_once_and_its_precondition_keeps_tickets() {
+    let s = start(&[]);
+    let schemas = output_schemas(&s);
+    let rita = reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let id = "engine:nightly";
+    approved(
+        &s,
+        &rita,
+        &admin,
+        "create_engine_principal",
+        json!({"principal_id": id, "display_name": "Nightly", "owner_username": "admin",
+               "justification": "reports", "classification": "internal"}),
+    );
+    approved(&s, &rita, &admin, "assign_engine_role", json!({"principal_id": id, "role": "Viewer"}));
+    let first = approved(&s, &rita, &admin, "mint_engine_credential", json!({"principal_id": id}));
+    let old_secret = first["secret"].as_str().unwrap().to_string();
+
+    let rotated =
+        approved(&s, &rita, &admin, "rotate_engine_credential", json!({"principal_id": id, "overlap_days": 2}));
+    let (successor, new_secret) = (rotated["successor_id"].as_str().unwrap(), rotated["secret"].as_str().unwrap());
+    assert_eq!(rotated["predecessor_id"], first["token_id"]);
+    for secret in [&old_secret, new_secret] {
+        assert_eq!(
+            structured_as(&s, &schemas, secret, "list_agents", json!({}))["total"],
+            0,
+            "both work in the overlap"
+        );
+    }
+    let again = call_as(&s, &admin, "rotate_engine_credential", json!({"principal_id": id})).json();
+    let ticket = approval_id_of(&again);
+    approve(&s, &rita, &ticket);
+    let mut recalled = json!({"principal_id": id, "approval_id": ticket});
+    let refused = call_as(&s, &admin, "rotate_engine_credential", recalled.take()).json();
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("a rotation of engine:nightly is pending"),
+        "{refused}"
+    );
+
+    // A confirm naming no pending rotation: refused before any ticket is made.
+    let pending_before = structured_as(&s, &schemas, &admin, "list_pending_approvals", json!({}))["count"].clone();
+    let stale = json!({"principal_id": id, "token_id": first["token_id"], "secret": old_secret});
+    let answer = call_as(&s, &admin, "confirm_engine_rotation", stale).json();
+    assert_eq!(answer["error"]["code"], -32003, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("has no rotation to"), "{answer}");
+    assert_eq!(structured_as(&s, &schemas, &admin, "list_pending_approvals", json!({}))["count"], pending_before);
+
+    let confirm = json!({"principal_id": id, "token_id": successor, "secret": new_secret});
+    let confirmed = approved(&s, &rita, &admin, "confirm_engine_rotation", confirm.clone());
+    assert_eq!(confirmed["revoked_predecessor_id"], first["token_id"]);
+    assert_eq!(call_as(&s, &old_secret, "list_agents", json!({})).status, 401, "the predecessor is refused");
+    assert_eq!(structured_as(&s, &schemas, new_secret, "list_agents", json!({}))["total"], 0);
+    // A replay after it resolved writes nothing and says so, as terminal.
+    let replay = call_as(&s, &admin, "confirm_engine_rotation", confirm).json();
+    assert_eq!(replay["error"]["code"], -32003, "{replay}");
+    assert!(replay["error"]["message"].as_str().unwrap().contains("already confirmed"), "{replay}");
+    assert_eq!(replay["error"]["data"]["retry_after_ms"], Value::Null, "not retryable: {replay}");
+
+    // An approved ticket whose rotation stopped being pending before its recall stays unconsumed.
+    let next = approved(&s, &rita, &admin, "rotate_engine_credential", json!({"principal_id": id}));
+    let next_confirm = json!({"principal_id": id, "token_id": next["successor_id"], "secret": next["secret"]});
+    let ticket = approval_id_of(&call_as(&s, &admin, "confirm_engine_rotation", next_confirm.clone()).json());
+    assert_eq!(approve(&s, &rita, &ticket).status, 200);
+    let revoked = approved(&s, &rita, &admin, "revoke_api_token", json!({"token_id": next["predecessor_id"]}));
+    assert_eq!(revoked["changed"], true);
+    let mut recall = next_confirm;
+    recall["approval_id"] = ticket.clone().into();
+    let kept = call_as(&s, &admin, "confirm_engine_rotation", recall).json();
+    assert_eq!(kept["error"]["code"], -32003, "{kept}");
+    let message = kept["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("approval cannot be redeemed right now") && message.contains("was revoked"),
+        "{message}"
+    );
+    let status = s.http("GET", &format!("/api/v1/approvals/{ticket}"), Some(&admin), None).json();
+    assert_eq!(status["status"], "approved", "unconsumed and recallable: {status}");
+    let rows = structured_as(&s, &schemas, &admin, "query_audit_log", json!({"action": "engine.rotat", "limit": 20}));
+    let actions: Vec<&str> =
+        rows["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert!(
+        actions.contains(&"engine.rotation_confirmed") && actions.contains(&"engine.rotate_credential"),
+        "{actions:?}"
+    );
+}
+
+fn approval_id_of(answer: &Value) -> String {
+    assert_eq!(answer["error"]["code"], -32006, "expected an approval ticket: {answer}");
+    answer["error"]["data"]["approval_id"].as_str().unwrap().to_string()
+}

@@ -41,6 +41,12 @@ fn every_tool_at_every_tier_gets_the_matrix_decision() {
             let got = code(&r);
             match MATRIX[id.index()][tier.index()] {
                 Decision::Deny => assert_eq!(got, Some(-32004), "{} at {}: {r:?}", meta.name, tier.name()),
+                // A precondition on the live state is checked before any ticket: the example
+                // names no such state, so the call stops there, past the tier and the grant.
+                Decision::ApprovalRequired if meta.precondition.is_some() => {
+                    assert_eq!(got, Some(-32003), "{} at {}: {r:?}", meta.name, tier.name());
+                    assert!(r.body.contains("cannot run now"), "{} at {}: {r:?}", meta.name, tier.name());
+                }
                 Decision::ApprovalRequired => assert_eq!(got, Some(-32006), "{} at {}: {r:?}", meta.name, tier.name()),
                 Decision::Allow => {
                     assert!(!matches!(got, Some(-32004 | -32006)), "{} at {}: {r:?}", meta.name, tier.name())

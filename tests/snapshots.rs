@@ -106,6 +106,9 @@ fn each_tool() {
         if !meta.authorization.is_permission() {
             doc["decided_by"] = meta.authorization.explained().into();
         }
+        if let Some(precondition) = meta.precondition {
+            doc["precondition"] = format!("{}: {}", precondition.key(), precondition.explained()).into();
+        }
         settings.bind(|| insta::assert_snapshot!(meta.name, serde_json::to_string_pretty(&doc).unwrap()));
     }
     let orphans: Vec<String> = std::fs::read_dir(&dir)

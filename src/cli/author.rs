@@ -230,6 +230,9 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
     if !tool.authorization.is_permission() {
         let _ = writeln!(out, "  decided by  {}", tool.authorization.explained());
     }
+    if let Some(precondition) = tool.precondition {
+        let _ = writeln!(out, "  requires    {} ({})", precondition.explained(), precondition.key());
+    }
     let _ = writeln!(
         out,
         "  hints       readOnlyHint={} destructiveHint={} idempotentHint={} openWorldHint={}",

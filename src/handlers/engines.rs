@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::engines::{ENGINE_PREFIX, EngineRecord, EngineRefusal, NewEngine, PrincipalKind};
 use toolgate_domain::records::Change;
-use toolgate_domain::tokens::{MAX_TOKEN_DAYS, NewToken, PrincipalRecord};
+use toolgate_domain::tokens::{MAX_TOKEN_DAYS, NewToken, PrincipalRecord, TokenRecord, TokenState};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 use toolgate_store::RevokeEngine;
@@ -284,4 +284,60 @@ pub async fn audit_engine_no_admin(ctx: &ToolContext, args: args::AuditEngineNoA
         }
     }
     Ok(ToolOutput::Structured(json!({"checked": records.len(), "violations": violations})))
+}
+
+pub async fn rotate_engine_credential(ctx: &ToolContext, args: args::RotateEngineCredential) -> ToolResult {
+    let services = ctx.services();
+    let credentials = services.credentials();
+    let now = services.clock().now_secs();
+    live_engine(ctx, &args.principal_id).await?;
+    if let Some(pending) = credentials.rotations(&args.principal_id).await?.into_iter().find(|r| r.is_pending(now)) {
+        return Err(ToolError::Refused {
+            message: format!(
+                "a rotation of {} is pending: {} replaces {} until {} (Unix seconds)",
+                args.principal_id, pending.successor_id, pending.predecessor_id, pending.overlap_ends_at
+            ),
+            remediation: "confirm it (confirm_engine_rotation with the successor's token_id and secret) or let its overlap end".into(),
+        });
+    }
+    let tokens = credentials.tokens(Some(&args.principal_id)).await?;
+    let live = |t: &&TokenRecord| t.state(now) == TokenState::Active;
+    let predecessor = match args.token_id.as_deref() {
+        Some(id) => tokens.iter().filter(live).find(|t| t.id == id).ok_or_else(|| {
+            ToolError::NotFound(format!("{} holds no live credential `{id}` (get_engine_principal lists them)", args.principal_id))
+        })?,
+        None => tokens.iter().filter(live).max_by_key(|t| (t.created_at, t.id.clone())).ok_or_else(|| {
+            ToolError::NotFound(format!("{} holds no live credential to rotate: mint one (mint_engine_credential)", args.principal_id))
+        })?,
+    };
+    // The overlap never outlives the old credential; the new one lives as long as it did.
+    let overlap = (args.overlap_days.unwrap_or(7) * 86_400).min(predecessor.expires_at - now);
+    let lifetime = (predecessor.expires_at - predecessor.created_at).clamp(86_400, MAX_TOKEN_DAYS * 86_400);
+    let (successor, secret) = credentials.rotate_token(predecessor, overlap, now + lifetime, now).await?;
+    let detail = format!("credential {} rotated to {}; overlap until {}", predecessor.id, successor.id, now + overlap);
+    audit_change(ctx, "engine.rotate_credential", &args.principal_id, detail).await;
+    Ok(ToolOutput::Structured(json!({
+        "principal_id": args.principal_id, "predecessor_id": predecessor.id, "successor_id": successor.id,
+        "secret": secret, "tier": successor.tier, "expires_at": successor.expires_at, "overlap_ends_at": now + overlap,
+        "next_step": "switch the automation to the new secret, then confirm_engine_rotation with successor_id and the secret; the old credential stops at overlap_ends_at either way",
+    })))
+}
+
+pub async fn confirm_engine_rotation(ctx: &ToolContext, args: args::ConfirmEngineRotation) -> ToolResult {
+    let services = ctx.services();
+    let now = services.clock().now_secs();
+    // The gate checked that the rotation is pending and the secret the successor's
+    // (tools.yaml `precondition`); the store checks it again, atomically.
+    let confirmed = services.credentials().confirm_rotation(&args.token_id, &args.secret, &args.principal_id, now).await?;
+    let Some(predecessor) = confirmed else {
+        return Err(ToolError::Refused {
+            message: format!("the rotation of {} to {} is no longer pending: nothing changed", args.principal_id, args.token_id),
+            remediation: "get_engine_principal shows its credentials; rotate again if the old one is still live".into(),
+        });
+    };
+    let detail = format!("rotation to {} confirmed; {predecessor} revoked", args.token_id);
+    audit_change(ctx, "engine.rotation_confirmed", &args.principal_id, detail).await;
+    Ok(ToolOutput::Structured(json!({
+        "principal_id": args.principal_id, "successor_id": args.token_id, "revoked_predecessor_id": predecessor, "confirmed": true,
+    })))
 }

@@ -133,6 +133,7 @@ pub async fn serve(config: Config) -> Result<()> {
             failures: state.auth_failures.clone(),
             audit: services.audit().clone(),
             audit_log: services.repositories().audit.clone(),
+            credentials: services.repositories().credentials.clone(),
             clock: services.clock().clone(),
             retention_ms: state.config.audit_retention_ms,
         }

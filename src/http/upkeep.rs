@@ -1,13 +1,15 @@
 //! The server's periodic work: summaries of aggregated authentication failures as their
-//! windows close, and the audit log's retention. It holds only what it needs (not the whole
+//! windows close, credential rotations whose overlap ended (resolved by themselves, audited
+//! once whichever replica sees them first), and the audit log's retention. It holds only what it needs (not the whole
 //! state), so the audit writer can drain at shutdown; it flushes every open window first.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
+use toolgate_domain::engines::ENGINE_PREFIX;
 use toolgate_domain::{CancellationToken, Clock};
-use toolgate_store::{AuditStore, AuditWriter};
+use toolgate_store::{AuditStore, AuditWriter, CredentialStore};
 
 use super::auth_failures::AuthFailures;
 
@@ -18,6 +20,7 @@ pub struct Upkeep {
     pub failures: Arc<AuthFailures>,
     pub audit: AuditWriter,
     pub audit_log: Arc<dyn AuditStore>,
+    pub credentials: Arc<dyn CredentialStore>,
     pub clock: Clock,
     /// Audit rows older than this are deleted.
     pub retention_ms: i64,
@@ -37,6 +40,7 @@ impl Upkeep {
                 _ = tokio::time::sleep(tick) => false,
             };
             self.summarize(stopping);
+            self.resolve_lapsed_rotations().await;
             if stopping {
                 return;
             }
@@ -54,6 +58,31 @@ impl Upkeep {
         }
     }
 
+    /// A rotation never confirmed resolves when its overlap ends: the predecessor expired by
+    /// itself. The store resolves each once (under concurrent replicas too); each gets a row.
+    async fn resolve_lapsed_rotations(&self) {
+        let now = self.clock.now_ms();
+        let lapsed = match self.credentials.resolve_lapsed_rotations(now / 1000).await {
+            Ok(lapsed) => lapsed,
+            Err(e) => return tracing::warn!("lapsed credential rotations could not be resolved: {e}"),
+        };
+        for rotation in lapsed {
+            let action = match rotation.principal.starts_with(ENGINE_PREFIX) {
+                true => "engine.rotation_expired",
+                false => "token.rotation_expired",
+            };
+            let detail = format!(
+                "rotation to {} resolved by itself: the overlap ended at {} and {} expired unconfirmed",
+                rotation.successor_id, rotation.overlap_ends_at, rotation.predecessor_id
+            );
+            let event = AuditEvent::new(now, action, AuditOutcome::Success)
+                .by_principal(&rotation.principal)
+                .target(TargetType::Principal, rotation.principal.clone())
+                .detail(detail);
+            self.audit.record(event);
+        }
+    }
+
     async fn prune(&self) {
         let before = self.clock.now_ms() - self.retention_ms;
         match self.audit_log.prune(before).await {
@@ -61,5 +90,47 @@ impl Upkeep {
             Ok(n) => tracing::info!(rows = n, "audit rows older than the retention deleted"),
             Err(e) => tracing::warn!("audit retention could not run: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_domain::audit::AuditFilter;
+    use toolgate_domain::tokens::NewToken;
+    use toolgate_store::SqliteStore;
+
+    use super::*;
+
+    /// A rotation nobody confirmed resolves once its overlap has ended, with one audit row
+    /// naming the successor; the next pass finds nothing more (an injected clock, no waiting).
+    #[tokio::test]
+    async fn a_lapsed_rotation_is_resolved_and_audited_once() {
+        let store = SqliteStore::open_in_memory().unwrap().repositories();
+        let clock = Clock::stopped_at(1_800_000_000_000);
+        let now = clock.now_secs();
+        store.credentials.put_principal("alice", &[], now).await.unwrap();
+        let new = NewToken { principal: "alice", tier: Some("readonly"), name: "t", now, expires_at: now + 86_400 };
+        let (token, _) = store.credentials.create_token(new).await.unwrap();
+        let (successor, _) = store.credentials.rotate_token(&token, 60, token.expires_at, now).await.unwrap();
+        let (audit, writer) = AuditWriter::start(store.audit.clone());
+        let upkeep = Upkeep {
+            failures: Arc::new(AuthFailures::new(1000)),
+            audit,
+            audit_log: store.audit.clone(),
+            credentials: store.credentials.clone(),
+            clock: clock.clone(),
+            retention_ms: i64::MAX,
+        };
+        upkeep.resolve_lapsed_rotations().await;
+        clock.advance_ms(60_000);
+        upkeep.resolve_lapsed_rotations().await;
+        upkeep.resolve_lapsed_rotations().await;
+        drop(upkeep);
+        writer.await.unwrap();
+        let filter =
+            AuditFilter { action_prefix: Some("token.rotation_expired".into()), limit: 10, ..Default::default() };
+        let rows = store.audit.query(&filter).await.unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert!(rows[0].detail.as_deref().unwrap().contains(&successor.id), "{rows:?}");
     }
 }

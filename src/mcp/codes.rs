@@ -35,7 +35,8 @@ pub fn denial_code(denial: &Denial) -> i64 {
         Denial::NotGranted { .. }
         | Denial::RoleRequired { .. }
         | Denial::ApprovalCap(_)
-        | Denial::NotRedeemable { .. } => PERMISSION_DENIED,
+        | Denial::NotRedeemable { .. }
+        | Denial::Precondition { .. } => PERMISSION_DENIED,
         Denial::InvalidArguments(_) => INVALID_PARAMS,
         Denial::ApprovalPending { .. } => APPROVAL_REQUIRED,
         Denial::StoreFault { .. } | Denial::SchemaFault { .. } => INTERNAL_ERROR,

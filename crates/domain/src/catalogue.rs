@@ -60,6 +60,24 @@ impl Precondition {
         }
     }
 
+    /// Its name in tools.yaml.
+    pub fn key(self) -> &'static str {
+        match self {
+            Precondition::PendingRotation => "pendingRotation",
+        }
+    }
+
+    /// What it checks, for `toolgate explain`.
+    pub fn explained(self) -> &'static str {
+        match self {
+            Precondition::PendingRotation => {
+                "the rotation `token_id` names is `principal_id`'s, still pending (neither confirmed nor past its \
+                 overlap), and `secret` is its successor's; checked before any ticket is minted or consumed, so a \
+                 refused recall keeps its ticket"
+            }
+        }
+    }
+
     /// The arguments it reads: each a required string argument of the tool (checked by the build).
     pub fn arguments(self) -> &'static [&'static str] {
         match self {

@@ -38,6 +38,10 @@ pub enum Denial {
     ApprovalCap(ApprovalCap),
     /// The recall named a ticket this call cannot redeem.
     NotRedeemable { approval_id: String, why: RecallRefusal },
+    /// The tool's precondition (tools.yaml `precondition`) does not hold against the live
+    /// state: nothing is minted or consumed, a ticket the call names stays recallable.
+    /// `recall`: the call named one.
+    Precondition { tool: &'static str, reason: String, recall: bool },
     /// The store failed while the gate asked it something.
     StoreFault { what: &'static str, error: StoreError },
     /// The tool's schema did not compile on first use (the build's check should have refused
@@ -190,6 +194,10 @@ impl Denial {
                 RecallRefusal::Rejected => "the approval was rejected".into(),
                 RecallRefusal::Expired => format!("the approval expired ({} days)", APPROVAL_TTL_SECS / 86_400),
             },
+            Denial::Precondition { reason, recall: true, .. } => {
+                format!("approval cannot be redeemed right now: {reason}; the ticket stays unconsumed")
+            }
+            Denial::Precondition { tool, reason, recall: false } => format!("{tool} cannot run now: {reason}"),
             Denial::StoreFault { what, error } => format!("the {what} store failed: {error}"),
             Denial::SchemaFault { tool, .. } => format!("the inputSchema of {tool} does not compile on this server"),
         }
@@ -229,6 +237,11 @@ impl Denial {
                     "request a new approval by calling without approval_id".into()
                 }
             },
+            Denial::Precondition { tool, .. } => {
+                format!(
+                    "calling again will not help until the state it names changes (`toolgate explain {tool}` says what it checks)"
+                )
+            }
             Denial::StoreFault { .. } => "retry in a few seconds".into(),
             Denial::SchemaFault { .. } => {
                 "tell the server's operator: `toolgate check` names the schema; calling again will not help".into()

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolgate_domain::catalogue::{Catalogue, ToolMeta};
+use toolgate_domain::catalogue::{Catalogue, Precondition, ToolMeta};
 use toolgate_domain::denial::Denial;
 use toolgate_domain::groups::{ROOT_GROUP, at_or_below};
-use toolgate_domain::{Caller, StoreError};
+use toolgate_domain::tokens::{Authentication, RotationResolution};
+use toolgate_domain::{Caller, Clock, StoreError};
 use toolgate_store::{CredentialStore, GroupStore};
 
 /// The store the checks read.
@@ -71,5 +72,56 @@ impl Deciders {
             ),
         };
         Err(Denial::RoleRequired { tool: tool.name, requirement })
+    }
+
+    /// The tool's precondition against the live state (tools.yaml `precondition`), before any
+    /// ticket is minted or consumed. `recall`: the call names a ticket (kept either way).
+    pub async fn precondition(
+        &self,
+        precondition: Precondition,
+        tool: &'static ToolMeta,
+        arguments: &Value,
+        recall: bool,
+        clock: &Clock,
+    ) -> Result<(), Denial> {
+        let text = |key: &str| arguments.get(key).and_then(Value::as_str).unwrap_or_default();
+        let refuse = |reason: String| Err(Denial::Precondition { tool: tool.name, reason, recall });
+        match precondition {
+            Precondition::PendingRotation => {
+                let (principal, successor, now) = (text("principal_id"), text("token_id"), clock.now_secs());
+                let rotation = self.credentials.rotation(successor).await.map_err(store_fault)?;
+                let Some(rotation) = rotation.filter(|r| r.principal == principal) else {
+                    return refuse(format!(
+                        "{principal} has no rotation to `{successor}`: token_id must be the successor_id its rotation returned"
+                    ));
+                };
+                match rotation.resolution {
+                    Some(RotationResolution::Confirmed) => {
+                        return refuse(format!(
+                            "the rotation of {principal} to {successor} was already confirmed (at {}): nothing is left to do",
+                            rotation.resolved_at.unwrap_or_default()
+                        ));
+                    }
+                    _ if !rotation.is_pending(now) => {
+                        let how = match rotation.predecessor_revoked_at {
+                            Some(at) => format!("{} was revoked at {at}", rotation.predecessor_id),
+                            None => format!(
+                                "its overlap ended at {} and {} expired",
+                                rotation.overlap_ends_at, rotation.predecessor_id
+                            ),
+                        };
+                        return refuse(format!(
+                            "the rotation of {principal} to {successor} is no longer pending: {how}"
+                        ));
+                    }
+                    _ => {}
+                }
+                let secret = text("secret");
+                match self.credentials.authenticate(secret, now).await.map_err(store_fault)? {
+                    Authentication::Valid { token, .. } if token.id == successor => Ok(()),
+                    _ => refuse(format!("`secret` is not the secret of {successor}")),
+                }
+            }
+        }
     }
 }

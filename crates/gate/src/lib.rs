@@ -150,6 +150,12 @@ impl Gate {
                 .and_then(|v| v.as_str().map(str::to_string)),
             false => None,
         };
+        // The live state the call relies on, before any ticket is minted or consumed: failing,
+        // a ticket it names stays recallable.
+        if let Some(precondition) = tool.precondition {
+            let recall = approval_id.is_some();
+            self.deciders()?.precondition(precondition, tool, &arguments, recall, &self.clock).await?;
+        }
         let approval = match decision {
             Decision::ApprovalRequired => Some(
                 approval::ticket_or_recall(

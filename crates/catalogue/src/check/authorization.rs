@@ -93,7 +93,7 @@ fn preconditions(inputs: &Inputs) -> Vec<Diagnostic> {
                         "/precondition",
                         format!(
                             "`{}` reads the argument `{name}`: it must be a required string argument",
-                            precondition.variant()
+                            precondition.key()
                         ),
                     )
                     .help(format!("add `{name}: {{type: string}}` to `properties` and to `required`")),
