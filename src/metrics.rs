@@ -35,6 +35,9 @@ pub const STREAMS_CLOSED: &str = "toolgate_mcp_streams_closed_total";
 pub const REPLAY_EVICTIONS: &str = "toolgate_mcp_replay_evictions_total";
 pub const CANCELLATIONS: &str = "toolgate_mcp_cancellations_total";
 pub const RECALLS_REFUSED: &str = "toolgate_approval_recalls_refused_total";
+/// The seeds' quota-exhaustion counter: engine principals' requests refused, by side and limit.
+pub const QUOTA_EXHAUSTED: &str = "toolgate_principal_quota_exhausted_total";
+pub const QUOTA_LIMITS: [&str; 2] = ["rate", "concurrency"];
 
 /// Why a stream was refused: the caps `admission` names.
 pub const STREAM_REFUSAL_REASONS: [&str; 4] =
@@ -108,6 +111,10 @@ fn describe() {
     describe_counter!(REPLAY_EVICTIONS, "Frames evicted from sessions' replay rings before a client read them");
     describe_counter!(CANCELLATIONS, "Cancellations of calls in flight, by outcome");
     describe_counter!(RECALLS_REFUSED, "Recalls with an approval_id that could not be redeemed, by tool and reason");
+    describe_counter!(
+        QUOTA_EXHAUSTED,
+        "Engine principals' requests refused past their quota on this server, by side and limit"
+    );
     describe_histogram!(
         STORE_SECONDS,
         metrics::Unit::Seconds,
@@ -137,6 +144,9 @@ fn describe() {
     }
     for outcome in CANCELLATION_OUTCOMES {
         counter!(CANCELLATIONS, "outcome" => outcome).absolute(0);
+    }
+    for limit in QUOTA_LIMITS {
+        counter!(QUOTA_EXHAUSTED, "side" => "mcp", "limit" => limit).absolute(0);
     }
 }
 
@@ -324,6 +334,11 @@ pub fn poll(tool: &'static str, ready: bool) {
 /// replayed code) or `locked` (refused unchecked while locked).
 pub fn console_sign_in(result: &'static str) {
     counter!(CONSOLE_SIGN_INS, "result" => result).increment(1);
+}
+
+/// An engine principal's request refused past one of [`QUOTA_LIMITS`].
+pub fn quota_exhausted(limit: &'static str) {
+    counter!(QUOTA_EXHAUSTED, "side" => "mcp", "limit" => limit).increment(1);
 }
 
 pub fn session_opened() {

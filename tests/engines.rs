@@ -223,3 +223,47 @@ fn approval_id_of(answer: &Value) -> String {
     assert_eq!(answer["error"]["code"], -32006, "expected an approval ticket: {answer}");
     answer["error"]["data"]["approval_id"].as_str().unwrap().to_string()
 }
+
+/// An engine principal past its request rate gets 429 with -32010 and the bucket's refill
+/// time (the seeds' second cause of that code); a person's requests meanwhile are not
+/// counted, and the quota-exhaustion counter says what happened.
+#[test]
+fn past_its_quota_an_engine_principal_waits_and_a_person_does_not() {
+    let s = start(&[]);
+    let schemas = output_schemas(&s);
+    let rita = reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let id = "engine:burst";
+    approved(
+        &s,
+        &rita,
+        &admin,
+        "create_engine_principal",
+        json!({"principal_id": id, "display_name": "Burst", "owner_username": "admin", "justification": "load",
+               "classification": "internal", "requests_per_minute": 3}),
+    );
+    approved(&s, &rita, &admin, "assign_engine_role", json!({"principal_id": id, "role": "Viewer"}));
+    let engine = approved(&s, &rita, &admin, "mint_engine_credential", json!({"principal_id": id}));
+    let engine = engine["secret"].as_str().unwrap();
+    for _ in 0..3 {
+        structured_as(&s, &schemas, engine, "list_agents", json!({}));
+    }
+    let over = call_as(&s, engine, "list_agents", json!({}));
+    assert_eq!(over.status, 429, "{over:?}");
+    let body = over.json();
+    assert_eq!((body["error"]["code"].as_i64(), body["id"].clone()), (Some(-32010), Value::Null), "{body}");
+    assert_eq!(body["error"]["message"], "per-principal rate limit exceeded");
+    let wait = body["error"]["data"]["retry_after_ms"].as_u64().unwrap();
+    assert!((1..=20_000).contains(&wait), "about a third of a minute at most: {wait}");
+    assert!(over.header("retry-after").is_some(), "{over:?}");
+    for _ in 0..10 {
+        structured_as(&s, &schemas, &admin, "list_agents", json!({}));
+    }
+    let metrics = s.http("GET", "/metrics", Some(&rita.api), None).body;
+    assert!(
+        metrics.contains(r#"toolgate_principal_quota_exhausted_total{side="mcp",limit="rate"} 1"#)
+            || metrics.contains(r#"toolgate_principal_quota_exhausted_total{limit="rate",side="mcp"} 1"#),
+        "{}",
+        metrics.lines().filter(|l| l.contains("quota")).collect::<Vec<_>>().join("\n")
+    );
+}

@@ -15,6 +15,7 @@ use serde_json::json;
 use super::admission::Connection;
 use super::auth::mcp_caller;
 use super::edge::{self, check_body_headers};
+use super::quotas::{QuotaRefusal, Slot};
 use super::{ApiError, AppState, json_response};
 use crate::mcp::{Payload, Reply, jsonrpc};
 
@@ -90,19 +91,75 @@ where
         .with_header(header::ALLOW, "POST"));
     }
     let caller = mcp_caller(state, request.headers(), connection).await?;
+    // An engine principal's quota on this server; a person's requests are never counted.
+    let principal = &caller.principal;
+    let slot = match state.quotas.admit(&principal.name, principal.kind).await {
+        Ok(slot) => slot,
+        Err(refusal) => return Ok(over_quota(state, refusal)),
+    };
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     if parts.method == Method::DELETE {
-        return Ok(render(state.mcp.end_session(&caller, &headers).await));
+        return Ok(held(render(state.mcp.end_session(&caller, &headers).await), slot));
     }
     if parts.method == Method::GET {
-        return Ok(render(state.mcp.open_channel(&caller, &headers).await));
+        return Ok(held(render(state.mcp.open_channel(&caller, &headers).await), slot));
     }
     check_body_headers(&headers)?;
     let bytes = super::read_body(state, body).await?;
     // Boxed: the answer to a call is a future of kilobytes; held inline, every future around
     // it would grow by as much, and hyper moves the outermost one on every request.
-    Ok(render(Box::pin(crate::mcp::answer_post(&state.mcp, &caller, &headers, &bytes)).await))
+    let reply = Box::pin(crate::mcp::answer_post(&state.mcp, &caller, &headers, &bytes)).await;
+    Ok(held(render(reply), slot))
+}
+
+/// 429 with -32010: the seeds' second cause of that code, told apart from the session cap by
+/// its message and a `retry_after_ms` that is never null.
+fn over_quota(state: &AppState, refusal: QuotaRefusal) -> Response {
+    crate::metrics::quota_exhausted(refusal.label());
+    let retry_after_ms = refusal.retry_after_ms();
+    let data = json!({
+        "correlation_id": state.mcp.correlation_id(),
+        "retry_after_ms": retry_after_ms,
+        "remediation": "slow down: this engine principal's quota on this server (policy.yaml engines.quota, or its own) allows no more right now",
+    });
+    let body = jsonrpc::error(&serde_json::Value::Null, jsonrpc::SESSION_LIMIT, refusal.message(), Some(data));
+    let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, body);
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_ms.div_ceil(1000)));
+    response
+}
+
+/// The response, holding the request's quota slot until its body has been sent (a stream's
+/// until it ends).
+fn held(response: Response, slot: Option<Slot>) -> Response {
+    let Some(slot) = slot else { return response };
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Body::new(Held { body, _slot: slot }))
+}
+
+struct Held {
+    body: Body,
+    _slot: Slot,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn disabled() -> Response {

@@ -13,6 +13,7 @@ mod listener;
 mod local_agent;
 mod mcp_endpoint;
 mod metrics_endpoint;
+mod quotas;
 mod serve;
 mod tls;
 mod tokens_api;
@@ -93,6 +94,8 @@ pub struct AppState {
     pub auth_failures: Arc<auth_failures::AuthFailures>,
     /// Signed-in people of the approver's console.
     pub console: console::ConsoleSessions,
+    /// Engine principals' request rates and requests in flight on this server.
+    pub quotas: quotas::Quotas,
 }
 
 impl AppState {
@@ -100,7 +103,12 @@ impl AppState {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
         let console = console::ConsoleSessions::new(config.console_idle_ms);
         let services = mcp.services_handle();
-        Self { config, services, mcp: Arc::new(mcp), auth_failures, console }
+        let quotas = quotas::Quotas::new(
+            services.catalogue().engines.quota,
+            services.repositories().engines.clone(),
+            services.clock().clone(),
+        );
+        Self { config, services, mcp: Arc::new(mcp), auth_failures, console, quotas }
     }
 }
 
