@@ -5,20 +5,14 @@
 
 mod common;
 
-use common::agents::{approval_id, output_schemas, structured_as};
+use common::agents::{output_schemas, structured_as};
 use common::console::{Reviewer, approve, reviewer};
 use common::{Server, call_as, start};
 use serde_json::{Value, json};
 
 /// A supervised call: its ticket, a person's approval, then the recall's result.
 fn approved(s: &Server, rita: &Reviewer, token: &str, tool: &str, arguments: Value) -> Value {
-    let id = approval_id(&call_as(s, token, tool, arguments.clone()));
-    assert_eq!(approve(s, rita, &id).status, 200);
-    let mut recalled = arguments;
-    recalled["approval_id"] = id.into();
-    let answer = call_as(s, token, tool, recalled).json();
-    assert_ne!(answer["result"]["isError"], true, "{tool}: {answer}");
-    answer["result"]["structuredContent"].clone()
+    common::console::approved_on(s, s, rita, token, tool, arguments)
 }
 
 fn refusal_text(answer: &Value) -> String {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::agents::{
     FAST, PATIENCE, approval_id, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
 };
-use common::console::{Reviewer, approve, reviewer};
+use common::console::{approve, approved_on, reviewer};
 use common::{Server, call_as, request};
 use serde_json::{Value, json};
 
@@ -51,24 +51,6 @@ fn ok(r: &common::Response) -> Value {
     v["result"]["structuredContent"].clone()
 }
 
-/// Mints a ticket for `tool` on `minting`, approves it on `reviewing`'s console, recalls it on
-/// `minting`: the recall's answer.
-fn approved_across(
-    minting: &Server,
-    reviewing: &Server,
-    reviewer: &Reviewer,
-    token: &str,
-    tool: &str,
-    arguments: Value,
-) -> Value {
-    let id = approval_id(&call_as(minting, token, tool, arguments.clone()));
-    let r = approve(reviewing, reviewer, &id);
-    assert_eq!(r.status, 200, "approved on the other replica: {r:?}");
-    let mut recall = arguments;
-    recall["approval_id"] = json!(id);
-    ok(&call_as(minting, token, tool, recall))
-}
-
 #[test]
 fn two_replicas_behave_as_one() {
     let database = fresh_database("replicas_one");
@@ -84,7 +66,7 @@ fn two_replicas_behave_as_one() {
 
     // A token minted through A (approved on B's console, recalled on A) works on B at once.
     let expires_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
-    let created = approved_across(
+    let created = approved_on(
         &a,
         &b,
         &carol,
@@ -95,7 +77,7 @@ fn two_replicas_behave_as_one() {
     let (minted, minted_id) = (created["secret"].as_str().unwrap().to_string(), created["token_id"].clone());
     ok(&call_as(&b, &minted, "list_management_groups", json!({})));
     // Revoked through A while B has it cached: B refuses it as soon as the notice arrives.
-    approved_across(&a, &b, &carol, &supervised, "revoke_api_token", json!({"token_id": minted_id}));
+    approved_on(&a, &b, &carol, &supervised, "revoke_api_token", json!({"token_id": minted_id}));
     let revoked_at = Instant::now();
     let delay = loop {
         if call_as(&b, &minted, "list_management_groups", json!({})).status == 401 {
@@ -406,4 +388,30 @@ fn a_group_role_revoked_reaches_a_caller_on_the_other_replica() {
         std::thread::sleep(Duration::from_millis(50));
     }
     println!("a revoked group role reached the other replica after {:?}", started.elapsed());
+}
+
+/// An engine principal revoked through one replica is refused by the other at once: the
+/// database tells it, long before its authentication cache (ten minutes here) would.
+#[test]
+fn an_engine_principal_revoked_on_one_replica_is_refused_on_the_other() {
+    let database = fresh_database("replicas_engines");
+    let (a, b) = replicas(&database, &["--auth-cache-ttl-ms", "600000"]);
+    let schemas = output_schemas(&a);
+    let rita = reviewer(&a, "rita");
+    let admin = a.token("admin", "supervised", "1d");
+    let id = "engine:replicated";
+    let create = json!({"principal_id": id, "display_name": "R", "owner_username": "admin", "justification": "j",
+                        "classification": "internal"});
+    approved_on(&a, &a, &rita, &admin, "create_engine_principal", create);
+    approved_on(&a, &a, &rita, &admin, "assign_engine_role", json!({"principal_id": id, "role": "Viewer"}));
+    let minted = approved_on(&a, &a, &rita, &admin, "mint_engine_credential", json!({"principal_id": id}));
+    let engine = minted["secret"].as_str().unwrap();
+    structured_as(&b, &schemas, engine, "list_agents", json!({}));
+    approved_on(&a, &a, &rita, &admin, "revoke_engine_principal", json!({"principal_id": id}));
+    let started = Instant::now();
+    while call_as(&b, engine, "list_agents", json!({})).status != 401 {
+        assert!(started.elapsed() < PATIENCE, "B still serves the revoked engine principal");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("a revoked engine principal reached the other replica after {:?}", started.elapsed());
 }

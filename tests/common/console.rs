@@ -150,6 +150,25 @@ pub fn approve(s: &Server, reviewer: &Reviewer, id: &str) -> Response {
     decide(s, reviewer, id, "approve", json!({"comment": "ok"}))
 }
 
+/// A call that needs a person's approval, with `token` on `s`: its ticket, the reviewer's
+/// approval (on `console`, which may be another replica), then the recall's result.
+pub fn approved_on(
+    s: &Server,
+    console: &Server,
+    reviewer: &Reviewer,
+    token: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let id = super::agents::approval_id(&super::call_as(s, token, tool, arguments.clone()));
+    assert_eq!(approve(console, reviewer, &id).status, 200);
+    let mut recalled = arguments;
+    recalled["approval_id"] = id.into();
+    let answer = super::call_as(s, token, tool, recalled).json();
+    assert_ne!(answer["result"]["isError"], true, "{tool}: {answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
 /// Signs `reviewer` in again (after a restart: sessions live in memory), with the code of the
 /// next time step (the current one was taken already; a step either side is accepted).
 pub fn sign_in_again(s: &Server, reviewer: &mut Reviewer) {
