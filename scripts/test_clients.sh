@@ -3,6 +3,8 @@
 #   - the official Python SDK (auto mode, which probes 2026-07-28 first, and legacy mode):
 #     connect with a token, list every tool, call one;
 #   - the MCP Inspector CLI: list with --strict (no schema errors) and call a tool;
+#   - an engine principal's credentials, rotated from the console commands, used by the
+#     Python SDK through the overlap and after the confirm;
 #   - the official TypeScript SDK (scripts/clients/ts_client.mjs): connect, list, and a call
 #     with a progress handler; the Python SDK too, in both eras: an instruction on the local
 #     agent streams its progress (SSE) before its result;
@@ -75,6 +77,32 @@ ts_client() { (cd "$MCP_CLIENTS_DIR" && source ./env.sh && node "$OLDPWD/scripts
 check "typescript SDK: connect, list, execute_instruction with onprogress" ts_client "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --progress
 expect '"progressNotifications":[1-9]' "typescript SDK counted the streamed progress notifications"
 expect '"isError":false' "typescript SDK call succeeded"
+
+# An engine principal (docs/identities.md), made and rotated with the console commands, its
+# credentials used by the Python SDK: both work in the overlap; after the confirm the old one
+# is refused (within the authentication cache's lifetime: 1 s by default).
+TG=("$WORK/toolgate")
+DATA=(--data-dir "$WORK/shipped-data")
+"${TG[@]}" engine create engine:sdk-client --owner admin --display-name "SDK client" --justification "client tests" --classification internal "${DATA[@]}" >/dev/null
+"${TG[@]}" engine assign engine:sdk-client Viewer "${DATA[@]}" >/dev/null
+OLD_SECRET="$("${TG[@]}" engine mint engine:sdk-client --days 1 "${DATA[@]}" | grep -oE 'tg_[A-Za-z0-9_-]+')"
+check "python SDK as an engine principal: list_agents" "$PY" scripts/clients/py_client.py "$URL" "$OLD_SECRET" --call list_agents --args '{}'
+expect '^isError: False' "python SDK call with the engine principal's credential succeeded"
+ROTATED="$("${TG[@]}" engine rotate engine:sdk-client --overlap-days 1 "${DATA[@]}")"
+NEW_SECRET="$(grep -oE 'tg_[A-Za-z0-9_-]+' <<<"$ROTATED")"
+NEW_ID="$(grep -oE 'tok_[0-9a-f]{16}' <<<"$ROTATED" | sed -n 2p)"
+check "python SDK with the predecessor in the overlap" "$PY" scripts/clients/py_client.py "$URL" "$OLD_SECRET" --call list_agents --args '{}'
+check "python SDK with the successor in the overlap" "$PY" scripts/clients/py_client.py "$URL" "$NEW_SECRET" --call list_agents --args '{}'
+printf '%s\n' "$NEW_SECRET" | "${TG[@]}" engine confirm engine:sdk-client "$NEW_ID" "${DATA[@]}" >/dev/null
+refused_old() {
+  for _ in $(seq 50); do
+    "$PY" scripts/clients/py_client.py "$URL" "$OLD_SECRET" >/dev/null 2>&1 || return 0
+    sleep 0.2
+  done
+  echo "the predecessor still works after the confirm"; return 1
+}
+check "after the confirm the predecessor is refused" refused_old
+check "python SDK with the successor after the confirm" "$PY" scripts/clients/py_client.py "$URL" "$NEW_SECRET" --call list_agents --args '{}'
 
 check "python SDK, legacy mode: execute_instruction with log lines at info" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call execute_instruction --args "$EXEC_ARGS" --log-level info
 expect '^log messages: [1-9]' "python SDK (2025-11-25, logging/setLevel) received the call's log lines on its stream"

@@ -14,6 +14,7 @@ pub mod correlation;
 pub mod database;
 pub mod handlers;
 pub mod http;
+pub mod identities;
 pub mod instructions;
 pub mod logging;
 pub mod mcp;

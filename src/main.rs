@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, fleet, groups};
+use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, engines, fleet, groups};
 use toolgate::database::StoreArgs;
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
@@ -43,6 +43,13 @@ enum Command {
         store: StoreArgs,
         #[command(subcommand)]
         command: PrincipalCommand,
+    },
+    /// Engine principals: automation's identities, owned by people (docs/identities.md).
+    Engine {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(subcommand)]
+        command: engines::EngineCommand,
     },
     /// Management groups: who sees which part of the fleet (docs/groups.md).
     Group {
@@ -213,9 +220,15 @@ fn print_out(text: &str) -> ExitCode {
 
 /// A password from standard input: typed without echo at a terminal, else its first line.
 fn read_password(name: &str) -> anyhow::Result<String> {
+    read_secret(&format!("console password for {name}: "))
+}
+
+/// A secret from standard input: typed without echo at a terminal (after `prompt`), else its
+/// first line.
+fn read_secret(prompt: &str) -> anyhow::Result<String> {
     use std::io::IsTerminal;
     if std::io::stdin().is_terminal() {
-        return Ok(rpassword::prompt_password(format!("console password for {name}: "))?);
+        return Ok(rpassword::prompt_password(prompt)?);
     }
     let mut line = String::new();
     std::io::stdin().read_line(&mut line)?;
@@ -256,6 +269,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 PrincipalCommand::ResetFactor { name } => console::principal_reset_factor(&store, &name).await,
             }?;
             Ok(print_out(&text))
+        }),
+        Command::Engine { store, command } => runtime()?.block_on(async {
+            let secret = || read_secret("the successor's secret: ");
+            Ok(print_out(&engines::run(&console::open(&store).await?, command, secret).await?))
         }),
         Command::Group { store, command } => {
             runtime()?.block_on(async { Ok(print_out(&groups::run(&console::open(&store).await?, command).await?)) })

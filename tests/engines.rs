@@ -49,6 +49,10 @@ fn an_engine_principal_is_created_used_kept_from_people_s_powers_and_revoked() {
     let text = refusal_text(&human_only.json());
     assert!(text.contains("human-only"), "{text}");
     approved(&s, &rita, &admin, "assign_engine_role", json!({"principal_id": "ci-deploy", "role": "Viewer"}));
+    // The console command keeps the same rule.
+    let by_cli = s.cli_output(&["engine", "assign", "engine:ci-deploy", "ApiTokenManager"]);
+    let said = String::from_utf8_lossy(&by_cli.stderr);
+    assert!(!by_cli.status.success() && said.contains("is human-only"), "{said}");
     // The people's role tools do not take an engine principal (their names hold no `:`).
     let people_tool =
         call_as(&s, &admin, "assign_rbac_role", json!({"principal": "engine:ci-deploy", "role": "Viewer"}));

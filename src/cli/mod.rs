@@ -4,6 +4,7 @@
 
 pub mod author;
 pub mod console;
+pub mod engines;
 pub mod fleet;
 pub mod groups;
 pub mod serve;

@@ -4,22 +4,15 @@
 
 use serde_json::{Value, json};
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
-use toolgate_domain::engines::{ENGINE_PREFIX, EngineRecord, EngineRefusal, NewEngine, PrincipalKind};
+use toolgate_domain::engines::{EngineRecord, NewEngine};
 use toolgate_domain::records::Change;
-use toolgate_domain::tokens::{MAX_TOKEN_DAYS, NewToken, PrincipalRecord, TokenRecord, TokenState};
+use toolgate_domain::tokens::PrincipalRecord;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_policy::did_you_mean;
 use toolgate_store::RevokeEngine;
 
 use crate::args;
+use crate::identities::{self, engine_id, refused};
 use crate::services::ToolContext;
-
-fn refused(refusal: EngineRefusal) -> ToolError {
-    match refusal {
-        EngineRefusal::Unknown(_) | EngineRefusal::UnknownOwner(_) => ToolError::NotFound(refusal.to_string()),
-        other => ToolError::InvalidArguments(other.to_string()),
-    }
-}
 
 async fn audit_change(ctx: &ToolContext, action: &str, principal_id: &str, detail: String) {
     let event = AuditEvent::new(ctx.services().clock().now_ms(), action, AuditOutcome::Success)
@@ -30,31 +23,8 @@ async fn audit_change(ctx: &ToolContext, action: &str, principal_id: &str, detai
     ctx.services().audit().record_durable(event).await;
 }
 
-/// The reference names an engine principal by its slug alone in the role tools; both spell
-/// the same one.
-fn engine_id(given: &str) -> String {
-    match given.starts_with(ENGINE_PREFIX) {
-        true => given.to_string(),
-        false => format!("{ENGINE_PREFIX}{given}"),
-    }
-}
-
-/// The engine principal `id` names, as stored, and its principal row (roles).
 async fn engine(ctx: &ToolContext, id: &str) -> Result<(EngineRecord, PrincipalRecord), ToolError> {
-    let services = ctx.services();
-    let unknown = || refused(EngineRefusal::Unknown(id.to_string()));
-    let record = services.repositories().engines.engine(id).await?.ok_or_else(unknown)?;
-    let principal = services.credentials().principal(id).await?.ok_or_else(unknown)?;
-    Ok((record, principal))
-}
-
-/// An engine principal that may still be changed: not revoked.
-async fn live_engine(ctx: &ToolContext, id: &str) -> Result<(EngineRecord, PrincipalRecord), ToolError> {
-    let (record, principal) = engine(ctx, id).await?;
-    match record.is_revoked() {
-        true => Err(refused(EngineRefusal::Revoked(id.to_string()))),
-        false => Ok((record, principal)),
-    }
+    identities::engine(ctx.services().repositories(), id).await
 }
 
 async fn engine_json(ctx: &ToolContext, record: &EngineRecord, principal: &PrincipalRecord) -> Result<Value, ToolError> {
@@ -144,31 +114,15 @@ pub async fn revoke_engine_principal(ctx: &ToolContext, args: args::RevokeEngine
 
 pub async fn mint_engine_credential(ctx: &ToolContext, args: args::MintEngineCredential) -> ToolResult {
     let services = ctx.services();
-    let catalogue = services.catalogue();
-    live_engine(ctx, &args.principal_id).await?;
-    let tier = match args.tier.as_deref().or(catalogue.engines.credential_tier) {
-        Some(tier) if catalogue.tier(tier).is_some() => tier.to_string(),
-        Some(tier) => {
-            return Err(ToolError::InvalidArguments(format!(
-                "no tier `{tier}`; {}",
-                did_you_mean(tier, catalogue.tier_names())
-            )));
-        }
-        None => {
-            return Err(ToolError::InvalidArguments(
-                "give `tier`: policy.yaml names no engines.credential_tier to mint with".into(),
-            ));
-        }
-    };
-    let days = args.ttl_days.unwrap_or(MAX_TOKEN_DAYS).clamp(1, MAX_TOKEN_DAYS);
     let now = services.clock().now_secs();
-    let name = args.name.clone().unwrap_or_else(|| format!("{} credential", args.principal_id));
-    let new = NewToken { principal: &args.principal_id, tier: Some(&tier), name: &name, now, expires_at: now + days * 86_400 };
-    let (token, secret) = services.credentials().create_token(new).await?;
+    let (id, name, tier) = (&args.principal_id, args.name.as_deref(), args.tier.as_deref());
+    let (token, secret) =
+        identities::mint(services.repositories(), services.catalogue(), id, name, args.ttl_days, tier, now).await?;
+    let tier = token.tier.clone().unwrap_or_default();
     let detail = format!("credential {} minted, tier {tier}, expires {}", token.id, token.expires_at);
-    audit_change(ctx, "engine.mint_credential", &args.principal_id, detail).await;
+    audit_change(ctx, "engine.mint_credential", id, detail).await;
     Ok(ToolOutput::Structured(json!({
-        "principal_id": args.principal_id, "token_id": token.id, "secret": secret, "tier": tier,
+        "principal_id": id, "token_id": token.id, "secret": secret, "tier": tier,
         "expires_at": token.expires_at, "note": "the secret is shown only now",
     })))
 }
@@ -186,75 +140,33 @@ pub async fn transfer_engine_principal_owner(ctx: &ToolContext, args: args::Tran
     })))
 }
 
-/// A role an engine principal may be given: declared, and not human-only.
-fn ensure_holdable(ctx: &ToolContext, principal_id: &str, role: &str) -> Result<(), ToolError> {
-    let catalogue = ctx.services().catalogue();
-    if !catalogue.role_names().any(|r| r == role) {
-        return Err(ToolError::InvalidArguments(format!(
-            "no role `{role}` in policy.yaml; {}",
-            did_you_mean(role, catalogue.role_names())
-        )));
-    }
-    match catalogue.engines.refusal_to_hold(PrincipalKind::Engine, principal_id, role) {
-        Some(message) => Err(ToolError::Refused {
-            message,
-            remediation: "give it a role that grants only what the automation needs (docs/identities.md)".into(),
-        }),
-        None => Ok(()),
-    }
-}
-
 fn change(ctx: &ToolContext) -> Change<'_> {
     Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name }
 }
 
-fn role_change(id: &str, role: &str, group_id: Option<&str>, changed: bool) -> ToolResult {
+async fn role_change(ctx: &ToolContext, action: &str, id: &str, role: &str, group_id: Option<&str>, changed: bool) -> ToolResult {
+    if changed {
+        let on = group_id.map_or("fleet-wide".to_string(), |g| format!("on group {g}"));
+        let held = if action == "engine.role_assign" { "now held" } else { "no longer held" };
+        audit_change(ctx, action, id, format!("{role} {held} {on}")).await;
+    }
     Ok(ToolOutput::Structured(json!({"principal_id": id, "role": role, "group_id": group_id, "changed": changed})))
 }
 
 pub async fn assign_engine_role(ctx: &ToolContext, args: args::AssignEngineRole) -> ToolResult {
-    let id = engine_id(&args.principal_id);
-    let (_, principal) = live_engine(ctx, &id).await?;
-    ensure_holdable(ctx, &id, &args.role)?;
-    let credentials = ctx.services().credentials();
-    let changed = match args.group_id.as_deref() {
-        Some(group) => credentials
-            .assign_group_role(&id, group, &args.role, change(ctx))
-            .await?
-            .map_err(|refusal| ToolError::NotFound(refusal.to_string()))?,
-        None if principal.roles.contains(&args.role) => false,
-        None => {
-            let mut roles = principal.roles.clone();
-            roles.push(args.role.clone());
-            credentials.put_principal(&id, &roles, ctx.services().clock().now_secs()).await?;
-            true
-        }
-    };
-    if changed {
-        let on = args.group_id.as_deref().map_or("fleet-wide".to_string(), |g| format!("on group {g}"));
-        audit_change(ctx, "engine.role_assign", &id, format!("{} now held {on} (was not)", args.role)).await;
-    }
-    role_change(&id, &args.role, args.group_id.as_deref(), changed)
+    let services = ctx.services();
+    let (id, group) = (engine_id(&args.principal_id), args.group_id.as_deref());
+    let changed =
+        identities::assign_role(services.repositories(), services.catalogue(), &id, &args.role, group, change(ctx)).await?;
+    role_change(ctx, "engine.role_assign", &id, &args.role, group, changed).await
 }
 
 pub async fn unassign_engine_role(ctx: &ToolContext, args: args::UnassignEngineRole) -> ToolResult {
-    let id = engine_id(&args.principal_id);
-    let (_, principal) = engine(ctx, &id).await?;
-    let credentials = ctx.services().credentials();
-    let changed = match args.group_id.as_deref() {
-        Some(group) => credentials.unassign_group_role(&id, group, &args.role).await?,
-        None if !principal.roles.contains(&args.role) => false,
-        None => {
-            let roles: Vec<String> = principal.roles.iter().filter(|r| **r != args.role).cloned().collect();
-            credentials.put_principal(&id, &roles, ctx.services().clock().now_secs()).await?;
-            true
-        }
-    };
-    if changed {
-        let on = args.group_id.as_deref().map_or("fleet-wide".to_string(), |g| format!("on group {g}"));
-        audit_change(ctx, "engine.role_unassign", &id, format!("{} no longer held {on}", args.role)).await;
-    }
-    role_change(&id, &args.role, args.group_id.as_deref(), changed)
+    let services = ctx.services();
+    let (id, group) = (engine_id(&args.principal_id), args.group_id.as_deref());
+    let now = services.clock().now_secs();
+    let changed = identities::unassign_role(services.repositories(), &id, &args.role, group, now).await?;
+    role_change(ctx, "engine.role_unassign", &id, &args.role, group, changed).await
 }
 
 pub async fn list_engine_roles(ctx: &ToolContext, args: args::ListEngineRoles) -> ToolResult {
@@ -288,37 +200,15 @@ pub async fn audit_engine_no_admin(ctx: &ToolContext, args: args::AuditEngineNoA
 
 pub async fn rotate_engine_credential(ctx: &ToolContext, args: args::RotateEngineCredential) -> ToolResult {
     let services = ctx.services();
-    let credentials = services.credentials();
+    let (id, overlap_days) = (&args.principal_id, args.overlap_days.unwrap_or(7));
     let now = services.clock().now_secs();
-    live_engine(ctx, &args.principal_id).await?;
-    if let Some(pending) = credentials.rotations(&args.principal_id).await?.into_iter().find(|r| r.is_pending(now)) {
-        return Err(ToolError::Refused {
-            message: format!(
-                "a rotation of {} is pending: {} replaces {} until {} (Unix seconds)",
-                args.principal_id, pending.successor_id, pending.predecessor_id, pending.overlap_ends_at
-            ),
-            remediation: "confirm it (confirm_engine_rotation with the successor's token_id and secret) or let its overlap end".into(),
-        });
-    }
-    let tokens = credentials.tokens(Some(&args.principal_id)).await?;
-    let live = |t: &&TokenRecord| t.state(now) == TokenState::Active;
-    let predecessor = match args.token_id.as_deref() {
-        Some(id) => tokens.iter().filter(live).find(|t| t.id == id).ok_or_else(|| {
-            ToolError::NotFound(format!("{} holds no live credential `{id}` (get_engine_principal lists them)", args.principal_id))
-        })?,
-        None => tokens.iter().filter(live).max_by_key(|t| (t.created_at, t.id.clone())).ok_or_else(|| {
-            ToolError::NotFound(format!("{} holds no live credential to rotate: mint one (mint_engine_credential)", args.principal_id))
-        })?,
-    };
-    // The overlap never outlives the old credential; the new one lives as long as it did.
-    let overlap = (args.overlap_days.unwrap_or(7) * 86_400).min(predecessor.expires_at - now);
-    let lifetime = (predecessor.expires_at - predecessor.created_at).clamp(86_400, MAX_TOKEN_DAYS * 86_400);
-    let (successor, secret) = credentials.rotate_token(predecessor, overlap, now + lifetime, now).await?;
-    let detail = format!("credential {} rotated to {}; overlap until {}", predecessor.id, successor.id, now + overlap);
-    audit_change(ctx, "engine.rotate_credential", &args.principal_id, detail).await;
+    let rotated = identities::rotate(services.repositories(), id, args.token_id.as_deref(), overlap_days, now).await?;
+    let identities::Rotated { predecessor, successor, secret, overlap_ends_at } = rotated;
+    let detail = format!("credential {} rotated to {}; overlap until {overlap_ends_at}", predecessor.id, successor.id);
+    audit_change(ctx, "engine.rotate_credential", id, detail).await;
     Ok(ToolOutput::Structured(json!({
-        "principal_id": args.principal_id, "predecessor_id": predecessor.id, "successor_id": successor.id,
-        "secret": secret, "tier": successor.tier, "expires_at": successor.expires_at, "overlap_ends_at": now + overlap,
+        "principal_id": id, "predecessor_id": predecessor.id, "successor_id": successor.id,
+        "secret": secret, "tier": successor.tier, "expires_at": successor.expires_at, "overlap_ends_at": overlap_ends_at,
         "next_step": "switch the automation to the new secret, then confirm_engine_rotation with successor_id and the secret; the old credential stops at overlap_ends_at either way",
     })))
 }
