@@ -192,7 +192,7 @@ fn resources_read_real_agents_through_the_gate_and_complete_what_the_caller_may_
     let modes = complete(json!({"type": "ref/prompt", "name": "ceo_demo_agentic_endpoint_management"}), "mode", "LI");
     assert_eq!(modes, json!({"values": ["live_remediation"], "total": 1, "hasMore": false}));
     let tools = complete(json!({"type": "ref/resource", "uri": "toolgate://tools/{tool}"}), "tool", "list_a");
-    assert_eq!(tools["values"], json!(["list_agents", "list_api_tokens"]));
+    assert_eq!(tools["values"], json!(["list_access_reviews", "list_agents", "list_api_tokens"]));
     let bad = rpc(
         &s,
         "completion/complete",

@@ -137,10 +137,15 @@ pub fn structured(s: &Server, schemas: &HashMap<String, Value>, tool: &str, argu
 }
 
 pub fn output_schemas(s: &Server) -> HashMap<String, Value> {
+    output_schemas_as(s, &s.token)
+}
+
+/// The output schemas of the tools `token`'s tier lists.
+pub fn output_schemas_as(s: &Server, token: &str) -> HashMap<String, Value> {
     let listed = super::request(
         s.addr,
         "POST",
-        &[("Authorization", &format!("Bearer {}", s.token)), ("MCP-Protocol-Version", "2025-11-25")],
+        &[("Authorization", &format!("Bearer {token}")), ("MCP-Protocol-Version", "2025-11-25")],
         Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()),
     )
     .json();

@@ -202,6 +202,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     });
     let (per_minute, concurrent) = (engines.quota.requests_per_minute, engines.quota.concurrent_requests);
     let credential_tier = optional_role(&engines.credential_tier);
+    let close_with_undecided = policy.access_reviews.close_with_undecided;
     let reviewer = permission(&names.reviewer_permission);
     let principal_admin = permission(&names.principal_admin_permission);
 
@@ -328,6 +329,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 quota: EngineQuota { requests_per_minute: #per_minute, concurrent_requests: #concurrent },
                 credential_tier: #credential_tier,
             },
+            close_reviews_with_undecided: #close_with_undecided,
         };
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.

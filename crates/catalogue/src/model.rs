@@ -182,6 +182,19 @@ pub struct Policy {
     /// the default quota applies.
     #[serde(default)]
     pub engines: EnginePolicy,
+    /// Access reviews (docs/identities.md). Absent: closing needs every grant decided.
+    #[serde(default)]
+    pub access_reviews: AccessReviewPolicy,
+}
+
+/// How access review campaigns close.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessReviewPolicy {
+    /// Whether a campaign may close while some grants have no decision (they are listed either
+    /// way, and kept as they are).
+    #[serde(default)]
+    pub close_with_undecided: bool,
 }
 
 /// Engine principals' limits (docs/identities.md).

@@ -50,11 +50,13 @@ pub enum TargetType {
     Principal,
     /// A management group's id (its creation, changes, members and roles).
     ManagementGroup,
+    /// An access review campaign's id (its opening, decisions, revocations, closing, export).
+    AccessReview,
 }
 
 impl TargetType {
     /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
-    pub const ALL: [TargetType; 9] = [
+    pub const ALL: [TargetType; 10] = [
         TargetType::McpSession,
         TargetType::McpRequest,
         TargetType::ToolArguments,
@@ -64,6 +66,7 @@ impl TargetType {
         TargetType::ClientAddress,
         TargetType::Principal,
         TargetType::ManagementGroup,
+        TargetType::AccessReview,
     ];
 
     pub fn label(self) -> &'static str {
@@ -77,6 +80,7 @@ impl TargetType {
             TargetType::ClientAddress => "ClientAddress",
             TargetType::Principal => "Principal",
             TargetType::ManagementGroup => "ManagementGroup",
+            TargetType::AccessReview => "AccessReview",
         }
     }
 }

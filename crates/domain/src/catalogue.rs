@@ -235,6 +235,8 @@ pub struct Catalogue {
     pub rbac_administrator_role: Option<&'static str>,
     /// policy.yaml `engines`.
     pub engines: crate::engines::EngineRules,
+    /// policy.yaml `access_reviews.close_with_undecided`.
+    pub close_reviews_with_undecided: bool,
 }
 
 impl Catalogue {

@@ -24,6 +24,7 @@ pub mod log;
 pub mod prompts_resources;
 pub mod records;
 pub mod redact;
+pub mod reviews;
 pub mod secrets;
 pub mod targets;
 pub mod text;

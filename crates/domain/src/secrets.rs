@@ -32,7 +32,12 @@ pub fn new_secret(prefix: &str) -> String {
 
 /// Secrets are 256 random bits, so a fast hash is the right one (no salt, no stretching).
 pub fn hash_secret(secret: &str) -> String {
-    hex(&secret_digest(secret))
+    sha256_hex(secret)
+}
+
+/// The SHA-256 of a text, in lowercase hex (an export's digest, a secret's hash).
+pub fn sha256_hex(text: &str) -> String {
+    hex(&secret_digest(text))
 }
 
 /// The SHA-256 of a secret, as bytes (what [`hash_secret`] writes in hex).

@@ -268,6 +268,7 @@ mod tests {
             quota: toolgate_domain::engines::EngineQuota { requests_per_minute: 1, concurrent_requests: 1 },
             credential_tier: None,
         },
+        close_reviews_with_undecided: false,
     };
 
     #[test]

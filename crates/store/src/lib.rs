@@ -11,6 +11,7 @@ mod fleet_work;
 mod groups;
 pub mod postgres;
 mod replica_state;
+mod reviews;
 mod rotations;
 mod rules;
 pub mod sqlite;
@@ -30,6 +31,7 @@ pub use fleet_work::{
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
 pub use postgres::PostgresStore;
 pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
+pub use reviews::{Closed, RecordDecision, ReviewStore};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
@@ -53,6 +55,7 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
+    pub reviews: Arc<dyn ReviewStore>,
     pub fleet: Arc<dyn FleetStore>,
     pub work: Arc<dyn WorkStore>,
     pub health: Arc<dyn HealthStore>,
@@ -72,6 +75,7 @@ impl Repositories {
             + PluginConfigStore
             + GroupStore
             + EngineStore
+            + ReviewStore
             + FleetStore
             + WorkStore
             + HealthStore
@@ -87,6 +91,7 @@ impl Repositories {
             plugin_config: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),
+            reviews: Arc::new(store.clone()),
             fleet: Arc::new(store.clone()),
             work: Arc::new(store.clone()),
             health: Arc::new(store.clone()),

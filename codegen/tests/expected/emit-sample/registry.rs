@@ -280,6 +280,7 @@ pub static CATALOGUE: Catalogue = Catalogue {
         },
         credential_tier: None,
     },
+    close_reviews_with_undecided: false,
 };
 /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
 pub static TOOLS_YAML: &str = include_str!("/x/tools.yaml");

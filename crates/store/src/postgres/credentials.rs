@@ -60,6 +60,28 @@ async fn with_group_roles(c: &impl GenericClient, mut principal: PrincipalRecord
     Ok(principal)
 }
 
+/// Every principal, by name, with the roles it holds on groups.
+pub(super) async fn all_principals(c: &impl GenericClient) -> Pg<Vec<PrincipalRecord>> {
+    let found = rows(c, &format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"), &[])
+        .await?
+        .iter()
+        .map(principal_row)
+        .collect::<Pg<Vec<_>>>()?;
+    let mut principals = Vec::with_capacity(found.len());
+    for principal in found {
+        principals.push(with_group_roles(c, principal).await?);
+    }
+    Ok(principals)
+}
+
+/// Every token (of `principal`, when given), oldest first.
+pub(super) async fn tokens_of(c: &impl GenericClient, principal: Option<&str>) -> Pg<Vec<TokenRecord>> {
+    let sql = format!(
+        "SELECT {TOKEN_COLUMNS} FROM api_token WHERE $1::text IS NULL OR principal = $1 ORDER BY created_at, id"
+    );
+    rows(c, &sql, &[&principal]).await?.iter().map(token_row).collect()
+}
+
 /// Inserts a token row; returns the record and its secret.
 async fn insert_token(c: &impl GenericClient, new: NewToken<'_>) -> Pg<(TokenRecord, String)> {
     let secret = new_secret(TOKEN_PREFIX);
@@ -110,20 +132,7 @@ impl CredentialStore for PostgresStore {
     }
 
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
-        pg(async {
-            let c = self.conn().await?;
-            let found = rows(&*c, &format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"), &[])
-                .await?
-                .iter()
-                .map(principal_row)
-                .collect::<Pg<Vec<_>>>()?;
-            let mut principals = Vec::with_capacity(found.len());
-            for principal in found {
-                principals.push(with_group_roles(&*c, principal).await?);
-            }
-            Ok(principals)
-        })
-        .await
+        pg(async { all_principals(&*self.conn().await?).await }).await
     }
 
     async fn remove_principal(&self, name: &str, now: i64) -> Result<std::result::Result<bool, EngineRefusal>> {
@@ -264,14 +273,7 @@ impl CredentialStore for PostgresStore {
     }
 
     async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>> {
-        pg(async {
-            let c = self.conn().await?;
-            let sql = format!(
-                "SELECT {TOKEN_COLUMNS} FROM api_token WHERE $1::text IS NULL OR principal = $1 ORDER BY created_at, id"
-            );
-            rows(&*c, &sql, &[&principal]).await?.iter().map(token_row).collect()
-        })
-        .await
+        pg(async { tokens_of(&*self.conn().await?, principal).await }).await
     }
 
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {

@@ -21,6 +21,7 @@ mod listen;
 mod plugin_config;
 mod replica_state;
 mod responses;
+mod reviews;
 mod rotations;
 mod sign_in;
 mod tags;
@@ -48,6 +49,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0008_management_groups", include_str!("../../migrations/postgres/0008_management_groups.sql")),
     ("0009_audit_agents", include_str!("../../migrations/postgres/0009_audit_agents.sql")),
     ("0010_engine_principals", include_str!("../../migrations/postgres/0010_engine_principals.sql")),
+    ("0011_access_reviews", include_str!("../../migrations/postgres/0011_access_reviews.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

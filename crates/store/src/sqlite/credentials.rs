@@ -63,6 +63,21 @@ pub(super) fn principal_by_name(conn: &Connection, name: &str) -> rusqlite::Resu
     with_group_roles(conn, found)
 }
 
+/// Every principal, by name, with the roles it holds on groups.
+pub(super) fn all_principals(c: &Connection) -> rusqlite::Result<Vec<PrincipalRecord>> {
+    let mut stmt = c.prepare(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"))?;
+    let found = stmt.query_map([], principal_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    found.into_iter().filter_map(|p| with_group_roles(c, Some(p)).transpose()).collect()
+}
+
+/// Every token (of `principal`, when given), oldest first.
+pub(super) fn tokens_of(c: &Connection, principal: Option<&str>) -> rusqlite::Result<Vec<TokenRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {TOKEN_COLUMNS} FROM api_token WHERE ?1 IS NULL OR principal = ?1 ORDER BY created_at, id"
+    ))?;
+    stmt.query_map(params![principal], token_row)?.collect()
+}
+
 /// Why `name` may not be removed: it is an engine principal, or it owns live ones.
 fn removal_refusal(c: &Connection, name: &str) -> rusqlite::Result<Option<EngineRefusal>> {
     if principal_by_name(c, name)?.is_some_and(|p| p.kind == PrincipalKind::Engine) {
@@ -126,12 +141,7 @@ impl CredentialStore for SqliteStore {
     }
 
     async fn principals(&self) -> Result<Vec<PrincipalRecord>> {
-        self.run(|c| {
-            let mut stmt = c.prepare(&format!("SELECT {PRINCIPAL_COLUMNS} FROM principal ORDER BY name"))?;
-            let found = stmt.query_map([], principal_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-            found.into_iter().filter_map(|p| with_group_roles(c, Some(p)).transpose()).collect()
-        })
-        .await
+        self.run(|c| all_principals(c)).await
     }
 
     async fn remove_principal(&self, name: &str, now: i64) -> Result<std::result::Result<bool, EngineRefusal>> {
@@ -253,13 +263,7 @@ impl CredentialStore for SqliteStore {
 
     async fn tokens(&self, principal: Option<&str>) -> Result<Vec<TokenRecord>> {
         let principal = principal.map(str::to_string);
-        self.run(move |c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {TOKEN_COLUMNS} FROM api_token WHERE ?1 IS NULL OR principal = ?1 ORDER BY created_at, id"
-            ))?;
-            stmt.query_map(params![principal], token_row)?.collect()
-        })
-        .await
+        self.run(move |c| tokens_of(c, principal.as_deref())).await
     }
 
     async fn revoke_token(&self, id: &str, now: i64) -> Result<bool> {

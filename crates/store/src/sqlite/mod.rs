@@ -14,6 +14,7 @@ mod groups;
 mod json_rows;
 mod plugin_config;
 mod responses;
+mod reviews;
 mod rotations;
 mod sign_in;
 mod tags;
@@ -47,6 +48,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0016_management_groups", include_str!("../../migrations/sqlite/0016_management_groups.sql")),
     ("0017_audit_agents", include_str!("../../migrations/sqlite/0017_audit_agents.sql")),
     ("0018_engine_principals", include_str!("../../migrations/sqlite/0018_engine_principals.sql")),
+    ("0019_access_reviews", include_str!("../../migrations/sqlite/0019_access_reviews.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -13,6 +13,7 @@ mod fleet;
 mod fleet_work;
 mod groups;
 mod responses;
+mod reviews;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
