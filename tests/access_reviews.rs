@@ -142,3 +142,38 @@ fn every_identity_tool_is_explained() {
         std::process::Command::new(common::bin()).args(["explain", "confirm_engine_rotation"]).output().unwrap();
     assert!(String::from_utf8_lossy(&confirm.stdout).contains("requires    the rotation"));
 }
+
+/// On the console a signed-in reviewer sees the open campaign, is offered no form for its own
+/// grants, and records a decision with its fresh second-factor proof, audited with it.
+#[test]
+fn a_reviewer_attests_on_the_console_with_a_second_factor() {
+    let s = start(&[]);
+    let rita = common::console::reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let schemas = output_schemas_as(&s, &admin);
+    s.cli(&["principal", "add", "bob", "--role", "Viewer"]);
+    let opened = structured_as(&s, &schemas, &admin, "open_access_review", json!({"title": "console"}));
+    let id = opened["campaign_id"].as_str().unwrap();
+    let page = common::console::get(&s, "/console/reviews", &rita.cookie);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains(&format!("review-{id}")), "{}", page.body);
+    assert!(page.body.contains("yours: another reviewer decides it"), "rita's own grants: {}", page.body);
+    let cookie = format!("toolgate_console={}", rita.cookie);
+    let fields = [
+        ("csrf", rita.csrf.as_str()),
+        ("principal_type", "user"),
+        ("principal_id", "bob"),
+        ("role_name", "Viewer"),
+        ("group_id", ""),
+        ("justification", "still on the team"),
+        ("decision", "attested"),
+    ];
+    let done = common::console::post_form(&s, &format!("/console/reviews/{id}/attest"), &cookie, &fields);
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("Recorded attested on bob Viewer"), "{}", done.body);
+    let detail = structured_as(&s, &schemas, &admin, "get_access_review", json!({"campaign_id": id}));
+    let bob = detail["grants"].as_array().unwrap().iter().find(|g| g["principal_id"] == "bob").unwrap().clone();
+    assert_eq!((bob["decision"].as_str(), bob["decided_by"].as_str()), (Some("attested"), Some("rita")), "{bob}");
+    let rows = structured_as(&s, &schemas, &admin, "query_audit_log", json!({"action": "access_review.decision"}));
+    assert!(rows["entries"][0]["detail"].as_str().unwrap().contains("assurance: password+totp"), "{rows}");
+}

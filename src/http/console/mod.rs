@@ -7,6 +7,7 @@
 mod approvals;
 pub mod factor;
 mod pages;
+mod reviews;
 pub mod session;
 mod sign_in;
 mod tokens;
@@ -41,6 +42,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/console/enroll", get(sign_in::enroll_page).post(sign_in::enroll))
         .route("/console/approvals", get(approvals::page))
         .route("/console/approvals/{id}/decide", post(approvals::decide))
+        .route("/console/reviews", get(reviews::page))
+        .route("/console/reviews/{id}/attest", post(reviews::attest))
         .route("/console/tokens", get(tokens::page).post(tokens::create))
         .route("/console/tokens/{id}/revoke", post(tokens::revoke))
         .route("/console/audit", get(views::audit))

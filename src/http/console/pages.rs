@@ -50,6 +50,7 @@ pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
                     @if let (Some(who), Some(csrf)) = (chrome.principal, chrome.csrf) {
                         @if chrome.enrolled {
                             a href="/console/approvals" { "Approvals" }
+                            a href="/console/reviews" { "Reviews" }
                             a href="/console/tokens" { "Tokens" }
                             a href="/console/audit" { "Audit" }
                             a href="/console/fleet" { "Fleet" }
