@@ -51,6 +51,16 @@ pub(crate) const GRANT_COLUMNS: &str = "principal_type, principal_id, role_name,
      justification, decided_by, decided_at, applied_at";
 pub(crate) const CAMPAIGN_COLUMNS: &str = "id, title, opened_by, opened_at, closed_by, closed_at";
 
+/// The refusal unless `found` (the campaign `id` names) is open: decisions and a closing
+/// need one.
+pub(crate) fn refuse_unless_open(found: Option<&Campaign>, id: &str) -> Option<ReviewRefusal> {
+    match found {
+        None => Some(ReviewRefusal::Unknown(id.to_string())),
+        Some(campaign) if !campaign.is_open() => Some(ReviewRefusal::Closed(id.to_string())),
+        Some(_) => None,
+    }
+}
+
 /// The refusal for a grant a campaign does not have.
 pub(crate) fn unknown_grant(campaign: &str, key: &GrantKey) -> ReviewRefusal {
     ReviewRefusal::UnknownGrant {

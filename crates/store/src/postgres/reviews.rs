@@ -9,7 +9,8 @@ use super::credentials::{all_principals, tokens_of};
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::changes::Change;
 use crate::reviews::{
-    CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id, unknown_grant,
+    CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id,
+    refuse_unless_open, unknown_grant,
 };
 
 type Result<T> = std::result::Result<T, toolgate_domain::StoreError>;
@@ -166,10 +167,8 @@ impl ReviewStore for PostgresStore {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            match campaign(&tx, id, true).await? {
-                None => return Ok(Err(ReviewRefusal::Unknown(id.to_string()))),
-                Some(k) if !k.is_open() => return Ok(Err(ReviewRefusal::Closed(id.to_string()))),
-                Some(_) => {}
+            if let Some(refusal) = refuse_unless_open(campaign(&tx, id, true).await?.as_ref(), id) {
+                return Ok(Err(refusal));
             }
             let Some(before) = grant(&tx, id, &d.key).await? else { return Ok(Err(unknown_grant(id, &d.key))) };
             if before.holder == d.by {
@@ -197,10 +196,8 @@ impl ReviewStore for PostgresStore {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            match campaign(&tx, id, true).await? {
-                None => return Ok(Err(ReviewRefusal::Unknown(id.to_string()))),
-                Some(k) if !k.is_open() => return Ok(Err(ReviewRefusal::Closed(id.to_string()))),
-                Some(_) => {}
+            if let Some(refusal) = refuse_unless_open(campaign(&tx, id, true).await?.as_ref(), id) {
+                return Ok(Err(refusal));
             }
             let all = grants(&tx, id).await?;
             let undecided: Vec<Grant> = all.iter().filter(|g| g.decision.is_none()).cloned().collect();

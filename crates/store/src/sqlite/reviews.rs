@@ -7,10 +7,15 @@ use toolgate_domain::reviews::{Campaign, Decision, Grant, GrantKey, GrantType, R
 use super::SqliteStore;
 use super::credentials::{all_principals, tokens_of};
 use crate::reviews::{
-    CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id, unknown_grant,
+    CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id,
+    refuse_unless_open, unknown_grant,
 };
 
 type Result<T> = std::result::Result<T, toolgate_domain::StoreError>;
+
+/// One grant of one campaign, by its key (`?1` to `?5`).
+const GRANT_KEY: &str =
+    "campaign_id = ?1 AND principal_type = ?2 AND principal_id = ?3 AND role_name = ?4 AND group_id = ?5";
 
 fn campaign_row(r: &rusqlite::Row) -> rusqlite::Result<Campaign> {
     Ok(Campaign {
@@ -55,10 +60,7 @@ fn grants(c: &Connection, id: &str) -> rusqlite::Result<Vec<Grant>> {
 
 fn grant(c: &Connection, id: &str, key: &GrantKey) -> rusqlite::Result<Option<Grant>> {
     c.query_row(
-        &format!(
-            "SELECT {GRANT_COLUMNS} FROM access_review_grant
-             WHERE campaign_id = ?1 AND principal_type = ?2 AND principal_id = ?3 AND role_name = ?4 AND group_id = ?5"
-        ),
+        &format!("SELECT {GRANT_COLUMNS} FROM access_review_grant WHERE {GRANT_KEY}"),
         params![id, key.principal_type.label(), key.principal_id, key.role_name, key.group_id],
         grant_row,
     )
@@ -145,18 +147,17 @@ impl ReviewStore for SqliteStore {
         );
         self.run(move |c| {
             let tx = c.transaction()?;
-            match campaign(&tx, &id)? {
-                None => return Ok(Err(ReviewRefusal::Unknown(id))),
-                Some(k) if !k.is_open() => return Ok(Err(ReviewRefusal::Closed(id))),
-                Some(_) => {}
+            if let Some(refusal) = refuse_unless_open(campaign(&tx, &id)?.as_ref(), &id) {
+                return Ok(Err(refusal));
             }
             let Some(before) = grant(&tx, &id, &key)? else { return Ok(Err(unknown_grant(&id, &key))) };
             if before.holder == by {
                 return Ok(Err(ReviewRefusal::OwnGrant(by)));
             }
             tx.execute(
-                "UPDATE access_review_grant SET decision = ?6, justification = ?7, decided_by = ?8, decided_at = ?9
-                 WHERE campaign_id = ?1 AND principal_type = ?2 AND principal_id = ?3 AND role_name = ?4 AND group_id = ?5",
+                &format!(
+                    "UPDATE access_review_grant SET decision = ?6, justification = ?7, decided_by = ?8, decided_at = ?9 WHERE {GRANT_KEY}"
+                ),
                 params![id, key.principal_type.label(), key.principal_id, key.role_name, key.group_id, decision.label(), justification, by, now],
             )?;
             let after = grant(&tx, &id, &key)?.expect("updated above");
@@ -170,10 +171,8 @@ impl ReviewStore for SqliteStore {
         let (id, by) = (campaign_id.to_string(), by.to_string());
         self.run(move |c| {
             let tx = c.transaction()?;
-            match campaign(&tx, &id)? {
-                None => return Ok(Err(ReviewRefusal::Unknown(id))),
-                Some(k) if !k.is_open() => return Ok(Err(ReviewRefusal::Closed(id))),
-                Some(_) => {}
+            if let Some(refusal) = refuse_unless_open(campaign(&tx, &id)?.as_ref(), &id) {
+                return Ok(Err(refusal));
             }
             let all = grants(&tx, &id)?;
             let undecided: Vec<Grant> = all.iter().filter(|g| g.decision.is_none()).cloned().collect();
@@ -184,8 +183,7 @@ impl ReviewStore for SqliteStore {
             for g in all.into_iter().filter(|g| g.decision == Some(Decision::FlaggedRevoke)) {
                 apply(&tx, &g, now)?;
                 tx.execute(
-                    "UPDATE access_review_grant SET applied_at = ?6
-                     WHERE campaign_id = ?1 AND principal_type = ?2 AND principal_id = ?3 AND role_name = ?4 AND group_id = ?5",
+                    &format!("UPDATE access_review_grant SET applied_at = ?6 WHERE {GRANT_KEY}"),
                     params![id, g.key.principal_type.label(), g.key.principal_id, g.key.role_name, g.key.group_id, now],
                 )?;
                 applied.push(Grant { applied_at: Some(now), ..g });
