@@ -19,6 +19,7 @@ pub mod instructions;
 pub mod logging;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod prompts_resources;
 pub mod registry;
 pub mod services;
