@@ -144,13 +144,23 @@ fn change(ctx: &ToolContext) -> Change<'_> {
     Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name }
 }
 
-async fn role_change(ctx: &ToolContext, action: &str, id: &str, role: &str, group_id: Option<&str>, changed: bool) -> ToolResult {
+/// The role change's answer, and its audit row when it changed anything (`held`: how the
+/// role stands now, for the row).
+async fn role_change(ctx: &ToolContext, change: RoleChange<'_>, held: &str) -> ToolResult {
+    let RoleChange { action, id, role, group_id, changed } = change;
     if changed {
         let on = group_id.map_or("fleet-wide".to_string(), |g| format!("on group {g}"));
-        let held = if action == "engine.role_assign" { "now held" } else { "no longer held" };
         audit_change(ctx, action, id, format!("{role} {held} {on}")).await;
     }
     Ok(ToolOutput::Structured(json!({"principal_id": id, "role": role, "group_id": group_id, "changed": changed})))
+}
+
+struct RoleChange<'a> {
+    action: &'a str,
+    id: &'a str,
+    role: &'a str,
+    group_id: Option<&'a str>,
+    changed: bool,
 }
 
 pub async fn assign_engine_role(ctx: &ToolContext, args: args::AssignEngineRole) -> ToolResult {
@@ -158,7 +168,8 @@ pub async fn assign_engine_role(ctx: &ToolContext, args: args::AssignEngineRole)
     let (id, group) = (engine_id(&args.principal_id), args.group_id.as_deref());
     let changed =
         identities::assign_role(services.repositories(), services.catalogue(), &id, &args.role, group, change(ctx)).await?;
-    role_change(ctx, "engine.role_assign", &id, &args.role, group, changed).await
+    let change = RoleChange { action: "engine.role_assign", id: &id, role: &args.role, group_id: group, changed };
+    role_change(ctx, change, "now held").await
 }
 
 pub async fn unassign_engine_role(ctx: &ToolContext, args: args::UnassignEngineRole) -> ToolResult {
@@ -166,7 +177,8 @@ pub async fn unassign_engine_role(ctx: &ToolContext, args: args::UnassignEngineR
     let (id, group) = (engine_id(&args.principal_id), args.group_id.as_deref());
     let now = services.clock().now_secs();
     let changed = identities::unassign_role(services.repositories(), &id, &args.role, group, now).await?;
-    role_change(ctx, "engine.role_unassign", &id, &args.role, group, changed).await
+    let change = RoleChange { action: "engine.role_unassign", id: &id, role: &args.role, group_id: group, changed };
+    role_change(ctx, change, "no longer held").await
 }
 
 pub async fn list_engine_roles(ctx: &ToolContext, args: args::ListEngineRoles) -> ToolResult {
