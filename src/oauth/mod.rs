@@ -166,6 +166,7 @@ pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> 
     Ok(claims)
 }
 
+pub mod keys;
+
 #[cfg(test)]
-#[path = "oauth_tests.rs"]
 mod tests;
