@@ -8,8 +8,11 @@ BLOCK="$(mktemp)"
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 # The block, minus its build line (the binary is given).
 awk '/^```bash$/ {on=1; next} /^```$/ {on=0} on' docs/approvals.md | grep -v '^cargo build' >"$BLOCK"
-OUT="$(TG="$BIN" PORT="$PORT" bash "$BLOCK" 2>&1)" || { echo "$OUT"; echo "FAIL: the walk-through block failed"; exit 1; }
+DATA="$(mktemp -d)"
+# The server's own log says why, when the block fails (it could not bind, say).
+failed() { echo "$OUT"; echo "--- the server's log:"; cat "$DATA/serve.log" 2>/dev/null; echo "FAIL: $1"; exit 1; }
+OUT="$(TG="$BIN" PORT="$PORT" DATA="$DATA" bash "$BLOCK" 2>&1)" || failed "the walk-through block failed"
 for expect in '"code":-32006' '"status":"approved"' '"deleted_value":"staging"' '"code":-32003' 'already consumed (replay)'; do
-  grep -qF "$expect" <<<"$OUT" || { echo "$OUT"; echo "FAIL: the walk-through did not show $expect"; exit 1; }
+  grep -qF "$expect" <<<"$OUT" || failed "the walk-through did not show $expect"
 done
-rm -f "$BLOCK"
+rm -rf "$BLOCK" "$DATA"
