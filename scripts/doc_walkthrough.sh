@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 BLOCK="$(mktemp)"
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+# Any free port, taken by the server itself (a port picked beforehand can be taken meanwhile).
+PORT=0
 # The block, minus its build line (the binary is given).
 awk '/^```bash$/ {on=1; next} /^```$/ {on=0} on' docs/approvals.md | grep -v '^cargo build' >"$BLOCK"
 DATA="$(mktemp -d)"
