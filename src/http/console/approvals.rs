@@ -55,9 +55,7 @@ fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup) -> Mark
                 form method="post" action={ "/console/approvals/" (a.id) "/decide" } {
                     input type="hidden" name="csrf" value=(who.0.csrf);
                     label { "Reason " input type="text" name="reason" required; }
-                    @if !proof_fresh {
-                        label { "Code " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; }
-                    }
+                    (pages::step_up_code(proof_fresh))
                     button type="submit" name="decision" value="approve" { "Approve" } " "
                     button type="submit" name="decision" value="reject" { "Reject" }
                 }
@@ -82,10 +80,7 @@ async fn listing(
     let (reviewing, pending) = match read.await {
         Ok(read) => read,
         Err(e) => {
-            return respond(
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-            );
+            return who.unavailable(e);
         }
     };
     let fresh = who.0.proof_fresh(now_ms(state));

@@ -176,6 +176,11 @@ impl SignedIn {
         }
     }
 
+    /// The page for a store that cannot answer now.
+    fn unavailable(&self, error: impl std::fmt::Display) -> Response {
+        html(StatusCode::SERVICE_UNAVAILABLE, pages::refused("Unavailable", &error.to_string(), &self.chrome()))
+    }
+
     fn refused(&self, message: &str) -> Response {
         html(StatusCode::FORBIDDEN, pages::refused("Not a reviewer", message, &self.chrome()))
     }

@@ -70,6 +70,15 @@ pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
     }
 }
 
+/// A decision form's step-up field: none while the session's last proof is fresh.
+pub fn step_up_code(fresh: bool) -> Markup {
+    html! {
+        @if !fresh {
+            label { "Code " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; }
+        }
+    }
+}
+
 pub fn messages(error: Option<&str>, notice: Option<&str>) -> Markup {
     html! {
         @if let Some(e) = error { div.error #error role="alert" { (e) } }

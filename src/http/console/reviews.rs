@@ -48,7 +48,7 @@ fn grant_row(campaign: &str, g: &Grant, who: &SignedIn, fresh: bool) -> Markup {
                         input type="hidden" name="role_name" value=(k.role_name);
                         input type="hidden" name="group_id" value=(k.group_id);
                         label { "Justification " input type="text" name="justification" required; }
-                        @if !fresh { label { "Code " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; } }
+                        (pages::step_up_code(fresh))
                         button type="submit" name="decision" value="attested" { "Attest" } " "
                         button type="submit" name="decision" value="flagged_revoke" { "Flag for revocation" }
                     }
@@ -68,10 +68,7 @@ async fn listing(
     let campaigns = match state.services.repositories().reviews.reviews().await {
         Ok(all) => all.into_iter().filter(|(c, _)| c.is_open()).collect::<Vec<_>>(),
         Err(e) => {
-            return respond(
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-            );
+            return who.unavailable(e);
         }
     };
     let fresh = who.0.proof_fresh(now_ms(state));

@@ -29,10 +29,7 @@ async fn listing(
     let mine = match services.credentials().tokens(Some(&who.0.principal)).await {
         Ok(t) => t,
         Err(e) => {
-            return respond(
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-            );
+            return who.unavailable(e);
         }
     };
     let now = services.clock().now_secs();

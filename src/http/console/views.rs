@@ -37,10 +37,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
     let rows = match state.services.audit_log().query(&filter).await {
         Ok(rows) => rows,
         Err(e) => {
-            return respond(
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-            );
+            return who.unavailable(e);
         }
     };
     let value = |k: &str| text(k).unwrap_or_default();
@@ -83,10 +80,7 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
         match (work.executions(None, None, 0, 50).await, work.compliance(None, &Reach::Fleet).await) {
             (Ok(e), Ok(c)) => (e, c),
             (Err(e), _) | (_, Err(e)) => {
-                return respond(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    pages::refused("Unavailable", &e.to_string(), &who.chrome()),
-                );
+                return who.unavailable(e);
             }
         };
     let mut by_rule: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
