@@ -120,7 +120,11 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         let allow = patterns(t.allow.iter().map(Rule::pattern));
         let approval = patterns(t.approval.iter().map(Rule::pattern));
         let confirm = patterns(t.confirm.iter().map(Rule::pattern));
-        quote!(TierRules { name: #name, index: #index, allow: #allow, approval: #approval, confirm: #confirm })
+        let scope = match &t.scope {
+            Some(scope) => quote!(Some(#scope)),
+            None => quote!(None),
+        };
+        quote!(TierRules { name: #name, index: #index, scope: #scope, allow: #allow, approval: #approval, confirm: #confirm })
     });
     let roles = policy.roles.iter().map(|r| {
         let name = &r.name;

@@ -290,6 +290,10 @@ pub struct TierDef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The OAuth scope that gives an access token this tier (docs/sign-in.md), e.g.
+    /// `toolgate:readonly`. Absent: no OAuth token can have it. A token carries exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
     /// `Securable:Operation` patterns this tier may call (`*` stands for a whole side).
     #[serde(default)]
     pub allow: Vec<Rule>,

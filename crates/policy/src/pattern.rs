@@ -181,6 +181,8 @@ pub struct TierRules {
     pub name: &'static str,
     /// Its position in policy.yaml: the column of the decision matrix.
     pub index: usize,
+    /// The OAuth scope that selects it (policy.yaml `scope`), if any.
+    pub scope: Option<&'static str>,
     pub allow: &'static [Pattern],
     pub approval: &'static [Pattern],
     pub confirm: &'static [Pattern],
@@ -246,7 +248,8 @@ mod tests {
             Pattern { securable: None, operation: Some("Write") },
             Pattern { securable: None, operation: Some("Delete") },
         ];
-        let tier = TierRules { name: "supervised", index: 0, allow: &ALL, approval: &DELETE, confirm: &WRITE };
+        let tier =
+            TierRules { name: "supervised", index: 0, scope: None, allow: &ALL, approval: &DELETE, confirm: &WRITE };
         assert_eq!(tier.decide("Tag", "Delete"), Decision::ApprovalRequired, "approval wins over confirm");
         assert_eq!(tier.decide("Tag", "Write"), Decision::ConfirmRequired);
         assert_eq!(tier.decide("Tag", "Read"), Decision::Allow);

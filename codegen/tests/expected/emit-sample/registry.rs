@@ -177,6 +177,7 @@ pub static TIER_RULES: [TierRules; TIER_COUNT] = [
     TierRules {
         name: "readonly",
         index: 0usize,
+        scope: None,
         allow: &[
             Pattern {
                 securable: None,
@@ -189,6 +190,7 @@ pub static TIER_RULES: [TierRules; TIER_COUNT] = [
     TierRules {
         name: "supervised",
         index: 1usize,
+        scope: None,
         allow: &[
             Pattern {
                 securable: None,

@@ -13,6 +13,7 @@ mod prompts_resources;
 mod refs;
 mod retry;
 mod schemas;
+mod scopes;
 mod sensitive;
 
 use serde_json::{Map, Value};
@@ -122,6 +123,7 @@ pub fn run(
     diagnostics.extend(retry::check(&inputs));
     diagnostics.extend(authorization::check(&inputs));
     diagnostics.extend(engines::check(&inputs));
+    diagnostics.extend(scopes::check(&inputs));
     let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);
     diagnostics.extend(entry_diagnostics);
     let handler_report = handlers::check(&inputs, rust_handlers);
