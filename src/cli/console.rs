@@ -81,20 +81,7 @@ pub async fn backup(store: &StoreArgs, to: &Path) -> Result<String> {
 
 /// `30d`, `12h`, `90m` or plain seconds -> seconds.
 pub fn parse_duration(text: &str) -> Result<i64> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
-    let n: i64 = number.parse().with_context(|| format!("`{text}` is not a duration like 30d, 12h or 90m"))?;
-    let seconds = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        other => bail!("unknown duration unit `{other}` in `{text}`: use d, h, m or s"),
-    };
-    if seconds <= 0 {
-        bail!("a token must live a positive time, not `{text}`");
-    }
-    Ok(seconds)
+    toolgate_catalogue::deployment::parse_duration(text).map_err(anyhow::Error::msg)
 }
 
 /// `tier: None` makes an API credential (approvals, audit), for principals who may approve.

@@ -7,6 +7,7 @@
 pub mod args;
 pub mod bless;
 pub mod check;
+pub mod deployment;
 pub mod diag;
 pub mod instructions;
 pub mod load;
@@ -55,12 +56,13 @@ pub fn check(
     }
 }
 
-/// The JSON Schemas of the two formats, for editors (`schemas/*.json`).
+/// The JSON Schemas of the files toolgate reads, for editors (`schemas/*.json`).
 pub fn editor_schemas() -> Vec<(&'static str, String)> {
     let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).expect("serializes") + "\n";
     let mut schemas = vec![
         ("tools.schema.json", pretty(load::schema_of::<model::Catalogue>())),
         ("policy.schema.json", pretty(load::schema_of::<model::Policy>())),
+        ("deployment.schema.json", pretty(load::schema_of::<deployment::DeploymentFile>())),
     ];
     schemas.extend(instructions::editor_schemas().into_iter().map(|(name, schema)| (name, pretty(schema))));
     schemas
