@@ -6,6 +6,7 @@ mod audit_writer;
 mod cached;
 mod changes;
 mod engines;
+mod federated;
 mod filtered;
 mod fleet_work;
 mod groups;
@@ -23,6 +24,7 @@ pub use audit_writer::AuditWriter;
 pub use cached::{CachedCredential, CachedCredentials};
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
+pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,
@@ -55,6 +57,7 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
+    pub federated: Arc<dyn FederatedStore>,
     pub reviews: Arc<dyn ReviewStore>,
     pub fleet: Arc<dyn FleetStore>,
     pub work: Arc<dyn WorkStore>,
@@ -75,6 +78,7 @@ impl Repositories {
             + PluginConfigStore
             + GroupStore
             + EngineStore
+            + FederatedStore
             + ReviewStore
             + FleetStore
             + WorkStore
@@ -91,6 +95,7 @@ impl Repositories {
             plugin_config: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),
+            federated: Arc::new(store.clone()),
             reviews: Arc::new(store.clone()),
             fleet: Arc::new(store.clone()),
             work: Arc::new(store.clone()),

@@ -155,6 +155,7 @@ impl CredentialStore for PostgresStore {
             let removed = execute(&tx, "DELETE FROM principal WHERE name = $1", &[&name]).await? == 1;
             execute(&tx, "DELETE FROM principal_sign_in WHERE principal = $1", &[&name]).await?;
             execute(&tx, "DELETE FROM group_role WHERE principal = $1", &[&name]).await?;
+            execute(&tx, "DELETE FROM federated_identity WHERE principal = $1", &[&name]).await?;
             self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;
             Ok(Ok(removed))

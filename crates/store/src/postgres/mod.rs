@@ -13,6 +13,7 @@ mod confinement;
 mod credentials;
 mod engines;
 mod executions;
+mod federated;
 mod fleet;
 mod fleet_work;
 mod groups;
@@ -50,6 +51,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0009_audit_agents", include_str!("../../migrations/postgres/0009_audit_agents.sql")),
     ("0010_engine_principals", include_str!("../../migrations/postgres/0010_engine_principals.sql")),
     ("0011_access_reviews", include_str!("../../migrations/postgres/0011_access_reviews.sql")),
+    ("0012_federated_identities", include_str!("../../migrations/postgres/0012_federated_identities.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -158,6 +158,7 @@ impl CredentialStore for SqliteStore {
             let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
             tx.execute("DELETE FROM principal_sign_in WHERE principal = ?1", params![name])?;
             tx.execute("DELETE FROM group_role WHERE principal = ?1", params![name])?;
+            tx.execute("DELETE FROM federated_identity WHERE principal = ?1", params![name])?;
             tx.commit()?;
             Ok(Ok(removed))
         })

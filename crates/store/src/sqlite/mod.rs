@@ -8,6 +8,7 @@ mod confinement;
 mod credentials;
 mod engines;
 mod executions;
+mod federated;
 mod fleet;
 mod fleet_work;
 mod groups;
@@ -49,6 +50,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0017_audit_agents", include_str!("../../migrations/sqlite/0017_audit_agents.sql")),
     ("0018_engine_principals", include_str!("../../migrations/sqlite/0018_engine_principals.sql")),
     ("0019_access_reviews", include_str!("../../migrations/sqlite/0019_access_reviews.sql")),
+    ("0020_federated_identities", include_str!("../../migrations/sqlite/0020_federated_identities.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

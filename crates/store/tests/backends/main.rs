@@ -9,6 +9,7 @@ mod approvals;
 mod audit_tags_config;
 mod credentials;
 mod engines;
+mod federated;
 mod fleet;
 mod fleet_work;
 mod groups;

@@ -1,0 +1,96 @@
+//! People who sign in through the organisation's identity provider (docs/sign-in.md): each is a
+//! principal of kind `person` linked to one (issuer, subject) pair, the only stable name an
+//! identity provider gives a person. The link is made on first use (when the deployment lets
+//! it) or beforehand by an operator (`toolgate principal link`).
+
+use async_trait::async_trait;
+use toolgate_domain::StoreError;
+
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
+
+/// One person's link to their identity provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FederatedIdentity {
+    pub issuer: String,
+    pub subject: String,
+    pub principal: String,
+    /// As the identity provider last said (a token's or the ID token's `name`, `email`).
+    pub display_name: Option<String>,
+    pub email: Option<String>,
+    pub created_at: i64,
+    pub last_seen_at: Option<i64>,
+}
+
+/// A first sign-in: the principal is named after `name_hint` (made unique when taken).
+#[derive(Clone, Copy, Debug)]
+pub struct NewFederated<'a> {
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub name_hint: &'a str,
+    pub display_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+    pub now: i64,
+}
+
+/// Why a principal cannot be linked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LinkRefusal {
+    #[error("there is no principal `{0}`")]
+    UnknownPrincipal(String),
+    #[error("`{0}` is an engine principal: only people sign in through an identity provider")]
+    Engine(String),
+    #[error("`{principal}` is already linked to subject `{subject}` of {issuer}")]
+    PrincipalLinked { principal: String, issuer: String, subject: String },
+    #[error("subject `{subject}` of {issuer} is already linked to `{principal}`")]
+    SubjectLinked { principal: String, issuer: String, subject: String },
+}
+
+#[async_trait]
+pub trait FederatedStore: Send + Sync {
+    async fn federated(&self, issuer: &str, subject: &str) -> Result<Option<FederatedIdentity>>;
+    /// Makes a person principal with no roles and links it, in one transaction. A pair
+    /// linked meanwhile (a concurrent first sign-in) answers the existing link.
+    async fn provision_federated(&self, new: NewFederated<'_>) -> Result<FederatedIdentity>;
+    /// Links an existing person principal beforehand.
+    async fn link_federated(
+        &self,
+        principal: &str,
+        issuer: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<std::result::Result<FederatedIdentity, LinkRefusal>>;
+    /// Records a sign-in: when, and the name and email the identity provider gave.
+    async fn seen_federated(
+        &self,
+        issuer: &str,
+        subject: &str,
+        display_name: Option<&str>,
+        email: Option<&str>,
+        now: i64,
+    ) -> Result<()>;
+    /// Every link (of `principal`, when given), by principal.
+    async fn federated_identities(&self, principal: Option<&str>) -> Result<Vec<FederatedIdentity>>;
+}
+
+/// The columns [`FederatedIdentity`] is read from, in order.
+pub(crate) const FEDERATED_COLUMNS: &str = "issuer, subject, principal, display_name, email, created_at, last_seen_at";
+
+/// The principal names a first sign-in tries, in order: the hint made a valid name
+/// (letters, digits and `. _ - @`, at most 64 bytes), then with a counter.
+pub(crate) fn candidate_names(hint: &str) -> impl Iterator<Item = String> {
+    let mut base: String = hint.chars().filter(|c| c.is_ascii_alphanumeric() || "._-@".contains(*c)).take(64).collect();
+    if base.is_empty() {
+        base = "person".into();
+    }
+    std::iter::once(base.clone()).chain((2..).map(move |n| format!("{base}-{n}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_made_valid_and_unique() {
+        let names: Vec<String> = super::candidate_names("Ana María <ana@example.com>").take(3).collect();
+        assert_eq!(names, ["AnaMaraana@example.com", "AnaMaraana@example.com-2", "AnaMaraana@example.com-3"]);
+        assert_eq!(super::candidate_names("   ").next().unwrap(), "person");
+    }
+}

@@ -1,0 +1,164 @@
+//! People's links to their identity provider on PostgreSQL (see [`crate::FederatedStore`] and
+//! the SQLite twin).
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use toolgate_domain::engines::PrincipalKind;
+
+use super::credentials::principal_by_name;
+use super::{Pg, PostgresStore, execute, pg, row, rows};
+use crate::federated::{
+    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, candidate_names,
+};
+
+fn identity_row(r: &tokio_postgres::Row) -> Pg<FederatedIdentity> {
+    Ok(FederatedIdentity {
+        issuer: r.try_get(0)?,
+        subject: r.try_get(1)?,
+        principal: r.try_get(2)?,
+        display_name: r.try_get(3)?,
+        email: r.try_get(4)?,
+        created_at: r.try_get(5)?,
+        last_seen_at: r.try_get(6)?,
+    })
+}
+
+async fn by_pair(c: &impl GenericClient, issuer: &str, subject: &str) -> Pg<Option<FederatedIdentity>> {
+    let sql = format!("SELECT {FEDERATED_COLUMNS} FROM federated_identity WHERE issuer = $1 AND subject = $2");
+    row(c, &sql, &[&issuer, &subject]).await?.as_ref().map(identity_row).transpose()
+}
+
+async fn of_principal(c: &impl GenericClient, principal: &str) -> Pg<Option<FederatedIdentity>> {
+    let sql = format!("SELECT {FEDERATED_COLUMNS} FROM federated_identity WHERE principal = $1");
+    row(c, &sql, &[&principal]).await?.as_ref().map(identity_row).transpose()
+}
+
+async fn insert_link(c: &impl GenericClient, i: &FederatedIdentity) -> Pg<()> {
+    let sql = format!("INSERT INTO federated_identity ({FEDERATED_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+    execute(c, &sql, &[&i.issuer, &i.subject, &i.principal, &i.display_name, &i.email, &i.created_at, &i.last_seen_at])
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl FederatedStore for PostgresStore {
+    async fn federated(&self, issuer: &str, subject: &str) -> Result<Option<FederatedIdentity>> {
+        pg(async { by_pair(&*self.conn().await?, issuer, subject).await }).await
+    }
+
+    async fn provision_federated(&self, new: NewFederated<'_>) -> Result<FederatedIdentity> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            // Two replicas signing the same person in for the first time at once: one waits.
+            execute(&tx, "SELECT pg_advisory_xact_lock(hashtext($1 || ' ' || $2))", &[&new.issuer, &new.subject])
+                .await?;
+            if let Some(existing) = by_pair(&tx, new.issuer, new.subject).await? {
+                return Ok(existing);
+            }
+            let mut principal = String::new();
+            for name in candidate_names(new.name_hint) {
+                let inserted = execute(
+                    &tx,
+                    "INSERT INTO principal (name, roles, created_at, kind) VALUES ($1, '', $2, 'person') ON CONFLICT (name) DO NOTHING",
+                    &[&name, &new.now],
+                )
+                .await?;
+                if inserted == 1 {
+                    principal = name;
+                    break;
+                }
+            }
+            let identity = FederatedIdentity {
+                issuer: new.issuer.into(),
+                subject: new.subject.into(),
+                principal,
+                display_name: new.display_name.map(str::to_string),
+                email: new.email.map(str::to_string),
+                created_at: new.now,
+                last_seen_at: Some(new.now),
+            };
+            insert_link(&tx, &identity).await?;
+            tx.commit().await?;
+            Ok(identity)
+        })
+        .await
+    }
+
+    async fn link_federated(
+        &self,
+        principal: &str,
+        issuer: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<std::result::Result<FederatedIdentity, LinkRefusal>> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let refusal = match principal_by_name(&tx, principal).await? {
+                None => Some(LinkRefusal::UnknownPrincipal(principal.to_string())),
+                Some(p) if p.kind == PrincipalKind::Engine => Some(LinkRefusal::Engine(principal.to_string())),
+                Some(_) => match (of_principal(&tx, principal).await?, by_pair(&tx, issuer, subject).await?) {
+                    (Some(l), _) => Some(LinkRefusal::PrincipalLinked {
+                        principal: l.principal,
+                        issuer: l.issuer,
+                        subject: l.subject,
+                    }),
+                    (None, Some(l)) => Some(LinkRefusal::SubjectLinked {
+                        principal: l.principal,
+                        issuer: l.issuer,
+                        subject: l.subject,
+                    }),
+                    (None, None) => None,
+                },
+            };
+            if let Some(refusal) = refusal {
+                return Ok(Err(refusal));
+            }
+            let identity = FederatedIdentity {
+                issuer: issuer.into(),
+                subject: subject.into(),
+                principal: principal.into(),
+                display_name: None,
+                email: None,
+                created_at: now,
+                last_seen_at: None,
+            };
+            insert_link(&tx, &identity).await?;
+            tx.commit().await?;
+            Ok(Ok(identity))
+        })
+        .await
+    }
+
+    async fn seen_federated(
+        &self,
+        issuer: &str,
+        subject: &str,
+        display_name: Option<&str>,
+        email: Option<&str>,
+        now: i64,
+    ) -> Result<()> {
+        pg(async {
+            execute(
+                &*self.conn().await?,
+                "UPDATE federated_identity SET last_seen_at = $3, display_name = coalesce($4, display_name),
+                     email = coalesce($5, email) WHERE issuer = $1 AND subject = $2",
+                &[&issuer, &subject, &now, &display_name, &email],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn federated_identities(&self, principal: Option<&str>) -> Result<Vec<FederatedIdentity>> {
+        pg(async {
+            let sql = format!(
+                "SELECT {FEDERATED_COLUMNS} FROM federated_identity WHERE $1::TEXT IS NULL OR principal = $1 ORDER BY principal"
+            );
+            rows(&*self.conn().await?, &sql, &[&principal]).await?.iter().map(identity_row).collect()
+        })
+        .await
+    }
+}
