@@ -140,6 +140,17 @@ enum PrincipalCommand {
     ResetFactor {
         name: String,
     },
+    /// Let a person sign in through the organisation's identity provider as this principal
+    /// (needed where the deployment sets `provisioning: pre_provisioned`; docs/sign-in.md).
+    Link {
+        name: String,
+        /// The issuer, exactly as the deployment settings and its tokens' `iss` name it.
+        #[arg(long)]
+        issuer: String,
+        /// The person's subject at that issuer (the `sub` claim of their tokens).
+        #[arg(long)]
+        subject: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -267,6 +278,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                     console::principal_set_password(&store, &name, &password).await
                 }
                 PrincipalCommand::ResetFactor { name } => console::principal_reset_factor(&store, &name).await,
+                PrincipalCommand::Link { name, issuer, subject } => {
+                    console::principal_link(&store, &name, &issuer, &subject).await
+                }
             }?;
             Ok(print_out(&text))
         }),

@@ -20,6 +20,7 @@ pub const APPROVALS: &str = "toolgate_approvals_total";
 pub const APPROVALS_BURNED: &str = "toolgate_approvals_burned_total";
 pub const APPROVALS_PENDING: &str = "toolgate_approvals_pending";
 pub const AUTH_FAILURES: &str = "toolgate_auth_failures_total";
+pub const TOKENS_REFUSED: &str = "toolgate_access_tokens_refused_total";
 pub const SESSIONS_ACTIVE: &str = "toolgate_mcp_sessions_active";
 pub const STREAMS_ACTIVE: &str = "toolgate_mcp_streams_active";
 pub const AGENTS_CONNECTED: &str = "toolgate_agents_connected";
@@ -96,6 +97,10 @@ fn describe() {
     );
     describe_gauge!(APPROVALS_PENDING, "Approval tickets waiting for a person");
     describe_counter!(AUTH_FAILURES, "Requests refused for a missing, unknown, revoked or expired token");
+    describe_counter!(
+        TOKENS_REFUSED,
+        "Access tokens from an identity provider refused, by reason (signature, audience, expired, ...)"
+    );
     describe_gauge!(SESSIONS_ACTIVE, "Live handshake-era MCP sessions");
     describe_gauge!(STREAMS_ACTIVE, "Streams held open, by kind (call: streamed answers, channel: GET channels)");
     describe_gauge!(AGENTS_CONNECTED, "Agents connected to this server now");
@@ -323,6 +328,11 @@ fn known_tool(name: &str) -> &'static str {
 
 pub fn auth_failure() {
     counter!(AUTH_FAILURES).increment(1);
+}
+
+/// An identity provider's access token refused, by why (`crate::oauth::resource::Refusal::label`).
+pub fn token_refused(reason: &'static str) {
+    counter!(TOKENS_REFUSED, "reason" => reason).increment(1);
 }
 
 /// A result poll's verdict (get_execution_status, get_bundle_result).

@@ -75,6 +75,7 @@ async fn the_decisions_by_role_are_the_gates() {
                         token_id: "tok".into(),
                         tier: Some(tier.rules()),
                         tier_name: tier.name().into(),
+                        credential: Default::default(),
                     };
                     let tier_decision = match CATALOGUE.decision(meta, Some(tier.rules())) {
                         toolgate_policy::Decision::ApprovalRequired => "approval",

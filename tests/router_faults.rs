@@ -83,6 +83,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         fleet: FleetSettings::default(),
         local_agent: false,
         compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
+        deployment: None,
         agent_listen: None,
         metrics_listen: None,
         tls: None,

@@ -170,11 +170,29 @@ pub async fn principal_add(store: &Repositories, name: &str, roles: &[String]) -
 }
 
 pub async fn principal_list(store: &Repositories) -> Result<String> {
-    let mut out = format!("{:<24} roles\n", "principal");
+    let links = store.federated.federated_identities(None).await?;
+    let mut out = format!("{:<24} {:<32} signs in as\n", "principal", "roles");
     for p in store.credentials.principals().await? {
-        out.push_str(&format!("{:<24} {}\n", p.name, p.roles.join(", ")));
+        let link = links.iter().find(|l| l.principal == p.name);
+        let signs_in = link.map_or(String::new(), |l| {
+            let who = l.email.as_deref().or(l.display_name.as_deref()).map(|w| format!(" ({w})")).unwrap_or_default();
+            format!("{} at {}{who}", l.subject, l.issuer)
+        });
+        out.push_str(&format!("{:<24} {:<32} {signs_in}\n", p.name, p.roles.join(", ")));
     }
     Ok(out)
+}
+
+/// Links a person to their identity provider's subject beforehand (deployments that refuse
+/// people not provisioned: `provisioning: pre_provisioned`).
+pub async fn principal_link(store: &Repositories, name: &str, issuer: &str, subject: &str) -> Result<String> {
+    if subject.is_empty() {
+        bail!("--subject is empty: give the `sub` your identity provider puts in this person's tokens");
+    }
+    match store.federated.link_federated(name, issuer, subject, Clock::default().now_ms()).await? {
+        Ok(link) => Ok(format!("linked `{}` to subject {} of {}\n", link.principal, link.subject, link.issuer)),
+        Err(refusal) => bail!("{refusal}"),
+    }
 }
 
 pub async fn principal_remove(store: &Repositories, name: &str) -> Result<String> {

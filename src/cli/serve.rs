@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// logged and the previous rules stay).
     #[arg(long, value_name = "FILE", env = "TOOLGATE_COMPLIANCE")]
     compliance: Option<PathBuf>,
+    /// The deployment settings: the public URL and sign-in through the organisation's identity
+    /// provider (docs/sign-in.md) [default: DATA_DIR/toolgate.yaml, if present]. Checked at
+    /// start: a bad file stops the server.
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_CONFIG")]
+    config: Option<PathBuf>,
     /// Also run an agent on this machine, so the fleet has a real host from the first minute.
     /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
     #[arg(long, env = "TOOLGATE_LOCAL_AGENT")]
@@ -166,6 +171,8 @@ impl ServeArgs {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let data_dir = self.data_dir.clone();
         let database = crate::database::Database::from_flags(&self.data_dir, self.database.as_deref())?;
+        let deployment = crate::deployment::load(self.config.as_deref(), &self.data_dir, &crate::registry::CATALOGUE)
+            .map_err(anyhow::Error::msg)?;
         let replica = self.replica.unwrap_or_else(|| format!("{}:{}", host_name(), self.listen.port()));
         Ok(Config {
             listen: self.listen,
@@ -213,6 +220,7 @@ impl ServeArgs {
             },
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
+            deployment,
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,
             tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use toolgate_domain::Caller;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
+use toolgate_domain::{Caller, CredentialKind};
 
 use super::admission::Connection;
-use super::auth_failures::Noted;
+use super::auth_failures::audit_failure;
 use super::{ApiError, AppState};
 
 /// A valid, unexpired, unrevoked token and its principal.
@@ -28,25 +27,6 @@ fn presented_token(headers: &HeaderMap) -> Option<&str> {
         return scheme.eq_ignore_ascii_case("bearer").then_some(token.trim());
     }
     headers.get("x-toolgate-token").and_then(|v| v.to_str().ok()).map(str::trim)
-}
-
-/// Audits a failed authentication: the first from its source address in a window as it
-/// happens, the rest as one counted summary when the window closes (a flood writes a handful
-/// of rows).
-fn audit_failure(state: &AppState, connection: &Connection, detail: &str) {
-    crate::metrics::auth_failure();
-    let source = connection.peer.map(|a| a.ip());
-    let server = &state.mcp;
-    let now = server.services().clock().now_ms();
-    if state.auth_failures.note(source, now) == Noted::Counted {
-        return;
-    }
-    let mut event =
-        AuditEvent::new(now, "auth.failure", AuditOutcome::Denied).detail(detail).correlation(server.correlation_id());
-    if let Some(source) = source {
-        event = event.target(TargetType::ClientAddress, source.to_string());
-    }
-    server.services().audit().record(event);
 }
 
 /// The presented secret, or the refusal (audited) when there is none.
@@ -100,6 +80,7 @@ fn mcp_identity(state: &AppState, token: &TokenRecord, principal: &PrincipalReco
         token_id: token.id.clone(),
         tier: state.services.catalogue().tier(tier_name),
         tier_name: tier_name.clone(),
+        credential: CredentialKind::Token,
     }))
 }
 
@@ -111,6 +92,11 @@ pub async fn mcp_caller(
     connection: &Connection,
 ) -> Result<Arc<Caller>, ApiError> {
     let secret = secret(state, headers, connection)?;
+    if let Some(server) = &state.oauth
+        && crate::oauth::resource::ResourceServer::takes(secret)
+    {
+        return super::oauth_callers::oauth_caller(state, server, secret, connection).await;
+    }
     let identity = match state.services.credentials().cached(secret) {
         Some(cached) => {
             connection.authenticated();

@@ -7,6 +7,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
+
+use super::AppState;
+use super::admission::Connection;
+
 /// Sources tracked at once; past this, failures from new sources share one bucket.
 const MAX_SOURCES: usize = 10_000;
 
@@ -93,6 +98,25 @@ impl AuthFailures {
             .map(|(source, w)| Summary { source, more: w.more, window_ms: self.window_ms })
             .collect()
     }
+}
+
+/// Audits a failed authentication: the first from its source address in a window as it
+/// happens, the rest as one counted summary when the window closes (a flood writes a handful
+/// of rows).
+pub fn audit_failure(state: &AppState, connection: &Connection, detail: &str) {
+    crate::metrics::auth_failure();
+    let source = connection.peer.map(|a| a.ip());
+    let server = &state.mcp;
+    let now = server.services().clock().now_ms();
+    if state.auth_failures.note(source, now) == Noted::Counted {
+        return;
+    }
+    let mut event =
+        AuditEvent::new(now, "auth.failure", AuditOutcome::Denied).detail(detail).correlation(server.correlation_id());
+    if let Some(source) = source {
+        event = event.target(TargetType::ClientAddress, source.to_string());
+    }
+    server.services().audit().record(event);
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ pub struct ApiError {
     status: StatusCode,
     error: &'static str,
     message: String,
-    headers: Vec<(header::HeaderName, &'static str)>,
+    headers: Vec<(header::HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -25,7 +25,11 @@ impl ApiError {
         self.error
     }
 
-    pub fn with_header(mut self, name: header::HeaderName, value: &'static str) -> Self {
+    pub fn with_header(self, name: header::HeaderName, value: &'static str) -> Self {
+        self.with_header_value(name, HeaderValue::from_static(value))
+    }
+
+    pub fn with_header_value(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));
         self
     }
@@ -74,7 +78,7 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         for (name, value) in self.headers {
-            headers.insert(name, HeaderValue::from_static(value));
+            headers.insert(name, value);
         }
         response
     }

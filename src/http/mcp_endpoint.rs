@@ -58,7 +58,8 @@ where
     if let Err(refusal) = edge::check_host_and_origin(state, request.headers(), false) {
         return edge::refuse_mcp(state, refusal);
     }
-    answer(state, connection, request).await.unwrap_or_else(IntoResponse::into_response)
+    let response = answer(state, connection, request).await.unwrap_or_else(IntoResponse::into_response);
+    super::oauth_endpoints::challenged(state, response)
 }
 
 async fn answer<B>(
@@ -107,6 +108,9 @@ where
     }
     check_body_headers(&headers)?;
     let bytes = super::read_body(state, body).await?;
+    if let Some(refusal) = super::oauth_endpoints::scope_too_small(state, &caller, &bytes) {
+        return Err(refusal);
+    }
     // Boxed: the answer to a call is a future of kilobytes; held inline, every future around
     // it would grow by as much, and hyper moves the outermost one on every request.
     let reply = Box::pin(crate::mcp::answer_post(&state.mcp, &caller, &headers, &bytes)).await;

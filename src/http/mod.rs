@@ -13,6 +13,8 @@ mod listener;
 mod local_agent;
 mod mcp_endpoint;
 mod metrics_endpoint;
+mod oauth_callers;
+mod oauth_endpoints;
 mod quotas;
 mod serve;
 mod tls;
@@ -75,6 +77,8 @@ pub struct Config {
     pub local_agent: bool,
     /// Where the compliance rules come from (`--compliance`).
     pub compliance: crate::compliance::RuleSource,
+    /// The deployment settings (`--config`), if any.
+    pub deployment: Option<Arc<toolgate_catalogue::deployment::Deployment>>,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
     /// A listener of its own for /metrics, without authentication (`--metrics-listen`).
@@ -96,6 +100,10 @@ pub struct AppState {
     pub console: console::ConsoleSessions,
     /// Engine principals' request rates and requests in flight on this server.
     pub quotas: quotas::Quotas,
+    /// Access tokens from the organisation's identity provider (the deployment's `oauth`).
+    pub oauth: Option<crate::oauth::resource::ResourceServer>,
+    /// People's tokens already checked, until the cache's lifetime or the token's end.
+    pub oauth_callers: oauth_callers::OAuthCallers,
 }
 
 impl AppState {
@@ -108,7 +116,16 @@ impl AppState {
             services.repositories().engines.clone(),
             services.clock().clone(),
         );
-        Self { config, services, mcp: Arc::new(mcp), auth_failures, console, quotas }
+        let oauth = config.deployment.as_deref().and_then(|d| {
+            crate::oauth::resource::ResourceServer::from_deployment(
+                d,
+                services.catalogue(),
+                crate::outbound::Outbound::default(),
+                services.clock().clone(),
+            )
+        });
+        let oauth_callers = oauth_callers::OAuthCallers::new(config.auth_cache_ttl_ms);
+        Self { config, services, mcp: Arc::new(mcp), auth_failures, console, quotas, oauth, oauth_callers }
     }
 }
 
@@ -137,9 +154,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(toolgate_domain::fleet::wire::AGENT_PATH, get(agent_endpoint::agent_socket))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(oauth_endpoints::routes())
         .merge(mcp)
         .merge(guarded)
         .fallback(not_found)
+        .layer(axum::middleware::map_response_with_state(state.clone(), oauth_endpoints::challenge_layer))
         .with_state(state)
 }
 

@@ -127,6 +127,13 @@ pub async fn serve(config: Config) -> Result<()> {
         None => mcp.with_request_state_key(request_state_key(&config.data_dir)?),
     };
     let state = Arc::new(AppState::new(config, mcp));
+    if let (Some(deployment), Some(oauth)) = (&state.config.deployment, &state.oauth) {
+        crate::deployment::check_groups(deployment, oauth, &*services.repositories().groups)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let issuers: Vec<&str> = oauth.issuers.iter().map(|i| i.settings.issuer.as_str()).collect();
+        println!("toolgate: access tokens from {} accepted for {}", issuers.join(", "), oauth.resource);
+    }
     let stop_upkeep = CancellationToken::new();
     let upkeep = tokio::spawn(
         Upkeep {

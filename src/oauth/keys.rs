@@ -5,19 +5,18 @@
 //! read is an error the caller answers 503 for, never a pass.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jsonwebtoken::jwk::JwkSet;
 use toolgate_domain::Clock;
 
+use crate::outbound::Outbound;
+
 /// The largest key set read, in bytes.
 const MAX_JWKS_BYTES: u64 = 256 * 1024;
-/// How long one fetch may take, end to end.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeysUnavailable {
-    #[error("the issuer's key set at {url} could not be fetched: {why}")]
+    #[error("the issuer's key set could not be fetched: {why}")]
     Unreachable { url: String, why: String },
     #[error("the issuer's key set at {url} is not a JWKS: {why}")]
     Invalid { url: String, why: String },
@@ -30,7 +29,7 @@ struct Fetched {
 
 pub struct KeyCache {
     url: String,
-    agent: ureq::Agent,
+    outbound: Outbound,
     clock: Clock,
     max_age_ms: i64,
     min_refetch_ms: i64,
@@ -40,11 +39,10 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    pub fn new(url: impl Into<String>, clock: Clock, max_age_ms: i64, min_refetch_ms: i64) -> Self {
-        let config = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build();
+    pub fn new(url: impl Into<String>, outbound: Outbound, clock: Clock, max_age_ms: i64, min_refetch_ms: i64) -> Self {
         KeyCache {
             url: url.into(),
-            agent: ureq::Agent::new_with_config(config),
+            outbound,
             clock,
             max_age_ms,
             min_refetch_ms,
@@ -73,27 +71,18 @@ impl KeyCache {
         if let Some(keys) = self.usable(kid, self.clock.now_ms()) {
             return Ok(keys);
         }
-        let (agent, url) = (self.agent.clone(), self.url.clone());
-        let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &url))
+        let body = self
+            .outbound
+            .get(&self.url, MAX_JWKS_BYTES)
             .await
-            .map_err(|e| KeysUnavailable::Unreachable { url: self.url.clone(), why: e.to_string() })??;
+            .map_err(|e| KeysUnavailable::Unreachable { url: self.url.clone(), why: e.to_string() })?;
+        let fetched: JwkSet = serde_json::from_slice(&body)
+            .map_err(|e| KeysUnavailable::Invalid { url: self.url.clone(), why: e.to_string() })?;
         let keys = Arc::new(fetched);
         *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Fetched { keys: keys.clone(), at_ms: self.clock.now_ms() });
         Ok(keys)
     }
-}
-
-fn fetch(agent: &ureq::Agent, url: &str) -> Result<JwkSet, KeysUnavailable> {
-    let unreachable = |why: String| KeysUnavailable::Unreachable { url: url.to_string(), why };
-    let mut response = agent.get(url).call().map_err(|e| unreachable(e.to_string()))?;
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(MAX_JWKS_BYTES)
-        .read_to_vec()
-        .map_err(|e| unreachable(e.to_string()))?;
-    serde_json::from_slice(&body).map_err(|e| KeysUnavailable::Invalid { url: url.to_string(), why: e.to_string() })
 }
 
 #[cfg(test)]
@@ -132,7 +121,7 @@ mod tests {
         let (body, served) = (Arc::new(Mutex::new(set(&["k1"]))), Arc::new(AtomicUsize::new(0)));
         let url = issuer(body.clone(), served.clone()).await;
         let clock = Clock::stopped_at(1_800_000_000_000);
-        let cache = KeyCache::new(url, clock.clone(), 3_600_000, 60_000);
+        let cache = KeyCache::new(url, Outbound::default(), clock.clone(), 3_600_000, 60_000);
         assert!(cache.keys_for("k1").await.unwrap().find("k1").is_some());
         assert!(cache.keys_for("k1").await.is_ok());
         assert_eq!(served.load(Ordering::SeqCst), 1, "kept");
@@ -153,10 +142,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_unreachable_or_unreadable_set_is_an_error_never_a_pass() {
         let clock = Clock::stopped_at(0);
-        let nowhere = KeyCache::new("http://127.0.0.1:9/jwks", clock.clone(), 1000, 1000);
+        let nowhere = KeyCache::new("http://127.0.0.1:9/jwks", Outbound::default(), clock.clone(), 1000, 1000);
         assert!(matches!(nowhere.keys_for("k1").await, Err(KeysUnavailable::Unreachable { .. })));
         let (body, served) = (Arc::new(Mutex::new("<html>not keys</html>".to_string())), Arc::default());
-        let garbage = KeyCache::new(issuer(body.clone(), served).await, clock.clone(), 1000, 1000);
+        let garbage = KeyCache::new(issuer(body.clone(), served).await, Outbound::default(), clock.clone(), 1000, 1000);
         assert!(matches!(garbage.keys_for("k1").await, Err(KeysUnavailable::Invalid { .. })));
         *body.lock().unwrap() = "x".repeat(300 * 1024);
         assert!(garbage.keys_for("k1").await.is_err(), "a set past the size cap is not read");

@@ -1,5 +1,4 @@
-//! OAuth 2.1 access tokens as a resource server checks them locally (issue 32; the wiring into
-//! authentication comes with the issuer configuration): a JWT signed by one of the issuer's
+//! OAuth 2.1 access tokens as a resource server checks them locally (docs/sign-in.md): a JWT signed by one of the issuer's
 //! keys (its JWKS), with an allowed asymmetric algorithm (never `none`, never an HMAC secret),
 //! issued by the configured issuer, for this server's resource URI (RFC 8707 `aud`), within its
 //! `nbf`/`exp` (a small leeway), and living no longer than the server accepts: a JWT cannot be
@@ -103,16 +102,30 @@ pub struct Claims {
     #[serde(default)]
     pub scope: Option<String>,
     #[serde(default)]
-    pub groups: Vec<String>,
+    pub jti: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
+    pub preferred_username: Option<String>,
+    #[serde(default)]
     pub email: Option<String>,
+    /// Every other claim (the groups claim's name is a deployment setting).
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Claims {
     pub fn scopes(&self) -> impl Iterator<Item = &str> {
         self.scope.as_deref().unwrap_or_default().split_whitespace()
+    }
+
+    /// The groups the claim `claim` lists: an array of strings, or one space-separated string.
+    pub fn groups(&self, claim: &str) -> Vec<&str> {
+        match self.other.get(claim) {
+            Some(serde_json::Value::Array(items)) => items.iter().filter_map(|v| v.as_str()).collect(),
+            Some(serde_json::Value::String(text)) => text.split_whitespace().collect(),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -129,12 +142,29 @@ fn refused(e: jsonwebtoken::errors::Error) -> Refused {
     }
 }
 
+/// A token's header. One jsonwebtoken cannot read names its algorithm when it has one
+/// (`none`, `HS256` with a key of ours): that is the refusal, not a malformed token.
+pub fn header(token: &str) -> Result<jsonwebtoken::Header, Refused> {
+    jsonwebtoken::decode_header(token).map_err(|e| {
+        use base64::Engine;
+        #[derive(Deserialize)]
+        struct Alg {
+            alg: String,
+        }
+        let raw = token.split('.').next().and_then(|h| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(h).ok());
+        match raw.and_then(|bytes| serde_json::from_slice::<Alg>(&bytes).ok()) {
+            Some(Alg { alg }) => Refused::Algorithm(alg),
+            None => Refused::Malformed(e.to_string()),
+        }
+    })
+}
+
 /// Checks `token` against `keys` and `expect` at `now` (Unix seconds); its claims when valid.
 pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> Result<Claims, Refused> {
     if token.len() > expect.max_token_bytes {
         return Err(Refused::TooLarge(expect.max_token_bytes));
     }
-    let header = jsonwebtoken::decode_header(token).map_err(|e| Refused::Malformed(e.to_string()))?;
+    let header = header(token)?;
     if !ALLOWED_ALGORITHMS.contains(&header.alg) {
         return Err(Refused::Algorithm(format!("{:?}", header.alg)));
     }
@@ -166,7 +196,9 @@ pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> 
     Ok(claims)
 }
 
+pub mod discovery;
 pub mod keys;
+pub mod resource;
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod console;
+pub mod issuer;
 pub mod raw_agent;
 pub mod sse;
 pub mod teams;

@@ -110,11 +110,11 @@ impl Deployment {
         &self.parsed.model
     }
 
-    /// `file:line:col` of the node at `pointer`, for a problem found after the file was read
-    /// (a management group the store does not have).
-    pub fn position(&self, pointer: &str) -> String {
-        let pos = self.parsed.map.value(pointer);
-        format!("{}:{}:{}", self.parsed.file.name, pos.line, pos.col)
+    /// A problem found after the file was read (a management group the store does not
+    /// have), rendered like the file's own: at the node `pointer` names.
+    pub fn problem(&self, pointer: &str, message: impl Into<String>, help: &str) -> String {
+        let file = &self.parsed.file;
+        Diagnostic::error(&file.name, self.parsed.map.value(pointer), message).help(help).render(Some(&file.text))
     }
 }
 

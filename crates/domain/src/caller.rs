@@ -24,6 +24,18 @@ pub struct Caller {
     pub tier: Option<&'static TierRules>,
     /// The tier the token names, declared or not (for messages).
     pub tier_name: String,
+    pub credential: CredentialKind,
+}
+
+/// How a caller proved who it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CredentialKind {
+    /// A `tg_` token this server minted.
+    #[default]
+    Token,
+    /// An access token from the organisation's identity provider (docs/sign-in.md): a tier it
+    /// lacks is answered with HTTP 403 `insufficient_scope`, so the client can ask for more.
+    AccessToken,
 }
 
 impl Caller {

@@ -136,6 +136,7 @@ impl<S> ToolContext<S> {
                 token_id: "tok_test".into(),
                 tier: None,
                 tier_name: String::new(),
+                credential: Default::default(),
             },
             correlation_id: "req-test".into(),
             progress: ProgressSink::none(),

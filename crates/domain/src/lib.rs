@@ -31,7 +31,7 @@ pub mod text;
 pub mod tokens;
 pub mod tool;
 
-pub use caller::{Caller, Principal};
+pub use caller::{Caller, CredentialKind, Principal};
 pub use client::{AskError, ClientMethod, ClientRequests, ElicitAction, Elicited, TaskStarter};
 pub use clock::Clock;
 pub use context::{CancellationToken, Progress, ProgressSink, ToolContext, ToolContextBuilder};

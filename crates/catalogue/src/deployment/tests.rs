@@ -22,7 +22,8 @@ fn a_good_file_is_read_with_its_defaults() {
     let oauth = checked.settings().oauth.as_ref().unwrap();
     assert_eq!(oauth.issuers[1].provisioning, Provisioning::PreProvisioned);
     assert_eq!(oauth.group_roles[1].management_group.as_deref(), Some("grp-0123"));
-    assert_eq!(checked.position("/oauth/group_roles/1"), "toolgate.yaml:10:7");
+    let problem = checked.problem("/oauth/group_roles/1/management_group", "no group", "make it");
+    assert!(problem.contains("--> toolgate.yaml:10:61"), "{problem}");
     assert!(problems("").is_empty(), "an empty file sets nothing");
     assert!(problems("# nothing yet\n").is_empty());
 }

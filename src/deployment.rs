@@ -1,0 +1,62 @@
+//! The deployment settings file (`--config`, docs/sign-in.md): the public URL and sign-in
+//! through the organisation's identity provider. Read and checked at start; a bad file stops
+//! the server with every problem at `file:line:col`. The management groups it names are
+//! checked against the store once that is open ([`check_groups`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use toolgate_catalogue::SourceFile;
+use toolgate_catalogue::deployment::{Deployment, PolicyNames};
+use toolgate_domain::catalogue::Catalogue;
+
+/// The file's name in the data dir, used when `--config` is not given.
+pub const DEFAULT_FILE: &str = "toolgate.yaml";
+
+/// Reads the named file (which must exist), or DATA_DIR/toolgate.yaml (which may not: then
+/// nothing is set).
+pub fn load(
+    explicit: Option<&Path>,
+    data_dir: &Path,
+    catalogue: &Catalogue,
+) -> Result<Option<Arc<Deployment>>, String> {
+    let path: PathBuf = explicit.map_or_else(|| data_dir.join(DEFAULT_FILE), Path::to_path_buf);
+    let name = path.display().to_string();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => return Ok(None),
+        Err(e) => return Err(format!("cannot read the deployment settings {name}: {e}")),
+    };
+    let policy = PolicyNames {
+        tiers: catalogue.tiers.iter().map(|t| (t.name, t.scope)).collect(),
+        roles: catalogue.role_names().collect(),
+    };
+    let file = SourceFile::new(name.clone(), text);
+    toolgate_catalogue::deployment::check(&file, &policy).map(|d| Some(Arc::new(d))).map_err(|diagnostics| {
+        let rendered: Vec<String> = diagnostics.iter().map(|d| d.render(Some(&file.text))).collect();
+        format!("{} problem(s) in {name}:\n{}", diagnostics.len(), rendered.join("\n"))
+    })
+}
+
+/// Every management group the group-to-role mapping names exists.
+pub async fn check_groups(
+    deployment: &Deployment,
+    server: &crate::oauth::resource::ResourceServer,
+    groups: &dyn toolgate_store::GroupStore,
+) -> Result<(), String> {
+    let mut missing = Vec::new();
+    for (pointer, id) in server.mapped_groups() {
+        if groups.management_group(id).await.map_err(|e| e.to_string())?.is_none() {
+            missing.push(deployment.problem(
+                &pointer,
+                format!("no management group `{id}`"),
+                "`toolgate group list` shows their ids; create the group first",
+            ));
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} problem(s) in the deployment settings:\n{}", missing.len(), missing.join("\n")))
+    }
+}

@@ -1,0 +1,257 @@
+//! This server as an OAuth 2.1 resource server (docs/sign-in.md): which issuers it trusts,
+//! what their tokens must be, which tier a token's scope selects, and which roles a person's
+//! identity-provider groups bring.
+
+use base64::Engine;
+use toolgate_catalogue::deployment::{Deployment, GroupRoleMapping, IssuerSettings, Provisioning};
+use toolgate_domain::Clock;
+use toolgate_domain::catalogue::Catalogue;
+use toolgate_domain::groups::GroupRole;
+use toolgate_policy::{Decision, TierRules};
+
+use super::discovery::Discovery;
+use super::keys::KeyCache;
+use super::{Claims, Expectations, Refused};
+use crate::outbound::Outbound;
+
+/// The longest token read (checked before anything is decoded).
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// How long a fetched key set serves before it is fetched again, and how often a token naming
+/// an unknown key may cause a fetch.
+const KEYS_MAX_AGE_MS: i64 = 3_600_000;
+const KEYS_MIN_REFETCH_MS: i64 = 60_000;
+/// The groups claim when the deployment names none.
+const DEFAULT_GROUPS_CLAIM: &str = "groups";
+
+/// One trusted issuer.
+pub struct Issuer {
+    pub settings: IssuerSettings,
+    expect: Expectations,
+    discovery: Discovery,
+    keys: tokio::sync::OnceCell<KeyCache>,
+    outbound: Outbound,
+    clock: Clock,
+}
+
+impl Issuer {
+    pub fn provisioning(&self) -> Provisioning {
+        self.settings.provisioning
+    }
+
+    pub fn groups_claim(&self) -> &str {
+        self.settings.groups_claim.as_deref().unwrap_or(DEFAULT_GROUPS_CLAIM)
+    }
+
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    /// Its key cache, made once the key set's address is known (configured, or discovered).
+    async fn keys(&self) -> Result<&KeyCache, String> {
+        self.keys
+            .get_or_try_init(|| async {
+                let url = match &self.settings.jwks_uri {
+                    Some(url) => url.clone(),
+                    None => self.discovery.metadata().await?.jwks_uri.clone().ok_or_else(|| {
+                        format!(
+                            "the metadata of {} names no jwks_uri; set one in the deployment settings",
+                            self.settings.issuer
+                        )
+                    })?,
+                };
+                Ok(KeyCache::new(url, self.outbound.clone(), self.clock.clone(), KEYS_MAX_AGE_MS, KEYS_MIN_REFETCH_MS))
+            })
+            .await
+    }
+}
+
+/// Why a bearer token that is not a `tg_` token gets no caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401 `invalid_token`.
+    Invalid(Refused),
+    /// 401 `invalid_token`: tiers are not ordered, so a token may select only one.
+    SeveralTiers(Vec<&'static str>),
+    /// 403 `insufficient_scope`: a valid token that selects no tier.
+    NoTier,
+    /// 503: the issuer's metadata or keys cannot be had right now.
+    Unavailable(String),
+}
+
+impl Refusal {
+    /// Its label in metrics and audit rows.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refusal::Invalid(refused) => refused.label(),
+            Refusal::SeveralTiers(_) => "several_tiers",
+            Refusal::NoTier => "no_tier",
+            Refusal::Unavailable(_) => "issuer_unavailable",
+        }
+    }
+}
+
+/// A valid token and what it selects.
+pub struct Verified<'a> {
+    pub issuer: &'a Issuer,
+    pub claims: Claims,
+    pub subject: String,
+    pub tier: &'static TierRules,
+}
+
+pub struct ResourceServer {
+    /// The MCP endpoint's resource URI: the public URL followed by `/mcp`.
+    pub resource: String,
+    /// Where this resource's metadata is (RFC 9728, the path form).
+    pub metadata_url: String,
+    pub issuers: Vec<Issuer>,
+    /// The scope a 401's challenge asks for.
+    pub challenge_scope: &'static str,
+    group_roles: Vec<GroupRoleMapping>,
+    catalogue: &'static Catalogue,
+    clock: Clock,
+}
+
+/// The `iss` a token claims, read before its signature is checked, to pick the keys to check
+/// it with (it is checked again, signed, by the validation).
+fn claimed_issuer(token: &str) -> Result<String, Refused> {
+    let payload = token.split('.').nth(1).ok_or_else(|| Refused::Malformed("not three dot-separated parts".into()))?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(|e| Refused::Malformed(format!("payload: {e}")))?;
+    #[derive(serde::Deserialize)]
+    struct Iss {
+        iss: Option<String>,
+    }
+    let iss: Iss = serde_json::from_slice(&bytes).map_err(|e| Refused::Malformed(format!("payload: {e}")))?;
+    iss.iss.ok_or(Refused::MissingClaim("iss"))
+}
+
+impl ResourceServer {
+    /// The resource server a deployment's `oauth` settings describe (None without them).
+    pub fn from_deployment(
+        deployment: &Deployment,
+        catalogue: &'static Catalogue,
+        outbound: Outbound,
+        clock: Clock,
+    ) -> Option<Self> {
+        let settings = deployment.settings();
+        let oauth = settings.oauth.as_ref()?;
+        let public_url = settings.public_url.as_deref()?.trim_end_matches('/');
+        let resource = format!("{public_url}/mcp");
+        let issuers = oauth
+            .issuers
+            .iter()
+            .zip(&deployment.issuer_times)
+            .map(|(issuer, &(max_lifetime_secs, leeway_secs))| Issuer {
+                expect: Expectations {
+                    issuer: issuer.issuer.clone(),
+                    audience: issuer.audience.clone().unwrap_or_else(|| resource.clone()),
+                    leeway_secs,
+                    max_lifetime_secs,
+                    max_token_bytes: MAX_TOKEN_BYTES,
+                },
+                discovery: Discovery::new(issuer.issuer.clone(), outbound.clone(), clock.clone()),
+                keys: tokio::sync::OnceCell::new(),
+                settings: issuer.clone(),
+                outbound: outbound.clone(),
+                clock: clock.clone(),
+            })
+            .collect();
+        let scoped = || catalogue.tiers.iter().filter_map(|t| t.scope.map(|s| (t.name, s)));
+        let challenge_scope = match &oauth.challenge_tier {
+            Some(tier) => scoped().find(|(name, _)| name == tier).map(|(_, s)| s),
+            None => scoped().next().map(|(_, s)| s),
+        }?;
+        Some(ResourceServer {
+            metadata_url: format!("{public_url}/.well-known/oauth-protected-resource/mcp"),
+            resource,
+            issuers,
+            challenge_scope,
+            group_roles: oauth.group_roles.clone(),
+            catalogue,
+            clock,
+        })
+    }
+
+    /// Whether `token` is for this path: anything but a `tg_` token.
+    pub fn takes(token: &str) -> bool {
+        !token.starts_with("tg_")
+    }
+
+    /// Checks `token`: issued by a trusted issuer, for this resource, valid now, selecting one tier.
+    pub async fn verify(&self, token: &str) -> Result<Verified<'_>, Refusal> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Refusal::Invalid(Refused::TooLarge(MAX_TOKEN_BYTES)));
+        }
+        let claimed = claimed_issuer(token).map_err(Refusal::Invalid)?;
+        let issuer =
+            self.issuers.iter().find(|i| i.settings.issuer == claimed).ok_or(Refusal::Invalid(Refused::Issuer))?;
+        let header = super::header(token).map_err(Refusal::Invalid)?;
+        let kid = header.kid.ok_or(Refusal::Invalid(Refused::NoKeyId))?;
+        let keys = issuer.keys().await.map_err(Refusal::Unavailable)?;
+        let set = keys.keys_for(&kid).await.map_err(|e| Refusal::Unavailable(e.to_string()))?;
+        let claims = super::validate(token, &set, &issuer.expect, self.clock.now_secs()).map_err(Refusal::Invalid)?;
+        let subject =
+            claims.sub.clone().filter(|s| !s.is_empty()).ok_or(Refusal::Invalid(Refused::MissingClaim("sub")))?;
+        let scopes: Vec<&str> = claims.scopes().collect();
+        let tiers: Vec<&'static TierRules> =
+            self.catalogue.tiers.iter().filter(|t| t.scope.is_some_and(|s| scopes.contains(&s))).collect();
+        match tiers.as_slice() {
+            [tier] => Ok(Verified { issuer, subject, claims, tier }),
+            [] => Err(Refusal::NoTier),
+            several => Err(Refusal::SeveralTiers(several.iter().filter_map(|t| t.scope).collect())),
+        }
+    }
+
+    /// The first tier's scope (in policy.yaml's order) that allows `securable:operation`.
+    pub fn scope_allowing(&self, securable: &str, operation: &str) -> Option<&'static str> {
+        self.catalogue.tiers.iter().filter(|t| t.decide(securable, operation) != Decision::Deny).find_map(|t| t.scope)
+    }
+
+    /// The roles a person's groups bring: fleet-wide, and on management groups.
+    pub fn roles_from_groups(&self, groups: &[&str]) -> (Vec<String>, Vec<GroupRole>) {
+        let (mut fleet, mut on_groups) = (Vec::new(), Vec::new());
+        for mapping in self.group_roles.iter().filter(|m| groups.contains(&m.idp_group.as_str())) {
+            match &mapping.management_group {
+                None if !fleet.contains(&mapping.role) => fleet.push(mapping.role.clone()),
+                None => {}
+                Some(group_id) => {
+                    let role = GroupRole { group_id: group_id.clone(), role: mapping.role.clone() };
+                    if !on_groups.contains(&role) {
+                        on_groups.push(role);
+                    }
+                }
+            }
+        }
+        (fleet, on_groups)
+    }
+
+    /// The management groups the mapping names, with where (a JSON pointer) each is named.
+    pub fn mapped_groups(&self) -> impl Iterator<Item = (String, &str)> {
+        self.group_roles.iter().enumerate().filter_map(|(i, m)| {
+            m.management_group.as_deref().map(|g| (format!("/oauth/group_roles/{i}/management_group"), g))
+        })
+    }
+
+    /// Protected Resource Metadata (RFC 9728) for the MCP endpoint.
+    pub fn metadata(&self) -> serde_json::Value {
+        let scopes: Vec<&str> = self.catalogue.tiers.iter().filter_map(|t| t.scope).collect();
+        serde_json::json!({
+            "resource": self.resource,
+            "authorization_servers": self.issuers.iter().map(|i| &i.settings.issuer).collect::<Vec<_>>(),
+            "scopes_supported": scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "toolgate",
+        })
+    }
+
+    /// A `WWW-Authenticate` challenge naming this resource's metadata and a scope.
+    pub fn challenge(&self, error: Option<&str>, scope: &str) -> String {
+        let mut value =
+            format!(r#"Bearer realm="toolgate", resource_metadata="{}", scope="{scope}""#, self.metadata_url);
+        if let Some(error) = error {
+            value.push_str(&format!(r#", error="{error}""#));
+        }
+        value
+    }
+}
