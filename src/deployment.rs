@@ -13,13 +13,35 @@ use toolgate_domain::catalogue::Catalogue;
 /// The file's name in the data dir, used when `--config` is not given.
 pub const DEFAULT_FILE: &str = "toolgate.yaml";
 
+/// The checked file, and the secret its console client names (read at start).
+#[derive(Clone)]
+pub struct Settings {
+    pub file: Arc<Deployment>,
+    pub console_secret: Option<String>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings").field("file", &self.file.parsed.file.name).finish_non_exhaustive()
+    }
+}
+
+/// The console client's secret, from the file the settings name (its one line, trimmed).
+fn console_secret(deployment: &Deployment) -> Result<Option<String>, String> {
+    let oauth = deployment.settings().oauth.as_ref();
+    let console = oauth.and_then(|o| o.issuers.iter().find_map(|i| i.console.as_ref()));
+    let Some(path) = console.and_then(|c| c.client_secret_file.as_deref()) else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read console.client_secret_file {path}: {e}"))?;
+    match text.trim() {
+        "" => Err(format!("console.client_secret_file {path} is empty")),
+        secret => Ok(Some(secret.to_string())),
+    }
+}
+
 /// Reads the named file (which must exist), or DATA_DIR/toolgate.yaml (which may not: then
 /// nothing is set).
-pub fn load(
-    explicit: Option<&Path>,
-    data_dir: &Path,
-    catalogue: &Catalogue,
-) -> Result<Option<Arc<Deployment>>, String> {
+pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> Result<Option<Settings>, String> {
     let path: PathBuf = explicit.map_or_else(|| data_dir.join(DEFAULT_FILE), Path::to_path_buf);
     let name = path.display().to_string();
     let text = match std::fs::read_to_string(&path) {
@@ -32,10 +54,12 @@ pub fn load(
         roles: catalogue.role_names().collect(),
     };
     let file = SourceFile::new(name.clone(), text);
-    toolgate_catalogue::deployment::check(&file, &policy).map(|d| Some(Arc::new(d))).map_err(|diagnostics| {
+    let deployment = toolgate_catalogue::deployment::check(&file, &policy).map_err(|diagnostics| {
         let rendered: Vec<String> = diagnostics.iter().map(|d| d.render(Some(&file.text))).collect();
         format!("{} problem(s) in {name}:\n{}", diagnostics.len(), rendered.join("\n"))
-    })
+    })?;
+    let console_secret = console_secret(&deployment)?;
+    Ok(Some(Settings { file: Arc::new(deployment), console_secret }))
 }
 
 /// Every management group the group-to-role mapping names exists.

@@ -33,27 +33,41 @@ impl Default for Outbound {
 impl Outbound {
     /// GETs `url` and reads at most `max_bytes` of its body.
     pub async fn get(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, CallFailed> {
+        self.get_as(url, None, max_bytes).await
+    }
+
+    /// GETs `url` with a bearer token when given (an IdP's userinfo endpoint).
+    pub async fn get_as(&self, url: &str, bearer: Option<&str>, max_bytes: u64) -> Result<Vec<u8>, CallFailed> {
         let (agent, owned) = (self.agent.clone(), url.to_string());
+        let authorization = bearer.map(|token| format!("Bearer {token}"));
         self.blocking(url, move || {
-            read(agent.get(&owned).header("accept", "application/json").call(), &owned, max_bytes)
+            let mut request = agent.get(&owned).header("accept", "application/json");
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            read(request.call(), &owned, max_bytes)
         })
         .await
     }
 
-    /// POSTs a form (`application/x-www-form-urlencoded`) with HTTP basic credentials, and
-    /// reads at most `max_bytes` of the answer.
+    /// POSTs a form (`application/x-www-form-urlencoded`), with HTTP basic credentials when
+    /// given, and reads at most `max_bytes` of the answer.
     pub async fn post_form(
         &self,
         url: &str,
-        basic: (&str, &str),
+        basic: Option<(&str, &str)>,
         form: Vec<(String, String)>,
         max_bytes: u64,
     ) -> Result<Vec<u8>, CallFailed> {
         use base64::Engine;
-        let credentials = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", basic.0, basic.1));
+        let credentials =
+            basic.map(|(id, secret)| base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}")));
         let (agent, owned) = (self.agent.clone(), url.to_string());
         self.blocking(url, move || {
-            let request = agent.post(&owned).header("authorization", format!("Basic {credentials}"));
+            let mut request = agent.post(&owned).header("accept", "application/json");
+            if let Some(credentials) = credentials {
+                request = request.header("authorization", format!("Basic {credentials}"));
+            }
             read(request.send_form(form.iter().map(|(k, v)| (k.as_str(), v.as_str()))), &owned, max_bytes)
         })
         .await

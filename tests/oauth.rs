@@ -259,3 +259,58 @@ fn a_bad_settings_file_stops_the_server_at_its_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no management group `grp-missing`") && err.contains("settings.yaml:6:54"), "{err}");
 }
+
+#[test]
+fn the_consoles_sign_in_is_bound_to_its_browser_and_used_once() {
+    let issuer = Issuer::start();
+    let port = free_port();
+    let console = "      console:\n        client_id: toolgate-console\n";
+    let s = with_settings(&settings(port, &issuer.url, console, MAPPING), port, &[]);
+    let page = s.http("GET", "/console/sign-in", None, None);
+    assert!(
+        page.body.contains("Sign in with your organisation's account") && page.body.contains(&issuer.url),
+        "{page:?}"
+    );
+    let begun = s.http("GET", "/console/oidc/start", None, None);
+    assert_eq!(begun.status, 303, "{begun:?}");
+    let to = url::Url::parse(begun.header("location").unwrap()).unwrap();
+    assert_eq!(to.as_str().split('?').next().unwrap(), format!("{}/authorize", issuer.url));
+    let query: std::collections::HashMap<String, String> = to.query_pairs().into_owned().collect();
+    assert_eq!(query["response_type"], "code");
+    assert_eq!(query["client_id"], "toolgate-console");
+    assert_eq!(query["redirect_uri"], format!("http://127.0.0.1:{port}/console/oidc/callback"));
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert!(query["scope"].split(' ').any(|s| s == "openid"), "{query:?}");
+    assert!(!query.contains_key("prompt"), "a sign-in asks for no fresh login: {query:?}");
+    let (state, nonce) = (&query["state"], &query["nonce"]);
+    assert!(state.len() >= 32 && nonce.len() >= 32 && state != nonce);
+    let binding = begun.header("set-cookie").unwrap().to_string();
+    assert!(
+        binding.starts_with("toolgate_oidc=") && binding.contains("SameSite=Lax") && binding.contains("HttpOnly"),
+        "{binding}"
+    );
+    let cookie = binding.split(';').next().unwrap().to_string();
+    let get = |path: &str, cookie: Option<&str>| {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| vec![("Cookie", c)]).unwrap_or_default();
+        common::request_to(s.addr, "GET", path, &headers, None)
+    };
+    let r = get("/console/oidc/callback?code=x&state=forged", Some(&cookie));
+    assert_eq!(r.status, 400, "an unknown state: {r:?}");
+    assert!(r.body.contains("expired or was used"), "{r:?}");
+    let r = get(&format!("/console/oidc/callback?code=x&state={state}"), Some("toolgate_oidc=someone-elses"));
+    assert_eq!(r.status, 401, "another browser's cookie: {r:?}");
+    assert!(r.body.contains("begun in another browser"), "{r:?}");
+    let r = get(&format!("/console/oidc/callback?code=x&state={state}"), Some(&cookie));
+    assert_eq!(r.status, 400, "a state is taken once, even by a refused callback: {r:?}");
+    // A fresh sign-in the IdP refused says why.
+    let begun = s.http("GET", "/console/oidc/start", None, None);
+    let to = url::Url::parse(begun.header("location").unwrap()).unwrap();
+    let state = to.query_pairs().find(|(k, _)| k == "state").unwrap().1.to_string();
+    let cookie = begun.header("set-cookie").unwrap().split(';').next().unwrap().to_string();
+    let r =
+        get(&format!("/console/oidc/callback?error=access_denied&error_description=no&state={state}"), Some(&cookie));
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.body.contains("refused the sign-in: access_denied"), "{r:?}");
+    // A step-up needs a session signed in through the IdP.
+    assert_eq!(s.http("GET", "/console/oidc/start?step_up=1", None, None).header("location"), Some("/console/sign-in"));
+}

@@ -88,6 +88,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         metrics_listen: None,
         tls: None,
         console_idle_ms: 900_000,
+        console_step_up_ms: 300_000,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
     let state = Arc::new(AppState::new(config, mcp));
@@ -222,7 +223,9 @@ async fn approvals_fault_in_the_gate_and_on_the_api() {
         csrf: "csrf-token".into(),
         last_seen_ms: now,
         proof_ms: Some(now),
-        assurance: "test",
+        assurance: "test".into(),
+        idp: None,
+        step_up_ms: 0,
     };
     let cookie = format!("toolgate_console={}", app.state.console.open(session));
     let headers = [(header::COOKIE, cookie.as_str()), (header::HeaderName::from_static("x-csrf-token"), "csrf-token")];

@@ -38,14 +38,17 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary):
+    def __init__(self, binary, extra=("--local-agent",), settings=None, port=None):
         self.binary = binary
         self.data = tempfile.mkdtemp(prefix="toolgate-console-")
-        self.port = free_port()
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(os.path.join(self.data, "serve.log"), "w")
+        if settings:
+            with open(os.path.join(self.data, "toolgate.yaml"), "w") as f:
+                f.write(settings)
         self.process = subprocess.Popen(
-            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data, "--local-agent"],
+            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data, *extra],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         self.token = None
         for line in self.process.stdout:
@@ -72,6 +75,29 @@ class Server:
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=30)
+
+
+class Provider:
+    """oidc-provider (installed by install_clients.sh) for the console's sign-in through an
+    identity provider: scripts/clients/oidc_provider.mjs with a confidential console client."""
+
+    def __init__(self, resource, console_redirect):
+        clients = os.environ.get("MCP_CLIENTS_DIR", "/tmp/mcp-clients")
+        self.port = free_port()
+        self.issuer = f"http://127.0.0.1:{self.port}"
+        self.err = tempfile.NamedTemporaryFile(prefix="oidc-provider-", suffix=".log", delete=False)
+        node = subprocess.run(["bash", "-c", f"source {clients}/env.sh && command -v node"],
+                              capture_output=True, text=True).stdout.strip() or "node"
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "oidc_provider.mjs")
+        self.process = subprocess.Popen([node, script, str(self.port), resource, console_redirect],
+                                        stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                        env={**os.environ, "MCP_CLIENTS_DIR": clients})
+        line = self.process.stdout.readline()
+        assert line.startswith("issuer: "), f"the provider did not start: {line} (see {self.err.name})"
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
 
 
 def check(condition, what):
@@ -144,6 +170,86 @@ def decide(driver, approval_id, reason, button="Approve"):
     row = driver.find_element(By.ID, f"approval-{approval_id}")
     row.find_element(By.NAME, "reason").send_keys(reason)
     submit(driver, row.find_element(By.XPATH, f".//button[text()='{button}']"))
+
+
+def at_provider(driver, person):
+    """On oidc-provider's interaction pages: its login form as `person` (any password), then
+    its consent form when it shows one; until the browser is back at toolgate."""
+    WebDriverWait(driver, 20).until(lambda d: "/interaction/" in d.current_url)
+    for _ in range(3):
+        if "/interaction/" not in driver.current_url:
+            return
+        logins = driver.find_elements(By.NAME, "login")
+        if logins:
+            logins[0].send_keys(person)
+            driver.find_element(By.NAME, "password").send_keys("any password")
+        submit(driver, driver.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    assert "/interaction/" not in driver.current_url, f"stuck at the provider: {driver.current_url}"
+
+
+def identity_provider(driver, binary, shots):
+    """The console through the organisation's identity provider: rhea (fleet-admins at the
+    IdP, so Administrator here) signs in at oidc-provider, approves at once (her sign-in is
+    fresh), then past the step-up window is sent back to the IdP to sign in again before
+    her next decision; the audit rows say which proof each decision had."""
+    port = free_port()
+    secrets_dir = tempfile.mkdtemp(prefix="toolgate-idp-")
+    with open(os.path.join(secrets_dir, "console-secret"), "w") as f:
+        f.write("console-secret\n")
+    base = f"http://127.0.0.1:{port}"
+    provider = Provider(f"{base}/mcp", f"{base}/console/oidc/callback")
+    settings = f"""public_url: {base}
+oauth:
+  issuers:
+    - issuer: {provider.issuer}
+      console:
+        client_id: toolgate-console
+        client_secret_file: {secrets_dir}/console-secret
+        scopes: openid profile email groups
+  group_roles:
+    - {{idp_group: fleet-admins, role: Administrator}}
+"""
+    server = Server(binary, extra=("--console-step-up-window", "4s"), settings=settings, port=port)
+    try:
+        driver.get(base + "/console/sign-in")
+        submit(driver, driver.find_element(By.ID, "sign-in-idp"))
+        at_provider(driver, "rhea")
+        WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/console/approvals"))
+        check("rhea" in driver.find_element(By.TAG_NAME, "header").text,
+              "rhea signed in through the identity provider and sees the approvals")
+        shots("idp-approvals")
+        agent = "agt-00000000000000aa"
+        first = server.mcp("delete_tag", {"agent_id": agent, "key": "env"})["error"]["data"]["approval_id"]
+        driver.get(base + "/console/approvals")
+        decide(driver, first, "fresh from the IdP")
+        check("Approved delete_tag for admin" in driver.find_element(By.ID, "notice").text,
+              "her sign-in is fresh: she approves without another proof")
+        second = server.mcp("delete_tag", {"agent_id": agent, "key": "other"})["error"]["data"]["approval_id"]
+        time.sleep(5)
+        driver.get(base + "/console/approvals")
+        row = driver.find_element(By.ID, f"approval-{second}")
+        check(row.find_elements(By.ID, "step-up") and not row.find_elements(By.NAME, "code"),
+              "past the step-up window the form offers a new sign-in at the IdP, not a code")
+        decide(driver, second, "too late")
+        check("more than 4 s old" in error_text(driver), "deciding with a stale sign-in is refused with a clear message")
+        driver.get(base + "/console/approvals")
+        submit(driver, driver.find_element(By.ID, f"approval-{second}").find_element(By.ID, "step-up"))
+        check("prompt=login" in driver.current_url or "/interaction/" in driver.current_url,
+              "the step-up asks the IdP for a fresh login")
+        at_provider(driver, "rhea")
+        WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/console/approvals"))
+        decide(driver, second, "after a fresh sign-in")
+        check("Approved delete_tag for admin" in driver.find_element(By.ID, "notice").text,
+              "after signing in again at the IdP she approves")
+        driver.get(base + "/console/audit?action=approval.review")
+        audit_text = driver.find_element(By.ID, "audit").text
+        check(f"assurance: identity provider {provider.issuer} (proof within" in audit_text,
+              "the first decision is audited with her IdP sign-in as its proof")
+        check("(fresh sign-in)" in audit_text, "the second with the IdP's fresh sign-in")
+        shots("idp-audit")
+    finally:
+        server.stop()
+        provider.stop()
 
 
 def main():
@@ -234,6 +340,8 @@ def main():
         enroll(driver, "admin", lambda _: None)
         decide(driver, own, "my own")
         check("You submitted this request" in error_text(driver), "a self-approval is refused")
+        sign_out(driver)
+        identity_provider(driver, server.binary, shots)
         print("console browser test: all checks passed")
     finally:
         driver.quit()

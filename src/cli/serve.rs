@@ -160,6 +160,10 @@ pub struct ServeArgs {
     /// A console session unused this long is signed out: 15m, 1h.
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = seconds, env = "TOOLGATE_CONSOLE_IDLE_TIMEOUT")]
     console_idle_timeout: i64,
+    /// How old a console proof (a TOTP code, or a sign-in at the identity provider) may be
+    /// for a decision; past it the person proves again: 5m, 2m.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = seconds, env = "TOOLGATE_CONSOLE_STEP_UP_WINDOW")]
+    console_step_up_window: i64,
 }
 
 /// `30d`, `12h`, `90m`, `45s` or plain seconds, for clap.
@@ -225,6 +229,7 @@ impl ServeArgs {
             metrics_listen: self.metrics_listen,
             tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
             console_idle_ms: self.console_idle_timeout * 1000,
+            console_step_up_ms: self.console_step_up_window * 1000,
         })
     }
 }

@@ -78,7 +78,7 @@ pub struct Config {
     /// Where the compliance rules come from (`--compliance`).
     pub compliance: crate::compliance::RuleSource,
     /// The deployment settings (`--config`), if any.
-    pub deployment: Option<Arc<toolgate_catalogue::deployment::Deployment>>,
+    pub deployment: Option<crate::deployment::Settings>,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
     /// A listener of its own for /metrics, without authentication (`--metrics-listen`).
@@ -87,6 +87,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// A console session unused this long is signed out (`--console-idle-timeout`).
     pub console_idle_ms: i64,
+    /// How old a console proof may be for a decision (`--console-step-up-window`).
+    pub console_step_up_ms: i64,
 }
 
 /// What every request handler shares.
@@ -104,19 +106,21 @@ pub struct AppState {
     pub oauth: Option<crate::oauth::resource::ResourceServer>,
     /// People's tokens already checked, until the cache's lifetime or the token's end.
     pub oauth_callers: oauth_callers::OAuthCallers,
+    /// Console sign-ins begun at the identity provider, waiting for its answer.
+    pub idp_sign_ins: console::PendingSignIns,
 }
 
 impl AppState {
     pub fn new(config: Config, mcp: McpServer) -> Self {
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
-        let console = console::ConsoleSessions::new(config.console_idle_ms);
+        let console = console::ConsoleSessions::new(config.console_idle_ms, config.console_step_up_ms);
         let services = mcp.services_handle();
         let quotas = quotas::Quotas::new(
             services.catalogue().engines.quota,
             services.repositories().engines.clone(),
             services.clock().clone(),
         );
-        let oauth = config.deployment.as_deref().and_then(|d| {
+        let oauth = config.deployment.as_ref().and_then(|d| {
             crate::oauth::resource::ResourceServer::from_deployment(
                 d,
                 services.catalogue(),
@@ -125,7 +129,18 @@ impl AppState {
             )
         });
         let oauth_callers = oauth_callers::OAuthCallers::new(config.auth_cache_ttl_ms);
-        Self { config, services, mcp: Arc::new(mcp), auth_failures, console, quotas, oauth, oauth_callers }
+        let idp_sign_ins = console::PendingSignIns::default();
+        Self {
+            config,
+            services,
+            mcp: Arc::new(mcp),
+            auth_failures,
+            console,
+            quotas,
+            oauth,
+            oauth_callers,
+            idp_sign_ins,
+        }
     }
 }
 

@@ -13,13 +13,14 @@ use sha2::{Digest, Sha256};
 use toolgate_catalogue::deployment::Provisioning;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::PrincipalKind;
-use toolgate_domain::{Caller, CredentialKind, Principal};
+use toolgate_domain::{Caller, CredentialKind, Principal, StoreError};
 use toolgate_store::{FederatedIdentity, NewFederated};
 
 use super::admission::Connection;
 use super::auth_failures::audit_failure;
 use super::{ApiError, AppState};
-use crate::oauth::resource::{Refusal, ResourceServer, Verified};
+use crate::oauth::Claims;
+use crate::oauth::resource::{Issuer, Refusal, ResourceServer};
 
 /// Checked tokens kept at once; past it, the expired ones go, then all.
 const MAX_ENTRIES: usize = 10_000;
@@ -90,35 +91,39 @@ fn refusal_response(server: &ResourceServer, refusal: &Refusal) -> ApiError {
     }
 }
 
-/// The principal `verified` names: linked already, made now, or refused (pre-provisioning).
-async fn person(state: &AppState, verified: &Verified<'_>, now: i64) -> Result<Option<FederatedIdentity>, ApiError> {
+/// The principal `subject` of `issuer` is: linked already, made now, or None (the deployment
+/// lets in only people linked beforehand). MCP and the console both sign people in here.
+pub async fn person(
+    state: &AppState,
+    from: &Issuer,
+    subject: &str,
+    claims: &Claims,
+    now: i64,
+) -> Result<Option<FederatedIdentity>, StoreError> {
     let federated = &state.services.repositories().federated;
-    let (issuer, claims) = (&verified.issuer.settings.issuer, &verified.claims);
-    if let Some(identity) = federated.federated(issuer, &verified.subject).await? {
+    let issuer = &from.settings.issuer;
+    if let Some(identity) = federated.federated(issuer, subject).await? {
         let changed = (claims.name.is_some() && claims.name != identity.display_name)
             || (claims.email.is_some() && claims.email != identity.email);
         if changed || identity.last_seen_at.is_none_or(|at| now - at >= SEEN_EVERY_MS) {
-            federated
-                .seen_federated(issuer, &verified.subject, claims.name.as_deref(), claims.email.as_deref(), now)
-                .await?;
+            federated.seen_federated(issuer, subject, claims.name.as_deref(), claims.email.as_deref(), now).await?;
         }
         return Ok(Some(identity));
     }
-    if verified.issuer.provisioning() == Provisioning::PreProvisioned {
+    if from.provisioning() == Provisioning::PreProvisioned {
         return Ok(None);
     }
-    let hint = claims.preferred_username.as_deref().or(claims.email.as_deref()).unwrap_or(&verified.subject);
+    let hint = claims.preferred_username.as_deref().or(claims.email.as_deref()).unwrap_or(subject);
     let new = NewFederated {
         issuer,
-        subject: &verified.subject,
+        subject,
         name_hint: hint,
         display_name: claims.name.as_deref(),
         email: claims.email.as_deref(),
         now,
     };
     let made = federated.provision_federated(new).await?;
-    let detail =
-        format!("first sign-in of subject {} from {issuer}: principal made with no roles of its own", verified.subject);
+    let detail = format!("first sign-in of subject {subject} from {issuer}: principal made with no roles of its own");
     let event = AuditEvent::new(now, "principal.provisioned", AuditOutcome::Success)
         .by_principal(&made.principal)
         .target(TargetType::Principal, made.principal.clone())
@@ -146,7 +151,7 @@ pub async fn oauth_caller(
         audit_failure(state, connection, &format!("access token refused ({}): {refusal:?}", refusal.label()));
         refusal_response(server, &refusal)
     })?;
-    let Some(identity) = person(state, &verified, now_ms).await? else {
+    let Some(identity) = person(state, verified.issuer, &verified.subject, &verified.claims, now_ms).await? else {
         crate::metrics::token_refused("not_provisioned");
         audit_failure(
             state,

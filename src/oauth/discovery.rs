@@ -29,6 +29,8 @@ pub struct IssuerMetadata {
     pub authorization_endpoint: Option<String>,
     #[serde(default)]
     pub token_endpoint: Option<String>,
+    #[serde(default)]
+    pub userinfo_endpoint: Option<String>,
 }
 
 /// The two places metadata may be, in the order tried.

@@ -109,6 +109,13 @@ pub struct Claims {
     pub preferred_username: Option<String>,
     #[serde(default)]
     pub email: Option<String>,
+    /// An ID token's: the nonce the sign-in asked with, when the person authenticated, how.
+    #[serde(default)]
+    pub nonce: Option<String>,
+    #[serde(default)]
+    pub auth_time: Option<i64>,
+    #[serde(default)]
+    pub acr: Option<String>,
     /// Every other claim (the groups claim's name is a deployment setting).
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
@@ -196,6 +203,7 @@ pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> 
     Ok(claims)
 }
 
+pub mod console_client;
 pub mod discovery;
 pub mod keys;
 pub mod resource;

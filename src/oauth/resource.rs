@@ -9,6 +9,7 @@ use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::groups::GroupRole;
 use toolgate_policy::{Decision, TierRules};
 
+use super::console_client::ConsoleClient;
 use super::discovery::Discovery;
 use super::keys::KeyCache;
 use super::{Claims, Expectations, Refused};
@@ -44,6 +45,28 @@ impl Issuer {
 
     pub fn discovery(&self) -> &Discovery {
         &self.discovery
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+
+    /// Checks a JWT this issuer signed for `audience` (this server's resource, or the
+    /// console's client id for an ID token): its claims when valid now.
+    pub async fn check(&self, token: &str, audience: Option<&str>) -> Result<Claims, Refusal> {
+        let header = super::header(token).map_err(Refusal::Invalid)?;
+        let kid = header.kid.ok_or(Refusal::Invalid(Refused::NoKeyId))?;
+        let keys = self.keys().await.map_err(Refusal::Unavailable)?;
+        let set = keys.keys_for(&kid).await.map_err(|e| Refusal::Unavailable(e.to_string()))?;
+        let mut expect = self.expect.clone();
+        if let Some(audience) = audience {
+            expect.audience = audience.to_string();
+        }
+        super::validate(token, &set, &expect, self.clock.now_secs()).map_err(Refusal::Invalid)
     }
 
     /// Its key cache, made once the key set's address is known (configured, or discovered).
@@ -108,7 +131,8 @@ pub struct ResourceServer {
     pub challenge_scope: &'static str,
     group_roles: Vec<GroupRoleMapping>,
     catalogue: &'static Catalogue,
-    clock: Clock,
+    /// The console's client, and the index of the issuer it signs people in through.
+    pub console: Option<(usize, ConsoleClient)>,
 }
 
 /// The `iss` a token claims, read before its signature is checked, to pick the keys to check
@@ -129,14 +153,14 @@ fn claimed_issuer(token: &str) -> Result<String, Refused> {
 impl ResourceServer {
     /// The resource server a deployment's `oauth` settings describe (None without them).
     pub fn from_deployment(
-        deployment: &Deployment,
+        settings: &crate::deployment::Settings,
         catalogue: &'static Catalogue,
         outbound: Outbound,
         clock: Clock,
     ) -> Option<Self> {
-        let settings = deployment.settings();
-        let oauth = settings.oauth.as_ref()?;
-        let public_url = settings.public_url.as_deref()?.trim_end_matches('/');
+        let deployment: &Deployment = &settings.file;
+        let oauth = deployment.settings().oauth.as_ref()?;
+        let public_url = deployment.settings().public_url.as_deref()?.trim_end_matches('/');
         let resource = format!("{public_url}/mcp");
         let issuers = oauth
             .issuers
@@ -162,6 +186,10 @@ impl ResourceServer {
             Some(tier) => scoped().find(|(name, _)| name == tier).map(|(_, s)| s),
             None => scoped().next().map(|(_, s)| s),
         }?;
+        let console = oauth.issuers.iter().enumerate().find_map(|(i, issuer)| {
+            let client = issuer.console.as_ref()?;
+            Some((i, ConsoleClient::new(client, settings.console_secret.clone(), public_url)))
+        });
         Some(ResourceServer {
             metadata_url: format!("{public_url}/.well-known/oauth-protected-resource/mcp"),
             resource,
@@ -169,7 +197,7 @@ impl ResourceServer {
             challenge_scope,
             group_roles: oauth.group_roles.clone(),
             catalogue,
-            clock,
+            console,
         })
     }
 
@@ -186,11 +214,7 @@ impl ResourceServer {
         let claimed = claimed_issuer(token).map_err(Refusal::Invalid)?;
         let issuer =
             self.issuers.iter().find(|i| i.settings.issuer == claimed).ok_or(Refusal::Invalid(Refused::Issuer))?;
-        let header = super::header(token).map_err(Refusal::Invalid)?;
-        let kid = header.kid.ok_or(Refusal::Invalid(Refused::NoKeyId))?;
-        let keys = issuer.keys().await.map_err(Refusal::Unavailable)?;
-        let set = keys.keys_for(&kid).await.map_err(|e| Refusal::Unavailable(e.to_string()))?;
-        let claims = super::validate(token, &set, &issuer.expect, self.clock.now_secs()).map_err(Refusal::Invalid)?;
+        let claims = issuer.check(token, None).await?;
         let subject =
             claims.sub.clone().filter(|s| !s.is_empty()).ok_or(Refusal::Invalid(Refused::MissingClaim("sub")))?;
         let scopes: Vec<&str> = claims.scopes().collect();

@@ -77,6 +77,27 @@ pub struct IssuerSettings {
     /// Clock skew allowed at `nbf` and `exp` (`60s`) [default: 60s; at most 5m].
     #[serde(default)]
     pub leeway: Option<String>,
+    /// The approver's console signs people in through this issuer (one issuer at most).
+    #[serde(default)]
+    pub console: Option<ConsoleClientSettings>,
+}
+
+/// The console as a client of the identity provider (authorization code with PKCE).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleClientSettings {
+    /// The client id registered at the IdP; its redirect URI is PUBLIC_URL/console/oidc/callback.
+    pub client_id: String,
+    /// A file holding the client's secret (read at start) [absent: a public client].
+    #[serde(default)]
+    pub client_secret_file: Option<String>,
+    /// The scopes asked for [default: `openid profile email`]; `openid` is always asked for.
+    #[serde(default)]
+    pub scopes: Option<String>,
+    /// The `acr` an approval's fresh sign-in must reach (asked for as `acr_values`), when the
+    /// IdP offers levels (e.g. one that means multi-factor).
+    #[serde(default)]
+    pub step_up_acr: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -189,6 +210,7 @@ pub fn check(file: &SourceFile, policy: &PolicyNames) -> Result<Deployment, Vec<
             errors.push(error("/oauth/issuers", "oauth names no issuer".into()));
         }
         let mut seen = BTreeSet::new();
+        let mut consoles = 0;
         for (i, issuer) in oauth.issuers.iter().enumerate() {
             let at = |key: &str| format!("/oauth/issuers/{i}/{key}");
             if let Err(e) = check_url(&issuer.issuer) {
@@ -201,6 +223,18 @@ pub fn check(file: &SourceFile, policy: &PolicyNames) -> Result<Deployment, Vec<
                 && let Err(e) = check_url(jwks)
             {
                 errors.push(error(&at("jwks_uri"), format!("jwks_uri: {e}")));
+            }
+            if let Some(console) = &issuer.console {
+                if console.client_id.trim().is_empty() {
+                    errors.push(error(&at("console/client_id"), "console.client_id is empty".into()));
+                }
+                if consoles > 0 {
+                    errors.push(
+                        error(&at("console"), "another issuer already signs people in to the console".into())
+                            .help("the console signs in through one identity provider: keep `console` on one issuer"),
+                    );
+                }
+                consoles += 1;
             }
             let mut time = |key: &str, text: Option<&String>, default: i64, max: i64| {
                 let Some(text) = text else { return default };

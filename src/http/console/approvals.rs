@@ -55,7 +55,7 @@ fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup) -> Mark
                 form method="post" action={ "/console/approvals/" (a.id) "/decide" } {
                     input type="hidden" name="csrf" value=(who.0.csrf);
                     label { "Reason " input type="text" name="reason" required; }
-                    (pages::step_up_code(proof_fresh))
+                    (pages::step_up_code(proof_fresh, who.0.idp.is_some()))
                     button type="submit" name="decision" value="approve" { "Approve" } " "
                     button type="submit" name="decision" value="reject" { "Reject" }
                 }
@@ -135,7 +135,7 @@ async fn decide_as(
     let services = &state.services;
     let reason = Some(reason).filter(|r| !r.is_empty());
     let reviewing = services.reviewing(&who.1).await.map_err(NotDecided::Store)?;
-    let decide = Decide { id, reviewer: &reviewing, approve, comment: reason, assurance };
+    let decide = Decide { id, reviewer: &reviewing, approve, comment: reason, assurance: &assurance };
     let decided = toolgate_gate::review(services.approvals(), services.audit(), services.clock(), decide)
         .await
         .map_err(NotDecided::Store)?;

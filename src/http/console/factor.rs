@@ -8,8 +8,6 @@ use totp_rs::{Algorithm, Secret, TOTP};
 
 /// The shortest password `principal set-password` takes.
 pub const MIN_PASSWORD_CHARS: usize = 12;
-/// How long a TOTP proof counts as fresh for a decision or a new credential (step-up).
-pub const STEP_UP_MS: i64 = 5 * 60 * 1000;
 /// TOTP: RFC 6238's defaults, which every authenticator app reads from the QR code.
 const STEP_SECS: u64 = 30;
 const DIGITS: usize = 6;

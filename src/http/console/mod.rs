@@ -6,6 +6,7 @@
 
 mod approvals;
 pub mod factor;
+mod oidc;
 mod pages;
 mod reviews;
 pub mod session;
@@ -27,6 +28,7 @@ use maud::Markup;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
 
 pub use approvals::rest_decide;
+pub use oidc::PendingSignIns;
 pub use session::ConsoleSessions;
 use session::{ConsoleSession, csrf_matches};
 pub use sign_in::prove_code;
@@ -40,6 +42,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/console/sign-in", get(sign_in::page).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
         .route("/console/enroll", get(sign_in::enroll_page).post(sign_in::enroll))
+        .route("/console/oidc/start", get(oidc::start))
+        .route(crate::oauth::console_client::CALLBACK_PATH, get(oidc::callback))
         .route("/console/approvals", get(approvals::page))
         .route("/console/approvals/{id}/decide", post(approvals::decide))
         .route("/console/reviews", get(reviews::page))
@@ -123,7 +127,17 @@ impl SignedIn {
     pub async fn load(state: &AppState, headers: &HeaderMap) -> Result<Option<Self>, toolgate_domain::StoreError> {
         let Some(session) = state.console.current(headers, now_ms(state)) else { return Ok(None) };
         match state.services.credentials().principal(&session.principal).await? {
-            Some(principal) => Ok(Some(SignedIn(session, principal.principal()))),
+            Some(record) => {
+                let mut principal = record.principal();
+                // A person signed in through the IdP also holds what their groups brought.
+                if let Some(idp) = &session.idp {
+                    principal.roles.extend(idp.roles.iter().filter(|r| !record.roles.contains(r)).cloned());
+                    principal
+                        .group_roles
+                        .extend(idp.group_roles.iter().filter(|r| !record.group_roles.contains(r)).cloned());
+                }
+                Ok(Some(SignedIn(session, principal)))
+            }
             None => {
                 state.console.close(headers);
                 Ok(None)
@@ -185,20 +199,27 @@ impl SignedIn {
         html(StatusCode::FORBIDDEN, pages::refused("Not a reviewer", message, &self.chrome()))
     }
 
-    /// A fresh TOTP proof: the session's last one if it is recent enough, else `code` (taken
-    /// once). Err: what to tell the person.
-    async fn step_up(&self, state: &AppState, headers: &HeaderMap, code: &str) -> Result<&'static str, String> {
+    /// A fresh proof: the session's last one if it is recent enough, else `code` (taken once)
+    /// for a local account; a person signed in through the IdP signs in there again
+    /// ([`oidc`]). Err: what to tell the person.
+    async fn step_up(&self, state: &AppState, headers: &HeaderMap, code: &str) -> Result<String, String> {
         let now = now_ms(state);
+        let window = pages::minutes(self.0.step_up_ms);
         if self.0.proof_fresh(now) && code.is_empty() {
-            return Ok("password+totp (proof within 5 min)");
+            return Ok(format!("{} (proof within {window})", self.0.assurance));
+        }
+        if self.0.idp.is_some() {
+            return Err(format!(
+                "Your last sign-in at your identity provider is more than {window} old: use \"Sign in again\" above, then decide."
+            ));
         }
         if code.is_empty() {
-            return Err(
-                "Your last code is more than 5 minutes old: enter a fresh code from your authenticator app.".into()
-            );
+            return Err(format!(
+                "Your last code is more than {window} old: enter a fresh code from your authenticator app."
+            ));
         }
         sign_in::prove_code(state, &self.0.principal, code, now).await?;
         state.console.proved(headers, now);
-        Ok("password+totp (fresh code)")
+        Ok("password+totp (fresh code)".into())
     }
 }

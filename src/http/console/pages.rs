@@ -13,7 +13,8 @@ th{background:#eef1f5}pre{margin:0;white-space:pre-wrap;font-size:.8rem}
 .notice{background:#e8f4e8;border:1px solid #9c9;padding:.6rem;margin-bottom:1rem}
 form.inline{display:inline}input,select,button{font-size:.95rem;margin:.15rem 0}
 label{display:block;margin:.4rem 0}.muted{color:#666;font-size:.85rem}
-.secret{font-family:monospace;font-size:1.1rem;letter-spacing:.1rem}";
+.secret{font-family:monospace;font-size:1.1rem;letter-spacing:.1rem}
+a.button{display:inline-block;padding:.3rem .7rem;border:1px solid #567;border-radius:3px;background:#eef1f5;color:#123;text-decoration:none}";
 
 /// A time in seconds since the epoch, as RFC 3339 (UTC).
 pub fn when(secs: i64) -> String {
@@ -70,12 +71,23 @@ pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
     }
 }
 
-/// A decision form's step-up field: none while the session's last proof is fresh.
-pub fn step_up_code(fresh: bool) -> Markup {
+/// A decision form's step-up field: none while the session's last proof is fresh; for a
+/// person signed in through the identity provider, a link to sign in there again instead.
+pub fn step_up_code(fresh: bool, via_idp: bool) -> Markup {
     html! {
-        @if !fresh {
+        @if !fresh && via_idp {
+            a.button #step-up href="/console/oidc/start?step_up=1" { "Sign in again to decide" }
+        } @else if !fresh {
             label { "Code " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; }
         }
+    }
+}
+
+/// A window in whole minutes, or seconds below one (`5 min`, `3 s`).
+pub fn minutes(ms: i64) -> String {
+    match ms {
+        ms if ms >= 60_000 => format!("{} min", ms / 60_000),
+        ms => format!("{} s", ms / 1000),
     }
 }
 
@@ -86,9 +98,14 @@ pub fn messages(error: Option<&str>, notice: Option<&str>) -> Markup {
     }
 }
 
-pub fn sign_in(csrf: &str, error: Option<&str>) -> Markup {
+/// The sign-in page; `idp` names the identity provider people may sign in through.
+pub fn sign_in(csrf: &str, error: Option<&str>, idp: Option<&str>) -> Markup {
     let body = html! {
         (messages(error, None))
+        @if let Some(issuer) = idp {
+            p { a.button #sign-in-idp href="/console/oidc/start" { "Sign in with your organisation's account" } }
+            p.muted { "Through " (issuer) ". Or, with a local account:" }
+        }
         form method="post" action="/console/sign-in" {
             input type="hidden" name="csrf" value=(csrf);
             label { "Name " input #name type="text" name="name" autocomplete="username" required; }

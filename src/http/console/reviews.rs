@@ -48,7 +48,7 @@ fn grant_row(campaign: &str, g: &Grant, who: &SignedIn, fresh: bool) -> Markup {
                         input type="hidden" name="role_name" value=(k.role_name);
                         input type="hidden" name="group_id" value=(k.group_id);
                         label { "Justification " input type="text" name="justification" required; }
-                        (pages::step_up_code(fresh))
+                        (pages::step_up_code(fresh, who.0.idp.is_some()))
                         button type="submit" name="decision" value="attested" { "Attest" } " "
                         button type="submit" name="decision" value="flagged_revoke" { "Flag for revocation" }
                     }

@@ -21,16 +21,31 @@ pub struct ConsoleSession {
     pub principal: String,
     pub csrf: String,
     pub last_seen_ms: i64,
-    /// When its holder last proved a TOTP code; None while the factor is not enrolled.
+    /// When its holder last proved who they are (a TOTP code, or an authentication at the
+    /// identity provider); None while a local account's factor is not enrolled.
     pub proof_ms: Option<i64>,
     /// How it was signed in, for the audit rows of what it does.
-    pub assurance: &'static str,
+    pub assurance: String,
+    /// Signed in through the identity provider: who, and the roles their groups brought.
+    pub idp: Option<IdpSession>,
+    /// How old a proof may be for a decision (`--console-step-up-window`), set when opened.
+    pub step_up_ms: i64,
+}
+
+/// A session signed in through the organisation's identity provider (docs/sign-in.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdpSession {
+    pub issuer: String,
+    pub subject: String,
+    /// Roles the IdP's groups brought at sign-in (never stored with the principal).
+    pub roles: Vec<String>,
+    pub group_roles: Vec<toolgate_domain::groups::GroupRole>,
 }
 
 impl ConsoleSession {
-    /// Whether the last TOTP proof is recent enough for a decision (step-up).
+    /// Whether the last proof is recent enough for a decision (step-up).
     pub fn proof_fresh(&self, now_ms: i64) -> bool {
-        self.proof_ms.is_some_and(|at| now_ms - at <= super::factor::STEP_UP_MS)
+        self.proof_ms.is_some_and(|at| now_ms - at <= self.step_up_ms)
     }
 
     pub fn enrolled(&self) -> bool {
@@ -41,11 +56,17 @@ impl ConsoleSession {
 pub struct ConsoleSessions {
     by_hash: Mutex<HashMap<String, ConsoleSession>>,
     idle_ms: i64,
+    step_up_ms: i64,
 }
 
 impl ConsoleSessions {
-    pub fn new(idle_ms: i64) -> Self {
-        Self { by_hash: Mutex::default(), idle_ms }
+    pub fn new(idle_ms: i64, step_up_ms: i64) -> Self {
+        Self { by_hash: Mutex::default(), idle_ms, step_up_ms }
+    }
+
+    /// How old a proof may be for a decision.
+    pub fn step_up_ms(&self) -> i64 {
+        self.step_up_ms
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ConsoleSession>> {
@@ -53,7 +74,8 @@ impl ConsoleSessions {
     }
 
     /// Opens a session; returns the cookie's value (shown to the browser only).
-    pub fn open(&self, session: ConsoleSession) -> String {
+    pub fn open(&self, mut session: ConsoleSession) -> String {
+        session.step_up_ms = self.step_up_ms;
         let cookie = random_hex::<32>();
         let mut sessions = self.lock();
         let idle_ms = self.idle_ms;
@@ -83,11 +105,21 @@ impl ConsoleSessions {
 
     /// Records a fresh TOTP proof (enrollment, or a step-up code).
     pub fn proved(&self, headers: &HeaderMap, now_ms: i64) {
-        if let Some(key) = cookie(headers, SESSION_COOKIE).map(|c| hash_secret(&c))
-            && let Some(session) = self.lock().get_mut(&key)
-        {
-            session.proof_ms = Some(now_ms);
-            session.assurance = "password+totp";
+        if let Some(key) = session_key(headers) {
+            self.proved_by_key(&key, now_ms, "password+totp");
+        }
+    }
+
+    /// Records a fresh proof for the session `key` names (an IdP's fresh sign-in comes back
+    /// on a request from the IdP, which carries no same-site cookie).
+    pub fn proved_by_key(&self, key: &str, at_ms: i64, assurance: &str) -> bool {
+        match self.lock().get_mut(key) {
+            Some(session) => {
+                session.proof_ms = Some(at_ms);
+                session.assurance = assurance.to_string();
+                true
+            }
+            None => false,
         }
     }
 
@@ -96,6 +128,11 @@ impl ConsoleSessions {
             self.lock().remove(&hash_secret(&c));
         }
     }
+}
+
+/// The key the request's session is kept under (the hash of its cookie), if it has one.
+pub fn session_key(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, SESSION_COOKIE).map(|c| hash_secret(&c))
 }
 
 /// A cookie's value from the request's `Cookie` headers.
@@ -133,7 +170,15 @@ mod tests {
     use super::*;
 
     fn session(at: i64) -> ConsoleSession {
-        ConsoleSession { principal: "p".into(), csrf: "c".into(), last_seen_ms: at, proof_ms: Some(at), assurance: "x" }
+        ConsoleSession {
+            principal: "p".into(),
+            csrf: "c".into(),
+            last_seen_ms: at,
+            proof_ms: Some(at),
+            assurance: "x".into(),
+            idp: None,
+            step_up_ms: 300_000,
+        }
     }
 
     fn with_cookie(value: &str) -> HeaderMap {
@@ -144,7 +189,7 @@ mod tests {
 
     #[test]
     fn sessions_expire_when_idle_and_close() {
-        let sessions = ConsoleSessions::new(1000);
+        let sessions = ConsoleSessions::new(1000, 300_000);
         let cookie = sessions.open(session(0));
         let headers = with_cookie(&cookie);
         assert!(sessions.current(&headers, 900).is_some());
@@ -160,8 +205,8 @@ mod tests {
     #[test]
     fn step_up_and_csrf() {
         let s = session(0);
-        assert!(s.proof_fresh(super::super::factor::STEP_UP_MS));
-        assert!(!s.proof_fresh(super::super::factor::STEP_UP_MS + 1));
+        assert!(s.proof_fresh(300_000));
+        assert!(!s.proof_fresh(300_001));
         assert!(csrf_matches("abc", Some("abc")));
         assert!(!csrf_matches("abc", Some("abd")) && !csrf_matches("abc", None) && !csrf_matches("abc", Some("ab")));
     }

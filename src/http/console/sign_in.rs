@@ -31,7 +31,9 @@ fn with_cookie(mut response: Response, value: String) -> Response {
 /// The sign-in form, with a fresh CSRF token in a cookie of its own (double submit).
 fn form(state: &AppState, status: StatusCode, error: Option<&str>) -> Response {
     let csrf = random_hex::<16>();
-    let page = html(status, pages::sign_in(&csrf, error));
+    let idp =
+        state.oauth.as_ref().and_then(|s| s.console.as_ref().map(|(i, _)| s.issuers[*i].settings.issuer.as_str()));
+    let page = html(status, pages::sign_in(&csrf, error, idp));
     with_cookie(page, set_cookie(SIGN_IN_CSRF_COOKIE, &csrf, secure(state), Some(SIGN_IN_FORM_SECS)))
 }
 
@@ -92,7 +94,10 @@ pub async fn submit(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
         csrf: random_hex::<16>(),
         last_seen_ms: now,
         proof_ms,
-        assurance,
+        assurance: assurance.to_string(),
+        idp: None,
+        // The server's window is set when the session opens.
+        step_up_ms: 0,
     };
     let value = state.console.open(session);
     audit(&state, "console.sign_in", AuditOutcome::Success, name, assurance.to_string());

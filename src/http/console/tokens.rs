@@ -72,7 +72,11 @@ async fn listing(
                 }
             }
             label { "Expires in (days, at most " (MAX_TOKEN_DAYS) ") " input type="number" name="days" min="1" max=(MAX_TOKEN_DAYS) value="30" required; }
-            label { "Code from your authenticator app " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; }
+            @if who.0.idp.is_some() {
+                (pages::step_up_code(who.0.proof_fresh(now_ms(state)), true))
+            } @else {
+                label { "Code from your authenticator app " input type="text" name="code" inputmode="numeric" autocomplete="one-time-code" required; }
+            }
             button type="submit" { "Create" }
         }
     };
@@ -116,22 +120,30 @@ pub async fn create(
         Ok(d) if (1..=MAX_TOKEN_DAYS).contains(&d) => d,
         _ => return refuse(format!("Expiry is 1 to {MAX_TOKEN_DAYS} days."), StatusCode::BAD_REQUEST).await,
     };
-    // A fresh proof for every credential minted, however recent the last one.
+    // A fresh proof for every credential minted: a code, however recent the last one; for a
+    // person signed in through the IdP, a sign-in there within the step-up window.
     let now = now_ms(state);
-    if let Err(message) = sign_in::prove_code(state, &who.0.principal, field(&fields, "code"), now).await {
-        return refuse(message, StatusCode::UNAUTHORIZED).await;
-    }
-    state.console.proved(&headers, now);
+    let assurance = match &who.0.idp {
+        Some(_) if who.0.proof_fresh(now) => format!("{} (proof within the step-up window)", who.0.assurance),
+        Some(_) => {
+            let message = "A new credential needs a fresh sign-in at your identity provider: use \"Sign in again\", then create it.";
+            return refuse(message.into(), StatusCode::UNAUTHORIZED).await;
+        }
+        None => {
+            if let Err(message) = sign_in::prove_code(state, &who.0.principal, field(&fields, "code"), now).await {
+                return refuse(message, StatusCode::UNAUTHORIZED).await;
+            }
+            state.console.proved(&headers, now);
+            "password+totp (fresh code)".to_string()
+        }
+    };
     let services = &state.services;
     let now_secs = services.clock().now_secs();
     let new = NewToken { principal: &who.0.principal, tier, name, now: now_secs, expires_at: now_secs + days * 86_400 };
     match services.credentials().create_token(new).await {
         Ok((record, secret)) => {
-            let detail = format!(
-                "token {} ({}), {days} days; assurance: password+totp (fresh code)",
-                record.id,
-                tier.unwrap_or("API")
-            );
+            let detail =
+                format!("token {} ({}), {days} days; assurance: {assurance}", record.id, tier.unwrap_or("API"));
             audit(state, "console.token_create", AuditOutcome::Success, &who.0.principal, detail);
             listing(state, who, None, Some((&record, &secret)), StatusCode::OK).await
         }

@@ -61,6 +61,17 @@ fn plain_http_is_only_for_this_machine_and_oauth_needs_a_public_url() {
 }
 
 #[test]
+fn the_console_signs_in_through_one_issuer() {
+    let text = "public_url: https://t.example\noauth:\n  issuers:\n    - issuer: https://a.example\n      console: {client_id: tg}\n    - issuer: https://b.example\n      console: {client_id: ' '}\n";
+    let lines = problems(text);
+    assert!(
+        lines.iter().any(|l| l.contains("7:") && l.contains("another issuer already signs people in")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("console.client_id is empty")), "{lines:?}");
+}
+
+#[test]
 fn durations_read_like_the_cli_flags() {
     assert_eq!(parse_duration("90m"), Ok(5400));
     assert_eq!(parse_duration("45"), Ok(45));
