@@ -3,6 +3,7 @@
 //! the server with every problem at `file:line:col`. The management groups it names are
 //! checked against the store once that is open ([`check_groups`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,11 +14,11 @@ use toolgate_domain::catalogue::Catalogue;
 /// The file's name in the data dir, used when `--config` is not given.
 pub const DEFAULT_FILE: &str = "toolgate.yaml";
 
-/// The checked file, and the secret its console client names (read at start).
+/// The checked file, and the secrets its files name (read at start, kept by path).
 #[derive(Clone)]
 pub struct Settings {
     pub file: Arc<Deployment>,
-    pub console_secret: Option<String>,
+    secrets: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -26,16 +27,19 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-/// The console client's secret, from the file the settings name (its one line, trimmed).
-fn console_secret(deployment: &Deployment) -> Result<Option<String>, String> {
-    let oauth = deployment.settings().oauth.as_ref();
-    let console = oauth.and_then(|o| o.issuers.iter().find_map(|i| i.console.as_ref()));
-    let Some(path) = console.and_then(|c| c.client_secret_file.as_deref()) else { return Ok(None) };
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read console.client_secret_file {path}: {e}"))?;
+impl Settings {
+    /// The secret read from `path` at start.
+    pub fn secret(&self, path: &str) -> Option<&str> {
+        self.secrets.get(path).map(String::as_str)
+    }
+}
+
+/// The secret in `path`: its one line, trimmed.
+fn read_secret(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the secret file {path}: {e}"))?;
     match text.trim() {
-        "" => Err(format!("console.client_secret_file {path} is empty")),
-        secret => Ok(Some(secret.to_string())),
+        "" => Err(format!("the secret file {path} is empty")),
+        secret => Ok(secret.to_string()),
     }
 }
 
@@ -58,8 +62,13 @@ pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> 
         let rendered: Vec<String> = diagnostics.iter().map(|d| d.render(Some(&file.text))).collect();
         format!("{} problem(s) in {name}:\n{}", diagnostics.len(), rendered.join("\n"))
     })?;
-    let console_secret = console_secret(&deployment)?;
-    Ok(Some(Settings { file: Arc::new(deployment), console_secret }))
+    let secrets = deployment
+        .settings()
+        .secret_files()
+        .into_iter()
+        .map(|path| Ok((path.to_string(), read_secret(path)?)))
+        .collect::<Result<_, String>>()?;
+    Ok(Some(Settings { file: Arc::new(deployment), secrets }))
 }
 
 /// Every management group the group-to-role mapping names exists.

@@ -314,3 +314,46 @@ fn the_consoles_sign_in_is_bound_to_its_browser_and_used_once() {
     // A step-up needs a session signed in through the IdP.
     assert_eq!(s.http("GET", "/console/oidc/start?step_up=1", None, None).header("location"), Some("/console/sign-in"));
 }
+
+#[test]
+fn an_opaque_token_is_checked_by_the_issuers_introspection() {
+    let issuer = Issuer::start();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("introspection-secret");
+    std::fs::write(&secret, "rs-secret\n").unwrap();
+    let extra = format!(
+        "      introspection:\n        client_id: rs-client\n        client_secret_file: {}\n",
+        secret.display()
+    );
+    let s = with_settings(&settings(port, &issuer.url, &extra, MAPPING), port, &[]);
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let mut answer = issuer.claims("u-opal", &resource, "toolgate:readonly");
+    answer["active"] = json!(true);
+    answer["groups"] = json!(["fleet-viewers"]);
+    answer["username"] = json!("opal");
+    issuer.know_opaque("opaque-good", answer.clone());
+    let r = call_with(&s, "opaque-good", "list_agents", json!({}));
+    assert_eq!(r.json()["result"]["isError"], false, "an active token for this resource: {r:?}");
+    let mut other = answer.clone();
+    other["aud"] = json!(["https://other.example/mcp"]);
+    issuer.know_opaque("opaque-other", other);
+    let mut expired = answer.clone();
+    expired["exp"] = json!(answer["iat"].as_i64().unwrap() - 120);
+    expired["iat"] = json!(answer["iat"].as_i64().unwrap() - 600);
+    issuer.know_opaque("opaque-expired", expired);
+    for (token, why) in
+        [("opaque-unknown", "not active"), ("opaque-other", "another audience"), ("opaque-expired", "expired")]
+    {
+        let r = call_with(&s, token, "list_agents", json!({}));
+        assert_eq!(r.status, 401, "{token}: {r:?}");
+        assert!(r.body.contains(why), "{token}: {r:?}");
+    }
+    // Introspection that refuses this server's own credentials is a misconfiguration: 503.
+    std::fs::write(&secret, "wrong-secret\n").unwrap();
+    let port = free_port();
+    let s = with_settings(&settings(port, &issuer.url, &extra, MAPPING), port, &[]);
+    let r = call_with(&s, "opaque-good", "list_agents", json!({}));
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.body.contains("introspection") && r.body.contains("401"), "{r:?}");
+}

@@ -63,6 +63,8 @@ pub enum Refused {
     MissingClaim(&'static str),
     #[error("the token lives {0} s, longer than this server accepts")]
     TooLong(i64),
+    #[error("the issuer says the token is not active (revoked, expired or unknown to it)")]
+    Inactive,
 }
 
 impl Refused {
@@ -81,6 +83,7 @@ impl Refused {
             Refused::NotYetValid => "not_yet_valid",
             Refused::MissingClaim(_) => "missing_claim",
             Refused::TooLong(_) => "lifetime",
+            Refused::Inactive => "inactive",
         }
     }
 }
@@ -186,11 +189,17 @@ pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> 
     validation.validate_nbf = false;
     validation.required_spec_claims.clear();
     let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(refused)?.claims;
-    let exp = claims.exp.ok_or(Refused::MissingClaim("exp"))?;
-    let iat = claims.iat.ok_or(Refused::MissingClaim("iat"))?;
     if claims.iss.is_none() {
         return Err(Refused::MissingClaim("iss"));
     }
+    check_times(&claims, expect, now)?;
+    Ok(claims)
+}
+
+/// `exp` and `nbf` at `now` within the leeway, and `exp - iat` within the longest lifetime.
+pub fn check_times(claims: &Claims, expect: &Expectations, now: i64) -> Result<(), Refused> {
+    let exp = claims.exp.ok_or(Refused::MissingClaim("exp"))?;
+    let iat = claims.iat.ok_or(Refused::MissingClaim("iat"))?;
     if exp + expect.leeway_secs <= now {
         return Err(Refused::Expired);
     }
@@ -200,7 +209,7 @@ pub fn validate(token: &str, keys: &JwkSet, expect: &Expectations, now: i64) -> 
     if exp - iat > expect.max_lifetime_secs {
         return Err(Refused::TooLong(exp - iat));
     }
-    Ok(claims)
+    Ok(())
 }
 
 pub mod console_client;

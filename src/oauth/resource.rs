@@ -23,10 +23,14 @@ const KEYS_MAX_AGE_MS: i64 = 3_600_000;
 const KEYS_MIN_REFETCH_MS: i64 = 60_000;
 /// The groups claim when the deployment names none.
 const DEFAULT_GROUPS_CLAIM: &str = "groups";
+/// The largest introspection answer read, in bytes.
+const INTROSPECTION_MAX_BYTES: u64 = 64 * 1024;
 
 /// One trusted issuer.
 pub struct Issuer {
     pub settings: IssuerSettings,
+    /// Its introspection client's id and secret, when it checks opaque tokens.
+    introspection: Option<(String, String)>,
     expect: Expectations,
     discovery: Discovery,
     keys: tokio::sync::OnceCell<KeyCache>,
@@ -67,6 +71,65 @@ impl Issuer {
             expect.audience = audience.to_string();
         }
         super::validate(token, &set, &expect, self.clock.now_secs()).map_err(Refusal::Invalid)
+    }
+
+    /// Asks the issuer about an opaque token (RFC 7662): active, its own, for this resource,
+    /// within its time; the same claims a JWT would have given.
+    async fn introspect(&self, token: &str) -> Result<Claims, Refusal> {
+        let Some((client_id, secret)) = &self.introspection else {
+            return Err(Refusal::Invalid(Refused::Malformed(
+                "not a JWT, and no issuer introspects opaque tokens".into(),
+            )));
+        };
+        let configured = self.settings.introspection.as_ref().and_then(|i| i.endpoint.clone());
+        let endpoint = match configured {
+            Some(endpoint) => endpoint,
+            None => self
+                .discovery
+                .metadata()
+                .await
+                .map_err(Refusal::Unavailable)?
+                .introspection_endpoint
+                .clone()
+                .ok_or_else(|| {
+                    Refusal::Unavailable(format!(
+                        "the metadata of {} names no introspection_endpoint",
+                        self.settings.issuer
+                    ))
+                })?,
+        };
+        let form =
+            vec![("token".to_string(), token.to_string()), ("token_type_hint".to_string(), "access_token".to_string())];
+        let body = self
+            .outbound
+            .post_form(&endpoint, Some((client_id, secret)), form, INTROSPECTION_MAX_BYTES)
+            .await
+            .map_err(|e| Refusal::Unavailable(format!("introspection: {e}")))?;
+        #[derive(serde::Deserialize)]
+        struct Introspected {
+            active: bool,
+            #[serde(flatten)]
+            claims: Claims,
+        }
+        let answer: Introspected = serde_json::from_slice(&body)
+            .map_err(|e| Refusal::Unavailable(format!("introspection answered something else: {e}")))?;
+        if !answer.active {
+            return Err(Refusal::Invalid(Refused::Inactive));
+        }
+        let claims = answer.claims;
+        if claims.iss.as_deref().is_some_and(|iss| iss != self.settings.issuer) {
+            return Err(Refusal::Invalid(Refused::Issuer));
+        }
+        let audiences = match claims.other.get("aud") {
+            Some(serde_json::Value::String(aud)) => vec![aud.as_str()],
+            Some(serde_json::Value::Array(auds)) => auds.iter().filter_map(|a| a.as_str()).collect(),
+            _ => vec![],
+        };
+        if !audiences.contains(&self.expect.audience.as_str()) {
+            return Err(Refusal::Invalid(Refused::Audience));
+        }
+        super::check_times(&claims, &self.expect, self.clock.now_secs()).map_err(Refusal::Invalid)?;
+        Ok(claims)
     }
 
     /// Its key cache, made once the key set's address is known (configured, or discovered).
@@ -174,6 +237,10 @@ impl ResourceServer {
                     max_lifetime_secs,
                     max_token_bytes: MAX_TOKEN_BYTES,
                 },
+                introspection: issuer
+                    .introspection
+                    .as_ref()
+                    .and_then(|i| Some((i.client_id.clone(), settings.secret(&i.client_secret_file)?.to_string()))),
                 discovery: Discovery::new(issuer.issuer.clone(), outbound.clone(), clock.clone()),
                 keys: tokio::sync::OnceCell::new(),
                 settings: issuer.clone(),
@@ -188,7 +255,8 @@ impl ResourceServer {
         }?;
         let console = oauth.issuers.iter().enumerate().find_map(|(i, issuer)| {
             let client = issuer.console.as_ref()?;
-            Some((i, ConsoleClient::new(client, settings.console_secret.clone(), public_url)))
+            let secret = client.client_secret_file.as_deref().and_then(|path| settings.secret(path));
+            Some((i, ConsoleClient::new(client, secret.map(str::to_string), public_url)))
         });
         Some(ResourceServer {
             metadata_url: format!("{public_url}/.well-known/oauth-protected-resource/mcp"),
@@ -211,10 +279,21 @@ impl ResourceServer {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Refusal::Invalid(Refused::TooLarge(MAX_TOKEN_BYTES)));
         }
-        let claimed = claimed_issuer(token).map_err(Refusal::Invalid)?;
-        let issuer =
-            self.issuers.iter().find(|i| i.settings.issuer == claimed).ok_or(Refusal::Invalid(Refused::Issuer))?;
-        let claims = issuer.check(token, None).await?;
+        // A JWT names its issuer; an opaque token is asked about (the first issuer that
+        // introspects).
+        let (issuer, claims) = if token.split('.').count() == 3 {
+            let claimed = claimed_issuer(token).map_err(Refusal::Invalid)?;
+            let issuer =
+                self.issuers.iter().find(|i| i.settings.issuer == claimed).ok_or(Refusal::Invalid(Refused::Issuer))?;
+            (issuer, issuer.check(token, None).await?)
+        } else {
+            let Some(issuer) = self.issuers.iter().find(|i| i.introspection.is_some()) else {
+                return Err(Refusal::Invalid(Refused::Malformed(
+                    "not a JWT, and no issuer is set to introspect opaque tokens".into(),
+                )));
+            };
+            (issuer, issuer.introspect(token).await?)
+        };
         let subject =
             claims.sub.clone().filter(|s| !s.is_empty()).ok_or(Refusal::Invalid(Refused::MissingClaim("sub")))?;
         let scopes: Vec<&str> = claims.scopes().collect();

@@ -3,10 +3,12 @@
 //! bad-token tests, which need tokens no certified provider would mint; the end-to-end flow
 //! with a real provider is scripts/test_clients.sh's (oidc-provider and the Python SDK).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -14,6 +16,8 @@ use serde_json::{Value, json};
 
 pub struct Issuer {
     pub url: String,
+    /// What its introspection endpoint answers for each opaque token it knows.
+    opaque: Arc<Mutex<HashMap<String, Value>>>,
     key: EncodingKey,
     /// Another key, published nowhere, with the same key id: a forgery.
     pub forger: EncodingKey,
@@ -21,6 +25,8 @@ pub struct Issuer {
 }
 
 pub const KID: &str = "test-key-1";
+/// The client toolgate introspects as (`client_id:secret`).
+pub const INTROSPECTION_CLIENT: &str = "rs-client:rs-secret";
 
 fn key_pair() -> (EncodingKey, Value) {
     let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
@@ -44,15 +50,35 @@ impl Issuer {
         let (key, jwk) = key_pair();
         let (forger, _) = key_pair();
         let discovery = json!({"issuer": url, "jwks_uri": format!("{url}/jwks"),
+                               "introspection_endpoint": format!("{url}/introspect"),
                                "authorization_endpoint": format!("{url}/authorize"),
                                "token_endpoint": format!("{url}/token")})
         .to_string();
         let jwks = json!({"keys": [jwk]}).to_string();
+        let opaque: Arc<Mutex<HashMap<String, Value>>> = Arc::default();
+        let known = opaque.clone();
+        // RFC 7662: this server's introspection client must authenticate; unknown tokens are
+        // inactive.
+        let introspect = move |headers: axum::http::HeaderMap,
+                               axum::Form(form): axum::Form<HashMap<String, String>>| {
+            let known = known.clone();
+            async move {
+                let expected =
+                    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(INTROSPECTION_CLIENT));
+                if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+                    return (axum::http::StatusCode::UNAUTHORIZED, "{\"error\":\"invalid_client\"}".to_string());
+                }
+                let token = form.get("token").cloned().unwrap_or_default();
+                let answer = known.lock().unwrap().get(&token).cloned().unwrap_or(json!({"active": false}));
+                (axum::http::StatusCode::OK, answer.to_string())
+            }
+        };
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(move || async move { discovery }))
-            .route("/jwks", get(move || async move { jwks }));
+            .route("/jwks", get(move || async move { jwks }))
+            .route("/introspect", post(introspect));
         runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Issuer { url, key, forger, _runtime: runtime }
+        Issuer { url, opaque, key, forger, _runtime: runtime }
     }
 
     /// Claims for `subject` of this issuer, for `audience`, issued now and living ten minutes.
@@ -64,6 +90,11 @@ impl Issuer {
 
     pub fn sign(&self, claims: &Value) -> String {
         sign_with(&self.key, claims)
+    }
+
+    /// Makes `token` an opaque token its introspection endpoint answers `answer` for.
+    pub fn know_opaque(&self, token: &str, answer: Value) {
+        self.opaque.lock().unwrap().insert(token.to_string(), answer);
     }
 }
 

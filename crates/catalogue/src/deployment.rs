@@ -80,6 +80,36 @@ pub struct IssuerSettings {
     /// The approver's console signs people in through this issuer (one issuer at most).
     #[serde(default)]
     pub console: Option<ConsoleClientSettings>,
+    /// Opaque (non-JWT) access tokens are checked by this issuer's introspection endpoint
+    /// (RFC 7662), as this client.
+    #[serde(default)]
+    pub introspection: Option<IntrospectionSettings>,
+}
+
+/// This server as a client of an issuer's introspection endpoint.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSettings {
+    pub client_id: String,
+    /// A file holding the client's secret (read at start).
+    pub client_secret_file: String,
+    /// The endpoint [default: `introspection_endpoint` from the issuer's metadata].
+    #[serde(default)]
+    pub endpoint: Option<String>,
+}
+
+impl DeploymentFile {
+    /// Every secret file the settings name, to be read at start.
+    pub fn secret_files(&self) -> Vec<&str> {
+        let issuers = self.oauth.iter().flat_map(|o| &o.issuers);
+        issuers
+            .flat_map(|i| {
+                let console = i.console.as_ref().and_then(|c| c.client_secret_file.as_deref());
+                let introspection = i.introspection.as_ref().map(|c| c.client_secret_file.as_str());
+                console.into_iter().chain(introspection)
+            })
+            .collect()
+    }
 }
 
 /// The console as a client of the identity provider (authorization code with PKCE).
@@ -223,6 +253,11 @@ pub fn check(file: &SourceFile, policy: &PolicyNames) -> Result<Deployment, Vec<
                 && let Err(e) = check_url(jwks)
             {
                 errors.push(error(&at("jwks_uri"), format!("jwks_uri: {e}")));
+            }
+            if let Some(endpoint) = issuer.introspection.as_ref().and_then(|i| i.endpoint.as_ref())
+                && let Err(e) = check_url(endpoint)
+            {
+                errors.push(error(&at("introspection/endpoint"), format!("introspection.endpoint: {e}")));
             }
             if let Some(console) = &issuer.console {
                 if console.client_id.trim().is_empty() {
