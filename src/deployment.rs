@@ -72,13 +72,13 @@ pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> 
 }
 
 /// Every management group the group-to-role mapping names exists.
-pub async fn check_groups(
-    deployment: &Deployment,
-    server: &crate::oauth::resource::ResourceServer,
-    groups: &dyn toolgate_store::GroupStore,
-) -> Result<(), String> {
+pub async fn check_groups(deployment: &Deployment, groups: &dyn toolgate_store::GroupStore) -> Result<(), String> {
     let mut missing = Vec::new();
-    for (pointer, id) in server.mapped_groups() {
+    let mappings = deployment.settings().oauth.iter().flat_map(|o| o.group_roles.iter().enumerate());
+    let named = mappings.filter_map(|(i, m)| {
+        m.management_group.as_deref().map(|g| (format!("/oauth/group_roles/{i}/management_group"), g))
+    });
+    for (pointer, id) in named {
         if groups.management_group(id).await.map_err(|e| e.to_string())?.is_none() {
             missing.push(deployment.problem(
                 &pointer,

@@ -32,12 +32,16 @@ async fn audit(ctx: &ToolContext, action: &str, campaign_id: &str, detail: Strin
 }
 
 fn grant_json(g: &Grant) -> Value {
-    json!({
+    let mut grant = json!({
         "principal_type": g.key.principal_type.label(), "principal_id": g.key.principal_id,
         "role_name": g.key.role_name, "group_id": (!g.key.group_id.is_empty()).then_some(&g.key.group_id),
         "holder": g.holder, "decision": g.decision.map(Decision::label), "justification": g.justification,
         "decided_by": g.decided_by, "decided_at": g.decided_at, "applied_at": g.applied_at,
-    })
+    });
+    if let Some(source) = &g.source {
+        grant["source"] = json!(source);
+    }
+    grant
 }
 
 fn summary(c: &Campaign, grants: &[Grant]) -> Value {
@@ -86,8 +90,11 @@ pub async fn record_attestation(ctx: &ToolContext, args: args::RecordAttestation
                 "a `group` grant is a role held on a management group: give its `group_id` (get_access_review lists them)".into(),
             ));
         }
+        (GrantType::Idp, group) => group.unwrap_or_default(),
         (_, Some(_)) => {
-            return Err(ToolError::InvalidArguments("`group_id` names the group of a `group` grant only".into()));
+            return Err(ToolError::InvalidArguments(
+                "`group_id` names the group of a `group` or `idp` grant only".into(),
+            ));
         }
         (_, None) => String::new(),
     };
@@ -114,9 +121,15 @@ pub async fn record_attestation(ctx: &ToolContext, args: args::RecordAttestation
         before.map_or("undecided", Decision::label)
     );
     audit(ctx, "access_review.decision", &args.campaign_id, detail).await;
-    Ok(ToolOutput::Structured(json!({
+    let mut answer = json!({
         "campaign_id": args.campaign_id, "grant": grant_json(&grant), "previous_decision": before.map(Decision::label),
-    })))
+    });
+    if decision == Decision::FlaggedRevoke
+        && let Some(remediation) = grant.changed_elsewhere()
+    {
+        answer["remediation"] = json!(remediation);
+    }
+    Ok(ToolOutput::Structured(answer))
 }
 
 pub async fn close_access_review(ctx: &ToolContext, args: args::CloseAccessReview) -> ToolResult {
@@ -132,13 +145,25 @@ pub async fn close_access_review(ctx: &ToolContext, args: args::CloseAccessRevie
         let detail = format!("revoked {} {} {}", g.key.principal_type.label(), g.key.principal_id, g.key.role_name);
         audit(ctx, "access_review.revoke", &args.campaign_id, detail).await;
     }
-    let detail = format!("closed: {} revoked, {} undecided", closed.applied.len(), closed.undecided.len());
+    let mut at_idp = Vec::new();
+    for g in &closed.at_idp {
+        let remediation = g.changed_elsewhere().unwrap_or_default();
+        audit(ctx, "access_review.flag_at_idp", &args.campaign_id, remediation.clone()).await;
+        at_idp.push(json!({"grant": grant_json(g), "remediation": remediation}));
+    }
+    let detail = format!(
+        "closed: {} revoked, {} undecided, {} to change at the identity provider",
+        closed.applied.len(),
+        closed.undecided.len(),
+        closed.at_idp.len()
+    );
     audit(ctx, "access_review.close", &args.campaign_id, detail).await;
     let (campaign, grants) = campaign(ctx, &args.campaign_id).await?;
     Ok(ToolOutput::Structured(json!({
         "campaign": summary(&campaign, &grants),
         "revoked": closed.applied.iter().map(grant_json).collect::<Vec<_>>(),
         "undecided": closed.undecided.iter().map(grant_json).collect::<Vec<_>>(),
+        "at_identity_provider": at_idp,
     })))
 }
 

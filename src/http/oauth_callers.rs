@@ -13,14 +13,15 @@ use sha2::{Digest, Sha256};
 use toolgate_catalogue::deployment::Provisioning;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::PrincipalKind;
+use toolgate_domain::reviews::IdpGrant;
 use toolgate_domain::{Caller, CredentialKind, Principal, StoreError};
-use toolgate_store::{FederatedIdentity, NewFederated};
+use toolgate_store::{FederatedIdentity, NewFederated, Seen};
 
 use super::admission::Connection;
 use super::auth_failures::audit_failure;
 use super::{ApiError, AppState};
 use crate::oauth::Claims;
-use crate::oauth::resource::{Issuer, Refusal, ResourceServer};
+use crate::oauth::resource::{Issuer, Refusal, ResourceServer, roles_of};
 
 /// Checked tokens kept at once; past it, the expired ones go, then all.
 const MAX_ENTRIES: usize = 10_000;
@@ -98,15 +99,25 @@ pub async fn person(
     from: &Issuer,
     subject: &str,
     claims: &Claims,
+    grants: &[IdpGrant],
     now: i64,
 ) -> Result<Option<FederatedIdentity>, StoreError> {
     let federated = &state.services.repositories().federated;
     let issuer = &from.settings.issuer;
     if let Some(identity) = federated.federated(issuer, subject).await? {
         let changed = (claims.name.is_some() && claims.name != identity.display_name)
-            || (claims.email.is_some() && claims.email != identity.email);
+            || (claims.email.is_some() && claims.email != identity.email)
+            || identity.idp_grants != grants;
         if changed || identity.last_seen_at.is_none_or(|at| now - at >= SEEN_EVERY_MS) {
-            federated.seen_federated(issuer, subject, claims.name.as_deref(), claims.email.as_deref(), now).await?;
+            let seen = Seen {
+                issuer,
+                subject,
+                display_name: claims.name.as_deref(),
+                email: claims.email.as_deref(),
+                idp_grants: grants,
+                now,
+            };
+            federated.seen_federated(seen).await?;
         }
         return Ok(Some(identity));
     }
@@ -120,6 +131,7 @@ pub async fn person(
         name_hint: hint,
         display_name: claims.name.as_deref(),
         email: claims.email.as_deref(),
+        idp_grants: grants,
         now,
     };
     let made = federated.provision_federated(new).await?;
@@ -151,7 +163,9 @@ pub async fn oauth_caller(
         audit_failure(state, connection, &format!("access token refused ({}): {refusal:?}", refusal.label()));
         refusal_response(server, &refusal)
     })?;
-    let Some(identity) = person(state, verified.issuer, &verified.subject, &verified.claims, now_ms).await? else {
+    let grants = server.idp_grants(&verified.claims.groups(verified.issuer.groups_claim()));
+    let Some(identity) = person(state, verified.issuer, &verified.subject, &verified.claims, &grants, now_ms).await?
+    else {
         crate::metrics::token_refused("not_provisioned");
         audit_failure(
             state,
@@ -177,8 +191,7 @@ pub async fn oauth_caller(
         return Err(ApiError::unauthorized("your principal was removed from this server; ask an administrator", true));
     };
     let (mut roles, mut group_roles) = (record.roles, record.group_roles);
-    let (idp_roles, idp_group_roles) =
-        server.roles_from_groups(&verified.claims.groups(verified.issuer.groups_claim()));
+    let (idp_roles, idp_group_roles) = roles_of(&grants);
     roles.extend(idp_roles.into_iter().filter(|r| !roles.contains(r)).collect::<Vec<_>>());
     group_roles.extend(idp_group_roles.into_iter().filter(|r| !group_roles.contains(r)).collect::<Vec<_>>());
     let token_id = match &verified.claims.jti {

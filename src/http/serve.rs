@@ -128,7 +128,7 @@ pub async fn serve(config: Config) -> Result<()> {
     };
     let state = Arc::new(AppState::new(config, mcp));
     if let (Some(deployment), Some(oauth)) = (&state.config.deployment, &state.oauth) {
-        crate::deployment::check_groups(&deployment.file, oauth, &*services.repositories().groups)
+        crate::deployment::check_groups(&deployment.file, &*services.repositories().groups)
             .await
             .map_err(anyhow::Error::msg)?;
         let issuers: Vec<&str> = oauth.issuers.iter().map(|i| i.settings.issuer.as_str()).collect();

@@ -7,6 +7,7 @@ use toolgate_catalogue::deployment::{Deployment, GroupRoleMapping, IssuerSetting
 use toolgate_domain::Clock;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::groups::GroupRole;
+use toolgate_domain::reviews::IdpGrant;
 use toolgate_policy::{Decision, TierRules};
 
 use super::console_client::ConsoleClient;
@@ -311,29 +312,22 @@ impl ResourceServer {
         self.catalogue.tiers.iter().filter(|t| t.decide(securable, operation) != Decision::Deny).find_map(|t| t.scope)
     }
 
-    /// The roles a person's groups bring: fleet-wide, and on management groups.
-    pub fn roles_from_groups(&self, groups: &[&str]) -> (Vec<String>, Vec<GroupRole>) {
-        let (mut fleet, mut on_groups) = (Vec::new(), Vec::new());
+    /// The roles a person's groups bring (fleet-wide, or on a management group), each with
+    /// the groups that bring it.
+    pub fn idp_grants(&self, groups: &[&str]) -> Vec<IdpGrant> {
+        let mut grants: Vec<IdpGrant> = Vec::new();
         for mapping in self.group_roles.iter().filter(|m| groups.contains(&m.idp_group.as_str())) {
-            match &mapping.management_group {
-                None if !fleet.contains(&mapping.role) => fleet.push(mapping.role.clone()),
-                None => {}
-                Some(group_id) => {
-                    let role = GroupRole { group_id: group_id.clone(), role: mapping.role.clone() };
-                    if !on_groups.contains(&role) {
-                        on_groups.push(role);
-                    }
-                }
+            let group_id = mapping.management_group.clone().unwrap_or_default();
+            match grants.iter_mut().find(|g| g.role == mapping.role && g.group_id == group_id) {
+                Some(grant) => grant.idp_groups.push(mapping.idp_group.clone()),
+                None => grants.push(IdpGrant {
+                    role: mapping.role.clone(),
+                    group_id,
+                    idp_groups: vec![mapping.idp_group.clone()],
+                }),
             }
         }
-        (fleet, on_groups)
-    }
-
-    /// The management groups the mapping names, with where (a JSON pointer) each is named.
-    pub fn mapped_groups(&self) -> impl Iterator<Item = (String, &str)> {
-        self.group_roles.iter().enumerate().filter_map(|(i, m)| {
-            m.management_group.as_deref().map(|g| (format!("/oauth/group_roles/{i}/management_group"), g))
-        })
+        grants
     }
 
     /// Protected Resource Metadata (RFC 9728) for the MCP endpoint.
@@ -357,4 +351,15 @@ impl ResourceServer {
         }
         value
     }
+}
+
+/// The roles IdP grants give: fleet-wide ones, and those on management groups.
+pub fn roles_of(grants: &[IdpGrant]) -> (Vec<String>, Vec<GroupRole>) {
+    let fleet = grants.iter().filter(|g| g.group_id.is_empty()).map(|g| g.role.clone()).collect();
+    let on_groups = grants
+        .iter()
+        .filter(|g| !g.group_id.is_empty())
+        .map(|g| GroupRole { group_id: g.group_id.clone(), role: g.role.clone() })
+        .collect();
+    (fleet, on_groups)
 }

@@ -3,7 +3,7 @@
 //! tiers); reviewers attest each or flag it for revocation; closing applies every flag.
 //! docs/identities.md.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engines::PrincipalKind;
 use crate::groups::GroupRole;
@@ -21,10 +21,14 @@ pub enum GrantType {
     Group,
     /// A live API token: its tier is the "role".
     Token,
+    /// A role a person holds because the identity provider puts them in a group that maps to
+    /// it (docs/sign-in.md): as last seen at their sign-in; changed at the IdP, never here.
+    Idp,
 }
 
 impl GrantType {
-    pub const ALL: [GrantType; 4] = [GrantType::User, GrantType::Engine, GrantType::Group, GrantType::Token];
+    pub const ALL: [GrantType; 5] =
+        [GrantType::User, GrantType::Engine, GrantType::Group, GrantType::Token, GrantType::Idp];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -32,6 +36,7 @@ impl GrantType {
             GrantType::Engine => "engine",
             GrantType::Group => "group",
             GrantType::Token => "token",
+            GrantType::Idp => "idp",
         }
     }
 
@@ -85,6 +90,41 @@ pub struct Grant {
     pub decided_at: Option<i64>,
     /// When closing applied its `flagged_revoke`.
     pub applied_at: Option<i64>,
+    /// Where an `idp` grant comes from: the identity provider and its groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A role a person's identity-provider groups bring (`group_id` empty: fleet-wide), as their
+/// last sign-in showed it, with the groups that bring it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdpGrant {
+    pub role: String,
+    #[serde(default)]
+    pub group_id: String,
+    pub idp_groups: Vec<String>,
+}
+
+/// A person's grants from their identity provider: who, which IdP, which grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdpGrants {
+    pub principal: String,
+    pub issuer: String,
+    pub grants: Vec<IdpGrant>,
+}
+
+impl Grant {
+    /// What to tell a reviewer who flags this grant, when closing cannot take it away here.
+    pub fn changed_elsewhere(&self) -> Option<String> {
+        (self.key.principal_type == GrantType::Idp).then(|| {
+            format!(
+                "{} holds {} through the identity provider ({}): remove them from that group there; closing this review cannot revoke it here",
+                self.holder,
+                self.key.role_name,
+                self.source.as_deref().unwrap_or("its groups")
+            )
+        })
+    }
 }
 
 /// A campaign's header.
@@ -104,9 +144,10 @@ impl Campaign {
     }
 }
 
-/// Every grant standing now: fleet-wide roles (as `user` or `engine`), roles on groups, and
-/// live tokens (their tier as the role, `(none)` for a tierless API credential).
-pub fn snapshot(principals: &[PrincipalRecord], tokens: &[TokenRecord], now: i64) -> Vec<Grant> {
+/// Every grant standing now: fleet-wide roles (as `user` or `engine`), roles on groups, live
+/// tokens (their tier as the role, `(none)` for a tierless API credential), and the roles
+/// people's identity-provider groups brought at their last sign-in (`idp`).
+pub fn snapshot(principals: &[PrincipalRecord], tokens: &[TokenRecord], idp: &[IdpGrants], now: i64) -> Vec<Grant> {
     let grant = |principal_type, principal_id: &str, role_name: &str, group_id: &str, holder: &str| Grant {
         key: GrantKey {
             principal_type,
@@ -120,6 +161,7 @@ pub fn snapshot(principals: &[PrincipalRecord], tokens: &[TokenRecord], now: i64
         decided_by: None,
         decided_at: None,
         applied_at: None,
+        source: None,
     };
     let mut grants = Vec::new();
     for p in principals {
@@ -136,6 +178,13 @@ pub fn snapshot(principals: &[PrincipalRecord], tokens: &[TokenRecord], now: i64
     }
     for t in tokens.iter().filter(|t| t.state(now) == TokenState::Active) {
         grants.push(grant(GrantType::Token, &t.id, t.tier.as_deref().unwrap_or(NO_TIER), "", &t.principal));
+    }
+    for person in idp {
+        for g in &person.grants {
+            let source = format!("group(s) {} at {}", g.idp_groups.join(", "), person.issuer);
+            let row = grant(GrantType::Idp, &person.principal, &g.role, &g.group_id, &person.principal);
+            grants.push(Grant { source: Some(source), ..row });
+        }
     }
     grants
 }

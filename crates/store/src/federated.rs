@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use toolgate_domain::StoreError;
+use toolgate_domain::reviews::{IdpGrant, IdpGrants};
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
@@ -19,6 +20,8 @@ pub struct FederatedIdentity {
     pub email: Option<String>,
     pub created_at: i64,
     pub last_seen_at: Option<i64>,
+    /// The roles their groups brought at their last sign-in (for access reviews).
+    pub idp_grants: Vec<IdpGrant>,
 }
 
 /// A first sign-in: the principal is named after `name_hint` (made unique when taken).
@@ -29,6 +32,18 @@ pub struct NewFederated<'a> {
     pub name_hint: &'a str,
     pub display_name: Option<&'a str>,
     pub email: Option<&'a str>,
+    pub idp_grants: &'a [IdpGrant],
+    pub now: i64,
+}
+
+/// A sign-in of a linked person, as recorded.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub display_name: Option<&'a str>,
+    pub email: Option<&'a str>,
+    pub idp_grants: &'a [IdpGrant],
     pub now: i64,
 }
 
@@ -59,21 +74,34 @@ pub trait FederatedStore: Send + Sync {
         subject: &str,
         now: i64,
     ) -> Result<std::result::Result<FederatedIdentity, LinkRefusal>>;
-    /// Records a sign-in: when, and the name and email the identity provider gave.
-    async fn seen_federated(
-        &self,
-        issuer: &str,
-        subject: &str,
-        display_name: Option<&str>,
-        email: Option<&str>,
-        now: i64,
-    ) -> Result<()>;
+    /// Records a sign-in: when, the name and email the identity provider gave, and the roles
+    /// the groups it listed bring.
+    async fn seen_federated(&self, seen: Seen<'_>) -> Result<()>;
     /// Every link (of `principal`, when given), by principal.
     async fn federated_identities(&self, principal: Option<&str>) -> Result<Vec<FederatedIdentity>>;
 }
 
 /// The columns [`FederatedIdentity`] is read from, in order.
-pub(crate) const FEDERATED_COLUMNS: &str = "issuer, subject, principal, display_name, email, created_at, last_seen_at";
+pub(crate) const FEDERATED_COLUMNS: &str =
+    "issuer, subject, principal, display_name, email, created_at, last_seen_at, idp_grants";
+
+/// The stored form of a person's IdP grants (a JSON array); an unreadable one reads as none.
+pub(crate) fn grants_from(text: &str) -> Vec<IdpGrant> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+pub(crate) fn grants_text(grants: &[IdpGrant]) -> String {
+    serde_json::to_string(grants).unwrap_or_else(|_| "[]".into())
+}
+
+/// Every person's IdP grants, for a review's snapshot.
+pub(crate) fn idp_grants_of(identities: Vec<FederatedIdentity>) -> Vec<IdpGrants> {
+    identities
+        .into_iter()
+        .filter(|i| !i.idp_grants.is_empty())
+        .map(|i| IdpGrants { principal: i.principal, issuer: i.issuer, grants: i.idp_grants })
+        .collect()
+}
 
 /// The principal names a first sign-in tries, in order: the hint made a valid name
 /// (letters, digits and `. _ - @`, at most 64 bytes), then with a counter.

@@ -28,6 +28,9 @@ pub struct Closed {
     pub applied: Vec<Grant>,
     /// The grants nobody decided, left as they are.
     pub undecided: Vec<Grant>,
+    /// Flagged grants that only the identity provider can take away (`idp`): left as they are,
+    /// for a person to change there.
+    pub at_idp: Vec<Grant>,
 }
 
 #[async_trait]
@@ -48,7 +51,7 @@ pub trait ReviewStore: Send + Sync {
 
 /// The grant columns, in [`Grant`]'s order.
 pub(crate) const GRANT_COLUMNS: &str = "principal_type, principal_id, role_name, group_id, holder, decision, \
-     justification, decided_by, decided_at, applied_at";
+     justification, decided_by, decided_at, applied_at, source";
 pub(crate) const CAMPAIGN_COLUMNS: &str = "id, title, opened_by, opened_at, closed_by, closed_at";
 
 /// The refusal unless `found` (the campaign `id` names) is open: decisions and a closing

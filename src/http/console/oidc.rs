@@ -273,7 +273,9 @@ async fn signed_in(
     let unavailable = |e: toolgate_domain::StoreError| {
         refused(StatusCode::SERVICE_UNAVAILABLE, &format!("The store cannot answer ({e}); try again shortly."))
     };
-    let identity = match crate::http::oauth_callers::person(state, issuer, &signed.subject, &signed.claims, now).await {
+    let grants = server.idp_grants(&signed.claims.groups(issuer.groups_claim()));
+    let person = crate::http::oauth_callers::person(state, issuer, &signed.subject, &signed.claims, &grants, now);
+    let identity = match person.await {
         Ok(Some(identity)) => identity,
         Ok(None) => {
             let message = format!(
@@ -296,7 +298,7 @@ async fn signed_in(
         }
         Err(e) => return unavailable(e),
     }
-    let (roles, group_roles) = server.roles_from_groups(&signed.claims.groups(issuer.groups_claim()));
+    let (roles, group_roles) = crate::oauth::resource::roles_of(&grants);
     let at_ms = signed.claims.auth_time.map_or(now, |at| (at * 1000).min(now));
     let assurance = format!("identity provider {}", issuer.settings.issuer);
     let session = ConsoleSession {

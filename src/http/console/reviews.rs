@@ -35,7 +35,11 @@ fn grant_row(campaign: &str, g: &Grant, who: &SignedIn, fresh: bool) -> Markup {
     let k = &g.key;
     html! {
         tr {
-            td { (k.principal_type.label()) } td { code { (k.principal_id) } } td { (k.role_name) }
+            td {
+                (k.principal_type.label())
+                @if let Some(source) = &g.source { br; span.muted { "from " (source) ": changed at the identity provider" } }
+            }
+            td { code { (k.principal_id) } } td { (k.role_name) }
             td { (k.group_id) } td { (g.holder) }
             td.decision { (g.decision.map_or("undecided", Decision::label)) @if let Some(by) = &g.decided_by { br; span.muted { "by " (by) } } }
             td {
@@ -141,7 +145,12 @@ pub async fn attest(
                 .detail(detail)
                 .correlation(state.mcp.correlation_id());
             state.services.audit().record_durable(event).await;
-            let done = format!("Recorded {} on {} {}.", decision.label(), g.key.principal_id, g.key.role_name);
+            let mut done = format!("Recorded {} on {} {}.", decision.label(), g.key.principal_id, g.key.role_name);
+            if decision == Decision::FlaggedRevoke
+                && let Some(remediation) = g.changed_elsewhere()
+            {
+                done.push_str(&format!(" {remediation}."));
+            }
             let session = state.console.current(&headers, now_ms(&state)).unwrap_or_else(|| who.0.clone());
             let who = SignedIn(session, who.1);
             listing(&state, &who, None, Some(&done), StatusCode::OK).await

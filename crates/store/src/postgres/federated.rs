@@ -8,7 +8,8 @@ use toolgate_domain::engines::PrincipalKind;
 use super::credentials::principal_by_name;
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::federated::{
-    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, candidate_names,
+    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
+    grants_from, grants_text,
 };
 
 fn identity_row(r: &tokio_postgres::Row) -> Pg<FederatedIdentity> {
@@ -20,6 +21,7 @@ fn identity_row(r: &tokio_postgres::Row) -> Pg<FederatedIdentity> {
         email: r.try_get(4)?,
         created_at: r.try_get(5)?,
         last_seen_at: r.try_get(6)?,
+        idp_grants: grants_from(&r.try_get::<_, String>(7)?),
     })
 }
 
@@ -34,10 +36,18 @@ async fn of_principal(c: &impl GenericClient, principal: &str) -> Pg<Option<Fede
 }
 
 async fn insert_link(c: &impl GenericClient, i: &FederatedIdentity) -> Pg<()> {
-    let sql = format!("INSERT INTO federated_identity ({FEDERATED_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
-    execute(c, &sql, &[&i.issuer, &i.subject, &i.principal, &i.display_name, &i.email, &i.created_at, &i.last_seen_at])
-        .await?;
+    let sql = format!("INSERT INTO federated_identity ({FEDERATED_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+    let grants = grants_text(&i.idp_grants);
+    let values: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
+        [&i.issuer, &i.subject, &i.principal, &i.display_name, &i.email, &i.created_at, &i.last_seen_at, &grants];
+    execute(c, &sql, &values).await?;
     Ok(())
+}
+
+/// Every link, by principal (a review's snapshot reads them in its transaction).
+pub(super) async fn all_identities(c: &impl GenericClient) -> Pg<Vec<FederatedIdentity>> {
+    let sql = format!("SELECT {FEDERATED_COLUMNS} FROM federated_identity ORDER BY principal");
+    rows(c, &sql, &[]).await?.iter().map(identity_row).collect()
 }
 
 #[async_trait]
@@ -77,6 +87,7 @@ impl FederatedStore for PostgresStore {
                 email: new.email.map(str::to_string),
                 created_at: new.now,
                 last_seen_at: Some(new.now),
+                idp_grants: new.idp_grants.to_vec(),
             };
             insert_link(&tx, &identity).await?;
             tx.commit().await?;
@@ -123,6 +134,7 @@ impl FederatedStore for PostgresStore {
                 email: None,
                 created_at: now,
                 last_seen_at: None,
+                idp_grants: Vec::new(),
             };
             insert_link(&tx, &identity).await?;
             tx.commit().await?;
@@ -131,20 +143,14 @@ impl FederatedStore for PostgresStore {
         .await
     }
 
-    async fn seen_federated(
-        &self,
-        issuer: &str,
-        subject: &str,
-        display_name: Option<&str>,
-        email: Option<&str>,
-        now: i64,
-    ) -> Result<()> {
+    async fn seen_federated(&self, seen: Seen<'_>) -> Result<()> {
         pg(async {
+            let grants = grants_text(seen.idp_grants);
             execute(
                 &*self.conn().await?,
                 "UPDATE federated_identity SET last_seen_at = $3, display_name = coalesce($4, display_name),
-                     email = coalesce($5, email) WHERE issuer = $1 AND subject = $2",
-                &[&issuer, &subject, &now, &display_name, &email],
+                     email = coalesce($5, email), idp_grants = $6 WHERE issuer = $1 AND subject = $2",
+                &[&seen.issuer, &seen.subject, &seen.now, &seen.display_name, &seen.email, &grants],
             )
             .await?;
             Ok(())

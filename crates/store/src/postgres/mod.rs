@@ -52,6 +52,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0010_engine_principals", include_str!("../../migrations/postgres/0010_engine_principals.sql")),
     ("0011_access_reviews", include_str!("../../migrations/postgres/0011_access_reviews.sql")),
     ("0012_federated_identities", include_str!("../../migrations/postgres/0012_federated_identities.sql")),
+    ("0013_idp_grants", include_str!("../../migrations/postgres/0013_idp_grants.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

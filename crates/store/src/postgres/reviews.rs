@@ -8,6 +8,7 @@ use toolgate_domain::reviews::{Campaign, Decision, Grant, GrantKey, GrantType, R
 use super::credentials::{all_principals, tokens_of};
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::changes::Change;
+use crate::federated::idp_grants_of;
 use crate::reviews::{
     CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id,
     refuse_unless_open, unknown_grant,
@@ -43,6 +44,7 @@ fn grant_row(r: &tokio_postgres::Row) -> Pg<Grant> {
         decided_by: r.try_get(7)?,
         decided_at: r.try_get(8)?,
         applied_at: r.try_get(9)?,
+        source: r.try_get(10)?,
     })
 }
 
@@ -95,6 +97,8 @@ async fn apply(c: &impl GenericClient, g: &Grant, now: i64) -> Pg<()> {
             )
             .await?;
         }
+        // Only the identity provider can take it away (`Closed::at_idp`).
+        GrantType::Idp => {}
     }
     Ok(())
 }
@@ -106,7 +110,8 @@ impl ReviewStore for PostgresStore {
             let mut c = self.conn().await?;
             // One snapshot of every grant: REPEATABLE READ, so the reads agree with each other.
             let tx = c.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).start().await?;
-            let standing = snapshot(&all_principals(&tx).await?, &tokens_of(&tx, None).await?, now);
+            let idp = idp_grants_of(super::federated::all_identities(&tx).await?);
+            let standing = snapshot(&all_principals(&tx).await?, &tokens_of(&tx, None).await?, &idp, now);
             let campaign = Campaign {
                 campaign_id: new_campaign_id(),
                 title: title.to_string(),
@@ -124,9 +129,9 @@ impl ReviewStore for PostgresStore {
             for g in &standing {
                 execute(
                     &tx,
-                    "INSERT INTO access_review_grant (campaign_id, principal_type, principal_id, role_name, group_id, holder)
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    &[&campaign.campaign_id, &g.key.principal_type.label(), &g.key.principal_id, &g.key.role_name, &g.key.group_id, &g.holder],
+                    "INSERT INTO access_review_grant (campaign_id, principal_type, principal_id, role_name, group_id, holder, source)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+                    &[&campaign.campaign_id, &g.key.principal_type.label(), &g.key.principal_id, &g.key.role_name, &g.key.group_id, &g.holder, &g.source],
                 )
                 .await?;
             }
@@ -204,8 +209,12 @@ impl ReviewStore for PostgresStore {
             if !undecided.is_empty() && !allow_undecided {
                 return Ok(Err(ReviewRefusal::Undecided { campaign: id.to_string(), count: undecided.len() }));
             }
-            let mut applied = Vec::new();
+            let (mut applied, mut at_idp) = (Vec::new(), Vec::new());
             for g in all.into_iter().filter(|g| g.decision == Some(Decision::FlaggedRevoke)) {
+                if g.key.principal_type == GrantType::Idp {
+                    at_idp.push(g);
+                    continue;
+                }
                 apply(&tx, &g, now).await?;
                 let k = &g.key;
                 let sql = format!("UPDATE access_review_grant SET applied_at = $6 WHERE {GRANT_KEY}");
@@ -220,7 +229,7 @@ impl ReviewStore for PostgresStore {
             }
             let closed = campaign(&tx, id, false).await?.expect("closed above");
             tx.commit().await?;
-            Ok(Ok(Closed { campaign: closed, applied, undecided }))
+            Ok(Ok(Closed { campaign: closed, applied, undecided, at_idp }))
         })
         .await
     }

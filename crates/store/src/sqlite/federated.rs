@@ -7,7 +7,8 @@ use toolgate_domain::engines::PrincipalKind;
 use super::SqliteStore;
 use super::credentials::principal_by_name;
 use crate::federated::{
-    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, candidate_names,
+    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
+    grants_from, grants_text,
 };
 
 fn identity_row(r: &rusqlite::Row) -> rusqlite::Result<FederatedIdentity> {
@@ -19,6 +20,7 @@ fn identity_row(r: &rusqlite::Row) -> rusqlite::Result<FederatedIdentity> {
         email: r.get(4)?,
         created_at: r.get(5)?,
         last_seen_at: r.get(6)?,
+        idp_grants: grants_from(&r.get::<_, String>(7)?),
     })
 }
 
@@ -42,7 +44,7 @@ fn of_principal(c: &Connection, principal: &str) -> rusqlite::Result<Option<Fede
 
 fn insert_link(c: &Connection, identity: &FederatedIdentity) -> rusqlite::Result<()> {
     c.execute(
-        &format!("INSERT INTO federated_identity ({FEDERATED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        &format!("INSERT INTO federated_identity ({FEDERATED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
         params![
             identity.issuer,
             identity.subject,
@@ -50,10 +52,17 @@ fn insert_link(c: &Connection, identity: &FederatedIdentity) -> rusqlite::Result
             identity.display_name,
             identity.email,
             identity.created_at,
-            identity.last_seen_at
+            identity.last_seen_at,
+            grants_text(&identity.idp_grants)
         ],
     )?;
     Ok(())
+}
+
+/// Every link, by principal (a review's snapshot reads them in its transaction).
+pub(super) fn all_identities(c: &Connection) -> rusqlite::Result<Vec<FederatedIdentity>> {
+    let mut stmt = c.prepare(&format!("SELECT {FEDERATED_COLUMNS} FROM federated_identity ORDER BY principal"))?;
+    stmt.query_map([], identity_row)?.collect()
 }
 
 #[async_trait]
@@ -72,6 +81,7 @@ impl FederatedStore for SqliteStore {
             email: new.email.map(str::to_string),
             created_at: new.now,
             last_seen_at: Some(new.now),
+            idp_grants: new.idp_grants.to_vec(),
         };
         let hint = new.name_hint.to_string();
         self.run(move |c| {
@@ -111,6 +121,7 @@ impl FederatedStore for SqliteStore {
             email: None,
             created_at: now,
             last_seen_at: None,
+            idp_grants: Vec::new(),
         };
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -144,21 +155,15 @@ impl FederatedStore for SqliteStore {
         .await
     }
 
-    async fn seen_federated(
-        &self,
-        issuer: &str,
-        subject: &str,
-        display_name: Option<&str>,
-        email: Option<&str>,
-        now: i64,
-    ) -> Result<()> {
-        let (issuer, subject) = (issuer.to_string(), subject.to_string());
-        let (display_name, email) = (display_name.map(str::to_string), email.map(str::to_string));
+    async fn seen_federated(&self, seen: Seen<'_>) -> Result<()> {
+        let (issuer, subject) = (seen.issuer.to_string(), seen.subject.to_string());
+        let (display_name, email) = (seen.display_name.map(str::to_string), seen.email.map(str::to_string));
+        let (grants, now) = (grants_text(seen.idp_grants), seen.now);
         self.run(move |c| {
             c.execute(
                 "UPDATE federated_identity SET last_seen_at = ?3, display_name = coalesce(?4, display_name),
-                     email = coalesce(?5, email) WHERE issuer = ?1 AND subject = ?2",
-                params![issuer, subject, now, display_name, email],
+                     email = coalesce(?5, email), idp_grants = ?6 WHERE issuer = ?1 AND subject = ?2",
+                params![issuer, subject, now, display_name, email, grants],
             )?;
             Ok(())
         })

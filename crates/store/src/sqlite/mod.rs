@@ -51,6 +51,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0018_engine_principals", include_str!("../../migrations/sqlite/0018_engine_principals.sql")),
     ("0019_access_reviews", include_str!("../../migrations/sqlite/0019_access_reviews.sql")),
     ("0020_federated_identities", include_str!("../../migrations/sqlite/0020_federated_identities.sql")),
+    ("0021_idp_grants", include_str!("../../migrations/sqlite/0021_idp_grants.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

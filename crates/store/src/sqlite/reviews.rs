@@ -6,6 +6,7 @@ use toolgate_domain::reviews::{Campaign, Decision, Grant, GrantKey, GrantType, R
 
 use super::SqliteStore;
 use super::credentials::{all_principals, tokens_of};
+use crate::federated::idp_grants_of;
 use crate::reviews::{
     CAMPAIGN_COLUMNS, Closed, GRANT_COLUMNS, RecordDecision, Refusable, ReviewStore, new_campaign_id,
     refuse_unless_open, unknown_grant,
@@ -43,6 +44,7 @@ fn grant_row(r: &rusqlite::Row) -> rusqlite::Result<Grant> {
         decided_by: r.get(7)?,
         decided_at: r.get(8)?,
         applied_at: r.get(9)?,
+        source: r.get(10)?,
     })
 }
 
@@ -92,6 +94,8 @@ fn apply(c: &Connection, g: &Grant, now: i64) -> rusqlite::Result<()> {
                 params![principal_id, now],
             )?;
         }
+        // Only the identity provider can take it away (`Closed::at_idp`).
+        GrantType::Idp => {}
     }
     Ok(())
 }
@@ -102,7 +106,8 @@ impl ReviewStore for SqliteStore {
         let (title, by) = (title.to_string(), by.to_string());
         self.run(move |c| {
             let tx = c.transaction()?;
-            let standing = snapshot(&all_principals(&tx)?, &tokens_of(&tx, None)?, now);
+            let idp = idp_grants_of(super::federated::all_identities(&tx)?);
+            let standing = snapshot(&all_principals(&tx)?, &tokens_of(&tx, None)?, &idp, now);
             let campaign = Campaign { campaign_id: new_campaign_id(), title, opened_by: by, opened_at: now, closed_by: None, closed_at: None };
             tx.execute(
                 "INSERT INTO access_review (id, title, opened_by, opened_at) VALUES (?1, ?2, ?3, ?4)",
@@ -110,9 +115,9 @@ impl ReviewStore for SqliteStore {
             )?;
             for g in &standing {
                 tx.execute(
-                    "INSERT INTO access_review_grant (campaign_id, principal_type, principal_id, role_name, group_id, holder)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
-                    params![campaign.campaign_id, g.key.principal_type.label(), g.key.principal_id, g.key.role_name, g.key.group_id, g.holder],
+                    "INSERT INTO access_review_grant (campaign_id, principal_type, principal_id, role_name, group_id, holder, source)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                    params![campaign.campaign_id, g.key.principal_type.label(), g.key.principal_id, g.key.role_name, g.key.group_id, g.holder, g.source],
                 )?;
             }
             tx.commit()?;
@@ -179,8 +184,12 @@ impl ReviewStore for SqliteStore {
             if !undecided.is_empty() && !allow_undecided {
                 return Ok(Err(ReviewRefusal::Undecided { campaign: id, count: undecided.len() }));
             }
-            let mut applied = Vec::new();
+            let (mut applied, mut at_idp) = (Vec::new(), Vec::new());
             for g in all.into_iter().filter(|g| g.decision == Some(Decision::FlaggedRevoke)) {
+                if g.key.principal_type == GrantType::Idp {
+                    at_idp.push(g);
+                    continue;
+                }
                 apply(&tx, &g, now)?;
                 tx.execute(
                     &format!("UPDATE access_review_grant SET applied_at = ?6 WHERE {GRANT_KEY}"),
@@ -191,7 +200,7 @@ impl ReviewStore for SqliteStore {
             tx.execute("UPDATE access_review SET closed_by = ?2, closed_at = ?3 WHERE id = ?1", params![id, by, now])?;
             let closed = campaign(&tx, &id)?.expect("closed above");
             tx.commit()?;
-            Ok(Ok(Closed { campaign: closed, applied, undecided }))
+            Ok(Ok(Closed { campaign: closed, applied, undecided, at_idp }))
         })
         .await
     }

@@ -3,9 +3,14 @@
 //! sign-in, and gone with the principal.
 
 use toolgate_domain::engines::{NewEngine, PrincipalKind};
-use toolgate_store::{LinkRefusal, NewFederated, Repositories};
+use toolgate_domain::reviews::IdpGrant;
+use toolgate_store::{LinkRefusal, NewFederated, Repositories, Seen};
 
-crate::matrix!(first_sign_in_provisions_once_under_a_free_name, links_are_one_to_one_and_go_with_the_principal);
+crate::matrix!(
+    first_sign_in_provisions_once_under_a_free_name,
+    links_are_one_to_one_and_go_with_the_principal,
+    a_review_lists_idp_grants_and_closing_leaves_them_to_the_idp,
+);
 
 const IDP: &str = "https://idp.example.com";
 
@@ -16,6 +21,7 @@ fn first<'a>(subject: &'a str, hint: &'a str, now: i64) -> NewFederated<'a> {
         name_hint: hint,
         display_name: Some("Ana"),
         email: Some("ana@example.com"),
+        idp_grants: &[],
         now,
     }
 }
@@ -31,13 +37,24 @@ async fn first_sign_in_provisions_once_under_a_free_name(r: Repositories) {
     let again = f.provision_federated(first("sub-1", "someone-else", 20)).await.unwrap();
     assert_eq!(again, made, "a second first sign-in answers the existing link");
     assert_eq!(f.federated(IDP, "sub-1").await.unwrap(), Some(made.clone()));
-    f.seen_federated(IDP, "sub-1", Some("Ana María"), None, 30).await.unwrap();
+    let grants =
+        [IdpGrant { role: "Viewer".into(), group_id: String::new(), idp_groups: vec!["fleet-viewers".into()] }];
+    let seen = Seen {
+        issuer: IDP,
+        subject: "sub-1",
+        display_name: Some("Ana María"),
+        email: None,
+        idp_grants: &grants,
+        now: 30,
+    };
+    f.seen_federated(seen).await.unwrap();
     let seen = f.federated(IDP, "sub-1").await.unwrap().unwrap();
     assert_eq!(
         (seen.display_name.as_deref(), seen.email.as_deref(), seen.last_seen_at),
         (Some("Ana María"), Some("ana@example.com"), Some(30)),
         "what the provider did not say stays"
     );
+    assert_eq!(seen.idp_grants, grants, "the roles her groups bring, as last seen");
     let other_issuer = NewFederated { issuer: "https://other.example", ..first("sub-1", "ana", 40) };
     assert_eq!(f.provision_federated(other_issuer).await.unwrap().principal, "ana-3", "subjects are per issuer");
 }
@@ -89,4 +106,54 @@ async fn links_are_one_to_one_and_go_with_the_principal(r: Repositories) {
     assert_eq!(removed, Ok(true));
     assert_eq!(f.federated(IDP, "sub-bob").await.unwrap(), None, "the link goes with the principal");
     f.link_federated("carol", IDP, "sub-bob", 7).await.unwrap().unwrap();
+}
+
+async fn a_review_lists_idp_grants_and_closing_leaves_them_to_the_idp(r: Repositories) {
+    use toolgate_domain::reviews::{Decision, GrantKey, GrantType};
+    use toolgate_store::RecordDecision;
+    r.credentials.put_principal("rev", &["Administrator".into()], 0).await.unwrap();
+    let grants = [
+        IdpGrant {
+            role: "Operator".into(),
+            group_id: String::new(),
+            idp_groups: vec!["fleet-ops".into(), "oncall".into()],
+        },
+        IdpGrant { role: "Viewer".into(), group_id: "grp-a".into(), idp_groups: vec!["team-a".into()] },
+    ];
+    let made = r
+        .federated
+        .provision_federated(NewFederated { idp_grants: &grants, ..first("sub-omar", "omar", 5) })
+        .await
+        .unwrap();
+    let (campaign, count) = r.reviews.open_review("Q4", "rev", 10).await.unwrap();
+    assert_eq!(count, 3, "rev's Administrator and omar's two grants from the IdP");
+    let (_, listed) = r.reviews.review(&campaign.campaign_id).await.unwrap().unwrap();
+    let idp: Vec<_> = listed.iter().filter(|g| g.key.principal_type == GrantType::Idp).collect();
+    assert_eq!(idp.len(), 2);
+    let operator = idp.iter().find(|g| g.key.role_name == "Operator").unwrap();
+    assert_eq!(operator.holder, made.principal);
+    assert_eq!(operator.source.as_deref(), Some("group(s) fleet-ops, oncall at https://idp.example.com"));
+    let on_group = idp.iter().find(|g| g.key.role_name == "Viewer").unwrap();
+    assert_eq!(on_group.key.group_id, "grp-a");
+    let key = GrantKey {
+        principal_type: GrantType::Idp,
+        principal_id: made.principal.clone(),
+        role_name: "Operator".into(),
+        group_id: String::new(),
+    };
+    let flag = RecordDecision {
+        campaign_id: &campaign.campaign_id,
+        key,
+        decision: Decision::FlaggedRevoke,
+        justification: Some("left ops"),
+        by: "rev",
+        now: 11,
+    };
+    r.reviews.record_decision(flag).await.unwrap().unwrap();
+    let closed = r.reviews.close_review(&campaign.campaign_id, "rev", 12, true).await.unwrap().unwrap();
+    assert!(closed.applied.is_empty(), "nothing here to take away: {closed:?}");
+    assert_eq!(closed.at_idp.len(), 1);
+    assert_eq!(closed.at_idp[0].key.role_name, "Operator");
+    assert!(closed.at_idp[0].applied_at.is_none());
+    assert!(closed.at_idp[0].changed_elsewhere().unwrap().contains("remove them from that group there"));
 }
