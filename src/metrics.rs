@@ -21,6 +21,7 @@ pub const APPROVALS_BURNED: &str = "toolgate_approvals_burned_total";
 pub const APPROVALS_PENDING: &str = "toolgate_approvals_pending";
 pub const AUTH_FAILURES: &str = "toolgate_auth_failures_total";
 pub const TOKENS_REFUSED: &str = "toolgate_access_tokens_refused_total";
+pub const IDP_SIGN_INS_REFUSED: &str = "toolgate_console_idp_refusals_total";
 pub const SESSIONS_ACTIVE: &str = "toolgate_mcp_sessions_active";
 pub const STREAMS_ACTIVE: &str = "toolgate_mcp_streams_active";
 pub const AGENTS_CONNECTED: &str = "toolgate_agents_connected";
@@ -97,6 +98,10 @@ fn describe() {
     );
     describe_gauge!(APPROVALS_PENDING, "Approval tickets waiting for a person");
     describe_counter!(AUTH_FAILURES, "Requests refused for a missing, unknown, revoked or expired token");
+    describe_counter!(
+        IDP_SIGN_INS_REFUSED,
+        "Console sign-ins and step-ups through the identity provider refused, by reason"
+    );
     describe_counter!(
         TOKENS_REFUSED,
         "Access tokens from an identity provider refused, by reason (signature, audience, expired, ...)"
@@ -328,6 +333,11 @@ fn known_tool(name: &str) -> &'static str {
 
 pub fn auth_failure() {
     counter!(AUTH_FAILURES).increment(1);
+}
+
+/// A console sign-in or step-up through the identity provider refused, by why.
+pub fn idp_sign_in_refused(reason: &'static str) {
+    counter!(IDP_SIGN_INS_REFUSED, "reason" => reason).increment(1);
 }
 
 /// An identity provider's access token refused, by why (`crate::oauth::resource::Refusal::label`).

@@ -233,6 +233,14 @@ fn an_issuer_that_cannot_be_reached_is_a_503_never_a_pass() {
     assert_eq!(r.status, 503, "{r:?}");
     assert_eq!(r.json()["error"], "issuer_unavailable");
     assert!(r.json()["message"].as_str().unwrap().contains("no metadata for issuer"), "{r:?}");
+    // An issuer found, but its key set unreachable: 503 too.
+    let port = free_port();
+    let keys_nowhere = format!("      jwks_uri: http://127.0.0.1:{}/jwks\n", free_port());
+    let s = with_settings(&settings(port, &issuer.url, &keys_nowhere, ""), port, &[]);
+    let claims = issuer.claims("u-dee", &format!("http://127.0.0.1:{port}/mcp"), "toolgate:readonly");
+    let r = call_with(&s, &issuer.sign(&claims), "list_agents", json!({}));
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.json()["message"].as_str().unwrap().contains("key set could not be fetched"), "{r:?}");
 }
 
 #[test]
@@ -337,6 +345,14 @@ fn the_consoles_sign_in_is_bound_to_its_browser_and_used_once() {
         get(&format!("/console/oidc/callback?error=access_denied&error_description=no&state={state}"), Some(&cookie));
     assert_eq!(r.status, 401, "{r:?}");
     assert!(r.body.contains("refused the sign-in: access_denied"), "{r:?}");
+    let admin = common::api_credential(&s, "metrics-reader");
+    let metrics = s.http("GET", "/metrics", Some(&admin), None).body;
+    for reason in ["foreign_browser", "idp_refused"] {
+        assert!(
+            metrics.contains(&format!("toolgate_console_idp_refusals_total{{reason=\"{reason}\"}} 1")),
+            "{reason}:\n{metrics}"
+        );
+    }
     // A step-up needs a session signed in through the IdP.
     assert_eq!(s.http("GET", "/console/oidc/start?step_up=1", None, None).header("location"), Some("/console/sign-in"));
 }

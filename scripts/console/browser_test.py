@@ -239,8 +239,9 @@ oauth:
         at_provider(driver, "rhea")
         WebDriverWait(driver, 20).until(lambda d: d.current_url.endswith("/console/approvals"))
         decide(driver, second, "after a fresh sign-in")
-        check("Approved delete_tag for admin" in driver.find_element(By.ID, "notice").text,
-              "after signing in again at the IdP she approves")
+        notice = driver.find_element(By.ID, "notice").text
+        check("Approved delete_tag for admin" in notice and "(fresh sign-in)" in notice,
+              "after signing in again at the IdP she approves, and the console says which proof it took")
         driver.get(base + "/console/audit?action=approval.review")
         audit_text = driver.find_element(By.ID, "audit").text
         check(f"assurance: identity provider {provider.issuer} (proof within" in audit_text,

@@ -129,7 +129,7 @@ async fn decide_as(
     approve: bool,
     reason: &str,
     code: &str,
-) -> Result<Approval, NotDecided> {
+) -> Result<(Approval, String), NotDecided> {
     use NotDecided::Refused;
     let assurance = who.step_up(state, headers, code).await.map_err(|m| Refused(StatusCode::UNAUTHORIZED, m))?;
     let services = &state.services;
@@ -144,7 +144,7 @@ async fn decide_as(
             let event =
                 if approve { crate::metrics::ApprovalEvent::Approved } else { crate::metrics::ApprovalEvent::Rejected };
             crate::metrics::approval(event, &a.tool);
-            Ok(a)
+            Ok((a, assurance))
         }
         Err(ReviewRefusal::OwnRequest(_)) => {
             Err(Refused(StatusCode::FORBIDDEN, "You submitted this request: another person must decide it.".into()))
@@ -173,13 +173,13 @@ pub async fn decide(
         _ => return listing(&state, &who, Some("Choose Approve or Reject."), None, StatusCode::BAD_REQUEST).await,
     };
     match decide_as(&state, &who, &headers, &id, approve, field(&fields, "reason"), field(&fields, "code")).await {
-        Ok(a) => {
+        Ok((a, assurance)) => {
             let done = match approve {
                 true => format!(
-                    "Approved {} for {}: they may now call it again with approval_id {}.",
+                    "Approved {} for {}: they may now call it again with approval_id {}. Proof: {assurance}.",
                     a.tool, a.submitter, a.id
                 ),
-                false => format!("Rejected {} for {}.", a.tool, a.submitter),
+                false => format!("Rejected {} for {}. Proof: {assurance}.", a.tool, a.submitter),
             };
             // The session's proof time may have moved (a fresh code): show the page as it is now.
             let session = state.console.current(&headers, now_ms(&state)).unwrap_or_else(|| who.0.clone());
@@ -231,7 +231,7 @@ pub async fn rest_decide(
     };
     let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().trim().to_string();
     match decide_as(state, &who, headers, id, approve, &text("comment"), &text("code")).await {
-        Ok(approval) => Ok(json_response(StatusCode::OK, json!(approval).to_string())),
+        Ok((approval, _)) => Ok(json_response(StatusCode::OK, json!(approval).to_string())),
         Err(NotDecided::Refused(status, message)) => Err(ApiError::new(status, "refused", message)),
         Err(NotDecided::Store(e)) => Err(ApiError::store(e)),
     }

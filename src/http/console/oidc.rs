@@ -175,6 +175,8 @@ pub async fn callback(State(state): State<Arc<AppState>>, headers: HeaderMap, Qu
     if !bound {
         return denied(
             &state,
+            Flow::SignIn,
+            "foreign_browser",
             "-",
             "sign-in came back to another browser than the one that began it",
             "This sign-in was begun in another browser: start again here.",
@@ -184,6 +186,8 @@ pub async fn callback(State(state): State<Arc<AppState>>, headers: HeaderMap, Qu
         let why = format!("the identity provider refused: {} {}", get("error"), get("error_description"));
         return denied(
             &state,
+            Flow::SignIn,
+            "idp_refused",
             "-",
             &why,
             &format!("Your identity provider refused the sign-in: {} {}", get("error"), get("error_description")),
@@ -193,6 +197,8 @@ pub async fn callback(State(state): State<Arc<AppState>>, headers: HeaderMap, Qu
     if !get("iss").is_empty() && get("iss") != issuer.settings.issuer {
         return denied(
             &state,
+            Flow::SignIn,
+            "issuer_mismatch",
             "-",
             "the answer names another issuer",
             "The answer came from another identity provider: start again.",
@@ -200,7 +206,16 @@ pub async fn callback(State(state): State<Arc<AppState>>, headers: HeaderMap, Qu
     }
     let signed = match client.finish(issuer, get("code"), &pending.verifier, &pending.nonce).await {
         Ok(signed) => signed,
-        Err(why) => return denied(&state, "-", &why, &format!("The sign-in could not be completed: {why}.")),
+        Err(why) => {
+            return denied(
+                &state,
+                Flow::SignIn,
+                "not_completed",
+                "-",
+                &why,
+                &format!("The sign-in could not be completed: {why}."),
+            );
+        }
     };
     match pending.step_up {
         Some(step_up) => stepped_up(&state, issuer, client.step_up_acr.as_deref(), step_up, pending.begun_ms, signed),
@@ -208,9 +223,25 @@ pub async fn callback(State(state): State<Arc<AppState>>, headers: HeaderMap, Qu
     }
 }
 
-fn denied(state: &AppState, who: &str, why: &str, message: &str) -> Response {
-    audit(state, "console.sign_in", AuditOutcome::Denied, who, format!("identity provider: {why}"));
-    crate::metrics::console_sign_in("denied");
+/// Which part of the console a refusal ends: a sign-in, or an approval's step-up.
+#[derive(Clone, Copy)]
+enum Flow {
+    SignIn,
+    StepUp,
+}
+
+/// A refusal: audited (with why), counted (by `reason`), told (`message`).
+fn denied(state: &AppState, flow: Flow, reason: &'static str, who: &str, why: &str, message: &str) -> Response {
+    let action = match flow {
+        Flow::SignIn => "console.sign_in",
+        Flow::StepUp => "console.step_up",
+    };
+    audit(state, action, AuditOutcome::Denied, who, format!("identity provider: {why}"));
+    match flow {
+        Flow::SignIn => crate::metrics::console_sign_in("denied"),
+        Flow::StepUp => crate::metrics::console_step_up("denied"),
+    }
+    crate::metrics::idp_sign_in_refused(reason);
     refused(StatusCode::UNAUTHORIZED, message)
 }
 
@@ -227,6 +258,8 @@ fn stepped_up(
     if signed.subject != step_up.subject {
         return denied(
             state,
+            Flow::StepUp,
+            "other_person",
             "-",
             "a step-up signed in as another person",
             "You signed in again as someone else: sign in as yourself to decide.",
@@ -237,6 +270,8 @@ fn stepped_up(
     if !fresh {
         return denied(
             state,
+            Flow::StepUp,
+            "not_fresh",
             "-",
             "the IdP did not authenticate the person again",
             "Your identity provider did not ask you to sign in again; the decision needs a fresh sign-in.",
@@ -247,6 +282,8 @@ fn stepped_up(
     {
         return denied(
             state,
+            Flow::StepUp,
+            "acr",
             "-",
             &format!("the step-up reached acr {:?}, not {wanted}", signed.claims.acr),
             "Your sign-in did not reach the assurance level approvals need.",
@@ -282,7 +319,14 @@ async fn signed_in(
                 "You signed in as subject {} of {}, whom this server does not know: ask an administrator to link you (toolgate principal link).",
                 signed.subject, issuer.settings.issuer
             );
-            return denied(state, "-", &format!("subject {} is not provisioned", signed.subject), &message);
+            return denied(
+                state,
+                Flow::SignIn,
+                "not_provisioned",
+                "-",
+                &format!("subject {} is not provisioned", signed.subject),
+                &message,
+            );
         }
         Err(e) => return unavailable(e),
     };
@@ -291,6 +335,8 @@ async fn signed_in(
         Ok(_) => {
             return denied(
                 state,
+                Flow::SignIn,
+                "principal_gone",
                 &identity.principal,
                 "the principal is gone or not a person",
                 "Your principal was removed from this server.",
