@@ -24,6 +24,7 @@ pub mod oauth;
 pub mod outbound;
 pub mod prompts_resources;
 pub mod registry;
+pub mod sealing;
 pub mod services;
 pub mod tools;
 pub mod untrusted;
