@@ -21,6 +21,7 @@ pub mod fleet;
 pub mod groups;
 pub mod lockout;
 pub mod log;
+pub mod plugin_secrets;
 pub mod prompts_resources;
 pub mod records;
 pub mod redact;

@@ -10,6 +10,7 @@ mod federated;
 mod filtered;
 mod fleet_work;
 mod groups;
+mod plugin_secrets;
 pub mod postgres;
 mod replica_state;
 mod reviews;
@@ -31,6 +32,7 @@ pub use fleet_work::{
     ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
 };
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
+pub use plugin_secrets::SecretStore;
 pub use postgres::PostgresStore;
 pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use reviews::{Closed, RecordDecision, ReviewStore};
@@ -55,6 +57,7 @@ pub struct Repositories {
     pub audit: Arc<dyn AuditStore>,
     pub tags: Arc<dyn TagStore>,
     pub plugin_config: Arc<dyn PluginConfigStore>,
+    pub secrets: Arc<dyn SecretStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
     pub federated: Arc<dyn FederatedStore>,
@@ -76,6 +79,7 @@ impl Repositories {
             + AuditStore
             + TagStore
             + PluginConfigStore
+            + SecretStore
             + GroupStore
             + EngineStore
             + FederatedStore
@@ -93,6 +97,7 @@ impl Repositories {
             audit: Arc::new(store.clone()),
             tags: Arc::new(store.clone()),
             plugin_config: Arc::new(store.clone()),
+            secrets: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),
             federated: Arc::new(store.clone()),

@@ -20,6 +20,7 @@ mod groups;
 mod json_rows;
 mod listen;
 mod plugin_config;
+mod plugin_secrets;
 mod replica_state;
 mod responses;
 mod reviews;
@@ -53,6 +54,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0011_access_reviews", include_str!("../../migrations/postgres/0011_access_reviews.sql")),
     ("0012_federated_identities", include_str!("../../migrations/postgres/0012_federated_identities.sql")),
     ("0013_idp_grants", include_str!("../../migrations/postgres/0013_idp_grants.sql")),
+    ("0014_plugin_secrets", include_str!("../../migrations/postgres/0014_plugin_secrets.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

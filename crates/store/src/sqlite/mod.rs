@@ -14,6 +14,7 @@ mod fleet_work;
 mod groups;
 mod json_rows;
 mod plugin_config;
+mod plugin_secrets;
 mod responses;
 mod reviews;
 mod rotations;
@@ -52,6 +53,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0019_access_reviews", include_str!("../../migrations/sqlite/0019_access_reviews.sql")),
     ("0020_federated_identities", include_str!("../../migrations/sqlite/0020_federated_identities.sql")),
     ("0021_idp_grants", include_str!("../../migrations/sqlite/0021_idp_grants.sql")),
+    ("0022_plugin_secrets", include_str!("../../migrations/sqlite/0022_plugin_secrets.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

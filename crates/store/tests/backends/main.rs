@@ -13,6 +13,7 @@ mod federated;
 mod fleet;
 mod fleet_work;
 mod groups;
+mod plugin_secrets;
 mod responses;
 mod reviews;
 
