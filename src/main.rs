@@ -58,6 +58,13 @@ enum Command {
         #[command(subcommand)]
         command: groups::GroupCommand,
     },
+    /// The key-encryption keys plugin secrets are sealed under (docs/secrets.md).
+    Kek {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(subcommand)]
+        command: toolgate::cli::kek::KekCommand,
+    },
     /// Review human approvals from the server's console.
     Approvals {
         #[command(flatten)]
@@ -287,6 +294,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Engine { store, command } => runtime()?.block_on(async {
             let secret = || read_secret("the successor's secret: ");
             Ok(print_out(&engines::run(&console::open(&store).await?, command, secret).await?))
+        }),
+        Command::Kek { store, command } => runtime()?.block_on(async {
+            let opened = match &command {
+                toolgate::cli::kek::KekCommand::Generate { .. } => None,
+                toolgate::cli::kek::KekCommand::Check { .. } => Some(console::open(&store).await?),
+            };
+            Ok(print_out(&toolgate::cli::kek::run(opened.as_ref(), command).await?))
         }),
         Command::Group { store, command } => {
             runtime()?.block_on(async { Ok(print_out(&groups::run(&console::open(&store).await?, command).await?)) })

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::sealing::vault::Vault;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::{Clock, Principal, StoreError};
 use toolgate_fleet::Hub;
@@ -20,11 +21,24 @@ pub struct Services {
     clock: Clock,
     audit: AuditWriter,
     fleet: Arc<Hub>,
+    vault: Arc<Vault>,
 }
 
 impl Services {
+    /// The services, with a vault that keeps no secrets until [`Services::with_vault`].
     pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter, fleet: Arc<Hub>) -> Self {
-        Self { repositories, clock, audit, fleet }
+        let vault = Arc::new(Vault::absent(repositories.secrets.clone()));
+        Self { repositories, clock, audit, fleet, vault }
+    }
+
+    /// The same, with the vault the server opened with its keyring.
+    pub fn with_vault(self, vault: Vault) -> Self {
+        Self { vault: Arc::new(vault), ..self }
+    }
+
+    /// Plugin secrets, sealed under the key-encryption key (docs/secrets.md).
+    pub fn vault(&self) -> &Vault {
+        &self.vault
     }
 
     /// The agents: who is enrolled, who is connected, what they reported.

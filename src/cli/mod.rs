@@ -7,6 +7,7 @@ pub mod console;
 pub mod engines;
 pub mod fleet;
 pub mod groups;
+pub mod kek;
 pub mod serve;
 
 pub use author::CatalogueFiles;

@@ -114,6 +114,11 @@ pub struct ServeArgs {
     /// start: a bad file stops the server.
     #[arg(long, value_name = "FILE", env = "TOOLGATE_CONFIG")]
     config: Option<PathBuf>,
+    /// The key-encryption keys plugin secrets are sealed under (docs/secrets.md), the same
+    /// file on every replica; or give their text in TOOLGATE_KEK. Without either, the secret
+    /// tools are refused.
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_KEK_FILE")]
+    kek_file: Option<PathBuf>,
     /// Also run an agent on this machine, so the fleet has a real host from the first minute.
     /// It enrolls on first start with a one-use token; its state is DATA_DIR/local-agent.
     #[arg(long, env = "TOOLGATE_LOCAL_AGENT")]
@@ -175,6 +180,14 @@ impl ServeArgs {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let data_dir = self.data_dir.clone();
         let database = crate::database::Database::from_flags(&self.data_dir, self.database.as_deref())?;
+        let kek = match (self.kek_file, std::env::var("TOOLGATE_KEK").ok().filter(|t| !t.trim().is_empty())) {
+            (Some(_), Some(_)) => anyhow::bail!(
+                "give the key-encryption keys once: --kek-file (TOOLGATE_KEK_FILE) or TOOLGATE_KEK, not both"
+            ),
+            (Some(path), None) => crate::sealing::vault::KeySource::File(path),
+            (None, Some(text)) => crate::sealing::vault::KeySource::Variable(text),
+            (None, None) => crate::sealing::vault::KeySource::Absent,
+        };
         let deployment = crate::deployment::load(self.config.as_deref(), &self.data_dir, &crate::registry::CATALOGUE)
             .map_err(anyhow::Error::msg)?;
         let replica = self.replica.unwrap_or_else(|| format!("{}:{}", host_name(), self.listen.port()));
@@ -225,6 +238,7 @@ impl ServeArgs {
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             deployment,
+            kek,
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,
             tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),

@@ -77,6 +77,8 @@ pub struct Config {
     pub local_agent: bool,
     /// Where the compliance rules come from (`--compliance`).
     pub compliance: crate::compliance::RuleSource,
+    /// Where the key-encryption keys come from (`--kek-file`, `TOOLGATE_KEK`).
+    pub kek: crate::sealing::vault::KeySource,
     /// The deployment settings (`--config`), if any.
     pub deployment: Option<crate::deployment::Settings>,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.

@@ -107,7 +107,19 @@ pub async fn serve(config: Config) -> Result<()> {
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
-    let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()));
+    let vault = crate::sealing::vault::Vault::open(config.kek.clone(), repositories.secrets.clone(), clock.now_secs())
+        .await
+        .context("cannot open the plugin secrets")?;
+    match vault.status().await {
+        Ok(status) => match status.active_version {
+            Some(v) => println!("toolgate: plugin secrets sealed under KEK version {v}"),
+            None => {
+                println!("toolgate: no key-encryption key (--kek-file, TOOLGATE_KEK): the secret tools are refused")
+            }
+        },
+        Err(e) => tracing::warn!("cannot read the KEK status: {e}"),
+    }
+    let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()).with_vault(vault));
     let options = Options {
         list_all_tools: config.list_all_tools,
         read_only: config.read_only,

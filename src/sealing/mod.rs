@@ -6,6 +6,7 @@
 //! rewraps data keys only; the values are never decrypted for it.
 
 pub mod keyring;
+pub mod vault;
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};

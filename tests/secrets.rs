@@ -1,0 +1,190 @@
+//! Plugin secrets sealed under the key-encryption key (docs/secrets.md), against the real
+//! binary: write-only over MCP (never in an answer, an audit row, a log line, a metric or the
+//! database file), refused on a server without a key, rotated to a new KEK version and
+//! rewrapped with kill -9 in the middle: nothing lost, nothing wrapped twice, every secret
+//! still opens.
+
+mod common;
+
+use common::agents::{approval_id, approve, approved};
+use common::{Server, call_as};
+use serde_json::{Value, json};
+
+fn generate(version: u32) -> String {
+    let out = std::process::Command::new(common::bin())
+        .args(["kek", "generate", "--version", &version.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A server whose key file (in its data dir) holds `entries`.
+fn with_kek(entries: &str, logs: &std::path::Path) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let kek = dir.path().join("kek.txt");
+    std::fs::write(&kek, entries).unwrap();
+    let kek = kek.display().to_string();
+    common::start_logging_to(dir, &["--kek-file", &kek], &[], Some(logs))
+}
+
+fn kek_file(s: &Server) -> std::path::PathBuf {
+    s.data_dir.path().join("kek.txt")
+}
+
+fn structured(r: &common::Response) -> Value {
+    let v = r.json();
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    v["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn a_server_without_a_key_refuses_the_secret_tools_and_names_the_setting() {
+    let s = common::start(&[]);
+    let token = s.token("admin", "supervised", "1h");
+    let r = call_as(&s, &token, "set_plugin_secret", json!({"plugin": "backup", "key": "token", "value": "x"})).json();
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    let text = format!("{} {}", r["error"]["message"], r["error"]["data"]["remediation"]);
+    assert!(text.contains("no key-encryption key") && text.contains("--kek-file"), "{text}");
+    let status = structured(&call_as(&s, &token, "get_kek_status", json!({})));
+    assert_eq!(status["active_version"], Value::Null);
+}
+
+#[test]
+fn secrets_are_write_only_everywhere() {
+    let logs = tempfile::tempdir().unwrap();
+    let s = with_kek(&generate(1), logs.path());
+    let token = s.token("admin", "supervised", "1h");
+    let value = "hunter2-very-secret-value-7f3a";
+    let set = |v: &str| {
+        structured(&call_as(&s, &token, "set_plugin_secret", json!({"plugin": "backup", "key": "token", "value": v})))
+    };
+    let first = set(value);
+    assert_eq!((first["version"].as_i64(), first["kek_version"].as_i64()), (Some(1), Some(1)), "{first}");
+    let second = set(&format!("{value}-2"));
+    assert_eq!(second["version"], 2);
+    let listed = structured(&call_as(&s, &token, "list_plugin_secrets", json!({})));
+    assert_eq!(listed["count"], 1);
+    assert_eq!(listed["secrets"][0]["key"], "token");
+    // The value is nowhere to be read back.
+    let admin = common::api_credential(&s, "auditor");
+    let audit = s.http("GET", "/api/v1/audit?limit=1000", Some(&admin), None).body;
+    assert!(audit.contains("mcp.set_plugin_secret"), "{audit}");
+    let metrics = s.http("GET", "/metrics", Some(&admin), None).body;
+    let everything = [listed.to_string(), first.to_string(), second.to_string(), audit, metrics];
+    for (i, text) in everything.iter().enumerate() {
+        assert!(!text.contains("hunter2"), "surface {i} shows the value: {text}");
+    }
+    let deleted = approved(
+        &s,
+        &token,
+        &common::console::reviewer(&s, "rita"),
+        "delete_plugin_secret",
+        json!({"plugin": "backup", "key": "token"}),
+    )
+    .0;
+    assert_eq!((deleted["changed"].as_bool(), deleted["deleted_version"].as_i64()), (Some(true), Some(2)));
+    let kept = s.stop();
+    for entry in std::fs::read_dir(kept.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(!bytes.windows(7).any(|w| w == b"hunter2"), "{} holds the value", path.display());
+        }
+    }
+    for name in ["stderr", "stdout"] {
+        let log = std::fs::read_to_string(logs.path().join(name)).unwrap_or_default();
+        assert!(!log.contains("hunter2"), "the {name} log shows the value");
+    }
+}
+
+#[test]
+fn a_rotation_rewraps_every_secret_through_a_kill_9() {
+    let logs = tempfile::tempdir().unwrap();
+    let s = with_kek(&generate(1), logs.path());
+    let token = s.token("admin", "supervised", "1h");
+    let count = 240;
+    for i in 0..count {
+        let args = json!({"plugin": "fleet", "key": format!("k{i:03}"), "value": format!("value-{i}")});
+        structured(&call_as(&s, &token, "set_plugin_secret", args));
+    }
+    let mut reviewer = common::console::reviewer(&s, "rita");
+    // Nothing newer in the key file: a clear refusal, not a new version.
+    let id = approval_id(&call_as(&s, &token, "rotate_kek", json!({})));
+    approve(&s, &reviewer, &id);
+    let refused = call_as(&s, &token, "rotate_kek", json!({"approval_id": id})).json();
+    assert!(refused.to_string().contains("toolgate kek generate --version 2"), "{refused}");
+    // The operator appends version 2; the rotation activates it.
+    let mut entries = std::fs::read_to_string(kek_file(&s)).unwrap();
+    entries.push_str(&generate(2));
+    std::fs::write(kek_file(&s), &entries).unwrap();
+    let (rotated, _) = approved(&s, &token, &reviewer, "rotate_kek", json!({}));
+    assert_eq!((rotated["activated_version"].as_i64(), rotated["awaiting_rewrap"].as_i64()), (Some(2), Some(count)));
+    // A secret set now is sealed under version 2 already.
+    let fresh =
+        structured(&call_as(&s, &token, "set_plugin_secret", json!({"plugin": "fleet", "key": "new", "value": "v"})));
+    assert_eq!(fresh["kek_version"], 2);
+    // A first run stops after 100; then kill -9 in the middle of the next, wherever it lands.
+    let (first, _) = approved(&s, &token, &reviewer, "rewrap_secrets", json!({"batch_size": 7, "max_secrets": 100}));
+    assert_eq!((first["rewrapped"].as_i64(), first["remaining"].as_i64()), (Some(100), Some(count - 100)), "{first}");
+    let id = approval_id(&call_as(&s, &token, "rewrap_secrets", json!({"batch_size": 1})));
+    approve(&s, &reviewer, &id);
+    let (addr, recall_token) = (s.addr, token.clone());
+    let recall = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                          "params": {"name": "rewrap_secrets", "arguments": {"batch_size": 1, "approval_id": id}}});
+        let auth = format!("Bearer {recall_token}");
+        common::request(
+            addr,
+            "POST",
+            &[("Authorization", &auth), ("MCP-Protocol-Version", "2025-11-25")],
+            Some(&body.to_string()),
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let dir = s.crash();
+    let _ = recall.join();
+    let kek = dir.path().join("kek.txt").display().to_string();
+    let s = common::start_logging_to(dir, &["--kek-file", &kek], &[], Some(logs.path()));
+    // Console sessions live in the server's memory: the reviewer signs in again.
+    common::console::sign_in_again(&s, &mut reviewer);
+    let status = structured(&call_as(&s, &token, "get_kek_status", json!({})));
+    let wrapped = |v: i64| {
+        status["versions"].as_array().unwrap().iter().find(|x| x["version"] == v).unwrap()["secrets_wrapped"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(wrapped(1) + wrapped(2), count + 1, "no secret lost in the crash: {status}");
+    assert!(wrapped(2) >= 101, "the first run's rows stayed rewrapped: {status}");
+    let (last, _) = approved(&s, &token, &reviewer, "rewrap_secrets", json!({}));
+    assert_eq!(last["remaining"], 0, "{last}");
+    assert_eq!(last["skipped_changed"], 0, "nothing was half-done: {last}");
+    assert_eq!(last["rewrapped"].as_i64().unwrap(), wrapped(1), "it moved exactly what the crash left: {last}");
+    let status = structured(&call_as(&s, &token, "get_kek_status", json!({})));
+    assert_eq!(status["awaiting_rewrap"], 0, "{status}");
+    // Every secret opens with the key file, and none with version 1 alone.
+    let checked = s.cli(&["kek", "check", "--kek-file", &kek]);
+    assert!(checked.starts_with(&format!("{} secret(s) open", count + 1)), "{checked}");
+    let old_only = s.data_dir.path().join("old.txt");
+    std::fs::write(&old_only, entries.lines().next().unwrap()).unwrap();
+    let refused = s.cli_output(&["kek", "check", "--kek-file", old_only.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("lacks KEK version 2"), "{refused:?}");
+}
+
+#[test]
+fn a_replica_given_another_key_is_refused_at_start() {
+    let logs = tempfile::tempdir().unwrap();
+    let s = with_kek(&generate(1), logs.path());
+    let dir = s.stop();
+    std::fs::write(dir.path().join("kek.txt"), generate(1)).unwrap();
+    let kek = dir.path().join("kek.txt").display().to_string();
+    let out = std::process::Command::new(common::bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--kek-file", &kek, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not the key this database activated as version 1"), "{err}");
+}
