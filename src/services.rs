@@ -32,8 +32,8 @@ impl Services {
     }
 
     /// The same, with the vault the server opened with its keyring.
-    pub fn with_vault(self, vault: Vault) -> Self {
-        Self { vault: Arc::new(vault), ..self }
+    pub fn with_vault(self, vault: Arc<Vault>) -> Self {
+        Self { vault, ..self }
     }
 
     /// Plugin secrets, sealed under the key-encryption key (docs/secrets.md).

@@ -188,3 +188,110 @@ fn a_replica_given_another_key_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not the key this database activated as version 1"), "{err}");
 }
+
+/// An execution of `definition` on `agent` with `token`, waited for: its status answer.
+fn run_and_wait(call: &dyn Fn(&str, Value) -> Value, agent: &str) -> (String, Value) {
+    let started = call("execute_instruction", json!({"definition": "workspace_secret_digest", "agent_ids": [agent]}));
+    let id = started["execution_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = call("get_execution_status", json!({"execution_id": id}));
+        if status["finished"] == true {
+            return (id, status);
+        }
+        assert!(std::time::Instant::now() < deadline, "unfinished: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every file under `dir` (recursively) that holds `needle`.
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if std::fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle)) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_declared_secret_reaches_the_agent_over_tls_and_never_comes_back() {
+    use common::tls::{ca, client, https_request, leaf};
+    let files = tempfile::tempdir().unwrap();
+    let authority = ca("toolgate test CA");
+    let (chain, key, _) = leaf(&authority, &["localhost"]);
+    let write = |name: &str, text: &str| {
+        let path = files.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (cert, key, kek) = (write("server.pem", &chain), write("server.key", &key), write("kek.txt", &generate(1)));
+    let logs = tempfile::tempdir().unwrap();
+    let extra = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str(), "--kek-file", kek.as_str(), "--local-agent"];
+    let s = common::start_logging_to(tempfile::tempdir().unwrap(), &extra, &[], Some(logs.path()));
+    let config = client(&authority.pem());
+    let (supervised, operator) = (s.token("admin", "supervised", "1h"), s.token("admin", "operator", "1h"));
+    let call_with = |token: &str, tool: &str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let (status, text, _) = https_request(s.addr, &config, "POST", "/mcp", Some(token), Some(&body.to_string()));
+        let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status} {text}"));
+        assert_eq!(answer["result"]["isError"], false, "{tool}: {answer}");
+        answer["result"]["structuredContent"].clone()
+    };
+    let value = "tls-delivered-secret-91c2e7";
+    call_with(&supervised, "set_plugin_secret", json!({"plugin": "workspace", "key": "token", "value": value}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let agent = loop {
+        let listed = call_with(&operator, "list_agents", json!({"status": "online"}));
+        if let Some(id) = listed["agents"][0]["agent_id"].as_str() {
+            break id.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the local agent is online");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let (id, status) = run_and_wait(&|tool, args| call_with(&operator, tool, args), &agent);
+    assert_eq!(status["agents"][0]["status"], "succeeded", "{status}");
+    let responses = call_with(&operator, "query_responses", json!({"execution_id": id}));
+    let digest = sha256_hex(value);
+    assert!(responses.to_string().contains(&digest), "the agent hashed the secret it was given: {responses}");
+    let work = s.data_dir.path().join("local-agent").join("work").join("secret-token.sha256");
+    assert_eq!(std::fs::read_to_string(&work).unwrap(), digest);
+    let api = common::api_credential(&s, "auditor");
+    let (_, audit, _) = common::tls::https(s.addr, &config, "/api/v1/audit?limit=1000", Some(&api));
+    assert!(audit.contains("mcp.execute_instruction"), "{audit}");
+    for (what, text) in [("responses", responses.to_string()), ("status", status.to_string()), ("audit", audit)] {
+        assert!(!text.contains(value), "{what} shows the value");
+    }
+    let data = s.stop();
+    let leaked = [files_holding(data.path(), value.as_bytes()), files_holding(logs.path(), value.as_bytes())].concat();
+    assert!(leaked.is_empty(), "the value is written to {leaked:?} (the server's store and logs, the agent's state)");
+}
+
+#[test]
+fn over_plain_http_a_declared_secret_is_refused_with_the_reason() {
+    let keys = tempfile::tempdir().unwrap();
+    let kek = keys.path().join("kek.txt");
+    std::fs::write(&kek, generate(1)).unwrap();
+    let (s, agent) = common::start_with_agent(&["--kek-file", kek.to_str().unwrap()]);
+    let supervised = s.token("admin", "supervised", "1h");
+    structured(&call_as(
+        &s,
+        &supervised,
+        "set_plugin_secret",
+        json!({"plugin": "workspace", "key": "token", "value": "x-value"}),
+    ));
+    let (_, status) = run_and_wait(&|tool, args| structured(&call_as(&s, &s.token, tool, args)), &agent);
+    assert_eq!(status["agents"][0]["status"], "refused", "{status}");
+    let error = status["agents"][0]["error"].as_str().unwrap();
+    assert!(error.contains("travel only over TLS") && error.contains("--tls-cert"), "{error}");
+    assert!(!s.data_dir.path().join("local-agent/work/secret-token.sha256").exists(), "nothing ran");
+}

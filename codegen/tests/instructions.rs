@@ -22,6 +22,8 @@ actions:
       - {name: line, type: string, required: true, description: The line.}
     columns:
       - {name: count, type: integer, description: Lines.}
+    secrets:
+      - {name: token, description: The service's token.}
 ";
 
 const GOOD: &str = "\
@@ -42,8 +44,12 @@ definitions:
 ";
 
 fn run(definitions: &str) -> Vec<String> {
+    run_with(MANIFEST, definitions)
+}
+
+fn run_with(manifest: &str, definitions: &str) -> Vec<String> {
     let inputs = InstructionInputs {
-        manifests: vec![SourceFile::new("plugins/files.yaml", MANIFEST)],
+        manifests: vec![SourceFile::new("plugins/files.yaml", manifest)],
         definitions: SourceFile::new("instructions.yaml", definitions),
     };
     match check(&inputs) {
@@ -153,6 +159,30 @@ fn a_diagnostic_change_and_a_duplicate_name_are_refused() {
     );
     let twice = format!("{GOOD}{}", GOOD.trim_start_matches("definitions:\n"));
     assert!(run(&twice).iter().any(|d| d.contains("another definition has this name")), "{:#?}", run(&twice));
+}
+
+#[test]
+fn secrets_are_only_those_the_action_reads_and_never_for_a_diagnostic() {
+    let bad_name = MANIFEST.replace("{name: token,", "{name: bad name!,");
+    let manifest_problems = run_with(&bad_name, GOOD);
+    assert_eq!(manifest_problems.len(), 1, "{manifest_problems:#?}");
+    assert!(manifest_problems[0].contains("secret name `bad name!` must match"), "{manifest_problems:#?}");
+    let with = |secrets: &str, action: &str, class: &str, diagnostic: bool| {
+        GOOD.replace("action: sha256", action)
+            .replace("class: read", class)
+            .replace("path", "line")
+            .replace("    diagnostic: true\n", &format!("    diagnostic: {diagnostic}\n    secrets: {secrets}\n"))
+    };
+    let got = run(&with("[token, tokn, token]", "action: append", "class: change", false));
+    assert!(
+        got.iter()
+            .any(|d| d.contains("action `files.append` reads no secret `tokn`") && d.contains("did you mean `token`")),
+        "{got:#?}"
+    );
+    assert!(got.iter().any(|d| d.contains("secret `token` is listed twice")), "{got:#?}");
+    let got = run(&with("[token]", "action: sha256", "class: read", true));
+    assert!(got.iter().any(|d| d.contains("action `files.sha256` reads no secret `token`")), "{got:#?}");
+    assert!(got.iter().any(|d| d.contains("a diagnostic definition runs on a quarantined agent")), "{got:#?}");
 }
 
 #[test]

@@ -42,6 +42,8 @@ fn world() -> &'static World {
                 diagnostic: true,
                 params: Default::default(),
                 timeout_ms: 1_000,
+                secret_names: Vec::new(),
+                secrets: Default::default(),
             };
             let execution = NewExecution {
                 execution_id: "exe-00c1".into(),

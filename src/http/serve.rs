@@ -92,11 +92,25 @@ pub async fn serve(config: Config) -> Result<()> {
         None => local,
     };
     let repositories = bootstrap(&config, local, &clock).await?;
+    let vault = crate::sealing::vault::Vault::open(config.kek.clone(), repositories.secrets.clone(), clock.now_secs())
+        .await
+        .context("cannot open the plugin secrets")?;
+    let vault = Arc::new(vault);
+    match vault.status().await {
+        Ok(status) => match status.active_version {
+            Some(v) => println!("toolgate: plugin secrets sealed under KEK version {v}"),
+            None => {
+                println!("toolgate: no key-encryption key (--kek-file, TOOLGATE_KEK): the secret tools are refused")
+            }
+        },
+        Err(e) => tracing::warn!("cannot read the KEK status: {e}"),
+    }
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
     let mut hub = Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
         .await
         .context("cannot load the agents")?
-        .declaring(crate::instructions::instructions());
+        .declaring(crate::instructions::instructions())
+        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: config.tls.is_some() });
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
     if let Some(shared) = &repositories.shared {
@@ -107,18 +121,6 @@ pub async fn serve(config: Config) -> Result<()> {
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
-    let vault = crate::sealing::vault::Vault::open(config.kek.clone(), repositories.secrets.clone(), clock.now_secs())
-        .await
-        .context("cannot open the plugin secrets")?;
-    match vault.status().await {
-        Ok(status) => match status.active_version {
-            Some(v) => println!("toolgate: plugin secrets sealed under KEK version {v}"),
-            None => {
-                println!("toolgate: no key-encryption key (--kek-file, TOOLGATE_KEK): the secret tools are refused")
-            }
-        },
-        Err(e) => tracing::warn!("cannot read the KEK status: {e}"),
-    }
     let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()).with_vault(vault));
     let options = Options {
         list_all_tools: config.list_all_tools,

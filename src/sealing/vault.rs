@@ -293,6 +293,23 @@ impl Vault {
     }
 }
 
+/// The fleet hub values the secrets a run's steps name from here, as it sends the run.
+impl toolgate_fleet::SecretSource for Vault {
+    fn reveal<'a>(
+        &'a self,
+        plugin: &'a str,
+        key: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<String>, String>> + Send + 'a>> {
+        Box::pin(async move {
+            match Vault::reveal(self, plugin, key).await {
+                Ok(Some(bytes)) => String::from_utf8(bytes).map(Some).map_err(|_| "it is not text".to_string()),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+}
+
 fn sealed(row: &SecretRow) -> Sealed {
     Sealed { kek_version: row.kek_version, wrapped_key: row.wrapped_key.clone(), ciphertext: row.ciphertext.clone() }
 }

@@ -9,6 +9,7 @@ pub mod issuer;
 pub mod raw_agent;
 pub mod sse;
 pub mod teams;
+pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

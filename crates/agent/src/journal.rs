@@ -70,8 +70,49 @@ fn failed(status: StepStatus, error: impl Into<String>) -> StepResult {
     StepResult { status, error: Some(error.into()), rows: Vec::new() }
 }
 
-/// Runs one step's action on a thread of its own, waiting at most its timeout.
+/// What stands in a result where a secret's value was.
+pub const SCRUBBED: &str = "[secret]";
+
+/// Runs one step with the secrets it was given, and answers its result with every one of
+/// their values replaced (an action that echoes a secret, or an error quoting one, leaks
+/// nothing into the journal or the answer).
 fn run_step(ctx: &PluginContext, step: &RunStep) -> StepResult {
+    let mut ctx = ctx.clone();
+    ctx.secrets = step.secrets.clone();
+    let result = run_action(&ctx, step);
+    let values: Vec<&str> = step.secrets.0.values().map(String::as_str).filter(|v| !v.is_empty()).collect();
+    if values.is_empty() {
+        return result;
+    }
+    let scrub = |text: &str| values.iter().fold(text.to_string(), |t, v| t.replace(v, SCRUBBED));
+    let mut result = result;
+    result.error = result.error.as_deref().map(scrub);
+    for row in &mut result.rows {
+        for value in row.values_mut() {
+            scrub_value(value, &scrub);
+        }
+    }
+    result
+}
+
+/// Every string in `value`, keys too, through `scrub`.
+fn scrub_value(value: &mut serde_json::Value, scrub: &dyn Fn(&str) -> String) {
+    match value {
+        serde_json::Value::String(text) => *text = scrub(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, scrub)),
+        serde_json::Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (key, mut v) in entries {
+                scrub_value(&mut v, scrub);
+                map.insert(scrub(&key), v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Runs one step's action on a thread of its own, waiting at most its timeout.
+fn run_action(ctx: &PluginContext, step: &RunStep) -> StepResult {
     let (tx, rx) = std::sync::mpsc::channel();
     let (ctx, owned) = (ctx.clone(), step.clone());
     std::thread::spawn(move || {

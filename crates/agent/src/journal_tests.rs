@@ -16,6 +16,8 @@ fn append(line: &str, diagnostic: bool) -> RunStep {
         diagnostic,
         params: json!({"file": "f", "line": line}).as_object().cloned().unwrap(),
         timeout_ms: 10_000,
+        secret_names: Vec::new(),
+        secrets: Default::default(),
     }
 }
 
@@ -28,6 +30,8 @@ fn facts() -> RunStep {
         diagnostic: true,
         params: Map::new(),
         timeout_ms: 10_000,
+        secret_names: Vec::new(),
+        secrets: Default::default(),
     }
 }
 
@@ -78,4 +82,34 @@ fn a_bundle_stops_at_its_first_failure_and_quarantine_allows_diagnostics_only() 
     assert!(result.steps[1].error.as_deref().unwrap().starts_with("quarantined"));
     assert_eq!(lines(&ctx), 0);
     assert!(Journal::open(&ctx.state_dir, "../etc").is_err(), "an id is never a path");
+}
+
+#[test]
+fn a_steps_result_is_scrubbed_of_the_secrets_it_was_given() {
+    let (_dir, ctx) = setup();
+    let mut secrets = toolgate_domain::fleet::wire::SecretValues::default();
+    secrets.0.insert("token".into(), "hunter2secret".into());
+    // An error that quotes the parameter holding the secret, and a row that echoes it.
+    let echoed = RunStep {
+        params: json!({"file": "hunter2secret/../x", "line": "y"}).as_object().cloned().unwrap(),
+        secrets: secrets.clone(),
+        ..append("", false)
+    };
+    let result = execute(&ctx, &order("exe-00ee", vec![echoed]), &Quarantine::default());
+    let error = result.steps[0].error.as_deref().unwrap();
+    assert!(error.contains("[secret]/../x") && !error.contains("hunter2"), "{error}");
+    let marker = RunStep {
+        definition: "write_marker".into(),
+        action: "write_marker".into(),
+        params: json!({"name": "hunter2secret"}).as_object().cloned().unwrap(),
+        secrets,
+        ..append("", false)
+    };
+    let result = execute(&ctx, &order("exe-00ef", vec![marker]), &Quarantine::default());
+    let text = serde_json::to_string(&result).unwrap();
+    assert!(text.contains("[secret]") && !text.contains("hunter2"), "{text}");
+    let journals = std::fs::read_dir(ctx.state_dir.join("runs")).unwrap();
+    for journal in journals {
+        assert!(!std::fs::read_to_string(journal.unwrap().path()).unwrap().contains("hunter2"), "journaled scrubbed");
+    }
 }

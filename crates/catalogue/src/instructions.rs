@@ -133,6 +133,20 @@ fn check_manifest(parsed: &Parsed<PluginManifest>, seen: &mut BTreeSet<String>, 
         if a.columns.is_empty() {
             out.push(at.error(&format!("/actions/{i}/columns"), "an action returns rows: declare at least one column"));
         }
+        if let Some(j) = duplicate(a.secrets.iter().map(|s| &s.name).collect()) {
+            out.push(at.error(&format!("/actions/{i}/secrets/{j}/name"), "this secret is declared twice"));
+        }
+        for (j, s) in a.secrets.iter().enumerate() {
+            // The keys set_plugin_secret takes.
+            let valid = s.name.len() <= 128
+                && s.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && s.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+            if !valid {
+                let message =
+                    format!("secret name `{}` must match [A-Za-z0-9][A-Za-z0-9_.-]* (a plugin secret's key)", s.name);
+                out.push(at.error(&format!("/actions/{i}/secrets/{j}/name"), message));
+            }
+        }
     }
 }
 
@@ -199,6 +213,35 @@ fn check_definition(
         out.push(Diagnostic::error(&at.parsed.file.name, key, message).help(problem.help));
     }
     parameter_rules(&d.parameters, action, &error, out);
+    let mut passed = BTreeSet::new();
+    for (j, name) in d.secrets.iter().enumerate() {
+        if !action.secrets.iter().any(|s| &s.name == name) {
+            let known = action.secrets.iter().map(|s| s.name.as_str());
+            let hint = if action.secrets.is_empty() {
+                format!(
+                    "action `{}.{}` reads no secret: declare it under the action's `secrets` first",
+                    d.plugin, d.action
+                )
+            } else {
+                did_you_mean(name, known)
+            };
+            out.push(
+                error(&format!("/secrets/{j}"), format!("action `{}.{}` reads no secret `{name}`", d.plugin, d.action))
+                    .help(hint),
+            );
+        } else if !passed.insert(name) {
+            out.push(error(&format!("/secrets/{j}"), format!("secret `{name}` is listed twice")));
+        }
+    }
+    if !d.secrets.is_empty() && d.diagnostic {
+        out.push(
+            error(
+                "/secrets",
+                "a diagnostic definition runs on a quarantined agent: it may not be given secrets".into(),
+            )
+            .help("drop `diagnostic: true`, or the secrets"),
+        );
+    }
     if let Some(columns) = &d.columns {
         if columns.is_empty() {
             out.push(error("/columns", "list at least one column, or leave `columns` out for all".into()));

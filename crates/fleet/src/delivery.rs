@@ -62,10 +62,25 @@ impl Hub {
         // Recorded as sent before it is sent: a fast agent's result must find its target open
         // (`running`). One not reached after all stays due and goes on its next connection.
         let live: Vec<String> = allowed.into_iter().filter(|agent_id| self.is_live(agent_id)).collect();
+        if live.is_empty() {
+            return 0;
+        }
+        // The secrets its steps name, valued only now; a run that cannot have them is refused.
+        let order = match self.with_secret_values(order).await {
+            Ok(order) => order,
+            Err(reason) => {
+                let now = self.clock().now_ms();
+                match self.work.refuse(&order.execution_id, live, &reason, now).await {
+                    Ok(()) => drop(self.execution_updates.send(order.execution_id.clone())),
+                    Err(e) => tracing::warn!(execution_id = %order.execution_id, "could not record a refusal: {e}"),
+                }
+                return 0;
+            }
+        };
         if !self.record_delivery(&order.execution_id, live.clone()).await {
             return 0;
         }
-        live.iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.clone()))).count()
+        live.iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.as_ref().clone()))).count()
     }
 
     /// Whether the server wants the agent quarantined (a change must not reach it).

@@ -95,6 +95,8 @@ pub struct Hub {
     pub(crate) elsewhere: RwLock<std::collections::HashMap<String, i64>>,
     /// The plugin actions whose declared columns results are checked against.
     pub(crate) actions: Option<&'static toolgate_domain::fleet::instruction::InstructionSet>,
+    /// Where the plugin secrets of the steps that declare them come from.
+    pub(crate) secrets: Option<crate::secrets::SecretDelivery>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -161,6 +163,7 @@ impl Hub {
             announcer: None,
             elsewhere: RwLock::default(),
             actions: None,
+            secrets: None,
         })
     }
 

@@ -110,6 +110,8 @@ fn order_step() -> toolgate_domain::fleet::wire::RunStep {
         diagnostic: true,
         params: Default::default(),
         timeout_ms: 1000,
+        secret_names: Vec::new(),
+        secrets: Default::default(),
     }
 }
 
@@ -168,6 +170,8 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
             diagnostic,
             params: Default::default(),
             timeout_ms: 1_000,
+            secret_names: Vec::new(),
+            secrets: Default::default(),
         }],
         scope: None,
         requested_by: "admin".into(),

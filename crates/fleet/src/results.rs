@@ -101,6 +101,8 @@ mod tests {
             diagnostic: true,
             params: Map::new(),
             timeout_ms: 1,
+            secret_names: Vec::new(),
+            secrets: Default::default(),
         }
     }
 

@@ -70,6 +70,8 @@ pub(super) fn step(name: &str, params: Option<Map<String, Value>>) -> Result<Run
         diagnostic: definition.diagnostic,
         params,
         timeout_ms: definition.timeout_ms,
+        secret_names: definition.secrets.clone(),
+        secrets: Default::default(),
     })
 }
 

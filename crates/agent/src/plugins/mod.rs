@@ -25,11 +25,14 @@ pub struct PluginContext {
     pub state_dir: PathBuf,
     /// Where `files.tail` may read ([`LOG_ROOT`]; a test's own directory in tests).
     pub log_root: PathBuf,
+    /// The plugin secrets the running step was given (docs/secrets.md): only for the step,
+    /// never written anywhere by the agent.
+    pub secrets: toolgate_domain::fleet::wire::SecretValues,
 }
 
 impl PluginContext {
     pub fn new(state_dir: PathBuf) -> Self {
-        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT) }
+        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT), secrets: Default::default() }
     }
 
     pub fn work_dir(&self) -> PathBuf {
@@ -51,6 +54,7 @@ const ACTIONS: &[(&str, &str, ActionFn)] = &[
     ("workspace", "append_line", workspace::append_line),
     ("workspace", "write_marker", workspace::write_marker),
     ("workspace", "clear_cache", workspace::clear_cache),
+    ("workspace", "secret_digest", workspace::secret_digest),
 ];
 
 /// The (plugin, action) pairs this agent implements.

@@ -10,7 +10,11 @@ fn params(v: Value) -> Map<String, Value> {
 /// A state dir holding a credential, and a log root beside it (one filesystem: hard links work).
 fn context() -> (tempfile::TempDir, PluginContext) {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = PluginContext { state_dir: dir.path().join("state"), log_root: dir.path().join("log") };
+    let ctx = PluginContext {
+        state_dir: dir.path().join("state"),
+        log_root: dir.path().join("log"),
+        secrets: Default::default(),
+    };
     std::fs::create_dir_all(&ctx.state_dir).unwrap();
     std::fs::create_dir_all(&ctx.log_root).unwrap();
     std::fs::write(ctx.state_dir.join("agent.json"), r#"{"credential": "tga_secret"}"#).unwrap();

@@ -61,3 +61,17 @@ pub fn clear_cache(ctx: &PluginContext, _: &Map<String, Value>) -> Result<Vec<Ro
     }
     Ok(vec![row([("removed_files", json!(removed))])])
 }
+
+/// Proves the step was given the secret `token`: writes its SHA-256 (never the value) to
+/// `WORK/secret-token.sha256` and answers it.
+pub fn secret_digest(ctx: &PluginContext, _: &Map<String, Value>) -> Result<Vec<Row>, String> {
+    use sha2::{Digest, Sha256};
+    let Some(value) = ctx.secrets.0.get("token") else {
+        return Err("the step was given no secret `token` (set it with set_plugin_secret, plugin workspace)".into());
+    };
+    let digest: String = Sha256::digest(value.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let dir = work_dir(ctx)?;
+    let name = "secret-token.sha256";
+    crate::state::write_durably(&dir, name, digest.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(vec![row([("file", json!(dir.join(name).display().to_string())), ("sha256", json!(digest))])])
+}

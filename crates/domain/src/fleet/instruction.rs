@@ -53,6 +53,18 @@ pub struct Action {
     pub params: Vec<ActionParam>,
     /// The columns of every row the action returns.
     pub columns: Vec<ResultColumn>,
+    /// The plugin secrets (keys of this plugin's) its code may read; a definition passes
+    /// only these (docs/secrets.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<ActionSecret>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ActionSecret {
+    pub name: String,
+    pub description: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,6 +141,10 @@ pub struct Definition {
     /// Allowed on a quarantined agent (read-only definitions only).
     #[serde(default)]
     pub diagnostic: bool,
+    /// The plugin secrets the agent is given for it (among those its action declares); it
+    /// runs only over TLS, and not while one of them is unset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// The checked manifests and definitions the build compiles in.

@@ -99,6 +99,31 @@ pub struct RunStep {
     pub diagnostic: bool,
     pub params: Map<String, Value>,
     pub timeout_ms: u64,
+    /// The plugin secrets its action reads (keys of its plugin's secrets), as the definition
+    /// declares them: named in the stored order, never valued there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_names: Vec<String>,
+    /// Their values, added only to the frame sent to an agent over TLS (docs/secrets.md).
+    #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+    pub secrets: SecretValues,
+}
+
+/// Plugin secrets' values travelling to an agent: shown by their keys only, in any Debug
+/// output, so that no log line can carry one.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValues(pub std::collections::BTreeMap<String, String>);
+
+impl SecretValues {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys().map(|k| format!("{k}=[secret]"))).finish()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -27,6 +27,8 @@ fn step(definition: &str) -> RunStep {
         diagnostic: true,
         params: Map::new(),
         timeout_ms: 1000,
+        secret_names: Vec::new(),
+        secrets: Default::default(),
     }
 }
 
