@@ -263,18 +263,23 @@ fn a_pre_provisioned_deployment_lets_in_only_linked_people() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("there is no principal `nobody`"), "{out:?}");
 }
 
+/// `toolgate serve` on `data` with the settings file `path`, to its end (a bad file ends it).
+fn serve_with_settings(data: &std::path::Path, path: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .arg("--config")
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_bad_settings_file_stops_the_server_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("settings.yaml");
     std::fs::write(&path, "public_url: http://fleet.example.com\noauth:\n  issuers:\n    - issuer: https://idp.example\n  group_roles:\n    - {idp_group: a, role: Root}\n").unwrap();
-    let out = std::process::Command::new(common::bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = serve_with_settings(dir.path(), &path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("public_url: `http://fleet.example.com` must be https"), "{err}");
@@ -282,13 +287,7 @@ fn a_bad_settings_file_stops_the_server_at_its_line() {
     assert!(err.contains("role `Root` is not declared") && err.contains("settings.yaml:6:28"), "{err}");
     // A management group the store does not have is named at its line too.
     std::fs::write(&path, "public_url: http://127.0.0.1:9\noauth:\n  issuers:\n    - issuer: https://idp.example\n  group_roles:\n    - {idp_group: a, role: Viewer, management_group: grp-missing}\n").unwrap();
-    let out = std::process::Command::new(common::bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .arg("--config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = serve_with_settings(dir.path(), &path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no management group `grp-missing`") && err.contains("settings.yaml:6:54"), "{err}");

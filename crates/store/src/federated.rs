@@ -94,6 +94,28 @@ pub(crate) fn grants_text(grants: &[IdpGrant]) -> String {
     serde_json::to_string(grants).unwrap_or_else(|_| "[]".into())
 }
 
+/// Why `principal` (as found) may not be linked, given the link it has (`its_link`) and the
+/// one the pair has (`pair_link`); None when it may.
+pub(crate) fn link_refusal(
+    name: &str,
+    principal: Option<toolgate_domain::tokens::PrincipalRecord>,
+    its_link: Option<FederatedIdentity>,
+    pair_link: Option<FederatedIdentity>,
+) -> Option<LinkRefusal> {
+    use toolgate_domain::engines::PrincipalKind;
+    match (principal, its_link, pair_link) {
+        (None, _, _) => Some(LinkRefusal::UnknownPrincipal(name.to_string())),
+        (Some(p), _, _) if p.kind == PrincipalKind::Engine => Some(LinkRefusal::Engine(name.to_string())),
+        (Some(_), Some(l), _) => {
+            Some(LinkRefusal::PrincipalLinked { principal: l.principal, issuer: l.issuer, subject: l.subject })
+        }
+        (Some(_), None, Some(l)) => {
+            Some(LinkRefusal::SubjectLinked { principal: l.principal, issuer: l.issuer, subject: l.subject })
+        }
+        (Some(_), None, None) => None,
+    }
+}
+
 /// Every person's IdP grants, for a review's snapshot.
 pub(crate) fn idp_grants_of(identities: Vec<FederatedIdentity>) -> Vec<IdpGrants> {
     identities

@@ -3,13 +3,12 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
-use toolgate_domain::engines::PrincipalKind;
 
 use super::credentials::principal_by_name;
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::federated::{
     FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
-    grants_from, grants_text,
+    grants_from, grants_text, link_refusal,
 };
 
 fn identity_row(r: &tokio_postgres::Row) -> Pg<FederatedIdentity> {
@@ -106,23 +105,12 @@ impl FederatedStore for PostgresStore {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            let refusal = match principal_by_name(&tx, principal).await? {
-                None => Some(LinkRefusal::UnknownPrincipal(principal.to_string())),
-                Some(p) if p.kind == PrincipalKind::Engine => Some(LinkRefusal::Engine(principal.to_string())),
-                Some(_) => match (of_principal(&tx, principal).await?, by_pair(&tx, issuer, subject).await?) {
-                    (Some(l), _) => Some(LinkRefusal::PrincipalLinked {
-                        principal: l.principal,
-                        issuer: l.issuer,
-                        subject: l.subject,
-                    }),
-                    (None, Some(l)) => Some(LinkRefusal::SubjectLinked {
-                        principal: l.principal,
-                        issuer: l.issuer,
-                        subject: l.subject,
-                    }),
-                    (None, None) => None,
-                },
-            };
+            let refusal = link_refusal(
+                principal,
+                principal_by_name(&tx, principal).await?,
+                of_principal(&tx, principal).await?,
+                by_pair(&tx, issuer, subject).await?,
+            );
             if let Some(refusal) = refusal {
                 return Ok(Err(refusal));
             }

@@ -2,13 +2,12 @@
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use toolgate_domain::engines::PrincipalKind;
 
 use super::SqliteStore;
 use super::credentials::principal_by_name;
 use crate::federated::{
     FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
-    grants_from, grants_text,
+    grants_from, grants_text, link_refusal,
 };
 
 fn identity_row(r: &rusqlite::Row) -> rusqlite::Result<FederatedIdentity> {
@@ -125,26 +124,12 @@ impl FederatedStore for SqliteStore {
         };
         self.run(move |c| {
             let tx = c.transaction()?;
-            let refusal = match principal_by_name(&tx, &identity.principal)? {
-                None => Some(LinkRefusal::UnknownPrincipal(identity.principal.clone())),
-                Some(p) if p.kind == PrincipalKind::Engine => Some(LinkRefusal::Engine(identity.principal.clone())),
-                Some(_) => {
-                    match (of_principal(&tx, &identity.principal)?, by_pair(&tx, &identity.issuer, &identity.subject)?)
-                    {
-                        (Some(l), _) => Some(LinkRefusal::PrincipalLinked {
-                            principal: l.principal,
-                            issuer: l.issuer,
-                            subject: l.subject,
-                        }),
-                        (None, Some(l)) => Some(LinkRefusal::SubjectLinked {
-                            principal: l.principal,
-                            issuer: l.issuer,
-                            subject: l.subject,
-                        }),
-                        (None, None) => None,
-                    }
-                }
-            };
+            let refusal = link_refusal(
+                &identity.principal,
+                principal_by_name(&tx, &identity.principal)?,
+                of_principal(&tx, &identity.principal)?,
+                by_pair(&tx, &identity.issuer, &identity.subject)?,
+            );
             if let Some(refusal) = refusal {
                 return Ok(Err(refusal));
             }
