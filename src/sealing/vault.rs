@@ -158,10 +158,22 @@ impl Vault {
 
     /// The version new secrets are sealed under: the newest activated.
     async fn active(&self) -> Result<(Arc<Keyring>, u32), VaultError> {
-        let ring = self.ring()?;
         let activated = self.store.kek_versions().await?;
         let active = activated.last().map(|v| v.version).ok_or(VaultError::NoKek)?;
-        Ok((ring, active))
+        Ok((self.ring_with(active).await?, active))
+    }
+
+    /// The keyring, holding `version`: another replica may have activated a version this one
+    /// has not read yet, so the key source is read again (and checked) before giving up.
+    async fn ring_with(&self, version: u32) -> Result<Arc<Keyring>, VaultError> {
+        let ring = self.ring()?;
+        if ring.fingerprint(version).is_some() {
+            return Ok(ring);
+        }
+        let fresh = Arc::new(self.source.load()?.ok_or(VaultError::NoKek)?);
+        self.check(&fresh).await?;
+        *self.ring.write().unwrap_or_else(|e| e.into_inner()) = Some(fresh.clone());
+        Ok(fresh)
     }
 
     /// Stores a new version of the secret; what may be shown of it.
@@ -196,7 +208,7 @@ impl Vault {
     /// A secret's value, for the instruction that declares it (never for any surface).
     pub async fn reveal(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>, VaultError> {
         let Some(row) = self.store.secret(plugin, key).await? else { return Ok(None) };
-        let ring = self.ring()?;
+        let ring = self.ring_with(row.kek_version).await?;
         Ok(Some(open(&ring, &sealed(&row), &plugin_secret_context(&row.plugin, &row.key, row.version))?))
     }
 
@@ -334,5 +346,29 @@ mod tests {
         let (opened, failed) = vault.check_all().await.unwrap();
         assert_eq!((opened, failed.len()), (1, 1));
         assert!(failed[0].0 == "backup/stolen" && failed[0].1.contains("moved to another name"), "{failed:?}");
+    }
+
+    #[tokio::test]
+    async fn a_replica_reads_its_key_file_again_for_a_version_another_activated() {
+        let store = SqliteStore::open_in_memory().unwrap().repositories().secrets;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+        let first = crate::sealing::keyring::generate(1);
+        std::fs::write(&a, &first).unwrap();
+        std::fs::write(&b, &first).unwrap();
+        let one = Vault::open(KeySource::File(a.clone()), store.clone(), 1).await.unwrap();
+        let other = Vault::open(KeySource::File(b.clone()), store.clone(), 1).await.unwrap();
+        // The operator adds version 2 to both files; one replica rotates.
+        let both = format!("{first}\n{}\n", crate::sealing::keyring::generate(2));
+        std::fs::write(&a, &both).unwrap();
+        std::fs::write(&b, &both).unwrap();
+        assert_eq!(one.rotate("admin", 2).await.unwrap().version, 2);
+        let set = other.set("p", "k", "v", "admin", 3).await.unwrap();
+        assert_eq!(set.kek_version, 2, "the other replica read its file again for version 2");
+        assert_eq!(one.reveal("p", "k").await.unwrap().unwrap(), b"v");
+        // A replica whose file lacks the version says so.
+        std::fs::write(&b, &first).unwrap();
+        let stale = Vault::open(KeySource::File(b.clone()), store.clone(), 4).await;
+        assert!(matches!(stale, Err(VaultError::ActiveMissing(2))));
     }
 }
