@@ -69,7 +69,7 @@ fn refusal_response(server: &ResourceServer, refusal: &Refusal) -> ApiError {
     let challenge = |error: &str, scope: &str| {
         HeaderValue::from_str(&server.challenge(Some(error), scope)).unwrap_or(HeaderValue::from_static("Bearer"))
     };
-    let scopes = || server.metadata()["scopes_supported"].to_string();
+    let scopes = || server.tier_scopes().join(", ");
     match refusal {
         Refusal::Invalid(refused) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", format!("the access token is refused: {refused}; sign in again"))
             .with_header_value(header::WWW_AUTHENTICATE, challenge("invalid_token", server.challenge_scope)),

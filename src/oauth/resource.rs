@@ -330,9 +330,14 @@ impl ResourceServer {
         grants
     }
 
+    /// Every tier's scope, in policy.yaml's order.
+    pub fn tier_scopes(&self) -> Vec<&'static str> {
+        self.catalogue.tiers.iter().filter_map(|t| t.scope).collect()
+    }
+
     /// Protected Resource Metadata (RFC 9728) for the MCP endpoint.
     pub fn metadata(&self) -> serde_json::Value {
-        let scopes: Vec<&str> = self.catalogue.tiers.iter().filter_map(|t| t.scope).collect();
+        let scopes = self.tier_scopes();
         serde_json::json!({
             "resource": self.resource,
             "authorization_servers": self.issuers.iter().map(|i| &i.settings.issuer).collect::<Vec<_>>(),

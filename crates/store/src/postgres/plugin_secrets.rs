@@ -42,39 +42,23 @@ impl SecretStore for PostgresStore {
     async fn put_secret(&self, r: &SecretRow, replacing: Option<u32>) -> Result<bool> {
         pg(async {
             let c = self.conn().await?;
-            let (v, kek) = (stored(r.version), stored(r.kek_version));
+            let (v, kek, previous) = (stored(r.version), stored(r.kek_version), replacing.map(stored));
+            // The row's eight columns, then the version it replaces (the update's condition).
+            let values: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
+                [&r.plugin, &r.key, &v, &kek, &r.wrapped_key, &r.ciphertext, &r.updated_at, &r.updated_by, &previous];
             let changed = match replacing {
                 None => {
                     let sql = format!(
                         "INSERT INTO plugin_secret ({SECRET_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                          ON CONFLICT (plugin, key) DO NOTHING"
                     );
-                    execute(
-                        &*c,
-                        &sql,
-                        &[&r.plugin, &r.key, &v, &kek, &r.wrapped_key, &r.ciphertext, &r.updated_at, &r.updated_by],
-                    )
-                    .await?
+                    execute(&*c, &sql, &values[..8]).await?
                 }
-                Some(previous) => {
-                    let previous = stored(previous);
-                    execute(
-                        &*c,
+                Some(_) => {
+                    let sql =
                         "UPDATE plugin_secret SET version = $3, kek_version = $4, wrapped_key = $5, ciphertext = $6,
-                             updated_at = $7, updated_by = $8 WHERE plugin = $1 AND key = $2 AND version = $9",
-                        &[
-                            &r.plugin,
-                            &r.key,
-                            &v,
-                            &kek,
-                            &r.wrapped_key,
-                            &r.ciphertext,
-                            &r.updated_at,
-                            &r.updated_by,
-                            &previous,
-                        ],
-                    )
-                    .await?
+                             updated_at = $7, updated_by = $8 WHERE plugin = $1 AND key = $2 AND version = $9";
+                    execute(&*c, sql, &values).await?
                 }
             };
             Ok(changed == 1)

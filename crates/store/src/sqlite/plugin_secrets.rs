@@ -38,15 +38,17 @@ impl SecretStore for SqliteStore {
     async fn put_secret(&self, row: &SecretRow, replacing: Option<u32>) -> Result<bool> {
         let row = row.clone();
         self.run(move |c| {
-            let values = params![
-                row.plugin,
-                row.key,
-                row.version,
-                row.kek_version,
-                row.wrapped_key,
-                row.ciphertext,
-                row.updated_at,
-                row.updated_by
+            // The row's eight columns, then the version it replaces (the update's condition).
+            let values: [&dyn rusqlite::ToSql; 9] = [
+                &row.plugin,
+                &row.key,
+                &row.version,
+                &row.kek_version,
+                &row.wrapped_key,
+                &row.ciphertext,
+                &row.updated_at,
+                &row.updated_by,
+                &replacing,
             ];
             let changed = match replacing {
                 None => c.execute(
@@ -54,22 +56,12 @@ impl SecretStore for SqliteStore {
                         "INSERT INTO plugin_secret ({SECRET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                          ON CONFLICT (plugin, key) DO NOTHING"
                     ),
-                    values,
+                    &values[..8],
                 )?,
-                Some(previous) => c.execute(
+                Some(_) => c.execute(
                     "UPDATE plugin_secret SET version = ?3, kek_version = ?4, wrapped_key = ?5, ciphertext = ?6,
                          updated_at = ?7, updated_by = ?8 WHERE plugin = ?1 AND key = ?2 AND version = ?9",
-                    params![
-                        row.plugin,
-                        row.key,
-                        row.version,
-                        row.kek_version,
-                        row.wrapped_key,
-                        row.ciphertext,
-                        row.updated_at,
-                        row.updated_by,
-                        previous
-                    ],
+                    &values[..],
                 )?,
             };
             Ok(changed == 1)
