@@ -31,6 +31,7 @@ pub mod targets;
 pub mod text;
 pub mod tokens;
 pub mod tool;
+pub mod uploads;
 
 pub use caller::{Caller, CredentialKind, Principal};
 pub use client::{AskError, ClientMethod, ClientRequests, ElicitAction, Elicited, TaskStarter};

@@ -18,6 +18,7 @@ mod rotations;
 mod rules;
 pub mod sqlite;
 mod traits;
+mod uploads;
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub use traits::{
     ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, HealthStore,
     PluginConfigStore, RowPage, RowSource, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
+pub use uploads::{Claim, Finished, StoredContent, Swept, UploadStore};
 
 /// The latency of every store operation, seconds (a Prometheus histogram).
 pub const STORE_SECONDS: &str = "toolgate_store_seconds";
@@ -58,6 +60,7 @@ pub struct Repositories {
     pub tags: Arc<dyn TagStore>,
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub secrets: Arc<dyn SecretStore>,
+    pub uploads: Arc<dyn UploadStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
     pub federated: Arc<dyn FederatedStore>,
@@ -80,6 +83,7 @@ impl Repositories {
             + TagStore
             + PluginConfigStore
             + SecretStore
+            + UploadStore
             + GroupStore
             + EngineStore
             + FederatedStore
@@ -98,6 +102,7 @@ impl Repositories {
             tags: Arc::new(store.clone()),
             plugin_config: Arc::new(store.clone()),
             secrets: Arc::new(store.clone()),
+            uploads: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),
             federated: Arc::new(store.clone()),

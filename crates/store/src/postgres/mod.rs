@@ -27,6 +27,7 @@ mod reviews;
 mod rotations;
 mod sign_in;
 mod tags;
+mod uploads;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0012_federated_identities", include_str!("../../migrations/postgres/0012_federated_identities.sql")),
     ("0013_idp_grants", include_str!("../../migrations/postgres/0013_idp_grants.sql")),
     ("0014_plugin_secrets", include_str!("../../migrations/postgres/0014_plugin_secrets.sql")),
+    ("0015_uploads", include_str!("../../migrations/postgres/0015_uploads.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

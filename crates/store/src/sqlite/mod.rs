@@ -20,6 +20,7 @@ mod reviews;
 mod rotations;
 mod sign_in;
 mod tags;
+mod uploads;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0020_federated_identities", include_str!("../../migrations/sqlite/0020_federated_identities.sql")),
     ("0021_idp_grants", include_str!("../../migrations/sqlite/0021_idp_grants.sql")),
     ("0022_plugin_secrets", include_str!("../../migrations/sqlite/0022_plugin_secrets.sql")),
+    ("0023_uploads", include_str!("../../migrations/sqlite/0023_uploads.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

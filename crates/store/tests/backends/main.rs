@@ -16,6 +16,7 @@ mod groups;
 mod plugin_secrets;
 mod responses;
 mod reviews;
+mod uploads;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
