@@ -203,7 +203,7 @@ impl UploadStore for SqliteStore {
             }
             let grant = read_grant(&tx, &grant_id, &Reach::Fleet)?;
             tx.commit()?;
-            Ok(grant.ok_or_else(|| UploadRefusal::Unknown(grant_id)))
+            Ok(grant.ok_or(UploadRefusal::Unknown(grant_id)))
         })
         .await
     }
