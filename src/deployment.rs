@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use toolgate_catalogue::SourceFile;
-use toolgate_catalogue::deployment::{Deployment, PolicyNames};
+use toolgate_catalogue::deployment::{Deployment, PolicyNames, UploadLimits};
 use toolgate_domain::catalogue::Catalogue;
 
 /// The file's name in the data dir, used when `--config` is not given.
@@ -53,9 +53,11 @@ pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => return Ok(None),
         Err(e) => return Err(format!("cannot read the deployment settings {name}: {e}")),
     };
+    let classes = retention_classes(catalogue);
     let policy = PolicyNames {
         tiers: catalogue.tiers.iter().map(|t| (t.name, t.scope)).collect(),
         roles: catalogue.role_names().collect(),
+        retention_classes: classes.iter().map(String::as_str).collect(),
     };
     let file = SourceFile::new(name.clone(), text);
     let deployment = toolgate_catalogue::deployment::check(&file, &policy).map_err(|diagnostics| {
@@ -69,6 +71,38 @@ pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> 
         .map(|path| Ok((path.to_string(), read_secret(path)?)))
         .collect::<Result<_, String>>()?;
     Ok(Some(Settings { file: Arc::new(deployment), secrets }))
+}
+
+/// `mint_upload_grant`'s `retention_class` schema, where the catalogue says which classes
+/// there are and which is the default.
+fn retention_schema(catalogue: &Catalogue) -> serde_json::Value {
+    let Some(mint) = catalogue.tools.iter().find(|t| t.name == "mint_upload_grant") else { return Default::default() };
+    let schema: serde_json::Value = serde_json::from_str(mint.input_schema).unwrap_or_default();
+    schema["properties"]["retention_class"].clone()
+}
+
+/// The retention classes the catalogue offers: `mint_upload_grant`'s `retention_class` enum.
+pub fn retention_classes(catalogue: &Catalogue) -> Vec<String> {
+    let classes = retention_schema(catalogue)["enum"].as_array().cloned().unwrap_or_default();
+    classes.iter().filter_map(|c| c.as_str().map(str::to_string)).collect()
+}
+
+/// The class a grant gets when the call names none: the schema's `default`.
+pub fn default_retention_class(catalogue: &Catalogue) -> Option<String> {
+    retention_schema(catalogue)["default"].as_str().map(str::to_string)
+}
+
+/// The upload limits: the settings file's, or (without one) the defaults.
+pub fn upload_limits(settings: Option<&Settings>, catalogue: &Catalogue) -> Result<UploadLimits, String> {
+    if let Some(settings) = settings {
+        return Ok(settings.file.uploads.clone());
+    }
+    let classes = retention_classes(catalogue);
+    let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
+    toolgate_catalogue::deployment::uploads::check(None, &classes).map_err(|problems| {
+        let lines: Vec<String> = problems.into_iter().map(|(_, message, help)| format!("{message} ({help})")).collect();
+        format!("the upload retention classes need a deployment settings file (--config):\n{}", lines.join("\n"))
+    })
 }
 
 /// Every management group the group-to-role mapping names exists.

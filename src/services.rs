@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::sealing::vault::Vault;
+use toolgate_catalogue::deployment::UploadLimits;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::{Clock, Principal, StoreError};
 use toolgate_fleet::Hub;
@@ -22,18 +23,37 @@ pub struct Services {
     audit: AuditWriter,
     fleet: Arc<Hub>,
     vault: Arc<Vault>,
+    uploads: Arc<UploadLimits>,
 }
 
 impl Services {
-    /// The services, with a vault that keeps no secrets until [`Services::with_vault`].
+    /// The services, with a vault that keeps no secrets until [`Services::with_vault`] and the
+    /// default upload limits until [`Services::with_upload_limits`].
     pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter, fleet: Arc<Hub>) -> Self {
         let vault = Arc::new(Vault::absent(repositories.secrets.clone()));
-        Self { repositories, clock, audit, fleet, vault }
+        // Without durations for the catalogue's classes, minting is refused, naming the class.
+        let uploads = crate::deployment::upload_limits(None, &crate::registry::CATALOGUE).unwrap_or(UploadLimits {
+            max_bytes: 0,
+            max_ttl_secs: 0,
+            default_ttl_secs: 0,
+            retention: Default::default(),
+        });
+        Self { repositories, clock, audit, fleet, vault, uploads: Arc::new(uploads) }
     }
 
     /// The same, with the vault the server opened with its keyring.
     pub fn with_vault(self, vault: Arc<Vault>) -> Self {
         Self { vault, ..self }
+    }
+
+    /// The same, with the deployment's upload limits.
+    pub fn with_upload_limits(self, limits: UploadLimits) -> Self {
+        Self { uploads: Arc::new(limits), ..self }
+    }
+
+    /// How large and long upload grants may be, and each retention class's duration.
+    pub fn upload_limits(&self) -> &UploadLimits {
+        &self.uploads
     }
 
     /// Plugin secrets, sealed under the key-encryption key (docs/secrets.md).

@@ -4,40 +4,20 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use common::Server;
 use common::agents::*;
-use common::{Server, bin};
 use serde_json::{Value, json};
 
-/// Starts an enrolled agent again inside a mount namespace of its own whose `/var/log` is a
-/// fresh tmpfs holding every other spelling of the agent's state a log path can take: a link,
-/// a bind mount of the state dir, a bind mount of the credential file. The host's own mounts
-/// are never touched (the namespace's mounts are private and go with it).
+/// Starts an enrolled agent again with a `/var/log` of its own holding every other spelling of
+/// the agent's state a log path can take: a link, a bind mount of the state dir, a bind mount
+/// of the credential file.
 fn agent_with_disguised_state(s: &Server, state_dir: &Path, hostname: &str) -> Agent {
-    let state = state_dir.display().to_string();
-    let setup = format!(
-        "set -e; hostname {hostname}; mount -t tmpfs tmpfs /var/log; \
-         ln -s {state}/agent.json /var/log/link.log; ln -s {state} /var/log/linked-dir; \
-         mkdir /var/log/bound; mount --bind {state} /var/log/bound; \
-         : > /var/log/credential.log; mount --bind {state}/agent.json /var/log/credential.log; \
-         echo 'an ordinary log line' > /var/log/ordinary.log; exec \"$@\""
-    );
-    let log = state_dir.with_extension("log");
-    let mut command = Command::new("unshare");
-    if !is_root() {
-        command.args(["--user", "--map-root-user"]);
-    }
-    let child = command
-        .args(["--mount", "--propagation", "private", "--uts", "sh", "-c", &setup, "sh", bin(), "agent", "run"])
-        .args(["--server", &format!("http://{}", s.agents), "--state-dir", &state])
-        .args(["--reconnect-spread-ms", "200", "--reconnect-max-ms", "1000"])
-        .env("TOOLGATE_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("unshare (util-linux) runs");
-    Agent { child, state_dir: state_dir.to_path_buf(), log }
+    let setup = "ln -s $STATE/agent.json /var/log/link.log; ln -s $STATE /var/log/linked-dir; \
+         mkdir /var/log/bound; mount --bind $STATE /var/log/bound; \
+         : > /var/log/credential.log; mount --bind $STATE/agent.json /var/log/credential.log; \
+         echo 'an ordinary log line' > /var/log/ordinary.log";
+    spawn_agent_with_logs(s, None, state_dir, hostname, setup)
 }
 
 fn tail(s: &Server, schemas: &std::collections::HashMap<String, Value>, agent_id: &str, path: &str) -> Value {

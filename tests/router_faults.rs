@@ -84,6 +84,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         local_agent: false,
         compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
         deployment: None,
+        uploads: toolgate::deployment::upload_limits(None, &toolgate::registry::CATALOGUE).unwrap(),
         kek: toolgate::sealing::vault::KeySource::Absent,
         agent_listen: None,
         metrics_listen: None,

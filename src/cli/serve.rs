@@ -190,6 +190,8 @@ impl ServeArgs {
         };
         let deployment = crate::deployment::load(self.config.as_deref(), &self.data_dir, &crate::registry::CATALOGUE)
             .map_err(anyhow::Error::msg)?;
+        let uploads = crate::deployment::upload_limits(deployment.as_ref(), &crate::registry::CATALOGUE)
+            .map_err(anyhow::Error::msg)?;
         let replica = self.replica.unwrap_or_else(|| format!("{}:{}", host_name(), self.listen.port()));
         Ok(Config {
             listen: self.listen,
@@ -238,6 +240,7 @@ impl ServeArgs {
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             deployment,
+            uploads,
             kek,
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,

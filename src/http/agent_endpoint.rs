@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::json;
@@ -19,6 +19,7 @@ use toolgate_fleet::session::{self, FrameError, Handshake};
 use toolgate_fleet::{Hub, Kick};
 
 use super::admission::Connection;
+use super::agent_frames::{close, send};
 use super::{AppState, json_response};
 
 /// How long an agent has, once connected, to send its enroll or hello frame.
@@ -51,17 +52,6 @@ pub async fn agent_socket(
         .on_upgrade(move |socket| converse(hub, socket, handshake))
 }
 
-async fn send(socket: &mut WebSocket, message: &ServerMessage) -> Result<(), axum::Error> {
-    let text = serde_json::to_string(message).unwrap_or_default();
-    socket.send(Message::text(text)).await
-}
-
-async fn close(mut socket: WebSocket, message: ServerMessage, reason: &str) {
-    let _ = send(&mut socket, &message).await;
-    let frame = CloseFrame { code: axum::extract::ws::close_code::POLICY, reason: reason.into() };
-    let _ = socket.send(Message::Close(Some(frame))).await;
-}
-
 /// The first text frame, within the hello timeout.
 async fn first_text(socket: &mut WebSocket) -> Option<String> {
     let read = async {
@@ -89,6 +79,9 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
     let (mut connection, welcome) = match answer {
         Handshake::Welcome { connection, reply } => (connection, reply),
         Handshake::Report { agent_id, reply } => return take_report(&hub, socket, &agent_id, reply).await,
+        Handshake::Upload { agent_id, reply } => {
+            return super::agent_uploads::take_upload(&hub, socket, &agent_id, reply).await;
+        }
         Handshake::Refused(refusal) => {
             tracing::info!("agent refused: {refusal:?}");
             close(socket, refusal, "refused").await;

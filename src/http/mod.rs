@@ -3,6 +3,8 @@
 
 mod admission;
 mod agent_endpoint;
+mod agent_frames;
+mod agent_uploads;
 mod api;
 mod auth;
 mod auth_failures;
@@ -81,6 +83,8 @@ pub struct Config {
     pub kek: crate::sealing::vault::KeySource,
     /// The deployment settings (`--config`), if any.
     pub deployment: Option<crate::deployment::Settings>,
+    /// Upload grants' limits and retention classes (the settings', or the defaults).
+    pub uploads: toolgate_catalogue::deployment::UploadLimits,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
     /// A listener of its own for /metrics, without authentication (`--metrics-listen`).

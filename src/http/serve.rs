@@ -110,7 +110,12 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?
         .declaring(crate::instructions::instructions())
-        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: config.tls.is_some() });
+        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: config.tls.is_some() })
+        .with_uploads(toolgate_fleet::UploadDesk::new(
+            repositories.uploads.clone(),
+            clock.clone(),
+            Arc::new(audit.clone()),
+        ));
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
     if let Some(shared) = &repositories.shared {
@@ -121,7 +126,11 @@ pub async fn serve(config: Config) -> Result<()> {
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
-    let services = Arc::new(Services::new(repositories, clock, audit, hub.clone()).with_vault(vault));
+    let services = Arc::new(
+        Services::new(repositories, clock, audit, hub.clone())
+            .with_vault(vault)
+            .with_upload_limits(config.uploads.clone()),
+    );
     let options = Options {
         list_all_tools: config.list_all_tools,
         read_only: config.read_only,
@@ -155,6 +164,7 @@ pub async fn serve(config: Config) -> Result<()> {
             audit: services.audit().clone(),
             audit_log: services.repositories().audit.clone(),
             credentials: services.repositories().credentials.clone(),
+            uploads: services.repositories().uploads.clone(),
             clock: services.clock().clone(),
             retention_ms: state.config.audit_retention_ms,
         }

@@ -1,6 +1,7 @@
 //! The server's periodic work: summaries of aggregated authentication failures as their
 //! windows close, credential rotations whose overlap ended (resolved by themselves, audited
-//! once whichever replica sees them first), and the audit log's retention. It holds only what it needs (not the whole
+//! once whichever replica sees them first), the audit log's retention, and uploads' retention
+//! (content whose every grant's retention class ended, and chunks of uploads never finished). It holds only what it needs (not the whole
 //! state), so the audit writer can drain at shutdown; it flushes every open window first.
 
 use std::sync::Arc;
@@ -9,18 +10,21 @@ use std::time::Duration;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::ENGINE_PREFIX;
 use toolgate_domain::{CancellationToken, Clock};
-use toolgate_store::{AuditStore, AuditWriter, CredentialStore};
+use toolgate_store::{AuditStore, AuditWriter, CredentialStore, UploadStore};
 
 use super::auth_failures::AuthFailures;
 
 /// How often retention runs (and once at start).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// How often uploads past their retention are deleted (and once at start).
+const UPLOAD_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 pub struct Upkeep {
     pub failures: Arc<AuthFailures>,
     pub audit: AuditWriter,
     pub audit_log: Arc<dyn AuditStore>,
     pub credentials: Arc<dyn CredentialStore>,
+    pub uploads: Arc<dyn UploadStore>,
     pub clock: Clock,
     /// Audit rows older than this are deleted.
     pub retention_ms: i64,
@@ -29,11 +33,15 @@ pub struct Upkeep {
 impl Upkeep {
     pub async fn run(self, stop: CancellationToken) {
         let tick = Duration::from_millis((self.failures.window_ms() / 4).clamp(100, 5_000) as u64);
-        let mut pruned_at = None;
+        let (mut pruned_at, mut swept_at) = (None, None);
         loop {
             if pruned_at.is_none_or(|at: std::time::Instant| at.elapsed() >= PRUNE_EVERY) {
                 self.prune().await;
                 pruned_at = Some(std::time::Instant::now());
+            }
+            if swept_at.is_none_or(|at: std::time::Instant| at.elapsed() >= UPLOAD_SWEEP_EVERY) {
+                self.sweep_uploads().await;
+                swept_at = Some(std::time::Instant::now());
             }
             let stopping = tokio::select! {
                 _ = stop.cancelled() => true,
@@ -83,6 +91,23 @@ impl Upkeep {
         }
     }
 
+    /// Deletes uploaded content whose retention ended (one audit row each) and the chunks of
+    /// uploads that never finished. Every replica may run it: each row goes once.
+    async fn sweep_uploads(&self) {
+        let now = self.clock.now_ms();
+        let swept = match self.uploads.sweep_uploads(now).await {
+            Ok(swept) => swept,
+            Err(e) => return tracing::warn!("upload retention could not run: {e}"),
+        };
+        for (sha256, size) in swept.deleted {
+            let detail = format!("uploaded content sha256 {sha256} ({size} bytes) deleted: its retention ended");
+            self.audit.record(AuditEvent::new(now, "upload.deleted", AuditOutcome::Success).detail(detail));
+        }
+        if swept.orphan_chunks > 0 {
+            tracing::info!(chunks = swept.orphan_chunks, "chunks of unfinished uploads deleted");
+        }
+    }
+
     async fn prune(&self) {
         let before = self.clock.now_ms() - self.retention_ms;
         match self.audit_log.prune(before).await {
@@ -118,6 +143,7 @@ mod tests {
             audit,
             audit_log: store.audit.clone(),
             credentials: store.credentials.clone(),
+            uploads: store.uploads.clone(),
             clock: clock.clone(),
             retention_ms: i64::MAX,
         };

@@ -97,6 +97,34 @@ pub fn spawn_agent_to(
     Agent { child, state_dir: state_dir.to_path_buf(), log }
 }
 
+/// Starts an agent inside a mount namespace of its own whose `/var/log` is a fresh tmpfs,
+/// prepared by the shell commands `setup` (run first, in the namespace; `$STATE` is the state
+/// dir). The host's own mounts are never touched: the namespace's are private and go with it.
+pub fn spawn_agent_with_logs(s: &Server, token: Option<&str>, state_dir: &Path, hostname: &str, setup: &str) -> Agent {
+    let state = state_dir.display().to_string();
+    let script =
+        format!("set -e; hostname {hostname}; mount -t tmpfs tmpfs /var/log; STATE={state}; {setup}; exec \"$@\"");
+    let log = state_dir.with_extension("log");
+    let mut command = Command::new("unshare");
+    if !is_root() {
+        command.args(["--user", "--map-root-user"]);
+    }
+    command
+        .args(["--mount", "--propagation", "private", "--uts", "sh", "-c", &script, "sh", bin(), "agent", "run"])
+        .args(["--server", &format!("http://{}", s.agents), "--state-dir", &state])
+        .args(["--reconnect-spread-ms", "200", "--reconnect-max-ms", "1000"]);
+    if let Some(token) = token {
+        command.args(["--enroll-token", token]);
+    }
+    let child = command
+        .env("TOOLGATE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("unshare (util-linux) runs");
+    Agent { child, state_dir: state_dir.to_path_buf(), log }
+}
+
 impl Agent {
     pub fn wait_for_exit(&mut self) -> i32 {
         let deadline = Instant::now() + PATIENCE;

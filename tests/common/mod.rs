@@ -263,23 +263,32 @@ pub fn request_to(
 /// Sends `bytes` and reads the answer; status 0 when there is none (the server is gone or
 /// closed without answering), with the reason as the body.
 pub fn raw(addr: SocketAddr, bytes: &[u8]) -> Response {
-    let no_answer = |why: String| Response { status: 0, headers: Vec::new(), body: why };
-    let mut stream = match TcpStream::connect(addr) {
-        Ok(stream) => stream,
-        Err(e) => return no_answer(format!("cannot connect to {addr}: {e}")),
-    };
+    match raw_bytes(addr, bytes) {
+        Ok((status, headers, body)) => Response { status, headers, body: String::from_utf8_lossy(&body).into_owned() },
+        Err(why) => Response { status: 0, headers: Vec::new(), body: why },
+    }
+}
+
+/// An answer's status, headers and body as it came (a download).
+pub type RawAnswer = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// [`raw`] with the body as it came; Err with the reason when there is no answer.
+pub fn raw_bytes(addr: SocketAddr, bytes: &[u8]) -> Result<RawAnswer, String> {
+    let mut stream = TcpStream::connect(addr).map_err(|e| format!("cannot connect to {addr}: {e}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     // The server may answer and close before reading a refused body: that is the point.
     let _ = stream.write_all(bytes);
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let Some((head, body)) = text.split_once("\r\n\r\n") else { return no_answer(format!("no HTTP answer: {text:?}")) };
+    let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Err(format!("no HTTP answer: {:?}", String::from_utf8_lossy(&answer)));
+    };
+    let head = String::from_utf8_lossy(&answer[..split]).into_owned();
     let mut lines = head.lines();
     let status = lines.next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
     let headers =
         lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
-    Response { status, headers, body: body.to_string() }
+    Ok((status, headers, answer[split + 4..].to_vec()))
 }
 
 pub const MODERN: &str = "2026-07-28";

@@ -115,7 +115,7 @@ pub async fn run_with(
     }
 }
 
-async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String> {
+pub(crate) async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String> {
     let text = serde_json::to_string(message).map_err(|e| e.to_string())?;
     socket.send(Message::text(text)).await.map_err(|e| e.to_string())
 }
@@ -125,7 +125,7 @@ async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<(), String>
 const REPORT_ANSWER_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// Connects and sends the first frame; the server's answer, within `answer_timeout`.
-async fn open(
+pub(crate) async fn open(
     url: &Endpoint,
     first: &AgentMessage,
     answer_timeout: Duration,
@@ -144,7 +144,7 @@ async fn open(
     }
 }
 
-fn hello(identity: &Identity, purpose: Purpose) -> AgentMessage {
+pub(crate) fn hello(identity: &Identity, purpose: Purpose) -> AgentMessage {
     AgentMessage::Hello {
         protocol: PROTOCOL_VERSION,
         agent_id: identity.agent_id.clone(),
@@ -324,7 +324,7 @@ async fn upload(url: &Endpoint, identity: &Identity, frames: &[AgentMessage]) ->
 }
 
 /// The next message from the server (pings are answered by the library as it reads).
-async fn next_message(socket: &mut Socket) -> Result<ServerMessage, String> {
+pub(crate) async fn next_message(socket: &mut Socket) -> Result<ServerMessage, String> {
     loop {
         match socket.next().await {
             Some(Ok(Message::Text(text))) => {

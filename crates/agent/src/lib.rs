@@ -15,6 +15,7 @@ pub mod plugins;
 mod servers;
 pub mod state;
 pub mod tls;
+mod uploads;
 mod worker;
 
 use std::path::PathBuf;

@@ -5,13 +5,16 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedSender;
 use toolgate_domain::fleet::compliance::Rule;
 use toolgate_domain::fleet::wire::{AgentMessage, RunOrder, ServerMessage};
 
 use crate::connection::{deliver, now_ms};
 use crate::plugins::PluginContext;
+use crate::plugins::upload::Uploads;
 use crate::state::{self, Identity, Quarantine};
+use crate::uploads::UploadClient;
 use crate::{AgentError, AgentOptions, compliance, isolation, journal};
 
 /// The largest result sent over the session (the server reads sessions with 4 KiB buffers).
@@ -145,12 +148,16 @@ impl Worker {
             return;
         }
         let worker = self.clone();
+        // A step that uploads (files.collect) does so as this agent, over a connection of its own.
+        let mut ctx = self.ctx.clone();
+        let client = UploadClient { servers: self.servers.clone(), identity: me.clone(), runtime: Handle::current() };
+        ctx.uploads = Some(Uploads(Arc::new(client)));
         tokio::spawn(async move {
             let execution_id = order.execution_id.clone();
             let running = worker.clone();
             let result = tokio::task::spawn_blocking(move || {
                 let quarantine = lock(&running.quarantine).clone();
-                journal::execute(&running.ctx, &order, &quarantine)
+                journal::execute(&ctx, &order, &quarantine)
             })
             .await;
             match result {

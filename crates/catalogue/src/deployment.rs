@@ -12,6 +12,9 @@ use crate::diag::Diagnostic;
 use crate::load::{self, Parsed};
 use crate::source::SourceFile;
 
+pub mod uploads;
+pub use uploads::{UploadLimits, UploadSettings};
+
 /// The longest access-token lifetime a deployment may accept: a JWT cannot be revoked.
 pub const MAX_TOKEN_LIFETIME_SECS: i64 = 24 * 3600;
 /// The most clock skew a deployment may allow at a token's `nbf` and `exp`.
@@ -29,6 +32,9 @@ pub struct DeploymentFile {
     /// Sign-in through the organisation's identity provider. Absent: only `tg_` tokens.
     #[serde(default)]
     pub oauth: Option<OAuthSettings>,
+    /// Upload grants' limits and retention classes (docs/uploads.md). Absent: the defaults.
+    #[serde(default)]
+    pub uploads: Option<UploadSettings>,
 }
 
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -142,10 +148,12 @@ pub struct GroupRoleMapping {
     pub management_group: Option<String>,
 }
 
-/// What the file is checked against: the compiled policy's tiers (with their scopes) and roles.
+/// What the file is checked against: the compiled policy's tiers (with their scopes) and
+/// roles, and the retention classes the catalogue's `mint_upload_grant` offers.
 pub struct PolicyNames<'a> {
     pub tiers: Vec<(&'a str, Option<&'a str>)>,
     pub roles: Vec<&'a str>,
+    pub retention_classes: Vec<&'a str>,
 }
 
 /// A checked file: its settings, with durations in seconds.
@@ -154,6 +162,7 @@ pub struct Deployment {
     pub parsed: Parsed<DeploymentFile>,
     /// Per issuer, in order: (max token lifetime, leeway), seconds.
     pub issuer_times: Vec<(i64, i64)>,
+    pub uploads: UploadLimits,
 }
 
 impl Deployment {
@@ -315,8 +324,15 @@ pub fn check(file: &SourceFile, policy: &PolicyNames) -> Result<Deployment, Vec<
             }
         }
     }
+    let uploads = uploads::check(settings.uploads.as_ref(), &policy.retention_classes).unwrap_or_else(|problems| {
+        for (pointer, message, help) in problems {
+            let problem = error(&pointer, format!("{}: {message}", &pointer[1..].replace('/', ".")));
+            errors.push(if help.is_empty() { problem } else { problem.help(help) });
+        }
+        uploads::check(None, &[]).expect("the defaults are good")
+    });
     if errors.is_empty() {
-        Ok(Deployment { parsed, issuer_times })
+        Ok(Deployment { parsed, issuer_times, uploads })
     } else {
         crate::diag::sort(&mut errors);
         Err(errors)

@@ -52,11 +52,13 @@ pub enum TargetType {
     ManagementGroup,
     /// An access review campaign's id (its opening, decisions, revocations, closing, export).
     AccessReview,
+    /// An upload grant's id (minted, used, refused, revoked, its content deleted).
+    UploadGrant,
 }
 
 impl TargetType {
     /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
-    pub const ALL: [TargetType; 10] = [
+    pub const ALL: [TargetType; 11] = [
         TargetType::McpSession,
         TargetType::McpRequest,
         TargetType::ToolArguments,
@@ -67,6 +69,7 @@ impl TargetType {
         TargetType::Principal,
         TargetType::ManagementGroup,
         TargetType::AccessReview,
+        TargetType::UploadGrant,
     ];
 
     pub fn label(self) -> &'static str {
@@ -81,6 +84,7 @@ impl TargetType {
             TargetType::Principal => "Principal",
             TargetType::ManagementGroup => "ManagementGroup",
             TargetType::AccessReview => "AccessReview",
+            TargetType::UploadGrant => "UploadGrant",
         }
     }
 }

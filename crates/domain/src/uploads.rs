@@ -156,3 +156,16 @@ pub enum UploadRefusal {
     #[error("upload grant {0} names no source path: give collect_files a `path`")]
     NoPath(String),
 }
+
+impl UploadRefusal {
+    /// Why an upload's attempt lost the grant it held: revoked, or taken over by another
+    /// after its claim lapsed.
+    pub fn lost(grant: Option<&UploadGrant>, grant_id: &str) -> Self {
+        match grant {
+            Some(g) if g.state == GrantState::Revoked => {
+                UploadRefusal::Revoked { grant_id: grant_id.to_string(), by: g.revoked_by.clone().unwrap_or_default() }
+            }
+            _ => UploadRefusal::InUse(grant_id.to_string()),
+        }
+    }
+}

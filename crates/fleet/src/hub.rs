@@ -97,6 +97,8 @@ pub struct Hub {
     pub(crate) actions: Option<&'static toolgate_domain::fleet::instruction::InstructionSet>,
     /// Where the plugin secrets of the steps that declare them come from.
     pub(crate) secrets: Option<crate::secrets::SecretDelivery>,
+    /// Takes what agents upload under grants (none: upload connections are refused).
+    pub(crate) uploads: Option<crate::uploads::UploadDesk>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -164,6 +166,7 @@ impl Hub {
             elsewhere: RwLock::default(),
             actions: None,
             secrets: None,
+            uploads: None,
         })
     }
 

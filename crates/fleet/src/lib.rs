@@ -16,6 +16,7 @@ mod secrets;
 pub mod session;
 mod settings;
 mod sweep;
+pub mod uploads;
 mod view;
 mod visits;
 
@@ -24,4 +25,5 @@ pub use hub::{Hub, Kick};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use secrets::{NOT_OVER_TLS, SecretDelivery, SecretSource};
 pub use settings::FleetSettings;
+pub use uploads::{Receiving, UploadDesk, UploadError};
 pub use view::{AgentView, GroupIndex, Labels, TagIndex};

@@ -22,6 +22,11 @@ pub enum Handshake {
         agent_id: String,
         reply: ServerMessage,
     },
+    /// An upload connection: one upload under a grant ([`crate::uploads`]).
+    Upload {
+        agent_id: String,
+        reply: ServerMessage,
+    },
     Refused(ServerMessage),
 }
 
@@ -96,6 +101,7 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
     match purpose {
         Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id), reply },
         Purpose::Report => Handshake::Report { agent_id, reply },
+        Purpose::Upload => Handshake::Upload { agent_id, reply },
     }
 }
 

@@ -121,13 +121,3 @@ pub(crate) fn claim_refusal(grant: Option<UploadGrant>, claim: &Claim<'_>) -> Up
         GrantState::Uploading | GrantState::Open => UploadRefusal::InUse(id),
     }
 }
-
-/// The refusal for an attempt that lost its grant meanwhile.
-pub(crate) fn lost_refusal(grant: Option<UploadGrant>, grant_id: &str) -> UploadRefusal {
-    match grant {
-        Some(g) if g.state == toolgate_domain::uploads::GrantState::Revoked => {
-            UploadRefusal::Revoked { grant_id: grant_id.to_string(), by: g.revoked_by.unwrap_or_default() }
-        }
-        _ => UploadRefusal::InUse(grant_id.to_string()),
-    }
-}

@@ -13,6 +13,7 @@ pub mod session;
 mod sign_in;
 mod tokens;
 mod touches;
+mod uploads;
 mod views;
 
 use std::collections::HashMap;
@@ -52,6 +53,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/console/tokens/{id}/revoke", post(tokens::revoke))
         .route("/console/audit", get(views::audit))
         .route("/console/fleet", get(views::fleet))
+        .route("/console/uploads", get(uploads::page))
+        .route("/console/uploads/{grant_id}/content", get(uploads::download))
 }
 
 /// A form's fields.

@@ -55,6 +55,7 @@ pub fn layout(title: &str, chrome: &Chrome<'_>, body: Markup) -> Markup {
                             a href="/console/tokens" { "Tokens" }
                             a href="/console/audit" { "Audit" }
                             a href="/console/fleet" { "Fleet" }
+                            a href="/console/uploads" { "Uploads" }
                         }
                         span.who {
                             "Signed in as " strong #who { (who) } " "

@@ -110,3 +110,28 @@ fn check_place(protected: &Protected, asked: &Path, resolved: &Path, root: Optio
     }
     Ok(())
 }
+
+/// Resolves `asked` as a directory to read under `root`, unless it is (or is inside) the
+/// agent's own state; its real path.
+pub(crate) fn readable_directory(ctx: &PluginContext, asked: &Path, root: &Path) -> Result<PathBuf, String> {
+    let protected = Protected::of(&ctx.state_dir);
+    let resolved = asked.canonicalize().map_err(|e| format!("cannot open {}: {e}", asked.display()))?;
+    check_place(&protected, asked, &resolved, Some(root))?;
+    let meta = std::fs::metadata(&resolved).map_err(|e| format!("cannot read {}: {e}", asked.display()))?;
+    if protected.dir_id == Some(id_of(&meta)) {
+        return Err(refused(asked));
+    }
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", asked.display()));
+    }
+    Ok(resolved)
+}
+
+/// Whether `path` is the agent's state (by name, or as one of its files or the dir itself
+/// under another name): a bundle leaves such entries out.
+pub(crate) fn is_agent_state(ctx: &PluginContext, path: &Path) -> bool {
+    let protected = Protected::of(&ctx.state_dir);
+    let resolved = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let id = std::fs::symlink_metadata(path).ok().map(|m| id_of(&m));
+    protected.covers_path(&resolved) || id.is_some_and(|id| protected.ids.contains(&id) || protected.dir_id == Some(id))
+}

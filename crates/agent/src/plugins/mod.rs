@@ -6,6 +6,7 @@
 mod files;
 pub(crate) mod guard;
 mod host;
+pub mod upload;
 mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -28,11 +29,14 @@ pub struct PluginContext {
     /// The plugin secrets the running step was given (docs/secrets.md): only for the step,
     /// never written anywhere by the agent.
     pub secrets: toolgate_domain::fleet::wire::SecretValues,
+    /// Where `files.collect` sends what a grant asks for (the server, over a connection of
+    /// its own); None where there is no server (tests of other actions).
+    pub uploads: Option<upload::Uploads>,
 }
 
 impl PluginContext {
     pub fn new(state_dir: PathBuf) -> Self {
-        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT), secrets: Default::default() }
+        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT), secrets: Default::default(), uploads: None }
     }
 
     pub fn work_dir(&self) -> PathBuf {
@@ -51,6 +55,7 @@ const ACTIONS: &[(&str, &str, ActionFn)] = &[
     ("host", "installed_software", host::installed_software),
     ("files", "sha256", files::sha256),
     ("files", "tail", files::tail),
+    ("files", "collect", upload::collect),
     ("workspace", "append_line", workspace::append_line),
     ("workspace", "write_marker", workspace::write_marker),
     ("workspace", "clear_cache", workspace::clear_cache),

@@ -14,6 +14,7 @@ fn context() -> (tempfile::TempDir, PluginContext) {
         state_dir: dir.path().join("state"),
         log_root: dir.path().join("log"),
         secrets: Default::default(),
+        uploads: None,
     };
     std::fs::create_dir_all(&ctx.state_dir).unwrap();
     std::fs::create_dir_all(&ctx.log_root).unwrap();

@@ -4,6 +4,7 @@ fn policy() -> PolicyNames<'static> {
     PolicyNames {
         tiers: vec![("readonly", Some("toolgate:readonly")), ("operator", Some("toolgate:operator")), ("local", None)],
         roles: vec!["Administrator", "Operator"],
+        retention_classes: vec!["standard", "extended", "transient"],
     }
 }
 
@@ -77,4 +78,15 @@ fn durations_read_like_the_cli_flags() {
     assert_eq!(parse_duration("45"), Ok(45));
     assert!(parse_duration("0s").is_err());
     assert!(parse_duration("99999999999999999d").is_err());
+}
+
+#[test]
+fn upload_settings_are_checked_at_their_place() {
+    let text = "uploads:\n  max_size_bytes: 1048576\n  retention:\n    standard: 7d\n    standrad: 1d\n";
+    let lines = problems(text);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("toolgate.yaml:5:15") && lines[0].contains("not a retention class"), "{lines:?}");
+    let good = check(&SourceFile::new("toolgate.yaml", "uploads:\n  retention: {standard: 7d}\n"), &policy()).unwrap();
+    assert_eq!(good.uploads.retention["standard"], 7 * 86_400);
+    assert_eq!(good.uploads.retention["transient"], 86_400, "the others keep their defaults");
 }

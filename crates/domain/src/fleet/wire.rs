@@ -20,6 +20,11 @@
 //!    across restarts (it confirms with [`AgentMessage::QuarantineState`]);
 //!    [`ServerMessage::Evaluate`] hands over the compliance rules, evaluated at once, on the
 //!    inventory schedule and whenever they come again ([`AgentMessage::Compliance`]).
+//! 6. Uploads (docs/uploads.md): a connection of its own (a hello with `purpose: upload`)
+//!    takes one grant ([`AgentMessage::UploadStart`]); the server answers
+//!    [`ServerMessage::UploadReady`], the agent sends binary frames and
+//!    [`AgentMessage::UploadEnd`], the server answers [`ServerMessage::UploadStored`] or a
+//!    refusal and closes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -75,6 +80,37 @@ pub enum AgentMessage {
         evaluated_at_ms: i64,
         results: Vec<RuleResult>,
     },
+    /// Takes an upload grant (upload connection, first frame after the welcome); `path` only
+    /// when the grant names none.
+    UploadStart {
+        grant_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// Every byte was sent (as binary frames, after the server's `upload_ready`).
+    UploadEnd(UploadEnd),
+    /// The agent cannot send what the grant asks for (the path is refused, unreadable).
+    UploadAbort {
+        reason: String,
+    },
+}
+
+/// The end of an upload: what the agent sent, for the server to check against what came.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadEnd {
+    pub size_bytes: u64,
+    pub sha256: String,
+    /// `file` or `tar` (a directory, bundled).
+    pub kind: String,
+    /// A bundle's member names (the first [`MAX_LISTED_ENTRIES`]): its preview.
+    ///
+    /// [`MAX_LISTED_ENTRIES`]: crate::uploads::MAX_LISTED_ENTRIES
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<String>,
+    /// How many members the bundle has.
+    #[serde(default)]
+    pub entry_count: u64,
 }
 
 /// What to run: ordered steps, each a plugin action with its parameters.
@@ -153,6 +189,8 @@ pub enum Purpose {
     Session,
     /// A short-lived upload of facts and inventory, closed by the agent when done.
     Report,
+    /// One file (or bundle) sent under an upload grant (docs/uploads.md), then closed.
+    Upload,
 }
 
 /// One inventory table as collected on the host.
@@ -203,7 +241,21 @@ pub enum ServerMessage {
     Evaluate {
         rules: Vec<Rule>,
     },
+    /// The grant is taken: send what `path` holds, at most `max_bytes`, as binary frames of
+    /// at most [`UPLOAD_FRAME_BYTES`], then an `upload_end`.
+    UploadReady {
+        path: String,
+        max_bytes: u64,
+    },
+    /// The upload is stored under its digest; the connection closes.
+    UploadStored {
+        sha256: String,
+        size_bytes: u64,
+    },
 }
+
+/// The largest binary frame of an upload.
+pub const UPLOAD_FRAME_BYTES: usize = 64 * 1024;
 
 /// The quarantine state the server wants an agent in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +281,8 @@ pub enum RefusalCode {
     Malformed,
     /// The server is at its cap of agent connections or handshakes: try again later.
     Busy,
+    /// The upload grant cannot be used, or the upload broke its terms (size, digest).
+    UploadRefused,
 }
 
 impl RefusalCode {

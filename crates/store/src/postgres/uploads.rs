@@ -9,7 +9,7 @@ use toolgate_domain::uploads::{CLAIM_LEASE_MS, GrantState, NewGrant, UploadGrant
 use super::confinement::{reach_agents, reach_param};
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::uploads::{
-    Claim, Finished, GRANT_COLUMNS, GRANT_FROM, Result, StoredContent, Swept, UploadStore, claim_refusal, lost_refusal,
+    Claim, Finished, GRANT_COLUMNS, GRANT_FROM, Result, StoredContent, Swept, UploadStore, claim_refusal,
 };
 
 fn grant_row(r: &tokio_postgres::Row) -> Pg<UploadGrant> {
@@ -201,7 +201,7 @@ impl UploadStore for PostgresStore {
                 [&done.grant_id, &done.attempt, &lapsed, &done.now_ms, &kind, &done.sha256, &done.size_bytes, &done.preview];
             if execute(&tx, &sql, &values).await? != 1 {
                 let grant = read_grant(&tx, done.grant_id, &Reach::Fleet).await?;
-                return Ok(Err(lost_refusal(grant, done.grant_id)));
+                return Ok(Err(UploadRefusal::lost(grant.as_ref(), done.grant_id)));
             }
             let first_copy = execute(
                 &tx,

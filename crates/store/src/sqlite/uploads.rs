@@ -9,7 +9,7 @@ use toolgate_domain::uploads::{CLAIM_LEASE_MS, GrantState, NewGrant, UploadGrant
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
 use crate::uploads::{
-    Claim, Finished, GRANT_COLUMNS, GRANT_FROM, Result, StoredContent, Swept, UploadStore, claim_refusal, lost_refusal,
+    Claim, Finished, GRANT_COLUMNS, GRANT_FROM, Result, StoredContent, Swept, UploadStore, claim_refusal,
 };
 
 fn grant_row(r: &rusqlite::Row) -> rusqlite::Result<UploadGrant> {
@@ -191,7 +191,7 @@ impl UploadStore for SqliteStore {
             let values = params![grant_id, attempt, now - CLAIM_LEASE_MS, now, kind, sha256, size, preview];
             if tx.execute(&sql, values)? != 1 {
                 let grant = read_grant(&tx, &grant_id, &Reach::Fleet)?;
-                return Ok(Err(lost_refusal(grant, &grant_id)));
+                return Ok(Err(UploadRefusal::lost(grant.as_ref(), &grant_id)));
             }
             let first_copy = tx.execute(
                 "INSERT INTO upload_content (sha256, size_bytes, attempt, chunks, stored_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)
