@@ -12,38 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::agents::{
-    FAST, PATIENCE, approval_id, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
+    PATIENCE, approval_id, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
 };
 use common::console::{approve, approved_on, reviewer};
+use common::replicas::{fresh_database, replicas};
 use common::{Server, call_as, request};
 use serde_json::{Value, json};
-
-/// A database of its own in the test cluster; its URL.
-fn fresh_database(name: &str) -> String {
-    let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!("TOOLGATE_TEST_POSTGRES is not set: run `bash scripts/with_postgres.sh cargo test --test replicas`")
-    });
-    let database = format!("{name}_{}", std::process::id());
-    let out = Command::new("psql").arg(&base).args(["-qc", &format!("CREATE DATABASE {database}")]).output().unwrap();
-    assert!(out.status.success(), "CREATE DATABASE: {}", String::from_utf8_lossy(&out.stderr));
-    let (server, _) = base.rsplit_once('/').unwrap();
-    format!("{server}/{database}")
-}
-
-/// Replicas `a` and `b` on `database`; `a` starts first (and prints the demo token).
-fn replicas(database: &str, extra: &[&str]) -> (Server, Server) {
-    let with = |name: &'static str| {
-        let mut args = vec!["--database", database, "--replica", name];
-        args.extend_from_slice(FAST);
-        args.extend_from_slice(extra);
-        args
-    };
-    let a = common::start(&with("a"));
-    let mut b = common::start(&with("b"));
-    // Only the first start on a database prints the demo token: the same token on B.
-    b.token = a.token.clone();
-    (a, b)
-}
 
 fn ok(r: &common::Response) -> Value {
     let v = r.json();

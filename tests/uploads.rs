@@ -2,7 +2,8 @@
 //! a mount namespace whose `/var/log` is a tmpfs of the test's making (its state dir bound
 //! inside it), a log bundle goes up once under its grant and comes down from the console with
 //! its digest, an oversize upload is cut off, a wrong digest, a revoked or expired grant and
-//! the agent's own state are refused, and retention ends on the server's (injected) clock.
+//! the agent's own state are refused, retention ends on the server's (injected) clock, and
+//! replicas serve what either received.
 
 mod common;
 
@@ -92,6 +93,15 @@ impl Fixture {
     }
 }
 
+/// The console's download of a grant's content, as it came.
+fn download(s: &Server, cookie: &str, grant_id: &str) -> common::RawAnswer {
+    let request = format!(
+        "GET /console/uploads/{grant_id}/content HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nCookie: toolgate_console={cookie}\r\n\r\n",
+        s.addr
+    );
+    common::raw_bytes(s.addr, request.as_bytes()).unwrap()
+}
+
 fn credential(state_dir: &Path) -> String {
     let identity: Value =
         serde_json::from_str(&std::fs::read_to_string(state_dir.join("agent.json")).unwrap()).unwrap();
@@ -124,12 +134,7 @@ fn a_log_bundle_goes_up_once_and_comes_down_from_the_console() {
     let reviewer = common::console::reviewer(&f.s, "reviewer");
     let page = common::console::get(&f.s, "/console/uploads", &reviewer.cookie);
     assert!(page.status == 200 && page.body.contains(&grant_id), "{page:?}");
-    let cookie = format!("Cookie: toolgate_console={}", reviewer.cookie);
-    let request = format!(
-        "GET /console/uploads/{grant_id}/content HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{cookie}\r\n\r\n",
-        f.s.addr
-    );
-    let (code, headers, body) = common::raw_bytes(f.s.addr, request.as_bytes()).unwrap();
+    let (code, headers, body) = download(&f.s, &reviewer.cookie, &grant_id);
     assert_eq!(code, 200, "{headers:?}");
     assert_eq!(hex(&body), sha256, "the download is what the agent sent");
     let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
@@ -241,4 +246,23 @@ fn retention_and_expiry_follow_the_servers_clock_across_a_restart() {
     assert_eq!(f.grant(&unused)["state"], "expired");
     let expired = f.failed(json!({"grant_id": unused}));
     assert!(expired.contains("expired"), "{expired}");
+}
+
+/// Replicas share uploads: the content is in their database, so what an agent sent to A is
+/// listed on B and downloaded from B's console, byte for byte.
+#[test]
+fn an_upload_taken_by_one_replica_is_served_by_the_other() {
+    let database = common::replicas::fresh_database("uploads_shared");
+    let (a, b) = common::replicas::replicas(&database, &[]);
+    let f = fixture_on(a);
+    let grant_id = f.mint(json!({"source_path": "/var/log/small.log", "declared_max_size": 100}));
+    assert_eq!(f.collect(json!({"grant_id": grant_id})).0["status"], "succeeded");
+    let listed = structured_as(&b, &f.schemas, &f.supervised, "list_upload_grants", json!({"agent_id": f.agent_id}));
+    assert_eq!(
+        (listed["grants"][0]["grant_id"].clone(), listed["grants"][0]["state"].clone()),
+        (json!(grant_id), json!("stored"))
+    );
+    let reviewer = common::console::reviewer(&b, "reviewer");
+    let (code, _, body) = download(&b, &reviewer.cookie, &grant_id);
+    assert_eq!((code, body), (200, b"one line\n".to_vec()));
 }

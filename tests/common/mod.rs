@@ -7,6 +7,7 @@ pub mod agents;
 pub mod console;
 pub mod issuer;
 pub mod raw_agent;
+pub mod replicas;
 pub mod sse;
 pub mod teams;
 pub mod tls;
