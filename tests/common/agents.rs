@@ -101,6 +101,18 @@ pub fn spawn_agent_to(
 /// prepared by the shell commands `setup` (run first, in the namespace; `$STATE` is the state
 /// dir). The host's own mounts are never touched: the namespace's are private and go with it.
 pub fn spawn_agent_with_logs(s: &Server, token: Option<&str>, state_dir: &Path, hostname: &str, setup: &str) -> Agent {
+    spawn_agent_with_logs_to(&format!("http://{}", s.agents), None, token, state_dir, hostname, setup)
+}
+
+/// [`spawn_agent_with_logs`] to the server at `url`, trusting `ca` (a PEM file) for an https one.
+pub fn spawn_agent_with_logs_to(
+    url: &str,
+    ca: Option<&Path>,
+    token: Option<&str>,
+    state_dir: &Path,
+    hostname: &str,
+    setup: &str,
+) -> Agent {
     let state = state_dir.display().to_string();
     let script =
         format!("set -e; hostname {hostname}; mount -t tmpfs tmpfs /var/log; STATE={state}; {setup}; exec \"$@\"");
@@ -111,10 +123,13 @@ pub fn spawn_agent_with_logs(s: &Server, token: Option<&str>, state_dir: &Path, 
     }
     command
         .args(["--mount", "--propagation", "private", "--uts", "sh", "-c", &script, "sh", bin(), "agent", "run"])
-        .args(["--server", &format!("http://{}", s.agents), "--state-dir", &state])
+        .args(["--server", url, "--state-dir", &state])
         .args(["--reconnect-spread-ms", "200", "--reconnect-max-ms", "1000"]);
     if let Some(token) = token {
         command.args(["--enroll-token", token]);
+    }
+    if let Some(ca) = ca {
+        command.arg("--ca").arg(ca);
     }
     let child = command
         .env("TOOLGATE_LOG", "info")
