@@ -225,28 +225,18 @@ fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf
 
 #[test]
 fn a_declared_secret_reaches_the_agent_over_tls_and_never_comes_back() {
-    use common::tls::{ca, client, https_request, leaf};
-    let files = tempfile::tempdir().unwrap();
-    let authority = ca("toolgate test CA");
-    let (chain, key, _) = leaf(&authority, &["localhost"]);
-    let write = |name: &str, text: &str| {
-        let path = files.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
-    let (cert, key, kek) = (write("server.pem", &chain), write("server.key", &key), write("kek.txt", &generate(1)));
+    let tls = common::tls::Localhost::new();
+    let kek_dir = tempfile::tempdir().unwrap();
+    let kek = kek_dir.path().join("kek.txt");
+    std::fs::write(&kek, generate(1)).unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let extra = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str(), "--kek-file", kek.as_str(), "--local-agent"];
+    let mut extra = tls.serve_args();
+    extra.extend(["--kek-file".to_string(), kek.display().to_string(), "--local-agent".into()]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let s = common::start_logging_to(tempfile::tempdir().unwrap(), &extra, &[], Some(logs.path()));
-    let config = client(&authority.pem());
+    let config = tls.client.clone();
     let (supervised, operator) = (s.token("admin", "supervised", "1h"), s.token("admin", "operator", "1h"));
-    let call_with = |token: &str, tool: &str, arguments: Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
-        let (status, text, _) = https_request(s.addr, &config, "POST", "/mcp", Some(token), Some(&body.to_string()));
-        let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status} {text}"));
-        assert_eq!(answer["result"]["isError"], false, "{tool}: {answer}");
-        answer["result"]["structuredContent"].clone()
-    };
+    let call_with = |token: &str, tool: &str, arguments: Value| tls.tool(s.addr, token, tool, arguments);
     let value = "tls-delivered-secret-91c2e7";
     call_with(&supervised, "set_plugin_secret", json!({"plugin": "workspace", "key": "token", "value": value}));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);

@@ -270,58 +270,35 @@ fn an_upload_taken_by_one_replica_is_served_by_the_other() {
 /// Over TLS end to end: MCP, the agent's session and its upload connection all on https.
 #[test]
 fn a_file_goes_up_over_tls() {
-    use common::tls::{ca, client, https_request, leaf};
-    let files = tempfile::tempdir().unwrap();
-    let authority = ca("toolgate test CA");
-    let (chain, key, _) = leaf(&authority, &["localhost"]);
-    let write = |name: &str, text: &str| {
-        let path = files.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    };
-    let (cert, key, ca_file) =
-        (write("server.pem", &chain), write("server.key", &key), write("ca.pem", &authority.pem()));
-    let extra = [&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()], FAST].concat();
-    let s = common::start(&extra);
-    let config = client(&authority.pem());
-    let supervised = s.token("admin", "supervised", "1h");
-    let call = |tool: &str, arguments: Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
-        let (status, text, _) =
-            https_request(s.addr, &config, "POST", "/mcp", Some(&supervised), Some(&body.to_string()));
-        let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status} {text}"));
-        assert_eq!(answer["result"]["isError"], false, "{tool}: {answer}");
-        answer["result"]["structuredContent"].clone()
-    };
+    let tls = common::tls::Localhost::new();
+    let extra: Vec<String> = tls.serve_args().into_iter().chain(FAST.iter().map(|a| a.to_string())).collect();
+    let s = common::start(&extra.iter().map(String::as_str).collect::<Vec<_>>());
+    // Executing at supervised needs a person; the operator tier runs it at once.
+    let (supervised, operator) = (s.token("admin", "supervised", "1h"), s.token("admin", "operator", "1h"));
+    let call = |token: &str, tool: &str, arguments: Value| tls.tool(s.addr, token, tool, arguments);
     let states = tempfile::tempdir().unwrap();
     let url = format!("https://localhost:{}", s.agents.port());
     let token = mint(&s, &["--uses", "1"]);
-    let agent =
-        spawn_agent_with_logs_to(&url, Some(&ca_file), Some(&token), &states.path().join("tls-host"), "tls-host", LOGS);
+    let state_dir = states.path().join("tls-host");
+    let agent = spawn_agent_with_logs_to(&url, Some(&tls.ca), Some(&token), &state_dir, "tls-host", LOGS);
     let deadline = Instant::now() + PATIENCE;
     let agent_id = loop {
-        if let Some(id) = call("list_agents", json!({"status": "online"}))["agents"][0]["agent_id"].as_str() {
+        if let Some(id) = call(&operator, "list_agents", json!({"status": "online"}))["agents"][0]["agent_id"].as_str()
+        {
             break id.to_string();
         }
         assert!(Instant::now() < deadline, "the agent is online over TLS: {}", agent.log_text());
         std::thread::sleep(Duration::from_millis(200));
     };
-    let minted = call(
-        "mint_upload_grant",
-        json!({"agent_id": agent_id, "source_path": "/var/log/small.log", "declared_max_size": 100}),
-    );
+    let arguments = json!({"agent_id": agent_id, "source_path": "/var/log/small.log", "declared_max_size": 100});
+    let minted = call(&supervised, "mint_upload_grant", arguments);
     let grant_id = minted["grant"]["grant_id"].as_str().unwrap();
-    // Executing at supervised needs a person; the operator tier runs it at once.
-    let operator = s.token("admin", "operator", "1h");
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_instruction",
-        "arguments": {"definition": "collect_files", "params": {"grant_id": grant_id}, "agent_ids": [agent_id]}}});
-    let (_, text, _) = https_request(s.addr, &config, "POST", "/mcp", Some(&operator), Some(&body.to_string()));
-    let started: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(started["result"]["isError"], false, "{started}");
+    let run = json!({"definition": "collect_files", "params": {"grant_id": grant_id}, "agent_ids": [agent_id]});
+    call(&operator, "execute_instruction", run);
     let deadline = Instant::now() + PATIENCE;
-    while call("list_upload_grants", json!({}))["grants"][0]["state"] != "stored" {
+    while call(&operator, "list_upload_grants", json!({}))["grants"][0]["state"] != "stored" {
         assert!(Instant::now() < deadline, "the upload arrived over TLS: {}", agent.log_text());
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(call("list_upload_grants", json!({}))["grants"][0]["sha256"], hex(b"one line\n"));
+    assert_eq!(call(&operator, "list_upload_grants", json!({}))["grants"][0]["sha256"], hex(b"one line\n"));
 }

@@ -84,3 +84,43 @@ pub fn https_request(
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
     (status, body.to_string(), presented)
 }
+
+/// A test CA and a `localhost` certificate it signed, written to a directory of their own, with
+/// a client that trusts the CA.
+pub struct Localhost {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub ca: std::path::PathBuf,
+    pub client: Arc<rustls::ClientConfig>,
+    _dir: tempfile::TempDir,
+}
+
+impl Localhost {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let authority = ca("toolgate test CA");
+        let (chain, key, _) = leaf(&authority, &["localhost"]);
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let (cert, key, ca) =
+            (write("server.pem", &chain), write("server.key", &key), write("ca.pem", &authority.pem()));
+        Localhost { cert, key, ca, client: client(&authority.pem()), _dir: dir }
+    }
+
+    /// `toolgate serve`'s flags for it.
+    pub fn serve_args(&self) -> Vec<String> {
+        vec!["--tls-cert".into(), self.cert.display().to_string(), "--tls-key".into(), self.key.display().to_string()]
+    }
+
+    /// A `tools/call` over HTTPS that must succeed: its structured result.
+    pub fn tool(&self, addr: SocketAddr, token: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let (status, text, _) = https_request(addr, &self.client, "POST", "/mcp", Some(token), Some(&body.to_string()));
+        let answer: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status} {text}"));
+        assert_eq!(answer["result"]["isError"], false, "{tool}: {answer}");
+        answer["result"]["structuredContent"].clone()
+    }
+}

@@ -25,12 +25,6 @@ pub enum UploadError {
     Store(#[from] toolgate_domain::StoreError),
 }
 
-impl From<UploadRefusal> for UploadError {
-    fn from(refusal: UploadRefusal) -> Self {
-        UploadError::Refused(refusal.to_string())
-    }
-}
-
 /// Takes uploads for the hub.
 #[derive(Clone)]
 pub struct UploadDesk {
@@ -92,16 +86,20 @@ impl UploadDesk {
         self.audit.record(event);
     }
 
+    /// `why` an upload of `grant_id` is refused, audited; the error to answer.
+    fn refused(&self, agent_id: &str, grant_id: &str, why: impl std::fmt::Display) -> UploadError {
+        let why = why.to_string();
+        self.audit(agent_id, grant_id, "upload.refused", AuditOutcome::Denied, why.clone());
+        UploadError::Refused(why)
+    }
+
     /// Answers an upload connection's first frame: the grant is taken, or why not.
     pub async fn start(&self, agent_id: &str, frame: &str) -> Result<(Receiving, ServerMessage), UploadError> {
         let (grant_id, asked) = match serde_json::from_str::<AgentMessage>(frame) {
             Ok(AgentMessage::UploadStart { grant_id, path }) => (grant_id, path),
             _ => return Err(UploadError::Refused("an upload connection starts with an upload_start frame".into())),
         };
-        let refused = |refusal: UploadRefusal| {
-            self.audit(agent_id, &grant_id, "upload.refused", AuditOutcome::Denied, refusal.to_string());
-            Err(UploadError::from(refusal))
-        };
+        let refused = |refusal: UploadRefusal| Err(self.refused(agent_id, &grant_id, refusal));
         let grant = self.store.grant(&grant_id, &Reach::Fleet).await?;
         let Some(grant) = grant.filter(|g| g.minted.agent_id == agent_id) else {
             return refused(UploadRefusal::Unknown(grant_id.clone()));
@@ -177,14 +175,7 @@ impl Receiving {
         if !stored {
             let now = self.desk.store.grant(&self.grant.grant_id, &Reach::Fleet).await?;
             let refusal = UploadRefusal::lost(now.as_ref(), &self.grant.grant_id);
-            self.desk.audit(
-                &self.agent_id,
-                &self.grant.grant_id,
-                "upload.refused",
-                AuditOutcome::Denied,
-                refusal.to_string(),
-            );
-            return Err(refusal.into());
+            return Err(self.desk.refused(&self.agent_id, &self.grant.grant_id, refusal));
         }
         self.next_seq += 1;
         self.pending.clear();
@@ -197,8 +188,7 @@ impl Receiving {
         if let Err(e) = self.desk.store.abandon_upload(&self.grant.grant_id, &self.attempt, Some(&why), now).await {
             return e.into();
         }
-        self.desk.audit(&self.agent_id, &self.grant.grant_id, "upload.refused", AuditOutcome::Denied, why.clone());
-        UploadError::Refused(why)
+        self.desk.refused(&self.agent_id, &self.grant.grant_id, why)
     }
 
     /// The agent's next text frame: its end (checked, stored) or its abort.
@@ -231,14 +221,7 @@ impl Receiving {
             now_ms: self.desk.clock.now_ms(),
         };
         if let Err(refusal) = self.desk.store.finish_upload(&done).await? {
-            self.desk.audit(
-                &self.agent_id,
-                &self.grant.grant_id,
-                "upload.refused",
-                AuditOutcome::Denied,
-                refusal.to_string(),
-            );
-            return Err(refusal.into());
+            return Err(self.desk.refused(&self.agent_id, &self.grant.grant_id, refusal));
         }
         let detail = format!("{} bytes ({}) from {}, sha256 {sha256}", self.received, kind.as_str(), self.agent_id);
         self.desk.audit(&self.agent_id, &self.grant.grant_id, "upload.stored", AuditOutcome::Success, detail);
