@@ -207,6 +207,13 @@ fn oversize_wrong_digests_revoked_grants_and_the_agents_state_are_refused() {
         json!({"agent_id": f.agent_id, "declared_max_size": 1u64 << 40}),
     );
     assert!(refusal(&too_big).contains("more than this server allows"), "{too_big:?}");
+    let outside = call_as(
+        &f.s,
+        &f.supervised,
+        "mint_upload_grant",
+        json!({"agent_id": f.agent_id, "source_path": "/etc/shadow", "declared_max_size": 10}),
+    );
+    assert!(refusal(&outside).contains("under /var/log"), "{outside:?}");
     let nobody =
         call_as(&f.s, &f.supervised, "mint_upload_grant", json!({"agent_id": "agt-nope", "declared_max_size": 10}));
     assert!(refusal(&nobody).contains("no agent `agt-nope`"), "{nobody:?}");

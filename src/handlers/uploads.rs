@@ -30,10 +30,14 @@ pub(crate) fn shown(grant: &UploadGrant, now_ms: i64) -> Value {
     })
 }
 
+/// A path the agent may read: under its log root, as `log_tail`'s (the agent checks it again,
+/// resolved, and refuses its own state however spelled; this only fails early and clearly).
 fn check_path(path: &str) -> Result<(), ToolError> {
-    if !path.starts_with('/') || path.contains('\0') {
+    let root = toolgate_agent::plugins::LOG_ROOT;
+    let under_root = path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
+    if !under_root || path.contains('\0') {
         return Err(ToolError::InvalidArguments(format!(
-            "source_path `{path}` must be an absolute path on the agent (under /var/log, e.g. /var/log/syslog)"
+            "source_path `{path}` must be an absolute path under {root} on the agent (e.g. {root}/syslog): agents send only what log_tail may read"
         )));
     }
     Ok(())
@@ -86,13 +90,11 @@ pub async fn mint_upload_grant(ctx: &ToolContext, args: args::MintUploadGrant) -
     let minted = uploads.grant(&grant.grant_id, ctx.reach()).await?.ok_or_else(|| {
         ToolError::NotFound(format!("agent `{}` left your management groups meanwhile", grant.agent_id))
     })?;
-    let mut params = json!({"grant_id": grant.grant_id});
-    if grant.source_path.is_none() {
-        params["path"] = json!("/var/log/<the file or directory>");
-    }
     Ok(ToolOutput::Structured(json!({
         "grant": shown(&minted, now),
-        "collect_with": {"definition": COLLECTING_INSTRUCTION, "params": params, "agent_ids": [grant.agent_id]},
+        "collect_with": {
+            "definition": COLLECTING_INSTRUCTION, "params": {"grant_id": grant.grant_id}, "agent_ids": [grant.agent_id],
+        },
     })))
 }
 

@@ -65,6 +65,10 @@ pub(super) async fn take_upload(hub: &Hub, mut socket: WebSocket, agent_id: &str
             Some(Message::Binary(bytes)) => {
                 if let Err(e) = receiving.take(&bytes).await {
                     tracing::warn!(%agent_id, "upload refused: {e}");
+                    // A store fault is not the agent's: the grant is given back for its retry.
+                    if matches!(e, UploadError::Store(_)) {
+                        receiving.dropped().await;
+                    }
                     return close(socket, refusal(&e), "refused").await;
                 }
             }

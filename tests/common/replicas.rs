@@ -9,7 +9,7 @@ use super::agents::FAST;
 /// A database of its own in the test cluster; its URL.
 pub fn fresh_database(name: &str) -> String {
     let base = std::env::var("TOOLGATE_TEST_POSTGRES").unwrap_or_else(|_| {
-        panic!("TOOLGATE_TEST_POSTGRES is not set: run `bash scripts/with_postgres.sh cargo test --test replicas`")
+        panic!("TOOLGATE_TEST_POSTGRES is not set: run the test under `bash scripts/with_postgres.sh cargo test`, which starts a throwaway cluster")
     });
     let database = format!("{name}_{}", std::process::id());
     let out = Command::new("psql").arg(&base).args(["-qc", &format!("CREATE DATABASE {database}")]).output().unwrap();
