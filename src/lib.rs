@@ -27,4 +27,5 @@ pub mod registry;
 pub mod sealing;
 pub mod services;
 pub mod tools;
+pub mod trust;
 pub mod untrusted;

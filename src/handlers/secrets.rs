@@ -39,6 +39,12 @@ pub async fn set_plugin_secret(ctx: &ToolContext, args: args::SetPluginSecret) -
 
 /// Deleting a secret that is already absent is success with `changed: false`.
 pub async fn delete_plugin_secret(ctx: &ToolContext, args: args::DeletePluginSecret) -> ToolResult {
+    if args.plugin == crate::sealing::vault::INTERNAL {
+        return Err(ToolError::Refused {
+            message: format!("`{}` holds the server's own keys (the agent CA's): no tool deletes them", args.plugin),
+            remediation: "docs/trust.md says how the CA is rotated".into(),
+        });
+    }
     let deleted = ctx.services().vault().delete(&args.plugin, &args.key).await.map_err(refused)?;
     Ok(ToolOutput::Structured(json!({
         "plugin": args.plugin, "key": args.key, "changed": deleted.is_some(),

@@ -96,6 +96,11 @@ pub struct RewrapRun {
     pub remaining: usize,
 }
 
+/// The plugin name under which the server keeps its own sealed keys (the agent CA's): no
+/// manifest may declare it and no tool may write or delete it (plugin names start with a letter
+/// or a digit), and KEK rotation rewraps them like every secret.
+pub const INTERNAL: &str = "@toolgate";
+
 pub struct Vault {
     source: KeySource,
     ring: RwLock<Option<Arc<Keyring>>>,
@@ -210,6 +215,26 @@ impl Vault {
         let Some(row) = self.store.secret(plugin, key).await? else { return Ok(None) };
         let ring = self.ring_with(row.kek_version).await?;
         Ok(Some(open(&ring, &sealed(&row), &plugin_secret_context(&row.plugin, &row.key, row.version))?))
+    }
+
+    /// Seals `value` as the server's own secret `name` (under [`INTERNAL`]), unless one by
+    /// that name exists (another replica made it first): false then, and it is kept.
+    pub async fn put_internal(&self, name: &str, value: &str, now: i64) -> Result<bool, VaultError> {
+        if self.store.secret(INTERNAL, name).await?.is_some() {
+            return Ok(false);
+        }
+        match self.set(INTERNAL, name, value, "toolgate", now).await {
+            Ok(_) => Ok(true),
+            Err(VaultError::Conflict(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The server's own secret `name`, if it exists.
+    pub async fn reveal_internal(&self, name: &str) -> Result<Option<String>, VaultError> {
+        self.ring()?;
+        let value = self.reveal(INTERNAL, name).await?;
+        Ok(value.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     pub async fn delete(&self, plugin: &str, key: &str) -> Result<Option<SecretMeta>, VaultError> {

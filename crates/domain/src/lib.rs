@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod audit;
 pub mod caller;
 pub mod catalogue;
+pub mod certs;
 pub mod client;
 pub mod clock;
 pub mod context;

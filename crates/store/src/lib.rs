@@ -4,6 +4,7 @@
 
 mod audit_writer;
 mod cached;
+mod certs;
 mod changes;
 mod engines;
 mod federated;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
 pub use cached::{CachedCredential, CachedCredentials};
+pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen};
@@ -61,6 +63,7 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub secrets: Arc<dyn SecretStore>,
     pub uploads: Arc<dyn UploadStore>,
+    pub certs: Arc<dyn CertStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
     pub federated: Arc<dyn FederatedStore>,
@@ -84,6 +87,7 @@ impl Repositories {
             + PluginConfigStore
             + SecretStore
             + UploadStore
+            + CertStore
             + GroupStore
             + EngineStore
             + FederatedStore
@@ -103,6 +107,7 @@ impl Repositories {
             plugin_config: Arc::new(store.clone()),
             secrets: Arc::new(store.clone()),
             uploads: Arc::new(store.clone()),
+            certs: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),
             federated: Arc::new(store.clone()),

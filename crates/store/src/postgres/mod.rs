@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod certs;
 mod compliance;
 mod confinement;
 mod credentials;
@@ -57,6 +58,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0013_idp_grants", include_str!("../../migrations/postgres/0013_idp_grants.sql")),
     ("0014_plugin_secrets", include_str!("../../migrations/postgres/0014_plugin_secrets.sql")),
     ("0015_uploads", include_str!("../../migrations/postgres/0015_uploads.sql")),
+    ("0016_issued_certs", include_str!("../../migrations/postgres/0016_issued_certs.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

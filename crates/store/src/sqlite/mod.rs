@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+mod certs;
 mod confinement;
 mod credentials;
 mod engines;
@@ -56,6 +57,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0021_idp_grants", include_str!("../../migrations/sqlite/0021_idp_grants.sql")),
     ("0022_plugin_secrets", include_str!("../../migrations/sqlite/0022_plugin_secrets.sql")),
     ("0023_uploads", include_str!("../../migrations/sqlite/0023_uploads.sql")),
+    ("0024_issued_certs", include_str!("../../migrations/sqlite/0024_issued_certs.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod audit_tags_config;
+mod certs;
 mod credentials;
 mod engines;
 mod federated;
