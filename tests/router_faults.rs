@@ -85,6 +85,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
         deployment: None,
         uploads: toolgate::deployment::upload_limits(None, &toolgate::registry::CATALOGUE).unwrap(),
+        agent_cert_lifetime_secs: 86_400,
         kek: toolgate::sealing::vault::KeySource::Absent,
         agent_listen: None,
         metrics_listen: None,

@@ -147,6 +147,10 @@ pub struct ServeArgs {
     /// agent sends its frames at once; each agent may hold two report connections).
     #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().report_idle_ms, value_parser = clap::value_parser!(u64).range(100..), env = "TOOLGATE_AGENT_REPORT_IDLE_MS")]
     agent_report_idle_ms: u64,
+    /// How long an agent's client certificate is valid, in seconds; the agent asks for a new
+    /// one past half of it (docs/trust.md). Needs a key-encryption key: the CA is sealed by it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400, value_parser = clap::value_parser!(i64).range(10..=31_536_000), env = "TOOLGATE_AGENT_CERT_LIFETIME")]
+    agent_cert_lifetime: i64,
     /// Serve Prometheus metrics at /metrics on this address of their own (e.g. 127.0.0.1:9464),
     /// without authentication. Without it, /metrics is on --listen and needs an
     /// administrator's API token (`toolgate token create --api`).
@@ -241,6 +245,7 @@ impl ServeArgs {
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             deployment,
             uploads,
+            agent_cert_lifetime_secs: self.agent_cert_lifetime,
             kek,
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,

@@ -85,6 +85,8 @@ pub struct Config {
     pub deployment: Option<crate::deployment::Settings>,
     /// Upload grants' limits and retention classes (the settings', or the defaults).
     pub uploads: toolgate_catalogue::deployment::UploadLimits,
+    /// How long agents' client certificates are valid (`--agent-cert-lifetime`).
+    pub agent_cert_lifetime_secs: i64,
     /// A listener of the agent surface's own (`--agent-listen`); None: agents use `listen`.
     pub agent_listen: Option<SocketAddr>,
     /// A listener of its own for /metrics, without authentication (`--metrics-listen`).

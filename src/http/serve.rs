@@ -106,6 +106,14 @@ pub async fn serve(config: Config) -> Result<()> {
         Err(e) => tracing::warn!("cannot read the KEK status: {e}"),
     }
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
+    let agent_ca = crate::trust::ca::AgentCa::load_or_create(&vault, clock.now_secs())
+        .await
+        .context("cannot make or read the agent CA")?
+        .map(Arc::new);
+    match &agent_ca {
+        Some(ca) => println!("toolgate: agent CA {} signs agents' certificates", ca.fingerprint()),
+        None => println!("toolgate: no agent CA without a key-encryption key: agents get no certificates"),
+    }
     let mut hub = Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
         .await
         .context("cannot load the agents")?
@@ -116,6 +124,15 @@ pub async fn serve(config: Config) -> Result<()> {
             clock.clone(),
             Arc::new(audit.clone()),
         ));
+    if let Some(ca) = &agent_ca {
+        hub = hub.with_certificates(Arc::new(crate::trust::issuer::Issuing {
+            ca: ca.clone(),
+            certs: repositories.certs.clone(),
+            clock: clock.clone(),
+            audit: Arc::new(audit.clone()),
+            lifetime_secs: config.agent_cert_lifetime_secs,
+        }));
+    }
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
     if let Some(shared) = &repositories.shared {

@@ -3,3 +3,4 @@
 //! the agents make with keys of their own.
 
 pub mod ca;
+pub mod issuer;

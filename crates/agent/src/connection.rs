@@ -18,7 +18,7 @@ use crate::servers::Servers;
 use crate::state::{self, Identity};
 use crate::tls::Endpoint;
 use crate::worker::Worker;
-use crate::{AgentError, AgentOptions, collect};
+use crate::{AgentError, AgentOptions, certificate, collect};
 
 pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -145,12 +145,18 @@ pub(crate) async fn open(
 }
 
 pub(crate) fn hello(identity: &Identity, purpose: Purpose) -> AgentMessage {
+    hello_asking(identity, purpose, None)
+}
+
+/// A hello that asks for a certificate with `csr`.
+fn hello_asking(identity: &Identity, purpose: Purpose, csr: Option<String>) -> AgentMessage {
     AgentMessage::Hello {
         protocol: PROTOCOL_VERSION,
         agent_id: identity.agent_id.clone(),
         credential: identity.credential.clone(),
         agent_version: AGENT_VERSION.into(),
         purpose,
+        csr,
     }
 }
 
@@ -174,12 +180,18 @@ async fn session(
     reporter: &Arc<dyn Reporter>,
     worker: &Arc<Worker>,
 ) -> Result<Ended, AgentError> {
+    // A certificate is asked for on enrollment, and when none is held or it is past half its life.
+    let asking = certificate::wanted(certificate::load(&options.state_dir).as_ref(), now_ms())
+        .then(certificate::request)
+        .and_then(|made| made.inspect_err(|e| tracing::warn!("cannot make a key for a certificate: {e}")).ok());
+    let csr = asking.as_ref().map(|r| r.csr_pem.clone());
     let first = match identity {
-        Some(id) => hello(id, Purpose::Session),
+        Some(id) => hello_asking(id, Purpose::Session, csr),
         None => AgentMessage::Enroll {
             protocol: PROTOCOL_VERSION,
             enroll_token: options.enroll_token.clone().unwrap_or_default(),
             agent_version: AGENT_VERSION.into(),
+            csr,
         },
     };
     let (mut socket, answer) = match open(url, &first, HANDSHAKE_TIMEOUT).await {
@@ -187,7 +199,14 @@ async fn session(
         Err(e) => return Ok(Ended::Failed(e)),
     };
     let (heartbeat_ms, inventory_ms) = match answer {
-        ServerMessage::Welcome { agent_id, credential, heartbeat_ms, inventory_interval_ms, quarantine } => {
+        ServerMessage::Welcome {
+            agent_id,
+            credential,
+            heartbeat_ms,
+            inventory_interval_ms,
+            quarantine,
+            certificate,
+        } => {
             // Before anything else the server sends: a change must not run on an agent that
             // was quarantined while it was away.
             if let Some(QuarantineWish { quarantined, reason }) = quarantine {
@@ -198,6 +217,14 @@ async fn session(
                 state::save(&options.state_dir, &enrolled)?;
                 tracing::info!(%agent_id, "enrolled; identity saved in {}", state::path(&options.state_dir).display());
                 *identity = Some(enrolled);
+            }
+            if let (Some(request), Some(certificate)) = (asking, certificate) {
+                match certificate::save(&options.state_dir, request, certificate, now_ms()) {
+                    Ok(held) => {
+                        tracing::info!(not_after_ms = held.not_after_ms, "client certificate received and kept")
+                    }
+                    Err(e) => tracing::warn!("cannot keep the client certificate: {e}"),
+                }
             }
             (heartbeat_ms.max(10), inventory_interval_ms.max(1_000))
         }

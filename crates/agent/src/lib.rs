@@ -4,6 +4,7 @@
 //! whenever the connection is lost. It never runs a shell: it reads its host ([`collect`]) and
 //! runs the actions its plugin manifests declare ([`plugins`]), changes at most once ([`journal`]).
 
+pub mod certificate;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod collect;

@@ -99,6 +99,8 @@ pub struct Hub {
     pub(crate) secrets: Option<crate::secrets::SecretDelivery>,
     /// Takes what agents upload under grants (none: upload connections are refused).
     pub(crate) uploads: Option<crate::uploads::UploadDesk>,
+    /// Signs the certificates agents ask for (none: no CA, no certificates).
+    pub(crate) certificates: Option<Arc<dyn crate::certs::CertificateIssuer>>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -167,6 +169,7 @@ impl Hub {
             actions: None,
             secrets: None,
             uploads: None,
+            certificates: None,
         })
     }
 

@@ -4,6 +4,7 @@
 //! loses no agent, and each reconnecting agent is online again at its first message. The hub
 //! knows no HTTP or WebSocket; the edge hands it the frames ([`session`]).
 
+mod certs;
 mod delivery;
 mod hub;
 #[cfg(test)]
@@ -20,6 +21,7 @@ pub mod uploads;
 mod view;
 mod visits;
 
+pub use certs::{CertificateIssuer, CertificateReason};
 pub use delivery::RuleSet;
 pub use hub::{Hub, Kick};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};

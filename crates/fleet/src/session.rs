@@ -8,6 +8,7 @@ use toolgate_domain::fleet::wire::{
     ServerMessage,
 };
 
+use crate::certs::CertificateReason;
 use crate::hub::{Connection, Hub};
 
 /// How a handshake ended.
@@ -54,15 +55,15 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
             ),
         );
     }
-    let (agent_id, credential, purpose) = match message {
-        AgentMessage::Enroll { enroll_token, .. } => match hub.enroll(&enroll_token).await {
-            Ok(Ok((agent_id, credential))) => (agent_id, Some(credential), Purpose::Session),
+    let (agent_id, credential, purpose, csr) = match message {
+        AgentMessage::Enroll { enroll_token, csr, .. } => match hub.enroll(&enroll_token).await {
+            Ok(Ok((agent_id, credential))) => (agent_id, Some(credential), Purpose::Session, csr),
             Ok(Err(refusal)) => return refused(refusal.into(), refusal.message()),
             Err(e) => return refused(RefusalCode::Busy, format!("the server could not enroll the agent now: {e}")),
         },
-        AgentMessage::Hello { agent_id, credential, purpose, .. } => {
+        AgentMessage::Hello { agent_id, credential, purpose, csr, .. } => {
             match hub.authenticate(&agent_id, &credential).await {
-                Ok(AgentAuth::Valid) => (agent_id, None, purpose),
+                Ok(AgentAuth::Valid) => (agent_id, None, purpose, csr),
                 Ok(AgentAuth::Revoked) => {
                     return refused(
                         RefusalCode::AgentRevoked,
@@ -91,12 +92,15 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
         .then(|| hub.quarantine_of(&agent_id))
         .flatten()
         .map(|(quarantined, _, reason)| QuarantineWish { quarantined, reason });
+    let reason = if credential.is_some() { CertificateReason::Enrollment } else { CertificateReason::Renewal };
+    let certificate = hub.certificate_for(&agent_id, csr.as_deref(), reason).await;
     let reply = ServerMessage::Welcome {
         agent_id: agent_id.clone(),
         credential,
         heartbeat_ms: settings.heartbeat_ms,
         inventory_interval_ms: settings.inventory_interval_ms,
         quarantine,
+        certificate,
     };
     match purpose {
         Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id), reply },

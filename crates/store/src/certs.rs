@@ -4,14 +4,16 @@
 use async_trait::async_trait;
 use toolgate_domain::StoreError;
 use toolgate_domain::certs::IssuedCert;
+use toolgate_domain::groups::Reach;
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
 #[async_trait]
 pub trait CertStore: Send + Sync {
     async fn record_issued(&self, cert: &IssuedCert) -> Result<()>;
-    /// A page of issued certificates, newest first, and how many there are in all.
-    async fn issued(&self, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)>;
+    /// A page of the certificates issued to agents within `reach`, newest first, and how many
+    /// there are in all.
+    async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)>;
 }
 
 /// The columns [`IssuedCert`] is read from, in order.

@@ -52,6 +52,10 @@ pub enum AgentMessage {
         protocol: u32,
         enroll_token: String,
         agent_version: String,
+        /// A signing request (PEM) for a key the agent made: the welcome brings its
+        /// certificate (docs/trust.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        csr: Option<String>,
     },
     Hello {
         protocol: u32,
@@ -60,6 +64,10 @@ pub enum AgentMessage {
         agent_version: String,
         #[serde(default)]
         purpose: Purpose,
+        /// A signing request when the agent has no certificate yet, or its certificate is
+        /// past half its life.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        csr: Option<String>,
     },
     Facts {
         collected_at_ms: i64,
@@ -221,6 +229,9 @@ pub enum ServerMessage {
         /// The quarantine the agent must be in before it takes any work (protocol 2 on).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quarantine: Option<QuarantineWish>,
+        /// The certificate the hello's or enrollment's signing request asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        certificate: Option<AgentCertificate>,
     },
     Refused {
         code: RefusalCode,
@@ -256,6 +267,16 @@ pub enum ServerMessage {
 
 /// The largest binary frame of an upload.
 pub const UPLOAD_FRAME_BYTES: usize = 64 * 1024;
+
+/// A client certificate for the agent, signed by the server's agent CA (docs/trust.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCertificate {
+    pub pem: String,
+    /// The CA that signed it: what the agent pins.
+    pub ca_pem: String,
+    pub not_after_ms: i64,
+}
 
 /// The quarantine state the server wants an agent in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -330,6 +351,7 @@ mod tests {
             credential: "tga_x".into(),
             agent_version: "0.1.0".into(),
             purpose: Purpose::Session,
+            csr: None,
         };
         let text = serde_json::to_string(&hello).unwrap();
         assert!(text.starts_with(r#"{"type":"hello""#), "{text}");

@@ -3,6 +3,9 @@
 use async_trait::async_trait;
 use toolgate_domain::certs::IssuedCert;
 
+use toolgate_domain::groups::Reach;
+
+use super::confinement::{reach_agents, reach_param};
 use super::{PostgresStore, execute, pg, row, rows};
 use crate::certs::{CERT_COLUMNS, CertStore, Result};
 
@@ -26,16 +29,30 @@ impl CertStore for PostgresStore {
         .await
     }
 
-    async fn issued(&self, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)> {
+    async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)> {
         pg(async {
             let c = self.conn().await?;
-            let total: i64 =
-                row(&*c, "SELECT count(*) FROM issued_cert", &[]).await?.map_or(Ok(0), |r| r.try_get(0))?;
+            let groups = reach_param(reach);
+            let confined = |n: usize| match &groups {
+                Some(_) => format!("WHERE agent_id IN ({})", reach_agents(n)),
+                None => String::new(),
+            };
+            let mut counted: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+            if let Some(groups) = &groups {
+                counted.push(groups);
+            }
+            let count = format!("SELECT count(*) FROM issued_cert {}", confined(1));
+            let total: i64 = row(&*c, &count, &counted).await?.map_or(Ok(0), |r| r.try_get(0))?;
             let sql = format!(
-                "SELECT {CERT_COLUMNS} FROM issued_cert ORDER BY issued_at_ms DESC, serial_hex LIMIT $1 OFFSET $2"
+                "SELECT {CERT_COLUMNS} FROM issued_cert {} ORDER BY issued_at_ms DESC, serial_hex LIMIT $1 OFFSET $2",
+                confined(3)
             );
             let (limit, offset) = (limit as i64, offset as i64);
-            let found = rows(&*c, &sql, &[&limit, &offset]).await?;
+            let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&limit, &offset];
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            let found = rows(&*c, &sql, &values).await?;
             let certs = found
                 .iter()
                 .map(|r| {

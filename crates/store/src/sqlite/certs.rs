@@ -4,7 +4,10 @@ use async_trait::async_trait;
 use rusqlite::params;
 use toolgate_domain::certs::IssuedCert;
 
+use toolgate_domain::groups::Reach;
+
 use super::SqliteStore;
+use super::confinement::{reach_agents, reach_param};
 use crate::certs::{CERT_COLUMNS, CertStore, Result};
 
 #[async_trait]
@@ -29,14 +32,25 @@ impl CertStore for SqliteStore {
         .await
     }
 
-    async fn issued(&self, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)> {
+    async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)> {
+        let groups = reach_param(reach);
         self.run(move |conn| {
-            let total: i64 = conn.query_row("SELECT count(*) FROM issued_cert", [], |r| r.get(0))?;
+            let confined = match groups {
+                Some(_) => format!("WHERE agent_id IN ({})", reach_agents("?3")),
+                None => String::new(),
+            };
+            let total: i64 = conn.query_row(
+                &format!("SELECT count(*) FROM issued_cert {}", confined.replace("?3", "?1")),
+                rusqlite::params_from_iter(groups.iter()),
+                |r| r.get(0),
+            )?;
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {CERT_COLUMNS} FROM issued_cert ORDER BY issued_at_ms DESC, serial_hex LIMIT ?1 OFFSET ?2"
+                "SELECT {CERT_COLUMNS} FROM issued_cert {confined} ORDER BY issued_at_ms DESC, serial_hex LIMIT ?1 OFFSET ?2"
             ))?;
+            let mut values: Vec<rusqlite::types::Value> = vec![(limit as i64).into(), (offset as i64).into()];
+            values.extend(groups.map(Into::into));
             let rows = stmt
-                .query_map(params![limit as i64, offset as i64], |r| {
+                .query_map(rusqlite::params_from_iter(values), |r| {
                     Ok(IssuedCert {
                         serial_hex: r.get(0)?,
                         agent_id: r.get(1)?,
