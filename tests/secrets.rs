@@ -63,9 +63,14 @@ fn secrets_are_write_only_everywhere() {
     assert_eq!((first["version"].as_i64(), first["kek_version"].as_i64()), (Some(1), Some(1)), "{first}");
     let second = set(&format!("{value}-2"));
     assert_eq!(second["version"], 2);
-    let listed = structured(&call_as(&s, &token, "list_plugin_secrets", json!({})));
+    let listed = structured(&call_as(&s, &token, "list_plugin_secrets", json!({"plugin": "backup"})));
     assert_eq!(listed["count"], 1);
     assert_eq!(listed["secrets"][0]["key"], "token");
+    // The server's own agent CA key is sealed the same way, and listed by name like the rest.
+    let all = structured(&call_as(&s, &token, "list_plugin_secrets", json!({})));
+    let names: Vec<String> =
+        all["secrets"].as_array().unwrap().iter().map(|m| format!("{}/{}", m["plugin"], m["key"])).collect();
+    assert_eq!(names, [r#""@toolgate"/"agent-ca-1""#, r#""backup"/"token""#], "{all}");
     // The value is nowhere to be read back.
     let admin = common::api_credential(&s, "auditor");
     let audit = s.http("GET", "/api/v1/audit?limit=1000", Some(&admin), None).body;
@@ -104,6 +109,8 @@ fn a_rotation_rewraps_every_secret_through_a_kill_9() {
     let s = with_kek(&generate(1), logs.path());
     let token = s.token("admin", "supervised", "1h");
     let count = 240;
+    // What the KEK seals: the plugin secrets and the agent CA's key (docs/trust.md).
+    let sealed = count + 1;
     for i in 0..count {
         let args = json!({"plugin": "fleet", "key": format!("k{i:03}"), "value": format!("value-{i}")});
         structured(&call_as(&s, &token, "set_plugin_secret", args));
@@ -119,14 +126,14 @@ fn a_rotation_rewraps_every_secret_through_a_kill_9() {
     entries.push_str(&generate(2));
     std::fs::write(kek_file(&s), &entries).unwrap();
     let (rotated, _) = approved(&s, &token, &reviewer, "rotate_kek", json!({}));
-    assert_eq!((rotated["activated_version"].as_i64(), rotated["awaiting_rewrap"].as_i64()), (Some(2), Some(count)));
+    assert_eq!((rotated["activated_version"].as_i64(), rotated["awaiting_rewrap"].as_i64()), (Some(2), Some(sealed)));
     // A secret set now is sealed under version 2 already.
     let fresh =
         structured(&call_as(&s, &token, "set_plugin_secret", json!({"plugin": "fleet", "key": "new", "value": "v"})));
     assert_eq!(fresh["kek_version"], 2);
     // A first run stops after 100; then kill -9 in the middle of the next, wherever it lands.
     let (first, _) = approved(&s, &token, &reviewer, "rewrap_secrets", json!({"batch_size": 7, "max_secrets": 100}));
-    assert_eq!((first["rewrapped"].as_i64(), first["remaining"].as_i64()), (Some(100), Some(count - 100)), "{first}");
+    assert_eq!((first["rewrapped"].as_i64(), first["remaining"].as_i64()), (Some(100), Some(sealed - 100)), "{first}");
     let id = approval_id(&call_as(&s, &token, "rewrap_secrets", json!({"batch_size": 1})));
     approve(&s, &reviewer, &id);
     let (addr, recall_token) = (s.addr, token.clone());
@@ -154,7 +161,7 @@ fn a_rotation_rewraps_every_secret_through_a_kill_9() {
             .as_i64()
             .unwrap()
     };
-    assert_eq!(wrapped(1) + wrapped(2), count + 1, "no secret lost in the crash: {status}");
+    assert_eq!(wrapped(1) + wrapped(2), sealed + 1, "no secret lost in the crash: {status}");
     assert!(wrapped(2) >= 101, "the first run's rows stayed rewrapped: {status}");
     let (last, _) = approved(&s, &token, &reviewer, "rewrap_secrets", json!({}));
     assert_eq!(last["remaining"], 0, "{last}");
@@ -164,7 +171,7 @@ fn a_rotation_rewraps_every_secret_through_a_kill_9() {
     assert_eq!(status["awaiting_rewrap"], 0, "{status}");
     // Every secret opens with the key file, and none with version 1 alone.
     let checked = s.cli(&["kek", "check", "--kek-file", &kek]);
-    assert!(checked.starts_with(&format!("{} secret(s) open", count + 1)), "{checked}");
+    assert!(checked.starts_with(&format!("{} secret(s) open", sealed + 1)), "{checked}");
     let old_only = s.data_dir.path().join("old.txt");
     std::fs::write(&old_only, entries.lines().next().unwrap()).unwrap();
     let refused = s.cli_output(&["kek", "check", "--kek-file", old_only.to_str().unwrap()]);
