@@ -12,6 +12,9 @@ use toolgate_store::CertStore;
 
 use super::ca::AgentCa;
 
+/// The largest signing request taken: a P-256 request is under 1 KiB; parsing more is waste.
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
 pub struct Issuing {
     pub ca: Arc<AgentCa>,
     pub certs: Arc<dyn CertStore>,
@@ -28,6 +31,12 @@ impl Issuing {
         csr_pem: &str,
         reason: CertificateReason,
     ) -> Result<AgentCertificate, String> {
+        if csr_pem.len() > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "a signing request of {} bytes, more than the {MAX_REQUEST_BYTES} one may be",
+                csr_pem.len()
+            ));
+        }
         let now = self.clock.now_ms();
         let issued =
             self.ca.issue(agent_id, csr_pem, self.lifetime_secs, now, reason.as_str()).map_err(|e| e.to_string())?;

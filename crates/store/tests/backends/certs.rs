@@ -1,9 +1,8 @@
 //! Issued agent certificates on every backend: recorded once per serial, paged newest first.
 
 use toolgate_domain::certs::IssuedCert;
-use toolgate_domain::groups::{ROOT_GROUP, Reach};
-use toolgate_domain::records::Change;
-use toolgate_store::{NewGroup, Repositories};
+use toolgate_domain::groups::Reach;
+use toolgate_store::Repositories;
 
 crate::matrix!(issued_certificates_are_paged_newest_first_and_unique_by_serial);
 
@@ -30,18 +29,7 @@ async fn issued_certificates_are_paged_newest_first_and_unique_by_serial(r: Repo
     let (rest, _) = r.certs.issued(&Reach::Fleet, 2, 2).await.unwrap();
     assert_eq!(rest, vec![cert("0a", 1)]);
     // Confined in the query: a reach over a group the agent is not in sees none, and counts none.
-    let team = r
-        .groups
-        .create_group(NewGroup {
-            name: "Team",
-            description: "",
-            parent_id: ROOT_GROUP,
-            rule: None,
-            change: Change { at: 1, by: "t" },
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let team = crate::groups::top_group(&r, "Team").await;
     let reach = Reach::Groups(vec![team.id.clone()].into());
     assert_eq!(r.certs.issued(&reach, 10, 0).await.unwrap(), (vec![], 0));
     let agents = crate::fleet_work::with_agents(&r, 1).await;

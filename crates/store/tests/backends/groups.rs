@@ -32,6 +32,11 @@ fn group<'a>(name: &'a str, parent: &'a str, rule: Option<&'a str>) -> NewGroup<
     NewGroup { name, description: "", parent_id: parent, rule, change: by(1) }
 }
 
+/// A group `name` just under the root, made through the store.
+pub(crate) async fn top_group(r: &Repositories, name: &str) -> toolgate_domain::groups::ManagementGroup {
+    r.groups.create_group(group(name, ROOT_GROUP, None)).await.unwrap().unwrap()
+}
+
 async fn enroll(r: &Repositories, n: usize) -> Vec<String> {
     let (_, secret) = r.fleet.create_enrollment_token(i64::MAX, n as i64, 0).await.unwrap();
     let mut ids = Vec::new();

@@ -1,10 +1,9 @@
 //! Upload grants on every backend: one use, claims that lapse, content kept once per digest,
 //! retention on the caller's clock, and confinement in the queries.
 
-use toolgate_domain::groups::{ROOT_GROUP, Reach};
-use toolgate_domain::records::Change;
+use toolgate_domain::groups::Reach;
 use toolgate_domain::uploads::{CLAIM_LEASE_MS, GrantState, NewGrant, UploadKind, UploadRefusal};
-use toolgate_store::{Claim, Finished, NewGroup, Repositories};
+use toolgate_store::{Claim, Finished, Repositories};
 
 use crate::fleet_work::with_agents;
 
@@ -152,18 +151,7 @@ async fn content_is_kept_once_per_digest_until_every_retention_ends(r: Repositor
 
 async fn grants_are_read_only_within_the_callers_reach(r: Repositories) {
     let agents = with_agents(&r, 2).await;
-    let team = r
-        .groups
-        .create_group(NewGroup {
-            name: "Team",
-            description: "",
-            parent_id: ROOT_GROUP,
-            rule: None,
-            change: Change { at: 1, by: "admin" },
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let team = crate::groups::top_group(&r, "Team").await;
     r.groups.add_member(&team.id, &agents[0]).await.unwrap().unwrap();
     let u = &r.uploads;
     u.mint_grant(&grant("dd01", &agents[0], 60)).await.unwrap();
