@@ -90,6 +90,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         agent_listen: None,
         metrics_listen: None,
         tls: None,
+        agent_tls: None,
         console_idle_ms: 900_000,
         console_step_up_ms: 300_000,
     };

@@ -10,40 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::agents::*;
-use common::{Server, call_as};
+use common::trust::{held, issued, kek_file, wait_issued};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
-use serde_json::{Value, json};
-
-fn kek_file(dir: &std::path::Path) -> String {
-    let out = std::process::Command::new(common::bin()).args(["kek", "generate", "--version", "1"]).output().unwrap();
-    let path = dir.join("kek.txt");
-    std::fs::write(&path, out.stdout).unwrap();
-    path.display().to_string()
-}
-
-fn issued(s: &Server) -> Value {
-    let answer = call_as(s, &s.token, "list_issued_certs", json!({})).json();
-    assert_eq!(answer["result"]["isError"], false, "{answer}");
-    answer["result"]["structuredContent"].clone()
-}
-
-/// Waits until `count` certificates were issued; the list.
-fn wait_issued(s: &Server, count: u64) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let listed = issued(s);
-        if listed["total"].as_u64() >= Some(count) {
-            return listed;
-        }
-        assert!(Instant::now() < deadline, "fewer than {count} certificates issued: {listed}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn held(state_dir: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(state_dir.join("certificate.json")).unwrap()).unwrap()
-}
 
 #[test]
 fn an_agent_enrolls_with_a_certificate_of_its_own_and_renews_it() {

@@ -32,7 +32,7 @@ fn world() -> &'static World {
                 .declaring(toolgate::instructions::instructions());
             let (agent_id, _) = hub.enroll(&secret).await.expect("the store").expect("enrolled");
             // Connected, and sent one execution: results for it reach the checks and the store.
-            let connection = hub.connect(&agent_id);
+            let connection = hub.connect(&agent_id, None);
             std::mem::forget(connection);
             let step = RunStep {
                 definition: "file_hash".into(),
@@ -70,7 +70,11 @@ pub fn frame(bytes: &[u8]) {
     let world = world();
     match which % 3 {
         0 => {
-            let answer = world.runtime.block_on(session::handshake(&world.hub, &text));
+            let answer = world.runtime.block_on(session::handshake(
+                &world.hub,
+                &text,
+                &toolgate_fleet::PeerCertificate::NotAsked,
+            ));
             if let Handshake::Welcome { connection, .. } = answer {
                 world.runtime.block_on(world.hub.disconnect(&connection));
             }

@@ -151,6 +151,10 @@ pub struct ServeArgs {
     /// one past half of it (docs/trust.md). Needs a key-encryption key: the CA is sealed by it.
     #[arg(long, value_name = "SECONDS", default_value_t = 86_400, value_parser = clap::value_parser!(i64).range(10..=31_536_000), env = "TOOLGATE_AGENT_CERT_LIFETIME")]
     agent_cert_lifetime: i64,
+    /// How often each replica reads the revoked certificates, in milliseconds: an agent whose
+    /// certificate is revoked on another replica is cut off within it (docs/trust.md).
+    #[arg(long, value_name = "MS", default_value_t = FleetSettings::default().revocation_check_ms, value_parser = clap::value_parser!(u64).range(100..=3_600_000), env = "TOOLGATE_CERT_REVOCATION_CHECK_MS")]
+    cert_revocation_check_ms: u64,
     /// Serve Prometheus metrics at /metrics on this address of their own (e.g. 127.0.0.1:9464),
     /// without authentication. Without it, /metrics is on --listen and needs an
     /// administrator's API token (`toolgate token create --api`).
@@ -163,6 +167,14 @@ pub struct ServeArgs {
     /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE", env = "TOOLGATE_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// The agent listener's own certificate chain (PEM), instead of --tls-cert's: agents are
+    /// asked there for their client certificates (mutual TLS, docs/trust.md) while MCP and the
+    /// console keep theirs. Needs --agent-listen and --agent-tls-key; read again on SIGHUP.
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_AGENT_TLS_CERT", requires_all = ["agent_tls_key", "agent_listen"])]
+    agent_tls_cert: Option<PathBuf>,
+    /// The agent listener certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", env = "TOOLGATE_AGENT_TLS_KEY", requires = "agent_tls_cert")]
+    agent_tls_key: Option<PathBuf>,
     /// How log lines are written on standard error.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "TOOLGATE_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -240,6 +252,7 @@ impl ServeArgs {
                 max_handshakes: self.max_agent_handshakes,
                 max_concurrent_reports: self.max_concurrent_reports as usize,
                 report_idle_ms: self.agent_report_idle_ms,
+                revocation_check_ms: self.cert_revocation_check_ms,
             },
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
@@ -249,7 +262,12 @@ impl ServeArgs {
             kek,
             agent_listen: self.agent_listen,
             metrics_listen: self.metrics_listen,
-            tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
+            tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles { cert, key, flags: "--tls" }),
+            agent_tls: self.agent_tls_cert.zip(self.agent_tls_key).map(|(cert, key)| TlsFiles {
+                cert,
+                key,
+                flags: "--agent-tls",
+            }),
             console_idle_ms: self.console_idle_timeout * 1000,
             console_step_up_ms: self.console_step_up_window * 1000,
         })

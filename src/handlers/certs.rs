@@ -1,8 +1,10 @@
-//! The agent CA's inventory (docs/trust.md): the certificates it issued, confined to the
-//! agents the caller's grant covers, in the store query.
+//! The agent CA's inventory (docs/trust.md): the certificates it issued, and their
+//! revocation, confined to the agents the caller's grant covers, in the store query.
 
 use serde_json::json;
-use toolgate_domain::{ToolOutput, ToolResult};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
+use toolgate_domain::certs::normalized_serial;
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use crate::args;
 use crate::services::ToolContext;
@@ -17,4 +19,46 @@ pub async fn list_issued_certs(ctx: &ToolContext, args: args::ListIssuedCerts) -
     let next = offset + certificates.len();
     let next_offset = (next < total as usize).then_some(next);
     Ok(ToolOutput::Structured(json!({"total": total, "next_offset": next_offset, "certificates": certificates})))
+}
+
+/// Revokes one certificate of an agent the caller may see. Its own audit row says how it
+/// ended, apart from the call's: `ca.cert.revoked` success, denied for a serial not found
+/// (none such, or outside the caller's reach), failure for a store fault, so an outage is
+/// never recorded as a refused revoke.
+pub async fn revoke_certificate(ctx: &ToolContext, args: args::RevokeCertificate) -> ToolResult {
+    let services = ctx.services();
+    let now = services.clock().now_ms();
+    let serial = normalized_serial(&args.serial_hex);
+    let by = &ctx.principal().name;
+    let revoked = services.repositories().certs.revoke(&serial, ctx.reach(), by, args.reason.as_deref(), now).await;
+    let event = |outcome, detail: String| {
+        AuditEvent::new(now, "ca.cert.revoked", outcome)
+            .by(ctx.caller())
+            .target(TargetType::Certificate, serial.clone())
+            .detail(detail)
+            .correlation(ctx.correlation_id())
+    };
+    let (certificate, changed) = match revoked {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            services.audit().record_durable(event(AuditOutcome::Denied, "serial not found".into())).await;
+            return Err(ToolError::NotFound(format!(
+                "no certificate {serial} among your agents' (list_issued_certs lists them)"
+            )));
+        }
+        Err(e) => {
+            services.audit().record_durable(event(AuditOutcome::Failure, format!("the CA store failed: {e}"))).await;
+            return Err(e.into());
+        }
+    };
+    let detail = match (changed, &args.reason) {
+        (false, _) => "already revoked".to_string(),
+        (true, Some(reason)) => format!("agent {}: {reason}", certificate.agent_id),
+        (true, None) => format!("agent {}", certificate.agent_id),
+    };
+    let row = event(AuditOutcome::Success, detail).about_agents([certificate.agent_id.clone()]);
+    services.audit().record_durable(row).await;
+    // Cut off here at once; the other replicas within their revocation check.
+    services.fleet().certificate_revoked(&serial);
+    Ok(ToolOutput::Structured(json!({"certificate": certificate, "changed": changed})))
 }

@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RefusalCode, ServerMessage};
 use toolgate_fleet::session::{self, FrameError, Handshake};
-use toolgate_fleet::{Hub, Kick};
+use toolgate_fleet::{Hub, Kick, PeerCertificate};
 
 use super::admission::Connection;
 use super::agent_frames::{close, send};
@@ -30,8 +30,11 @@ const BUFFER_BYTES: usize = 4 * 1024;
 pub async fn agent_socket(
     State(state): State<Arc<AppState>>,
     connection: Option<Extension<Connection>>,
+    peer: Option<Extension<Arc<PeerCertificate>>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // Only the agent listener with mutual TLS says what certificate came (docs/trust.md).
+    let peer = peer.map_or_else(|| Arc::new(PeerCertificate::NotAsked), |Extension(peer)| peer);
     let hub = state.services.fleet().clone();
     let Some(handshake) = hub.handshake_permit() else {
         let body = json!({"error": "busy", "message": "too many agents are connecting at once; retry shortly"});
@@ -49,7 +52,7 @@ pub async fn agent_socket(
         .write_buffer_size(0)
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| converse(hub, socket, handshake))
+        .on_upgrade(move |socket| converse(hub, socket, handshake, peer))
 }
 
 /// The first text frame, within the hello timeout.
@@ -67,20 +70,27 @@ async fn first_text(socket: &mut WebSocket) -> Option<String> {
     tokio::time::timeout(HELLO_TIMEOUT, read).await.ok().flatten()
 }
 
-async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphorePermit) {
+async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphorePermit, peer: Arc<PeerCertificate>) {
     if hub.connected() >= hub.settings().max_connections {
         let message = "the server is at its cap of agent connections; retrying later";
         close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message: message.into() }, "busy").await;
         return;
     }
     let Some(first) = first_text(&mut socket).await else { return };
-    let answer = session::handshake(&hub, &first).await;
+    let answer = session::handshake(&hub, &first, &peer).await;
     drop(handshake);
     let (mut connection, welcome) = match answer {
         Handshake::Welcome { connection, reply } => (connection, reply),
         Handshake::Report { agent_id, reply } => return take_report(&hub, socket, &agent_id, reply).await,
         Handshake::Upload { agent_id, reply } => {
             return super::agent_uploads::take_upload(&hub, socket, &agent_id, reply).await;
+        }
+        Handshake::Reissued { reply } => {
+            if send(&mut socket, &reply).await.is_ok() {
+                let message = "a certificate was issued: reconnect with it".to_string();
+                close(socket, ServerMessage::Refused { code: RefusalCode::Reconnect, message }, "reconnect").await;
+            }
+            return;
         }
         Handshake::Refused(refusal) => {
             tracing::info!("agent refused: {refusal:?}");
@@ -112,6 +122,15 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
                     Kick::Silent => {
                         let message = "no heartbeat within the window: reconnect".to_string();
                         Box::pin(close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "silent")).await;
+                    }
+                    Kick::CertificateRevoked => {
+                        let code = RefusalCode::CertificateRevoked;
+                        let message = format!("agent {agent_id}'s certificate was revoked: enroll it again with a new enrollment token");
+                        Box::pin(close(socket, ServerMessage::Refused { code, message }, "certificate revoked")).await;
+                    }
+                    Kick::CertificateExpired => {
+                        let message = "the client certificate of this session expired: reconnect with the renewed one".to_string();
+                        Box::pin(close(socket, ServerMessage::Refused { code: RefusalCode::Reconnect, message }, "certificate expired")).await;
                     }
                     Kick::Replaced => {}
                 }

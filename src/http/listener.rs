@@ -26,7 +26,9 @@ use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
 use tower::ServiceExt;
 
-use super::admission::{Admission, RESERVE_HEADER_READ, allowed_in_reserve};
+use toolgate_fleet::PeerCertificate;
+
+use super::admission::{Admission, Connection, RESERVE_HEADER_READ, allowed_in_reserve};
 use super::{AppState, mcp_endpoint};
 
 /// Per-connection limits of plain HTTP requests.
@@ -56,6 +58,21 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// A listener's TLS: its acceptor, and whether it asks for client certificates (the agent
+/// listener with mutual TLS, docs/trust.md).
+#[derive(Clone)]
+pub struct ListenerTls {
+    pub acceptor: TlsAcceptor,
+    pub client_certificates: bool,
+}
+
+impl ListenerTls {
+    /// Server-authenticated TLS only.
+    pub fn server(acceptor: TlsAcceptor) -> Self {
+        Self { acceptor, client_certificates: false }
+    }
+}
+
 /// The answer a connection let in through the reserve gets for any other path.
 fn reserve_refusal() -> axum::response::Response {
     let body = serde_json::json!({
@@ -79,7 +96,7 @@ pub async fn serve(
     app: Router,
     mcp: Option<Arc<AppState>>,
     limits: ConnectionLimits,
-    tls: Option<TlsAcceptor>,
+    tls: Option<ListenerTls>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let admission = Admission::new(limits.max_unauthenticated, limits.max_unauthenticated_per_address, limits.reserved);
@@ -117,33 +134,26 @@ pub async fn serve(
         };
         let builder = if connection.reserved { reserve_builder.clone() } else { builder.clone() };
         let (app, mcp) = (app.clone(), mcp.clone());
-        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-            let (app, mcp, connection) = (app.clone(), mcp.clone(), connection.clone());
-            async move {
-                if connection.reserved && !allowed_in_reserve(request.uri().path()) {
-                    return Ok(reserve_refusal());
-                }
-                match mcp {
-                    Some(state) if mcp_endpoint::is_mcp_path(request.uri().path()) => {
-                        Ok::<_, Infallible>(mcp_endpoint::exchange(&state, &connection, request).await)
-                    }
-                    _ => {
-                        request.extensions_mut().insert(connection);
-                        app.oneshot(request).await
-                    }
-                }
-            }
-        });
         let (stop, live) = (stop.clone(), live_rx.clone());
         let tls = tls.clone();
         tokio::spawn(async move {
-            match tls {
-                None => serve_io(&builder, TokioIo::new(stream), service, stop, remote).await,
-                Some(acceptor) => match tokio::time::timeout(limits.header_read, acceptor.accept(stream)).await {
-                    Ok(Ok(stream)) => serve_io(&builder, TokioIo::new(stream), service, stop, remote).await,
-                    Ok(Err(e)) => tracing::debug!(%remote, "TLS handshake failed: {e}"),
-                    Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
-                },
+            let Some(tls) = tls else {
+                let service = service(app, mcp, connection, None);
+                serve_io(&builder, TokioIo::new(stream), service, stop, remote).await;
+                drop(live);
+                return;
+            };
+            match tokio::time::timeout(limits.header_read, tls.acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    // Only the agent listener asks for client certificates; what came is the hello's to judge.
+                    let peer = tls
+                        .client_certificates
+                        .then(|| Arc::new(crate::trust::mutual_tls::peer_certificate(stream.get_ref().1)));
+                    let service = service(app, mcp, connection, peer);
+                    serve_io(&builder, TokioIo::new(stream), service, stop, remote).await
+                }
+                Ok(Err(e)) => tracing::debug!(%remote, "TLS handshake failed: {e}"),
+                Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
             drop(live);
         });
@@ -153,6 +163,39 @@ pub async fn serve(
     drop(live_rx);
     live_tx.closed().await;
     Ok(())
+}
+
+/// Requests of one connection: to the MCP endpoint straight, the rest through the router,
+/// with the connection's admission (and, on the agent listener, its client certificate).
+fn service(
+    app: Router,
+    mcp: Option<Arc<AppState>>,
+    connection: Connection,
+    peer: Option<Arc<PeerCertificate>>,
+) -> impl hyper::service::Service<Request<Incoming>, Response = axum::response::Response, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        let (app, mcp, connection, peer) = (app.clone(), mcp.clone(), connection.clone(), peer.clone());
+        async move {
+            if connection.reserved && !allowed_in_reserve(request.uri().path()) {
+                return Ok(reserve_refusal());
+            }
+            match mcp {
+                Some(state) if mcp_endpoint::is_mcp_path(request.uri().path()) => {
+                    Ok::<_, Infallible>(mcp_endpoint::exchange(&state, &connection, request).await)
+                }
+                _ => {
+                    request.extensions_mut().insert(connection);
+                    if let Some(peer) = peer {
+                        request.extensions_mut().insert(peer);
+                    }
+                    app.oneshot(request).await
+                }
+            }
+        }
+    })
 }
 
 /// One connection, plain or TLS, until it ends or the server stops (then its request in

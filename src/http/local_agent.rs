@@ -48,10 +48,7 @@ pub async fn start(
         ip => ip,
     };
     let (scheme, trust) = match tls {
-        Some(served) => {
-            let config = super::tls::trusting_served(served).map_err(anyhow::Error::msg)?;
-            ("https", ServerTrust::Config(Arc::new(config)))
-        }
+        Some(served) => ("https", ServerTrust::Verifier(super::tls::trusting_served(served))),
         None => ("http", ServerTrust::System),
     };
     let options = AgentOptions {

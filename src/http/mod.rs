@@ -19,7 +19,7 @@ mod oauth_callers;
 mod oauth_endpoints;
 mod quotas;
 mod serve;
-mod tls;
+pub(crate) mod tls;
 mod tokens_api;
 mod upkeep;
 
@@ -93,6 +93,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// HTTPS on every listener (`--tls-cert`, `--tls-key`); None: plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// The agent listener's own pair (`--agent-tls-cert`, `--agent-tls-key`); None: `tls`'s.
+    pub agent_tls: Option<TlsFiles>,
     /// A console session unused this long is signed out (`--console-idle-timeout`).
     pub console_idle_ms: i64,
     /// How old a console proof may be for a decision (`--console-step-up-window`).

@@ -63,6 +63,12 @@ pub async fn serve(config: Config) -> Result<()> {
     let served = config.tls.clone().map(ServedCertificate::load).transpose().map_err(anyhow::Error::msg)?;
     let acceptor = served.as_ref().map(|s| s.acceptor()).transpose().map_err(anyhow::Error::msg)?;
     let scheme = if served.is_some() { "https" } else { "http" };
+    // The agent listener may have a pair of its own; agents elsewhere use the main one's.
+    let agent_served = match &config.agent_tls {
+        Some(files) => Some(ServedCertificate::load(files.clone()).map_err(anyhow::Error::msg)?),
+        None => served.clone(),
+    };
+    let agent_scheme = if agent_served.is_some() { "https" } else { "http" };
     // Tests move the server's clock (e.g. to expire approvals across a restart).
     if let Some(offset) = std::env::var("TOOLGATE_TEST_CLOCK_OFFSET_MS").ok().and_then(|v| v.parse().ok()) {
         clock.advance_ms(offset);
@@ -118,20 +124,23 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?
         .declaring(crate::instructions::instructions())
-        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: config.tls.is_some() })
+        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: agent_served.is_some() })
         .with_uploads(toolgate_fleet::UploadDesk::new(
             repositories.uploads.clone(),
             clock.clone(),
             Arc::new(audit.clone()),
         ));
     if let Some(ca) = &agent_ca {
-        hub = hub.with_certificates(Arc::new(crate::trust::issuer::Issuing {
-            ca: ca.clone(),
-            certs: repositories.certs.clone(),
-            clock: clock.clone(),
-            audit: Arc::new(audit.clone()),
-            lifetime_secs: config.agent_cert_lifetime_secs,
-        }));
+        hub = hub.with_certificates(
+            Arc::new(crate::trust::issuer::Issuing {
+                ca: ca.clone(),
+                certs: repositories.certs.clone(),
+                clock: clock.clone(),
+                audit: Arc::new(audit.clone()),
+                lifetime_secs: config.agent_cert_lifetime_secs,
+            }),
+            repositories.certs.clone(),
+        );
     }
     // Other replicas share the database: say where our agents are, follow what they change.
     let feed = repositories.shared.as_ref().map(|s| s.changes.clone());
@@ -140,6 +149,15 @@ pub async fn serve(config: Config) -> Result<()> {
         println!("toolgate: replica {} of a shared database", config.replica);
     }
     let hub = Arc::new(hub);
+    // Revoked serials are refused from the first handshake, after a restart too.
+    hub.check_certificates(true).await.context("cannot read the revoked certificates")?;
+    // The agent listener with TLS and a CA asks agents for their certificates (docs/trust.md).
+    let agent_tls = super::tls::agent_listener_tls(
+        agent_served.as_ref(),
+        agent_ca.as_ref().map(|ca| ca.cert_pem()),
+        hub.revoked_serials(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
@@ -194,6 +212,12 @@ pub async fn serve(config: Config) -> Result<()> {
     });
     let resource_updates = tokio::spawn(state.mcp.clone().forward_resource_updates(stop_upkeep.clone()));
     let tls_reloader = served.clone().map(|s| tokio::spawn(super::tls::reload_on_hangup(s, stop_upkeep.clone())));
+    let agent_tls_reloader = state
+        .config
+        .agent_tls
+        .as_ref()
+        .and(agent_served.clone())
+        .map(|s| tokio::spawn(super::tls::reload_on_hangup(s, stop_upkeep.clone())));
     let reloader = tokio::spawn(crate::compliance::reload_on_hangup(
         hub.clone(),
         state.config.compliance.clone(),
@@ -201,8 +225,14 @@ pub async fn serve(config: Config) -> Result<()> {
     ));
     let local_agent = match state.config.local_agent {
         true => Some(
-            super::local_agent::start(&hub, &state.config.data_dir, agents_at, served.clone(), stop_upkeep.clone())
-                .await?,
+            super::local_agent::start(
+                &hub,
+                &state.config.data_dir,
+                agents_at,
+                agent_served.clone(),
+                stop_upkeep.clone(),
+            )
+            .await?,
         ),
         false => None,
     };
@@ -213,6 +243,7 @@ pub async fn serve(config: Config) -> Result<()> {
     // Agents on a listener of their own have caps of their own, from the first byte: idle
     // sockets on the MCP port cannot keep them out, nor they MCP clients.
     let stop_agents = CancellationToken::new();
+    let mutual = agent_tls.as_ref().is_some_and(|t| t.client_certificates);
     let agent_surface = agent_listener.map(|l| {
         let limits = ConnectionLimits {
             header_read: std::time::Duration::from_secs(10),
@@ -223,14 +254,9 @@ pub async fn serve(config: Config) -> Result<()> {
             reserved: 0,
         };
         let stop = stop_agents.clone();
-        tokio::spawn(super::listener::serve(
-            l,
-            agent_router(state.clone()),
-            None,
-            limits,
-            acceptor.clone(),
-            async move { stop.cancelled().await },
-        ))
+        tokio::spawn(super::listener::serve(l, agent_router(state.clone()), None, limits, agent_tls, async move {
+            stop.cancelled().await
+        }))
     });
     let metrics_at = metrics_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let metrics_surface = metrics_listener.map(|l| {
@@ -242,14 +268,20 @@ pub async fn serve(config: Config) -> Result<()> {
             super::metrics_router(state.clone()),
             None,
             state.config.connections,
-            acceptor.clone(),
+            acceptor.clone().map(super::listener::ListenerTls::server),
             async move { stop.cancelled().await },
         ))
     });
     if served.is_none() {
-        warn_plain_http(&[Some(local), Some(agents_at), metrics_at]);
+        warn_plain_http(&[Some(local), metrics_at]);
     }
-    println!("toolgate: agents connect to {scheme}://{agents_at}");
+    if agent_served.is_none() {
+        warn_plain_http(&[Some(agents_at)]);
+    }
+    println!("toolgate: agents connect to {agent_scheme}://{agents_at}");
+    if mutual {
+        println!("toolgate: agents present client certificates of the agent CA there (mutual TLS)");
+    }
     println!("toolgate: serving MCP on {scheme}://{local}/mcp ({} tools)", ToolId::ALL.len());
     let limits = state.config.connections;
     let mcp = state.mcp.clone();
@@ -258,7 +290,8 @@ pub async fn serve(config: Config) -> Result<()> {
         // Streamed answers end now (their executions go on) rather than hold the exit.
         mcp.begin_shutdown();
     };
-    let served = super::listener::serve(listener, router(state.clone()), Some(state), limits, acceptor, stopping).await;
+    let tls = acceptor.map(super::listener::ListenerTls::server);
+    let served = super::listener::serve(listener, router(state.clone()), Some(state), limits, tls, stopping).await;
     stop_agents.cancel();
     for surface in [agent_surface, metrics_surface].into_iter().flatten() {
         let _ = surface.await;
@@ -273,8 +306,8 @@ pub async fn serve(config: Config) -> Result<()> {
     }
     let _ = resource_updates.await;
     let _ = reloader.await;
-    if let Some(tls_reloader) = tls_reloader {
-        let _ = tls_reloader.await;
+    for reloader in [tls_reloader, agent_tls_reloader].into_iter().flatten() {
+        let _ = reloader.await;
     }
     if let Some(agent) = local_agent {
         let _ = agent.await;

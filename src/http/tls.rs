@@ -1,6 +1,7 @@
-//! HTTPS (`--tls-cert`, `--tls-key`): rustls with the `ring` provider (no OpenSSL). The pair is
-//! read at start (a bad pair stops the server, naming the file) and again on SIGHUP: a good new
-//! pair serves every later handshake, a bad one is logged and the previous pair stays.
+//! HTTPS (`--tls-cert`, `--tls-key`; the agent listener's own `--agent-tls-cert`, `--agent-tls-key`):
+//! rustls with the `ring` provider (no OpenSSL). A pair is read at start (a bad pair stops the
+//! server, naming the file) and again on SIGHUP: a good new pair serves every later handshake, a
+//! bad one is logged and the previous pair stays.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -12,12 +13,17 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
+use toolgate_fleet::RevokedSerials;
+
+use super::listener::ListenerTls;
 
 /// The certificate chain and key files.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The flags' stem errors name (`--tls`: `--tls-cert`, `--tls-key`).
+    pub flags: &'static str,
 }
 
 /// The pair being served, swapped whole on reload.
@@ -40,6 +46,11 @@ impl ServedCertificate {
         let pair = read_pair(&self.files, &self.provider)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(pair);
         Ok(())
+    }
+
+    /// The crypto every TLS configuration of this server uses.
+    pub fn provider(&self) -> Arc<CryptoProvider> {
+        self.provider.clone()
     }
 
     /// The leaf certificate served now (DER).
@@ -65,21 +76,41 @@ impl ResolvesServerCert for ServedCertificate {
 }
 
 fn read_pair(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
-    let cert_file = files.cert.display();
+    let (cert_file, flags) = (files.cert.display(), files.flags);
     let chain = CertificateDer::pem_file_iter(&files.cert)
-        .map_err(|e| format!("--tls-cert {cert_file}: {e}"))?
+        .map_err(|e| format!("{flags}-cert {cert_file}: {e}"))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--tls-cert {cert_file}: {e}"))?;
+        .map_err(|e| format!("{flags}-cert {cert_file}: {e}"))?;
     if chain.is_empty() {
-        return Err(format!("--tls-cert {cert_file}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)"));
+        return Err(format!(
+            "{flags}-cert {cert_file}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)"
+        ));
     }
     let key_file = files.key.display();
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
-        format!("--tls-key {key_file}: no private key read ({e}); expected a PEM PKCS#8, PKCS#1 or SEC1 key")
+        format!("{flags}-key {key_file}: no private key read ({e}); expected a PEM PKCS#8, PKCS#1 or SEC1 key")
     })?;
     let pair = CertifiedKey::from_der(chain, key, provider)
-        .map_err(|e| format!("--tls-key {key_file} does not fit --tls-cert {cert_file}: {e}"))?;
+        .map_err(|e| format!("{flags}-key {key_file} does not fit {flags}-cert {cert_file}: {e}"))?;
     Ok(pair)
+}
+
+/// The agent listener's TLS with `served`: mutual with an agent CA (its certificate, PEM),
+/// refusing the `revoked` serials; server-authenticated only without one; none without a pair.
+pub fn agent_listener_tls(
+    served: Option<&Arc<ServedCertificate>>,
+    ca_pem: Option<&str>,
+    revoked: RevokedSerials,
+) -> Result<Option<ListenerTls>, String> {
+    let Some(served) = served else { return Ok(None) };
+    let tls = match ca_pem {
+        Some(ca_pem) => ListenerTls {
+            acceptor: crate::trust::mutual_tls::acceptor(served.clone(), served.provider(), &[ca_pem], revoked)?,
+            client_certificates: true,
+        },
+        None => ListenerTls::server(served.acceptor()?),
+    };
+    Ok(Some(tls))
 }
 
 /// On every SIGHUP, reads the pair again.
@@ -99,18 +130,12 @@ pub async fn reload_on_hangup(served: Arc<ServedCertificate>, stop: Cancellation
     }
 }
 
-/// A client configuration that trusts exactly the certificate this server serves now (the
-/// in-process local agent's: whatever names the certificate carries, it reaches its own server
-/// over loopback, and a reload is followed at the next connection).
-pub fn trusting_served(served: Arc<ServedCertificate>) -> Result<rustls::ClientConfig, String> {
+/// A verifier that trusts exactly the certificate this server serves now (the in-process
+/// local agent's: whatever names the certificate carries, it reaches its own server over
+/// loopback, and a reload is followed at the next connection).
+pub fn trusting_served(served: Arc<ServedCertificate>) -> Arc<dyn rustls::client::danger::ServerCertVerifier> {
     let provider = served.provider.clone();
-    let verifier = Arc::new(ServedVerifier { served, provider: provider.clone() });
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth())
+    Arc::new(ServedVerifier { served, provider })
 }
 
 #[derive(Debug)]

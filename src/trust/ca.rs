@@ -135,7 +135,9 @@ impl AgentCa {
         params.not_before = at(not_before_ms)?;
         params.not_after = at(not_after_ms)?;
         let mut serial = toolgate_domain::secrets::random_bytes::<16>();
-        serial[0] &= 0x7f; // positive, as DER integers must be
+        // Positive, as DER integers must be, and without a leading zero byte, which DER would
+        // drop: the serial read back from the certificate is this one.
+        serial[0] = (serial[0] & 0x7f).max(1);
         let serial_hex: String = serial.iter().map(|b| format!("{b:02x}")).collect();
         params.serial_number = Some(SerialNumber::from_slice(&serial));
         request.params = params;
@@ -148,6 +150,7 @@ impl AgentCa {
             not_after_ms,
             issued_at_ms: now_ms,
             reason: reason.to_string(),
+            revoked: None,
         };
         Ok(Issued { pem: cert.pem(), record })
     }

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use toolgate_domain::Clock;
-use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink};
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::fleet::wire::AgentCertificate;
 use toolgate_fleet::{CertificateIssuer, CertificateReason};
 use toolgate_store::CertStore;
@@ -49,6 +49,7 @@ impl Issuing {
             issued.record.not_after_ms
         );
         let event = AuditEvent::new(now, "ca.cert.issued", AuditOutcome::Success)
+            .target(TargetType::Certificate, issued.record.serial_hex.clone())
             .about_agents([agent_id.to_string()])
             .detail(detail);
         self.audit.record(event);

@@ -4,3 +4,4 @@
 
 pub mod ca;
 pub mod issuer;
+pub mod mutual_tls;

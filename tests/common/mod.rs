@@ -11,6 +11,7 @@ pub mod replicas;
 pub mod sse;
 pub mod teams;
 pub mod tls;
+pub mod trust;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -37,9 +37,14 @@ pub fn load(state_dir: &Path) -> Option<Held> {
         .ok()
 }
 
+/// When a held certificate is renewed: half way through its life.
+pub fn renewal_due_ms(held: &Held) -> i64 {
+    held.received_at_ms + (held.not_after_ms - held.received_at_ms) / 2
+}
+
 /// Whether to ask for a certificate now: none held, or past half its life.
 pub fn wanted(held: Option<&Held>, now_ms: i64) -> bool {
-    held.is_none_or(|h| now_ms >= h.received_at_ms + (h.not_after_ms - h.received_at_ms) / 2)
+    held.is_none_or(|h| now_ms >= renewal_due_ms(h))
 }
 
 /// A fresh key and a signing request for it.

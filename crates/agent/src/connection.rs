@@ -42,6 +42,8 @@ enum Ended {
     Lost(String),
     /// The attempt failed before the welcome: back off.
     Failed(String),
+    /// The server asked for a new connection at once (with a certificate just issued).
+    Again(String),
 }
 
 /// What the agent reports on connect and on the server's schedule.
@@ -70,7 +72,7 @@ pub async fn run_with(
     stop: CancellationToken,
     reporter: Arc<dyn Reporter>,
 ) -> Result<(), AgentError> {
-    let servers = Arc::new(Servers::new(&options.servers, &options.trust)?);
+    let servers = Arc::new(Servers::new(&options.servers, &options.trust, Some(&options.state_dir))?);
     let mut identity = state::load(&options.state_dir)?;
     if identity.is_none() && options.enroll_token.is_none() {
         return Err(AgentError::NotEnrolled(state::path(&options.state_dir)));
@@ -87,6 +89,11 @@ pub async fn run_with(
             _ = stop.cancelled() => return Ok(()),
         };
         let wait = match ended {
+            Ended::Again(why) => {
+                rounds_failed = 0;
+                tracing::info!("reconnecting to {url}: {why}");
+                Duration::ZERO
+            }
             Ended::Lost(why) => {
                 rounds_failed = 0;
                 tracing::warn!("connection to {url} lost ({why}); reconnecting");
@@ -228,12 +235,20 @@ async fn session(
             }
             (heartbeat_ms.max(10), inventory_interval_ms.max(1_000))
         }
-        ServerMessage::Refused { code: RefusalCode::Busy, message } => return Ok(Ended::Failed(message)),
+        ServerMessage::Refused { code, message } if !code.is_permanent() => return Ok(Ended::Failed(message)),
         ServerMessage::Refused { code, message } => return Err(AgentError::Refused { code, message }),
         ServerMessage::Revoked { message } => return Err(AgentError::Revoked(message)),
         other => return Ok(Ended::Failed(format!("expected a welcome, got {other:?}"))),
     };
     let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
+    // A long session renews in time: it reconnects once its certificate is half way through
+    // its life, and that hello asks for the next (the server cuts a session off when the
+    // certificate it was opened with expires). Not while renewing failed: that one waits.
+    let renewal = certificate::load(&options.state_dir).filter(|held| !certificate::wanted(Some(held), now_ms()));
+    let renew_in =
+        renewal.map(|held| Duration::from_millis((certificate::renewal_due_ms(&held) - now_ms()).max(0) as u64));
+    let renew = tokio::time::sleep(renew_in.unwrap_or(Duration::MAX));
+    tokio::pin!(renew);
     let mut heartbeat = tokio::time::interval(Duration::from_millis(heartbeat_ms));
     let mut inventory = tokio::time::interval(Duration::from_millis(inventory_ms));
     heartbeat.tick().await;
@@ -245,6 +260,9 @@ async fn session(
     }
     loop {
         tokio::select! {
+            () = &mut renew, if renew_in.is_some() => {
+                return Ok(Ended::Again("renewing the client certificate".into()));
+            }
             _ = inventory.tick() => {
                 // One report at a time; a slow one is not piled on.
                 if reporting.0.as_ref().is_none_or(|task| task.is_finished()) {
@@ -267,6 +285,7 @@ async fn session(
                 Ok(ServerMessage::Refused { code, message }) if code.is_permanent() => {
                     return Err(AgentError::Refused { code, message })
                 }
+                Ok(ServerMessage::Refused { code: RefusalCode::Reconnect, message }) => return Ok(Ended::Again(message)),
                 Ok(ServerMessage::Refused { message, .. }) => return Ok(Ended::Lost(message)),
                 Ok(ServerMessage::Welcome { .. }) => tracing::debug!("ignored a second welcome"),
                 Ok(work) => {

@@ -2,6 +2,7 @@
 //! so its identity is good on each). It uses one at a time and moves to the next when that one
 //! cannot be reached; uploads follow.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::AgentError;
@@ -13,12 +14,13 @@ pub struct Servers {
 }
 
 impl Servers {
-    /// At least one URL; each is checked (and its TLS set up) now.
-    pub fn new(urls: &[String], trust: &ServerTrust) -> Result<Self, AgentError> {
+    /// At least one URL; each is checked (and its TLS set up) now. Over TLS each presents the
+    /// client certificate kept in `state_dir`, if any.
+    pub fn new(urls: &[String], trust: &ServerTrust, state_dir: Option<&Path>) -> Result<Self, AgentError> {
         if urls.is_empty() {
             return Err(AgentError::BadServerUrl(String::new()));
         }
-        let endpoints = urls.iter().map(|url| Endpoint::new(url, trust)).collect::<Result<_, _>>()?;
+        let endpoints = urls.iter().map(|url| Endpoint::new(url, trust, state_dir)).collect::<Result<_, _>>()?;
         Ok(Self { endpoints, current: AtomicUsize::new(0) })
     }
 
@@ -52,7 +54,7 @@ mod tests {
     #[test]
     fn the_agent_moves_on_round_the_servers() {
         let urls = ["http://a:1".to_string(), "http://b:2".to_string()];
-        let servers = Servers::new(&urls, &ServerTrust::System).unwrap();
+        let servers = Servers::new(&urls, &ServerTrust::System, None).unwrap();
         let a = servers.current().clone();
         assert!(a.url.contains("a:1"));
         assert!(!servers.advance(&a), "b is next, same round");
@@ -60,7 +62,7 @@ mod tests {
         assert!(!servers.advance(&a), "a failure seen late does not skip b");
         let b = servers.current().clone();
         assert!(servers.advance(&b), "back to a: a new round");
-        assert!(Servers::new(&[], &ServerTrust::System).is_err());
-        assert!(Servers::new(&["ftp://x".to_string()], &ServerTrust::System).is_err());
+        assert!(Servers::new(&[], &ServerTrust::System, None).is_err());
+        assert!(Servers::new(&["ftp://x".to_string()], &ServerTrust::System, None).is_err());
     }
 }

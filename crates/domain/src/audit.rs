@@ -54,11 +54,13 @@ pub enum TargetType {
     AccessReview,
     /// An upload grant's id (minted, used, refused, revoked, its content deleted).
     UploadGrant,
+    /// An agent certificate's serial (issued, revoked).
+    Certificate,
 }
 
 impl TargetType {
     /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
-    pub const ALL: [TargetType; 11] = [
+    pub const ALL: [TargetType; 12] = [
         TargetType::McpSession,
         TargetType::McpRequest,
         TargetType::ToolArguments,
@@ -70,6 +72,7 @@ impl TargetType {
         TargetType::ManagementGroup,
         TargetType::AccessReview,
         TargetType::UploadGrant,
+        TargetType::Certificate,
     ];
 
     pub fn label(self) -> &'static str {
@@ -85,6 +88,7 @@ impl TargetType {
             TargetType::ManagementGroup => "ManagementGroup",
             TargetType::AccessReview => "AccessReview",
             TargetType::UploadGrant => "UploadGrant",
+            TargetType::Certificate => "Certificate",
         }
     }
 }

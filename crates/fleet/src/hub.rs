@@ -22,6 +22,10 @@ pub enum Kick {
     Silent,
     /// The same agent connected again; the newer connection wins.
     Replaced,
+    /// The certificate the session was opened with was revoked.
+    CertificateRevoked,
+    /// The certificate the session was opened with expired: reconnect (and renew).
+    CertificateExpired,
 }
 
 pub(crate) struct Live {
@@ -29,6 +33,8 @@ pub(crate) struct Live {
     pub(crate) kick: oneshot::Sender<Kick>,
     /// Messages for the agent (runs, quarantine, rules); boxed so an idle channel stays small.
     pub(crate) outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
+    /// The serial and expiry of the client certificate it was opened with, if any.
+    pub(crate) certificate: Option<(String, i64)>,
 }
 
 pub(crate) struct Entry {
@@ -100,7 +106,10 @@ pub struct Hub {
     /// Takes what agents upload under grants (none: upload connections are refused).
     pub(crate) uploads: Option<crate::uploads::UploadDesk>,
     /// Signs the certificates agents ask for (none: no CA, no certificates).
-    pub(crate) certificates: Option<Arc<dyn crate::certs::CertificateIssuer>>,
+    pub(crate) certificates: Option<crate::certs::Certificates>,
+    /// The certificate serials refused now, and when they were last read.
+    pub(crate) revoked_serials: crate::certs::RevokedSerials,
+    pub(crate) certificates_checked_ms: AtomicI64,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -170,6 +179,8 @@ impl Hub {
             secrets: None,
             uploads: None,
             certificates: None,
+            revoked_serials: crate::certs::RevokedSerials::default(),
+            certificates_checked_ms: AtomicI64::new(0),
         })
     }
 
@@ -245,8 +256,9 @@ impl Hub {
         self.live_connections.load(Ordering::Relaxed) as usize
     }
 
-    /// Registers a live connection of an authenticated agent; a previous one is closed.
-    pub fn connect(&self, agent_id: &str) -> Connection {
+    /// Registers a live connection of an authenticated agent, opened with the client
+    /// certificate `certificate` (serial, expiry) if any; a previous one is closed.
+    pub fn connect(&self, agent_id: &str, certificate: Option<(String, i64)>) -> Connection {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let (kick, kicked) = oneshot::channel();
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
@@ -254,7 +266,7 @@ impl Hub {
         let mut agents = self.write();
         // Absent: enrolled by another process after this hub loaded (the store said it is valid).
         let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry::enrolled_at(now));
-        match entry.live.replace(Live { id, kick, outbox }) {
+        match entry.live.replace(Live { id, kick, outbox, certificate }) {
             Some(previous) => {
                 let _ = previous.kick.send(Kick::Replaced);
             }

@@ -7,7 +7,7 @@ use toolgate_domain::Clock;
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_store::SqliteStore;
 
-use crate::{FleetSettings, Hub, Kick};
+use crate::{FleetSettings, Hub, Kick, PeerCertificate};
 
 async fn hub_with_agents(clock: &Clock, n: i64) -> (Hub, Vec<String>) {
     let repositories = SqliteStore::open_in_memory().unwrap().repositories();
@@ -31,10 +31,10 @@ async fn live_connections_are_counted_through_every_way_out() {
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
     assert_eq!(hub.connected(), 0);
-    let a = hub.connect(&ids[0]);
-    let mut a_again = hub.connect(&ids[0]);
-    let b = hub.connect(&ids[1]);
-    let c = hub.connect(&ids[2]);
+    let a = hub.connect(&ids[0], None);
+    let mut a_again = hub.connect(&ids[0], None);
+    let b = hub.connect(&ids[1], None);
+    let c = hub.connect(&ids[2], None);
     assert_eq!(hub.connected(), 3, "a replaced connection is not counted twice");
     assert_eq!(a.kicked.await, Ok(Kick::Replaced));
     // The replaced connection's end does not take the agent offline.
@@ -123,7 +123,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     use toolgate_domain::fleet::wire::{RunResult, ServerMessage, StepResult};
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
-    let mut online = hub.connect(&ids[0]);
+    let mut online = hub.connect(&ids[0], None);
     let execution = toolgate_store::NewExecution {
         execution_id: "exe-0001".into(),
         kind: "instruction".into(),
@@ -137,7 +137,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     };
     hub.start_execution(execution).await.unwrap();
     assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
-    let mut later = hub.connect(&ids[1]);
+    let mut later = hub.connect(&ids[1], None);
     hub.welcome_work(&ids[1]).await.unwrap();
     assert!(matches!(*later.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "due on connect");
     let result = RunResult {
@@ -206,15 +206,22 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
         serde_json::json!({"type": "hello", "protocol": protocol, "agent_id": id, "credential": credential, "agent_version": "t"})
             .to_string()
     };
-    let Handshake::Welcome { reply, connection: old } = handshake(&hub, &hello(1)).await else {
+    let Handshake::Welcome { reply, connection: old } = handshake(&hub, &hello(1), &PeerCertificate::NotAsked).await
+    else {
         panic!("not welcomed")
     };
     assert!(!serde_json::to_string(&reply).unwrap().contains("quarantine"), "protocol 1: {reply:?}");
     drop(old);
-    let Handshake::Welcome { reply, mut connection } = handshake(&hub, &hello(2)).await else { panic!("not welcomed") };
+    let Handshake::Welcome { reply, mut connection } = handshake(&hub, &hello(2), &PeerCertificate::NotAsked).await
+    else {
+        panic!("not welcomed")
+    };
     let wish = QuarantineWish { quarantined: true, reason: Some("suspicious".into()) };
     assert!(matches!(reply, ServerMessage::Welcome { quarantine: Some(ref q), .. } if *q == wish), "{reply:?}");
-    assert!(matches!(handshake(&hub, &hello(3)).await, Handshake::Refused(_)), "a newer protocol is refused");
+    assert!(
+        matches!(handshake(&hub, &hello(3), &PeerCertificate::NotAsked).await, Handshake::Refused(_)),
+        "a newer protocol is refused"
+    );
 
     hub.welcome_work(&id).await.unwrap();
     let mut sent = Vec::new();

@@ -8,7 +8,7 @@ use toolgate_domain::fleet::wire::{
     ServerMessage,
 };
 
-use crate::certs::CertificateReason;
+use crate::certs::{CertificateReason, PeerCertificate};
 use crate::hub::{Connection, Hub};
 
 /// How a handshake ended.
@@ -28,15 +28,25 @@ pub enum Handshake {
         agent_id: String,
         reply: ServerMessage,
     },
+    /// A certificate issued on a listener that asks for one: the welcome, then a close that
+    /// has the agent reconnect with it.
+    Reissued {
+        reply: ServerMessage,
+    },
     Refused(ServerMessage),
+}
+
+fn has_certificate(reply: &ServerMessage) -> bool {
+    matches!(reply, ServerMessage::Welcome { certificate: Some(_), .. })
 }
 
 fn refused(code: RefusalCode, message: impl Into<String>) -> Handshake {
     Handshake::Refused(ServerMessage::Refused { code, message: message.into() })
 }
 
-/// Answers the agent's first frame: an enrollment or a hello.
-pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
+/// Answers the agent's first frame: an enrollment or a hello, over a connection that came
+/// with `peer` (docs/trust.md).
+pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate) -> Handshake {
     let message = match serde_json::from_str::<AgentMessage>(first_frame) {
         Ok(message) => message,
         Err(e) => {
@@ -86,6 +96,11 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
         }
         _ => return refused(RefusalCode::Malformed, "the first frame must be an enroll or hello message"),
     };
+    if credential.is_none()
+        && let Err(refusal) = hub.admit_certificate(&agent_id, peer, purpose, csr.is_some()).await
+    {
+        return Handshake::Refused(refusal);
+    }
     let settings = hub.settings();
     // Told before any work, so that a change never runs on an agent quarantined while offline.
     let quarantine = (protocol >= 2 && purpose == Purpose::Session)
@@ -102,8 +117,18 @@ pub async fn handshake(hub: &Hub, first_frame: &str) -> Handshake {
         quarantine,
         certificate,
     };
+    // A session bound to a certificate ends when it expires or is revoked.
+    let bound = match peer {
+        PeerCertificate::Presented(p) => Some((p.serial_hex.clone(), p.not_after_ms)),
+        PeerCertificate::NotAsked | PeerCertificate::Absent => None,
+    };
     match purpose {
-        Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id), reply },
+        // On a listener that asks, a session given a new certificate comes back with it, so a
+        // session is always bound to the newest.
+        Purpose::Session if *peer != PeerCertificate::NotAsked && has_certificate(&reply) => {
+            Handshake::Reissued { reply }
+        }
+        Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id, bound), reply },
         Purpose::Report => Handshake::Report { agent_id, reply },
         Purpose::Upload => Handshake::Upload { agent_id, reply },
     }

@@ -22,6 +22,9 @@ pub struct FleetSettings {
     /// How long a report connection may wait for its next frame before it is closed: an
     /// agent sends its frames at once, so an idle one holds a place for nothing.
     pub report_idle_ms: u64,
+    /// How often each replica reads the revoked certificate serials (docs/trust.md): a
+    /// certificate revoked on another replica is cut off within it.
+    pub revocation_check_ms: u64,
 }
 
 impl Default for FleetSettings {
@@ -34,6 +37,7 @@ impl Default for FleetSettings {
             max_handshakes: 1024,
             max_concurrent_reports: 16,
             report_idle_ms: 10_000,
+            revocation_check_ms: 30_000,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Revocation and the sweep: connections closed when their agent is revoked (here or on the
-//! console) or falls silent, last-seen times saved, overdue executions finished.
+//! console), its certificate revoked or expired ([`crate::certs`]), or it falls silent, last-seen times saved, overdue executions finished.
 
 use std::sync::atomic::Ordering;
 
@@ -76,6 +76,7 @@ impl Hub {
                 self.mark_revoked(&agent_id, now);
             }
         }
+        self.check_certificates(false).await?;
         if !seen.is_empty() {
             self.store.save_last_seen(&seen).await?;
         }

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use toolgate_domain::StoreError;
-use toolgate_domain::certs::IssuedCert;
+use toolgate_domain::certs::{IssuedCert, Revocation};
 use toolgate_domain::groups::Reach;
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
@@ -14,8 +14,32 @@ pub trait CertStore: Send + Sync {
     /// A page of the certificates issued to agents within `reach`, newest first, and how many
     /// there are in all.
     async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)>;
+    /// Revokes the certificate `serial_hex` (lowercase) of an agent within `reach`: the record
+    /// and whether this call revoked it (false: it already was). None when there is no such
+    /// certificate the reach covers.
+    async fn revoke(
+        &self,
+        serial_hex: &str,
+        reach: &Reach,
+        by: &str,
+        reason: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Option<(IssuedCert, bool)>>;
+    /// The serials revoked that have not yet expired at `now_ms` (an expired certificate is
+    /// refused anyway): what every replica refuses.
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>>;
+    /// The agent's newest certificate (the server's own question, unconfined).
+    async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>>;
 }
 
-/// The columns [`IssuedCert`] is read from, in order.
+/// The columns [`IssuedCert`] is written with, in order.
 pub(crate) const CERT_COLUMNS: &str =
     "serial_hex, agent_id, ca_generation, not_before_ms, not_after_ms, issued_at_ms, reason";
+/// The columns it is read from: those, then its revocation.
+pub(crate) const CERT_READ_COLUMNS: &str = "serial_hex, agent_id, ca_generation, not_before_ms, not_after_ms, \
+     issued_at_ms, reason, revoked_at_ms, revoked_by, revocation_reason";
+
+/// The revocation read from its three columns (all null: not revoked).
+pub(crate) fn revocation(at_ms: Option<i64>, by: Option<String>, reason: Option<String>) -> Option<Revocation> {
+    at_ms.map(|revoked_at_ms| Revocation { revoked_at_ms, revoked_by: by.unwrap_or_default(), reason })
+}

@@ -304,12 +304,19 @@ pub enum RefusalCode {
     Busy,
     /// The upload grant cannot be used, or the upload broke its terms (size, digest).
     UploadRefused,
+    /// The agent listener wants the client certificate this agent holds (docs/trust.md); it
+    /// can connect without one again once that one has expired.
+    CertificateRequired,
+    /// The agent's certificate was revoked: it must be enrolled again.
+    CertificateRevoked,
+    /// A certificate was just issued on a connection that presented none: reconnect with it.
+    Reconnect,
 }
 
 impl RefusalCode {
     /// Whether trying again with the same credentials can ever succeed.
     pub fn is_permanent(self) -> bool {
-        !matches!(self, RefusalCode::Busy)
+        !matches!(self, RefusalCode::Busy | RefusalCode::CertificateRequired | RefusalCode::Reconnect)
     }
 }
 

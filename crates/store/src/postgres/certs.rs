@@ -1,13 +1,36 @@
 //! Issued agent certificates on PostgreSQL (see [`crate::CertStore`]).
 
 use async_trait::async_trait;
+use tokio_postgres::types::ToSql;
 use toolgate_domain::certs::IssuedCert;
 
 use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
 use super::{PostgresStore, execute, pg, row, rows};
-use crate::certs::{CERT_COLUMNS, CertStore, Result};
+use crate::certs::{CERT_COLUMNS, CERT_READ_COLUMNS, CertStore, Result, revocation};
+
+fn cert_row(r: &tokio_postgres::Row) -> super::Pg<IssuedCert> {
+    let generation: i32 = r.try_get(2)?;
+    Ok(IssuedCert {
+        serial_hex: r.try_get(0)?,
+        agent_id: r.try_get(1)?,
+        ca_generation: u32::try_from(generation).unwrap_or_default(),
+        not_before_ms: r.try_get(3)?,
+        not_after_ms: r.try_get(4)?,
+        issued_at_ms: r.try_get(5)?,
+        reason: r.try_get(6)?,
+        revoked: revocation(r.try_get(7)?, r.try_get(8)?, r.try_get(9)?),
+    })
+}
+
+/// ` AND agent_id IN (…)` over the reach's array parameter `$n`; nothing fleet-wide.
+fn within(groups: &Option<Vec<String>>, n: usize) -> String {
+    match groups {
+        Some(_) => format!(" AND agent_id IN ({})", reach_agents(n)),
+        None => String::new(),
+    }
+}
 
 #[async_trait]
 impl CertStore for PostgresStore {
@@ -15,7 +38,7 @@ impl CertStore for PostgresStore {
         pg(async {
             let generation = i32::try_from(c.ca_generation).unwrap_or(i32::MAX);
             let sql = format!("INSERT INTO issued_cert ({CERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
-            let values: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+            let values: [&(dyn ToSql + Sync); 7] = [
                 &c.serial_hex,
                 &c.agent_id,
                 &generation,
@@ -33,42 +56,79 @@ impl CertStore for PostgresStore {
         pg(async {
             let c = self.conn().await?;
             let groups = reach_param(reach);
-            let confined = |n: usize| match &groups {
-                Some(_) => format!("WHERE agent_id IN ({})", reach_agents(n)),
-                None => String::new(),
-            };
-            let mut counted: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+            let mut counted: Vec<&(dyn ToSql + Sync)> = Vec::new();
             if let Some(groups) = &groups {
                 counted.push(groups);
             }
-            let count = format!("SELECT count(*) FROM issued_cert {}", confined(1));
+            let count = format!("SELECT count(*) FROM issued_cert WHERE TRUE{}", within(&groups, 1));
             let total: i64 = row(&*c, &count, &counted).await?.map_or(Ok(0), |r| r.try_get(0))?;
             let sql = format!(
-                "SELECT {CERT_COLUMNS} FROM issued_cert {} ORDER BY issued_at_ms DESC, serial_hex LIMIT $1 OFFSET $2",
-                confined(3)
+                "SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE TRUE{} \
+                 ORDER BY issued_at_ms DESC, serial_hex LIMIT $1 OFFSET $2",
+                within(&groups, 3)
             );
             let (limit, offset) = (limit as i64, offset as i64);
-            let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&limit, &offset];
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&limit, &offset];
             if let Some(groups) = &groups {
                 values.push(groups);
             }
             let found = rows(&*c, &sql, &values).await?;
-            let certs = found
-                .iter()
-                .map(|r| {
-                    let generation: i32 = r.try_get(2)?;
-                    Ok(IssuedCert {
-                        serial_hex: r.try_get(0)?,
-                        agent_id: r.try_get(1)?,
-                        ca_generation: u32::try_from(generation).unwrap_or_default(),
-                        not_before_ms: r.try_get(3)?,
-                        not_after_ms: r.try_get(4)?,
-                        issued_at_ms: r.try_get(5)?,
-                        reason: r.try_get(6)?,
-                    })
-                })
-                .collect::<super::Pg<Vec<_>>>()?;
+            let certs = found.iter().map(cert_row).collect::<super::Pg<Vec<_>>>()?;
             Ok((certs, total as u64))
+        })
+        .await
+    }
+
+    async fn revoke(
+        &self,
+        serial_hex: &str,
+        reach: &Reach,
+        by: &str,
+        reason: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Option<(IssuedCert, bool)>> {
+        pg(async {
+            let c = self.conn().await?;
+            let groups = reach_param(reach);
+            let update = format!(
+                "UPDATE issued_cert SET revoked_at_ms = $2, revoked_by = $3, revocation_reason = $4 \
+                 WHERE serial_hex = $1 AND revoked_at_ms IS NULL{}",
+                within(&groups, 5)
+            );
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&serial_hex, &now_ms, &by, &reason];
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            let changed = execute(&*c, &update, &values).await?;
+            let select =
+                format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = $1{}", within(&groups, 2));
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&serial_hex];
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            let found = row(&*c, &select, &values).await?.as_ref().map(cert_row).transpose()?;
+            Ok(found.map(|cert| (cert, changed > 0)))
+        })
+        .await
+    }
+
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>> {
+        pg(async {
+            let sql = "SELECT serial_hex FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > $1";
+            let found = rows(&*self.conn().await?, sql, &[&now_ms]).await?;
+            Ok(found.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?)
+        })
+        .await
+    }
+
+    async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>> {
+        pg(async {
+            let sql = format!(
+                "SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE agent_id = $1 \
+                 ORDER BY issued_at_ms DESC, serial_hex DESC LIMIT 1"
+            );
+            let found = row(&*self.conn().await?, &sql, &[&agent_id]).await?;
+            found.as_ref().map(cert_row).transpose()
         })
         .await
     }

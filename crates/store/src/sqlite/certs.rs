@@ -1,14 +1,35 @@
 //! Issued agent certificates in SQLite (see [`crate::CertStore`]).
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use toolgate_domain::certs::IssuedCert;
 
 use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
-use crate::certs::{CERT_COLUMNS, CertStore, Result};
+use crate::certs::{CERT_COLUMNS, CERT_READ_COLUMNS, CertStore, Result, revocation};
+
+fn cert_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IssuedCert> {
+    Ok(IssuedCert {
+        serial_hex: r.get(0)?,
+        agent_id: r.get(1)?,
+        ca_generation: r.get(2)?,
+        not_before_ms: r.get(3)?,
+        not_after_ms: r.get(4)?,
+        issued_at_ms: r.get(5)?,
+        reason: r.get(6)?,
+        revoked: revocation(r.get(7)?, r.get(8)?, r.get(9)?),
+    })
+}
+
+/// ` AND agent_id IN (…)` over the reach's JSON parameter at `placeholder`; nothing fleet-wide.
+fn within(groups: &Option<String>, placeholder: &str) -> String {
+    match groups {
+        Some(_) => format!(" AND agent_id IN ({})", reach_agents(placeholder)),
+        None => String::new(),
+    }
+}
 
 #[async_trait]
 impl CertStore for SqliteStore {
@@ -35,34 +56,78 @@ impl CertStore for SqliteStore {
     async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)> {
         let groups = reach_param(reach);
         self.run(move |conn| {
-            let confined = match groups {
-                Some(_) => format!("WHERE agent_id IN ({})", reach_agents("?3")),
-                None => String::new(),
-            };
             let total: i64 = conn.query_row(
-                &format!("SELECT count(*) FROM issued_cert {}", confined.replace("?3", "?1")),
+                &format!("SELECT count(*) FROM issued_cert WHERE 1 = 1{}", within(&groups, "?1")),
                 rusqlite::params_from_iter(groups.iter()),
                 |r| r.get(0),
             )?;
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {CERT_COLUMNS} FROM issued_cert {confined} ORDER BY issued_at_ms DESC, serial_hex LIMIT ?1 OFFSET ?2"
+                "SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE 1 = 1{} \
+                 ORDER BY issued_at_ms DESC, serial_hex LIMIT ?1 OFFSET ?2",
+                within(&groups, "?3")
             ))?;
             let mut values: Vec<rusqlite::types::Value> = vec![(limit as i64).into(), (offset as i64).into()];
             values.extend(groups.map(Into::into));
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(values), |r| {
-                    Ok(IssuedCert {
-                        serial_hex: r.get(0)?,
-                        agent_id: r.get(1)?,
-                        ca_generation: r.get(2)?,
-                        not_before_ms: r.get(3)?,
-                        not_after_ms: r.get(4)?,
-                        issued_at_ms: r.get(5)?,
-                        reason: r.get(6)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let rows =
+                stmt.query_map(rusqlite::params_from_iter(values), cert_row)?.collect::<rusqlite::Result<_>>()?;
             Ok((rows, total as u64))
+        })
+        .await
+    }
+
+    async fn revoke(
+        &self,
+        serial_hex: &str,
+        reach: &Reach,
+        by: &str,
+        reason: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Option<(IssuedCert, bool)>> {
+        let (serial, by, reason) = (serial_hex.to_string(), by.to_string(), reason.map(String::from));
+        let groups = reach_param(reach);
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let mut values: Vec<rusqlite::types::Value> =
+                vec![serial.clone().into(), now_ms.into(), by.into(), reason.into()];
+            values.extend(groups.clone().map(Into::into));
+            let changed = tx.execute(
+                &format!(
+                    "UPDATE issued_cert SET revoked_at_ms = ?2, revoked_by = ?3, revocation_reason = ?4 \
+                     WHERE serial_hex = ?1 AND revoked_at_ms IS NULL{}",
+                    within(&groups, "?5")
+                ),
+                rusqlite::params_from_iter(values),
+            )?;
+            let mut values: Vec<rusqlite::types::Value> = vec![serial.into()];
+            values.extend(groups.clone().map(Into::into));
+            let sql =
+                format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = ?1{}", within(&groups, "?2"));
+            let found = tx.query_row(&sql, rusqlite::params_from_iter(values), cert_row).optional()?;
+            tx.commit()?;
+            Ok(found.map(|cert| (cert, changed > 0)))
+        })
+        .await
+    }
+
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>> {
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT serial_hex FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > ?1",
+            )?;
+            let rows = stmt.query_map([now_ms], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>> {
+        let agent_id = agent_id.to_string();
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE agent_id = ?1 \
+                 ORDER BY issued_at_ms DESC, serial_hex DESC LIMIT 1"
+            );
+            conn.query_row(&sql, [agent_id], cert_row).optional()
         })
         .await
     }

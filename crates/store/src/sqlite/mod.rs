@@ -58,6 +58,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0022_plugin_secrets", include_str!("../../migrations/sqlite/0022_plugin_secrets.sql")),
     ("0023_uploads", include_str!("../../migrations/sqlite/0023_uploads.sql")),
     ("0024_issued_certs", include_str!("../../migrations/sqlite/0024_issued_certs.sql")),
+    ("0025_cert_revocation", include_str!("../../migrations/sqlite/0025_cert_revocation.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

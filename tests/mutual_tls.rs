@@ -1,0 +1,195 @@
+//! The agent listener with mutual TLS (docs/trust.md), against the real binary and real agents:
+//! three agents enroll over server-authenticated TLS and come back with client certificates;
+//! a hello without its certificate is refused while it holds one; one agent's certificate is
+//! revoked (with a person's approval) and it is cut off, refused at the handshake with its old
+//! certificate, and still after a restart; an unknown serial is audited apart; and a session
+//! renews its short-lived certificate by itself, staying online.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::agents::*;
+use common::tls::Localhost;
+use common::trust::{held, issued, kek_file, tls_hello, wait_held_other_than, wait_issued};
+use common::{Server, call_as};
+use serde_json::{Value, json};
+
+/// A free loopback address: the agent listener's, kept across a restart.
+fn free_address() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
+
+/// A server whose agent listener (at `agents`) has a `localhost` pair of its own and a CA;
+/// MCP stays plain HTTP.
+fn serve(tls: &Localhost, kek: &str, agents: &str, data: Option<tempfile::TempDir>, extra: &[&str]) -> Server {
+    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
+    let flags = [
+        FAST,
+        &["--kek-file", kek, "--agent-listen", agents, "--agent-tls-cert", &cert, "--agent-tls-key", &key],
+        &["--cert-revocation-check-ms", "200"],
+        extra,
+    ]
+    .concat();
+    match data {
+        Some(data) => common::start_in(data, &flags),
+        None => common::start(&flags),
+    }
+}
+
+fn agent_url(s: &Server) -> String {
+    format!("https://localhost:{}", s.agents.port())
+}
+
+fn spawn(s: &Server, tls: &Localhost, token: Option<&str>, state_dir: &Path, hostname: &str) -> Agent {
+    spawn_agent_with_logs_to(&agent_url(s), Some(&tls.ca), token, state_dir, hostname, "true")
+}
+
+/// The audit rows of `action` (as the administrator).
+fn audit_rows(s: &Server, token: &str, action: &str) -> Vec<Value> {
+    let answer = call_as(s, token, "query_audit_log", json!({"action": action})).json();
+    answer["result"]["structuredContent"]["entries"].as_array().cloned().unwrap_or_default()
+}
+
+fn refusal_code(answer: &Value) -> &str {
+    assert_eq!(answer["type"], "refused", "{answer}");
+    answer["code"].as_str().unwrap()
+}
+
+#[test]
+fn three_agents_enroll_with_mutual_tls_and_a_revoked_one_is_cut_off_for_good() {
+    let tls = Localhost::new();
+    let ca_pem = std::fs::read_to_string(&tls.ca).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let agents_at = free_address();
+    let s = serve(&tls, &kek, &agents_at, None, &[]);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &["--uses", "3"]);
+    let names = ["mtls-a", "mtls-b", "mtls-c"];
+    let mut agents: Vec<Agent> =
+        names.iter().map(|name| spawn(&s, &tls, Some(&token), &states.path().join(name), name)).collect();
+    let ids = online_by_hostname(&s, &schemas, 3);
+    let listed = wait_issued(&s, 3);
+    let serial_of: HashMap<String, String> = listed["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["agent_id"].as_str().unwrap().to_string(), c["serial_hex"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(serial_of.len(), 3, "one certificate each: {listed}");
+    assert!(listed["certificates"].as_array().unwrap().iter().all(|c| c["reason"] == "enrollment"), "{listed}");
+
+    // Holding a certificate, an agent may not say hello without it; with it, it may.
+    let b_dir = states.path().join("mtls-b");
+    let without = tls_hello(s.agents, &ca_pem, &b_dir, None).expect("an answer over TLS");
+    assert_eq!(refusal_code(&without), "certificate_required", "{without}");
+    let b_held = held(&b_dir);
+    let with = tls_hello(s.agents, &ca_pem, &b_dir, Some(&b_held)).expect("a welcome");
+    assert_eq!(with["type"], "welcome", "{with}");
+    // Another agent's certificate does not open this one's session.
+    let c_dir = states.path().join("mtls-c");
+    let crossed = tls_hello(s.agents, &ca_pem, &c_dir, Some(&b_held)).expect("an answer");
+    assert_eq!(refusal_code(&crossed), "bad_credential", "{crossed}");
+
+    // Revoking needs a person's approval on the supervised tier.
+    let rita = common::console::reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let a_id = &ids["mtls-a"];
+    let a_dir = states.path().join("mtls-a");
+    let a_held = held(&a_dir);
+    let serial = serial_of[a_id].to_uppercase();
+    let revoked = common::console::approved_on(
+        &s,
+        &s,
+        &rita,
+        &admin,
+        "revoke_certificate",
+        json!({"serial_hex": serial, "reason": "laptop lost"}),
+    );
+    assert_eq!(
+        (revoked["changed"].as_bool(), revoked["certificate"]["agent_id"].as_str()),
+        (Some(true), Some(a_id.as_str()))
+    );
+    assert_eq!(revoked["certificate"]["revoked"]["reason"], "laptop lost");
+    // Cut off: its session closed, the agent told why, and it stops.
+    let code = agents[0].wait_for_exit();
+    assert_ne!(code, 0, "the revoked agent stops");
+    assert!(
+        agents[0].log_text().contains("certificate_revoked") || agents[0].log_text().contains("revoked"),
+        "{}",
+        agents[0].log_text()
+    );
+    wait_for_status(&s, &schemas, a_id, "offline");
+    // Its old certificate fails the handshake; without one it is refused as revoked.
+    assert!(tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).is_err(), "the revoked certificate is refused");
+    let bare = tls_hello(s.agents, &ca_pem, &a_dir, None).expect("an answer");
+    assert_eq!(refusal_code(&bare), "certificate_revoked", "{bare}");
+    // The others stay online.
+    wait_for_status(&s, &schemas, &ids["mtls-b"], "online");
+    wait_for_status(&s, &schemas, &ids["mtls-c"], "online");
+
+    // Audited: the revocation, and an unknown serial apart from it (denied, not a failure).
+    let unknown = call_as(&s, &admin, "revoke_certificate", json!({"serial_hex": "abcdef"})).json();
+    let approval = approval_id_of(&unknown);
+    common::agents::approve(&s, &rita, &approval);
+    let recalled =
+        call_as(&s, &admin, "revoke_certificate", json!({"serial_hex": "abcdef", "approval_id": approval})).json();
+    assert_eq!(recalled["result"]["isError"], true, "{recalled}");
+    let rows = audit_rows(&s, &admin, "ca.cert.revoked");
+    let outcomes: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["result"].as_str().unwrap_or(""), r["target"].as_str().unwrap_or(""))).collect();
+    assert!(outcomes.contains(&("success", serial.to_lowercase().as_str())), "{rows:?}");
+    assert!(outcomes.contains(&("denied", "abcdef")), "{rows:?}");
+
+    // After a restart the serial is still refused, and the others come back.
+    drop(agents.remove(0));
+    let s = serve(&tls, &kek, &agents_at, Some(s.stop()), &[]);
+    assert!(tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).is_err(), "still refused after a restart");
+    let b_again = tls_hello(s.agents, &ca_pem, &b_dir, Some(&b_held)).expect("a welcome");
+    assert_eq!(b_again["type"], "welcome", "{b_again}");
+    let schemas = output_schemas(&s);
+    online_by_hostname(&s, &schemas, 2);
+    assert_eq!(issued(&s)["certificates"].as_array().unwrap().iter().filter(|c| !c["revoked"].is_null()).count(), 1);
+}
+
+fn approval_id_of(answer: &Value) -> String {
+    assert_eq!(answer["error"]["code"], -32006, "expected an approval ticket: {answer}");
+    answer["error"]["data"]["approval_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_session_renews_its_short_lived_certificate_by_itself() {
+    let tls = Localhost::new();
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let s = serve(&tls, &kek, &free_address(), None, &["--agent-cert-lifetime", "10"]);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("renewing");
+    let _agent = spawn(&s, &tls, Some(&mint(&s, &["--uses", "1"])), &state_dir, "renewing");
+    let agent_id = online_by_hostname(&s, &schemas, 1)["renewing"].clone();
+    let first = wait_held_other_than(&state_dir, None);
+    // Half way through its ten seconds the running agent renews; and again after that, each
+    // time before the server would cut the session off at the certificate's expiry.
+    let second = wait_held_other_than(&state_dir, first["pem"].as_str());
+    let third = wait_held_other_than(&state_dir, second["pem"].as_str());
+    assert!(third["not_after_ms"].as_i64() > second["not_after_ms"].as_i64());
+    let listed = wait_issued(&s, 3);
+    assert_eq!(listed["certificates"][0]["reason"], "renewal", "{listed}");
+    // Past the first certificate's expiry the agent is online on its newest one.
+    let expired_at = first["not_after_ms"].as_i64().unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while now_ms() < expired_at + 1_000 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_for_status(&s, &schemas, &agent_id, "online");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
