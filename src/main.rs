@@ -65,6 +65,13 @@ enum Command {
         #[command(subcommand)]
         command: toolgate::cli::kek::KekCommand,
     },
+    /// The agent CA's generations: status, rotation, retirement (docs/trust.md).
+    Ca {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(subcommand)]
+        command: toolgate::cli::ca::CaCommand,
+    },
     /// Review human approvals from the server's console.
     Approvals {
         #[command(flatten)]
@@ -302,6 +309,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             Ok(print_out(&toolgate::cli::kek::run(opened.as_ref(), command).await?))
         }),
+        Command::Ca { store, command } => runtime()?
+            .block_on(async { Ok(print_out(&toolgate::cli::ca::run(&console::open(&store).await?, command).await?)) }),
         Command::Group { store, command } => {
             runtime()?.block_on(async { Ok(print_out(&groups::run(&console::open(&store).await?, command).await?)) })
         }

@@ -24,6 +24,7 @@ pub struct Services {
     fleet: Arc<Hub>,
     vault: Arc<Vault>,
     uploads: Arc<UploadLimits>,
+    trust: Option<Arc<crate::trust::signing::Trust>>,
 }
 
 impl Services {
@@ -38,7 +39,7 @@ impl Services {
             default_ttl_secs: 0,
             retention: Default::default(),
         });
-        Self { repositories, clock, audit, fleet, vault, uploads: Arc::new(uploads) }
+        Self { repositories, clock, audit, fleet, vault, uploads: Arc::new(uploads), trust: None }
     }
 
     /// The same, with the vault the server opened with its keyring.
@@ -49,6 +50,16 @@ impl Services {
     /// The same, with the deployment's upload limits.
     pub fn with_upload_limits(self, limits: UploadLimits) -> Self {
         Self { uploads: Arc::new(limits), ..self }
+    }
+
+    /// The same, with the agent CA and the code-signing key (a server with a KEK).
+    pub fn with_trust(self, trust: Arc<crate::trust::signing::Trust>) -> Self {
+        Self { trust: Some(trust), ..self }
+    }
+
+    /// The agent CA and the code-signing key; None without a key-encryption key.
+    pub fn trust(&self) -> Option<&crate::trust::signing::Trust> {
+        self.trust.as_deref()
     }
 
     /// How large and long upload grants may be, and each retention class's duration.

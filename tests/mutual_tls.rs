@@ -2,8 +2,9 @@
 //! three agents enroll over server-authenticated TLS and come back with client certificates;
 //! a hello without its certificate is refused while it holds one; one agent's certificate is
 //! revoked (with a person's approval) and it is cut off, refused at the handshake with its old
-//! certificate, and still after a restart; an unknown serial is audited apart; and a session
-//! renews its short-lived certificate by itself, staying online.
+//! certificate, and still after a restart; an unknown serial is audited apart; a session
+//! renews its short-lived certificate by itself, staying online; and a CA rotation moves the
+//! agents over to the next generation as they renew, the old one trusted until it is retired.
 
 mod common;
 
@@ -170,7 +171,7 @@ fn a_session_renews_its_short_lived_certificate_by_itself() {
     let schemas = output_schemas(&s);
     let states = tempfile::tempdir().unwrap();
     let state_dir = states.path().join("renewing");
-    let _agent = spawn(&s, &tls, Some(&mint(&s, &["--uses", "1"])), &state_dir, "renewing");
+    let agent = spawn(&s, &tls, Some(&mint(&s, &["--uses", "1"])), &state_dir, "renewing");
     let agent_id = online_by_hostname(&s, &schemas, 1)["renewing"].clone();
     let first = wait_held_other_than(&state_dir, None);
     // Half way through its ten seconds the running agent renews; and again after that, each
@@ -188,8 +189,82 @@ fn a_session_renews_its_short_lived_certificate_by_itself() {
         std::thread::sleep(Duration::from_millis(200));
     }
     wait_for_status(&s, &schemas, &agent_id, "online");
+    let log = agent.log_text();
+    assert!(log.contains("renewing the client certificate"), "renewed in time, not cut off at expiry: {log}");
+    assert!(!log.contains("certificate of this session expired"), "{log}");
 }
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// The generation of the newest certificate of each agent.
+fn newest_generations(s: &Server) -> HashMap<String, u64> {
+    let mut newest = HashMap::new();
+    // Newest first: the first seen of each agent is its newest.
+    for c in issued(s)["certificates"].as_array().unwrap() {
+        newest.entry(c["agent_id"].as_str().unwrap().to_string()).or_insert(c["ca_generation"].as_u64().unwrap());
+    }
+    newest
+}
+
+#[test]
+fn a_ca_rotation_moves_agents_over_as_they_renew() {
+    let tls = Localhost::new();
+    let ca_pem = std::fs::read_to_string(&tls.ca).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let agents_at = free_address();
+    // Long enough that generation 1's certificates are still valid when it is retired (so they
+    // are refused for that, not for expiring); the agents renew half way through.
+    let lifetime = ["--agent-cert-lifetime", "60"];
+    let s = serve(&tls, &kek, &agents_at, None, &lifetime);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &["--uses", "2"]);
+    let agents: Vec<Agent> =
+        ["rot-a", "rot-b"].iter().map(|n| spawn(&s, &tls, Some(&token), &states.path().join(n), n)).collect();
+    online_by_hostname(&s, &schemas, 2);
+    wait_issued(&s, 2);
+    let a_dir = states.path().join("rot-a");
+    let first_generation = held(&a_dir);
+
+    let rotated = s.cli(&["ca", "rotate", "--kek-file", &kek]);
+    assert!(rotated.contains("generation 2 made"), "{rotated}");
+    // The agents' certificates of generation 1 are live: it is not retired under them.
+    let early = s.cli_output(&["ca", "retire", "--generation", "1", "--kek-file", &kek]);
+    let said = String::from_utf8_lossy(&early.stderr);
+    assert!(!early.status.success() && said.contains("live certificate"), "{said}");
+
+    // From its next start the server signs with generation 2 and trusts both: the agents come
+    // back with their generation-1 certificates and renew into generation 2.
+    let s = serve(&tls, &kek, &agents_at, Some(s.stop()), &lifetime);
+    let schemas = output_schemas(&s);
+    let status = s.cli(&["ca", "status", "--kek-file", &kek]);
+    assert!(status.contains("generation 2 (signs)") && status.contains("generation 1 (trusted)"), "{status}");
+    let deadline = Instant::now() + PATIENCE;
+    while newest_generations(&s).values().filter(|g| **g == 2).count() < 2 {
+        assert!(Instant::now() < deadline, "not every agent renewed into generation 2: {}", issued(&s));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    online_by_hostname(&s, &schemas, 2);
+    let renewed = wait_held_other_than(&a_dir, first_generation["pem"].as_str());
+    assert!(renewed["ca_pem"].as_str().unwrap().matches("BEGIN CERTIFICATE").count() == 2, "with the cross-signed one");
+
+    // Retired, generation 1 is refused from the next start; the renewed agents stay.
+    s.cli(&["ca", "retire", "--generation", "1", "--force", "--kek-file", &kek]);
+    let s = serve(&tls, &kek, &agents_at, Some(s.stop()), &lifetime);
+    let schemas = output_schemas(&s);
+    let valid_for_ms = first_generation["not_after_ms"].as_i64().unwrap() - now_ms();
+    assert!(valid_for_ms > 0, "the machine was too slow: the old certificate expired first");
+    assert!(tls_hello(s.agents, &ca_pem, &a_dir, Some(&first_generation)).is_err(), "generation 1 is not trusted");
+    online_by_hostname(&s, &schemas, 2);
+    let status = s.cli(&["ca", "status", "--kek-file", &kek]);
+    assert!(!status.contains("generation 1"), "{status}");
+    // Frames signed under generation 2 were taken all along by agents that pinned generation
+    // 1: through the cross-signed certificate (the quarantine state of every session is one).
+    for agent in &agents {
+        let log = agent.log_text();
+        assert!(log.contains("renewing the client certificate") && !log.contains("refused a frame"), "{log}");
+    }
 }

@@ -66,11 +66,13 @@ fn secrets_are_write_only_everywhere() {
     let listed = structured(&call_as(&s, &token, "list_plugin_secrets", json!({"plugin": "backup"})));
     assert_eq!(listed["count"], 1);
     assert_eq!(listed["secrets"][0]["key"], "token");
-    // The server's own agent CA key is sealed the same way, and listed by name like the rest.
+    // The server's own agent CA key and code-signing key are sealed the same way, and listed
+    // by name like the rest.
     let all = structured(&call_as(&s, &token, "list_plugin_secrets", json!({})));
     let names: Vec<String> =
         all["secrets"].as_array().unwrap().iter().map(|m| format!("{}/{}", m["plugin"], m["key"])).collect();
-    assert_eq!(names, [r#""@toolgate"/"agent-ca-1""#, r#""backup"/"token""#], "{all}");
+    let expected = [r#""@toolgate"/"agent-ca-1""#, r#""@toolgate"/"code-signing-1""#, r#""backup"/"token""#];
+    assert_eq!(names, expected, "{all}");
     // The value is nowhere to be read back.
     let admin = common::api_credential(&s, "auditor");
     let audit = s.http("GET", "/api/v1/audit?limit=1000", Some(&admin), None).body;
@@ -109,8 +111,9 @@ fn a_rotation_rewraps_every_secret_through_a_kill_9() {
     let s = with_kek(&generate(1), logs.path());
     let token = s.token("admin", "supervised", "1h");
     let count = 240;
-    // What the KEK seals: the plugin secrets and the agent CA's key (docs/trust.md).
-    let sealed = count + 1;
+    // What the KEK seals: the plugin secrets, the agent CA's key and the code-signing key
+    // (docs/trust.md).
+    let sealed = count + 2;
     for i in 0..count {
         let args = json!({"plugin": "fleet", "key": format!("k{i:03}"), "value": format!("value-{i}")});
         structured(&call_as(&s, &token, "set_plugin_secret", args));

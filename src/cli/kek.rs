@@ -36,13 +36,7 @@ pub async fn run(store: Option<&Repositories>, command: KekCommand) -> Result<St
         }
         KekCommand::Check { kek_file } => {
             let Some(store) = store else { bail!("no store to check") };
-            let source = match (kek_file, std::env::var("TOOLGATE_KEK").ok()) {
-                (Some(path), _) => KeySource::File(path),
-                (None, Some(text)) => KeySource::Variable(text),
-                (None, None) => bail!("give the key file: --kek-file FILE (or TOOLGATE_KEK)"),
-            };
-            let now = toolgate_domain::Clock::default().now_secs();
-            let vault = Vault::open(source, store.secrets.clone(), now).await?;
+            let vault = open_vault(store, kek_file).await?;
             let (opened, failed) = vault.check_all().await?;
             let mut out = format!("{opened} secret(s) open with this key file\n");
             for (name, why) in &failed {
@@ -54,4 +48,16 @@ pub async fn run(store: Option<&Repositories>, command: KekCommand) -> Result<St
             Ok(out)
         }
     }
+}
+
+/// The vault of `store` opened with `kek_file` (or TOOLGATE_KEK): what every command that
+/// reads a sealed secret needs.
+pub async fn open_vault(store: &Repositories, kek_file: Option<std::path::PathBuf>) -> Result<Vault> {
+    let source = match (kek_file, std::env::var("TOOLGATE_KEK").ok()) {
+        (Some(path), _) => KeySource::File(path),
+        (None, Some(text)) => KeySource::Variable(text),
+        (None, None) => bail!("give the key file: --kek-file FILE (or TOOLGATE_KEK)"),
+    };
+    let now = toolgate_domain::Clock::default().now_secs();
+    Ok(Vault::open(source, store.secrets.clone(), now).await?)
 }

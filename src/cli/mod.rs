@@ -3,6 +3,7 @@
 //! approvals: the store, for whoever runs the server).
 
 pub mod author;
+pub mod ca;
 pub mod console;
 pub mod engines;
 pub mod fleet;

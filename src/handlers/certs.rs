@@ -7,6 +7,7 @@ use toolgate_domain::certs::normalized_serial;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use crate::args;
+use crate::trust::signing::FrameSigner;
 use crate::services::ToolContext;
 
 /// Certificates listed when the call does not say (the schema's default).
@@ -61,4 +62,40 @@ pub async fn revoke_certificate(ctx: &ToolContext, args: args::RevokeCertificate
     // Cut off here at once; the other replicas within their revocation check.
     services.fleet().certificate_revoked(&serial);
     Ok(ToolOutput::Structured(json!({"certificate": certificate, "changed": changed})))
+}
+
+/// Makes the next code-signing key and signs with it from now on (docs/trust.md).
+pub async fn issue_code_signing_cert(ctx: &ToolContext, args: args::IssueCodeSigningCert) -> ToolResult {
+    let services = ctx.services();
+    let Some(trust) = services.trust() else {
+        return Err(ToolError::Refused {
+            message: "this server has no agent CA, so no code-signing key".into(),
+            remediation: "start the server with a key-encryption key (--kek-file or TOOLGATE_KEK, docs/secrets.md)".into(),
+        });
+    };
+    let now = services.clock().now_ms();
+    let issued = FrameSigner::issue_next(services.vault(), &trust.ca, now).await;
+    let event = |outcome, detail: String| {
+        AuditEvent::new(now, "ca.codesign.issued", outcome)
+            .by(ctx.caller())
+            .detail(detail)
+            .correlation(ctx.correlation_id())
+    };
+    let (signer, info) = match issued {
+        Ok(issued) => issued,
+        Err(e) => {
+            services.audit().record_durable(event(AuditOutcome::Failure, e.to_string())).await;
+            return Err(ToolError::Refused {
+                message: format!("no code-signing key was made: {e}"),
+                remediation: "retry; if it fails again, see the server's log".into(),
+            });
+        }
+    };
+    let why = args.reason.map(|r| format!(": {r}")).unwrap_or_default();
+    let detail = format!("generation {} ({}){why}", info.generation, info.fingerprint);
+    services.audit().record_durable(event(AuditOutcome::Success, detail)).await;
+    trust.signer.replace(signer);
+    Ok(ToolOutput::Structured(json!({
+        "generation": info.generation, "ca_generation": info.ca_generation, "fingerprint": info.fingerprint,
+    })))
 }

@@ -132,6 +132,10 @@ async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphor
                         let message = "the client certificate of this session expired: reconnect with the renewed one".to_string();
                         Box::pin(close(socket, ServerMessage::Refused { code: RefusalCode::Reconnect, message }, "certificate expired")).await;
                     }
+                    Kick::Stopping => {
+                        let message = "the server is stopping: reconnect shortly".to_string();
+                        Box::pin(close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message }, "stopping")).await;
+                    }
                     Kick::Replaced => {}
                 }
                 break "closed by the server";

@@ -112,14 +112,9 @@ pub async fn serve(config: Config) -> Result<()> {
         Err(e) => tracing::warn!("cannot read the KEK status: {e}"),
     }
     let (audit, writer) = AuditWriter::start(repositories.audit.clone());
-    let agent_ca = crate::trust::ca::AgentCa::load_or_create(&vault, clock.now_secs())
-        .await
-        .context("cannot make or read the agent CA")?
-        .map(Arc::new);
-    match &agent_ca {
-        Some(ca) => println!("toolgate: agent CA {} signs agents' certificates", ca.fingerprint()),
-        None => println!("toolgate: no agent CA without a key-encryption key: agents get no certificates"),
-    }
+    let trust =
+        crate::trust::start(&vault, clock.now_ms()).await.context("cannot make or read the agent CA")?.map(Arc::new);
+    let agent_ca = trust.as_ref().map(|t| t.ca.clone());
     let mut hub = Hub::load(repositories.fleet.clone(), repositories.work.clone(), clock.clone(), config.fleet)
         .await
         .context("cannot load the agents")?
@@ -130,6 +125,9 @@ pub async fn serve(config: Config) -> Result<()> {
             clock.clone(),
             Arc::new(audit.clone()),
         ));
+    if let Some(trust) = &trust {
+        hub = hub.with_signing(trust.signer.clone(), Arc::new(audit.clone()));
+    }
     if let Some(ca) = &agent_ca {
         hub = hub.with_certificates(
             Arc::new(crate::trust::issuer::Issuing {
@@ -152,20 +150,19 @@ pub async fn serve(config: Config) -> Result<()> {
     // Revoked serials are refused from the first handshake, after a restart too.
     hub.check_certificates(true).await.context("cannot read the revoked certificates")?;
     // The agent listener with TLS and a CA asks agents for their certificates (docs/trust.md).
-    let agent_tls = super::tls::agent_listener_tls(
-        agent_served.as_ref(),
-        agent_ca.as_ref().map(|ca| ca.cert_pem()),
-        hub.revoked_serials(),
-    )
-    .map_err(anyhow::Error::msg)?;
+    let trusted: Vec<&str> = agent_ca.iter().flat_map(|ca| ca.trusted()).map(|g| g.cert_pem.as_str()).collect();
+    let agent_tls = super::tls::agent_listener_tls(agent_served.as_ref(), &trusted, hub.revoked_serials())
+        .map_err(anyhow::Error::msg)?;
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);
-    let services = Arc::new(
-        Services::new(repositories, clock, audit, hub.clone())
-            .with_vault(vault)
-            .with_upload_limits(config.uploads.clone()),
-    );
+    let mut services = Services::new(repositories, clock, audit, hub.clone())
+        .with_vault(vault)
+        .with_upload_limits(config.uploads.clone());
+    if let Some(trust) = trust {
+        services = services.with_trust(trust);
+    }
+    let services = Arc::new(services);
     let options = Options {
         list_all_tools: config.list_all_tools,
         read_only: config.read_only,
@@ -293,6 +290,9 @@ pub async fn serve(config: Config) -> Result<()> {
     let tls = acceptor.map(super::listener::ListenerTls::server);
     let served = super::listener::serve(listener, router(state.clone()), Some(state), limits, tls, stopping).await;
     stop_agents.cancel();
+    // Sessions are upgraded connections the listeners no longer track: closed here, or their
+    // tasks would hold the hub (and the audit writer) past the drain below.
+    hub.close_all();
     for surface in [agent_surface, metrics_surface].into_iter().flatten() {
         let _ = surface.await;
     }

@@ -95,20 +95,21 @@ fn read_pair(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey
     Ok(pair)
 }
 
-/// The agent listener's TLS with `served`: mutual with an agent CA (its certificate, PEM),
-/// refusing the `revoked` serials; server-authenticated only without one; none without a pair.
+/// The agent listener's TLS with `served`: mutual with an agent CA (the certificates of the
+/// generations it trusts, PEM), refusing the `revoked` serials; server-authenticated only
+/// without a CA; none without a pair.
 pub fn agent_listener_tls(
     served: Option<&Arc<ServedCertificate>>,
-    ca_pem: Option<&str>,
+    ca_pems: &[&str],
     revoked: RevokedSerials,
 ) -> Result<Option<ListenerTls>, String> {
     let Some(served) = served else { return Ok(None) };
-    let tls = match ca_pem {
-        Some(ca_pem) => ListenerTls {
-            acceptor: crate::trust::mutual_tls::acceptor(served.clone(), served.provider(), &[ca_pem], revoked)?,
+    let tls = match ca_pems.is_empty() {
+        false => ListenerTls {
+            acceptor: crate::trust::mutual_tls::acceptor(served.clone(), served.provider(), ca_pems, revoked)?,
             client_certificates: true,
         },
-        None => ListenerTls::server(served.acceptor()?),
+        true => ListenerTls::server(served.acceptor()?),
     };
     Ok(Some(tls))
 }

@@ -1,8 +1,10 @@
-//! The agent CA (docs/trust.md): made on the first start that has a key-encryption key, its
-//! certificate and key sealed together as the server's own secret, so every replica on the
-//! database loads the same one (the first to start makes it; a replica that loses the race
-//! loads the winner's). It signs agents' certificates from their signing requests, binding
-//! each to its agent id whatever the request asked for.
+//! The agent CA (docs/trust.md): made on the first start that has a key-encryption key, each
+//! generation's certificate and key sealed together as the server's own secret, so every
+//! replica on the database loads the same ones (the first to start makes the first; a replica
+//! that loses the race loads the winner's). The newest generation signs agents' certificates
+//! from their signing requests, binding each to its agent id whatever the request asked for;
+//! a rotation makes the next, cross-signed by the one before, and every generation kept is
+//! trusted until it is retired.
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -12,10 +14,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use toolgate_domain::certs::{IssuedCert, agent_uri};
 
-use crate::sealing::vault::{Vault, VaultError};
+use crate::sealing::vault::{INTERNAL, Vault, VaultError};
 
-/// The first CA generation's name among the server's own secrets.
-const CA_SECRET: &str = "agent-ca-1";
+/// Each CA generation's name among the server's own secrets: this, then its number.
+const CA_SECRET_PREFIX: &str = "agent-ca-";
+
+fn secret_name(generation: u32) -> String {
+    format!("{CA_SECRET_PREFIX}{generation}")
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
@@ -25,21 +31,37 @@ pub enum TrustError {
     Ca(String),
     #[error("the certificate signing request is not usable: {0}")]
     BadRequest(String),
+    #[error("{0}")]
+    Refused(String),
 }
 
-/// The CA as it is sealed: its certificate and its key, both PEM.
+/// A CA generation as it is sealed: its certificate and key (PEM), and for every generation
+/// after the first, its certificate cross-signed by the generation before it.
 #[derive(Serialize, Deserialize)]
 struct StoredCa {
     generation: u32,
     cert_pem: String,
     key_pem: String,
+    #[serde(default)]
+    cross_pem: Option<String>,
 }
 
+/// One generation the server trusts: its number, certificate and fingerprint.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    pub generation: u32,
+    pub cert_pem: String,
+    pub fingerprint: String,
+}
+
+/// The CA: the newest generation signs; every generation still kept is trusted.
 pub struct AgentCa {
-    generation: u32,
-    cert_pem: String,
-    fingerprint: String,
+    current: Generation,
+    /// The current certificate, then its cross-signed one (if any): what agents are given, so
+    /// that one which pinned an older generation can follow the chain to it.
+    chain_pem: String,
     issuer: Issuer<'static, KeyPair>,
+    trusted: Vec<Generation>,
 }
 
 /// A certificate just issued, and its record.
@@ -56,55 +78,155 @@ fn at(ms: i64) -> Result<time::OffsetDateTime, TrustError> {
     time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)).map_err(ca_error)
 }
 
+/// The generations the vault keeps, oldest first (decoded).
+async fn stored(vault: &Vault) -> Result<Vec<StoredCa>, TrustError> {
+    let mut generations: Vec<u32> = vault
+        .list(Some(INTERNAL))
+        .await?
+        .iter()
+        .filter_map(|meta| meta.key.strip_prefix(CA_SECRET_PREFIX)?.parse().ok())
+        .collect();
+    generations.sort_unstable();
+    let mut found = Vec::new();
+    for generation in generations {
+        let Some(json) = vault.reveal_internal(&secret_name(generation)).await? else { continue };
+        found.push(serde_json::from_str::<StoredCa>(&json).map_err(ca_error)?);
+    }
+    Ok(found)
+}
+
+/// The parameters of generation `generation`'s certificate, valid ten years from `now_secs`.
+fn ca_params(generation: u32, now_secs: i64) -> Result<CertificateParams, TrustError> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(ca_error)?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.distinguished_name.push(DnType::CommonName, format!("toolgate agent CA {generation}"));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.use_authority_key_identifier_extension = generation > 1;
+    params.not_before = at(now_secs * 1000 - 3_600_000)?;
+    params.not_after = at((now_secs + 10 * 365 * 86_400) * 1000)?;
+    Ok(params)
+}
+
+fn fingerprint_of(pem: &str) -> Result<String, TrustError> {
+    Ok(Sha256::digest(rustls_pki_der(pem)?).iter().map(|b| format!("{b:02x}")).collect())
+}
+
 impl AgentCa {
-    /// The CA the database holds, made now if there is none; None on a server without a
-    /// key-encryption key (nothing could seal the CA's key).
+    /// The CA the database holds, its first generation made now if there is none; None on a
+    /// server without a key-encryption key (nothing could seal the CA's key).
     pub async fn load_or_create(vault: &Vault, now_secs: i64) -> Result<Option<AgentCa>, TrustError> {
-        let stored = match vault.reveal_internal(CA_SECRET).await {
+        match vault.reveal_internal(&secret_name(1)).await {
             Err(VaultError::NoKek) => return Ok(None),
             found => found?,
         };
-        if let Some(stored) = stored {
-            return Self::from_stored(&stored).map(Some);
+        if stored(vault).await?.is_empty() {
+            let key = KeyPair::generate().map_err(ca_error)?;
+            let cert = ca_params(1, now_secs)?.self_signed(&key).map_err(ca_error)?;
+            let first = StoredCa { generation: 1, cert_pem: cert.pem(), key_pem: key.serialize_pem(), cross_pem: None };
+            if !vault.put_internal(&secret_name(1), &serde_json::to_string(&first).map_err(ca_error)?, now_secs).await?
+            {
+                tracing::info!("another replica made the agent CA first: using it");
+            }
         }
-        let made = Self::make(now_secs)?;
-        if !vault.put_internal(CA_SECRET, &made, now_secs).await? {
-            tracing::info!("another replica made the agent CA first: using it");
-        }
-        let stored = vault.reveal_internal(CA_SECRET).await?.ok_or_else(|| ca_error("it vanished as it was made"))?;
-        Self::from_stored(&stored).map(Some)
+        Self::from_stored(stored(vault).await?).map(Some)
     }
 
-    /// A new self-signed CA, as sealed JSON.
-    fn make(now_secs: i64) -> Result<String, TrustError> {
+    /// Makes the next generation, cross-signed by the current one, and keeps it; the servers
+    /// sign with it from their next start, trusting every generation still kept.
+    pub async fn rotate(vault: &Vault, now_secs: i64) -> Result<Generation, TrustError> {
+        let current = Self::load_or_create(vault, now_secs)
+            .await?
+            .ok_or_else(|| TrustError::Refused("no key-encryption key: there is no agent CA to rotate".into()))?;
+        let generation = current.current.generation + 1;
         let key = KeyPair::generate().map_err(ca_error)?;
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(ca_error)?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.distinguished_name.push(DnType::CommonName, "toolgate agent CA 1");
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        params.not_before = at(now_secs * 1000 - 3_600_000)?;
-        params.not_after = at((now_secs + 10 * 365 * 86_400) * 1000)?;
+        let params = ca_params(generation, now_secs)?;
         let cert = params.self_signed(&key).map_err(ca_error)?;
-        let stored = StoredCa { generation: 1, cert_pem: cert.pem(), key_pem: key.serialize_pem() };
-        serde_json::to_string(&stored).map_err(ca_error)
+        let cross = params.signed_by(&key, &current.issuer).map_err(ca_error)?;
+        let next =
+            StoredCa { generation, cert_pem: cert.pem(), key_pem: key.serialize_pem(), cross_pem: Some(cross.pem()) };
+        if !vault
+            .put_internal(&secret_name(generation), &serde_json::to_string(&next).map_err(ca_error)?, now_secs)
+            .await?
+        {
+            return Err(TrustError::Refused(format!("generation {generation} was made by another rotation just now")));
+        }
+        Ok(Generation { generation, fingerprint: fingerprint_of(&next.cert_pem)?, cert_pem: next.cert_pem })
     }
 
-    fn from_stored(json: &str) -> Result<AgentCa, TrustError> {
-        let stored: StoredCa = serde_json::from_str(json).map_err(ca_error)?;
-        let key = KeyPair::from_pem(&stored.key_pem).map_err(ca_error)?;
-        let issuer = Issuer::from_ca_cert_pem(&stored.cert_pem, key).map_err(ca_error)?;
-        let der = rustls_pki_der(&stored.cert_pem)?;
-        let fingerprint = Sha256::digest(&der).iter().map(|b| format!("{b:02x}")).collect();
-        Ok(AgentCa { generation: stored.generation, cert_pem: stored.cert_pem, fingerprint, issuer })
+    /// Stops trusting generation `generation` (its key is deleted); never the current one.
+    pub async fn retire(vault: &Vault, generation: u32, now_secs: i64) -> Result<(), TrustError> {
+        let ca = Self::load_or_create(vault, now_secs)
+            .await?
+            .ok_or_else(|| TrustError::Refused("no key-encryption key: there is no agent CA".into()))?;
+        if generation == ca.current.generation {
+            return Err(TrustError::Refused(format!(
+                "generation {generation} is the one that signs: rotate first (toolgate ca rotate)"
+            )));
+        }
+        match vault.delete(INTERNAL, &secret_name(generation)).await? {
+            Some(_) => Ok(()),
+            None => {
+                Err(TrustError::Refused(format!("no generation {generation} is kept (toolgate ca status lists them)")))
+            }
+        }
     }
 
+    fn from_stored(generations: Vec<StoredCa>) -> Result<AgentCa, TrustError> {
+        let newest = generations.last().ok_or_else(|| ca_error("it vanished as it was made"))?;
+        let key = KeyPair::from_pem(&newest.key_pem).map_err(ca_error)?;
+        let issuer = Issuer::from_ca_cert_pem(&newest.cert_pem, key).map_err(ca_error)?;
+        let chain_pem = format!("{}{}", newest.cert_pem, newest.cross_pem.as_deref().unwrap_or_default());
+        let trusted = generations
+            .iter()
+            .rev()
+            .map(|g| {
+                Ok(Generation {
+                    generation: g.generation,
+                    cert_pem: g.cert_pem.clone(),
+                    fingerprint: fingerprint_of(&g.cert_pem)?,
+                })
+            })
+            .collect::<Result<Vec<_>, TrustError>>()?;
+        Ok(AgentCa { current: trusted[0].clone(), chain_pem, issuer, trusted })
+    }
+
+    /// The current generation's certificate.
     pub fn cert_pem(&self) -> &str {
-        &self.cert_pem
+        &self.current.cert_pem
     }
 
-    /// The SHA-256 of the CA certificate (DER), hex: what an operator compares.
+    /// The current certificate and its cross-signed one: what an agent is given.
+    pub fn chain_pem(&self) -> &str {
+        &self.chain_pem
+    }
+
+    /// Every generation trusted, newest first.
+    pub fn trusted(&self) -> &[Generation] {
+        &self.trusted
+    }
+
+    /// The SHA-256 of the current CA certificate (DER), hex: what an operator compares.
     pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
+        &self.current.fingerprint
+    }
+
+    /// The current generation's number.
+    pub fn generation(&self) -> u32 {
+        self.current.generation
+    }
+
+    /// A code-signing certificate (PEM) for `key`, named `name`, valid from now for a year
+    /// (never past the CA's own expiry: webpki would refuse the chain).
+    pub fn issue_code_signing(&self, key: &KeyPair, name: &str, now_ms: i64) -> Result<String, TrustError> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
+        params.use_authority_key_identifier_extension = true;
+        params.not_before = at(now_ms - 60_000)?;
+        params.not_after = at(now_ms + 365 * 86_400_000)?;
+        Ok(params.signed_by(key, &self.issuer).map_err(ca_error)?.pem())
     }
 
     /// A client certificate for `agent_id` from its signing request (whose signature is
@@ -145,7 +267,7 @@ impl AgentCa {
         let record = IssuedCert {
             serial_hex,
             agent_id: agent_id.to_string(),
-            ca_generation: self.generation,
+            ca_generation: self.current.generation,
             not_before_ms,
             not_after_ms,
             issued_at_ms: now_ms,

@@ -13,6 +13,21 @@ use crate::sealing::vault::KeySource;
 
 const NOW_MS: i64 = 1_800_000_000_000;
 
+/// A minute after [`NOW_MS`].
+fn during() -> UnixTime {
+    UnixTime::since_unix_epoch(std::time::Duration::from_millis((NOW_MS + 60_000) as u64))
+}
+
+/// rustls's client verifier trusting `roots` (PEM): what the agent listener uses.
+fn verifier_of(roots: &[&str]) -> Arc<dyn rustls::server::danger::ClientCertVerifier> {
+    let mut store = rustls::RootCertStore::empty();
+    for pem in roots {
+        store.add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider).build().unwrap()
+}
+
 async fn vault(store: &toolgate_store::Repositories, kek: &str) -> Vault {
     Vault::open(KeySource::Variable(kek.to_string()), store.secrets.clone(), NOW_MS / 1000).await.unwrap()
 }
@@ -35,7 +50,7 @@ async fn the_ca_is_made_once_sealed_and_shared_by_every_vault_on_the_store() {
     let first = AgentCa::load_or_create(&vault(&store, &kek).await, NOW_MS / 1000).await.unwrap().unwrap();
     let replica = AgentCa::load_or_create(&vault(&store, &kek).await, NOW_MS / 1000).await.unwrap().unwrap();
     assert_eq!(first.fingerprint(), replica.fingerprint(), "a second server loads the first's CA");
-    let row = store.secrets.secret(crate::sealing::vault::INTERNAL, CA_SECRET).await.unwrap().unwrap();
+    let row = store.secrets.secret(crate::sealing::vault::INTERNAL, &secret_name(1)).await.unwrap().unwrap();
     assert!(!String::from_utf8_lossy(&row.ciphertext).contains("PRIVATE KEY"), "the key is sealed");
     let other = crate::sealing::keyring::generate(1);
     let wrong = Vault::open(KeySource::Variable(other), store.secrets.clone(), NOW_MS / 1000).await;
@@ -56,14 +71,42 @@ async fn an_agents_certificate_names_its_agent_and_chains_to_the_ca() {
     assert!(der.windows(uri.len()).any(|w| w == uri), "the agent id is in its certificate");
     assert!(!der.windows(15).any(|w| w == b"i am the CA now"), "the request's own subject is not");
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider).build().unwrap();
-    let during = UnixTime::since_unix_epoch(std::time::Duration::from_millis((NOW_MS + 60_000) as u64));
-    verifier.verify_client_cert(&leaf, &[], during).expect("rustls accepts it as a client certificate");
+    let verifier = verifier_of(&[ca.cert_pem()]);
+    verifier.verify_client_cert(&leaf, &[], during()).expect("rustls accepts it as a client certificate");
     let after = UnixTime::since_unix_epoch(std::time::Duration::from_millis((NOW_MS + 3_700_000) as u64));
     assert!(verifier.verify_client_cert(&leaf, &[], after).is_err(), "not once it expired");
 
     assert!(matches!(ca.issue("agt-0123", "not a request", 60, NOW_MS, "x"), Err(TrustError::BadRequest(_))));
+}
+
+#[tokio::test]
+async fn a_rotation_signs_with_the_next_generation_cross_signed_by_the_last() {
+    let store = SqliteStore::open_in_memory().unwrap().repositories();
+    let vault = vault(&store, &crate::sealing::keyring::generate(1)).await;
+    let first = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
+    let made = AgentCa::rotate(&vault, NOW_MS / 1000).await.unwrap();
+    assert_eq!(made.generation, 2);
+    let ca = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
+    let generations: Vec<u32> = ca.trusted().iter().map(|g| g.generation).collect();
+    assert_eq!((generations, ca.fingerprint()), (vec![2, 1], made.fingerprint.as_str()), "both trusted, the new signs");
+    let issued = ca.issue("agt-0123", &request(), 3600, NOW_MS, "renewal").unwrap();
+    assert_eq!(issued.record.ca_generation, 2);
+    let leaf = CertificateDer::from_pem_slice(issued.pem.as_bytes()).unwrap();
+    // Trusted by the new generation alone, and by the old one through the cross-signed
+    // certificate the agent is given with its own (what an agent that pinned the old one has).
+    verifier_of(&[ca.cert_pem()]).verify_client_cert(&leaf, &[], during()).expect("by the new CA");
+    let chain: Vec<CertificateDer> =
+        CertificateDer::pem_slice_iter(ca.chain_pem().as_bytes()).map(Result::unwrap).collect();
+    assert_eq!(chain.len(), 2, "the new certificate and its cross-signed one");
+    let old_only = verifier_of(&[first.cert_pem()]);
+    assert!(old_only.verify_client_cert(&leaf, &[], during()).is_err(), "not without the cross-signed one");
+    old_only.verify_client_cert(&leaf, &chain[1..], during()).expect("through the cross-signed certificate");
+
+    // The signing generation cannot be retired; the old one can, and is then not trusted.
+    assert!(matches!(AgentCa::retire(&vault, 2, NOW_MS / 1000).await, Err(TrustError::Refused(_))));
+    AgentCa::retire(&vault, 1, NOW_MS / 1000).await.unwrap();
+    let retired = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
+    assert_eq!(retired.trusted().iter().map(|g| g.generation).collect::<Vec<_>>(), vec![2]);
+    assert!(matches!(AgentCa::retire(&vault, 1, NOW_MS / 1000).await, Err(TrustError::Refused(_))), "gone already");
+    assert_eq!(AgentCa::rotate(&vault, NOW_MS / 1000).await.unwrap().generation, 3);
 }

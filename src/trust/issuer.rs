@@ -55,7 +55,7 @@ impl Issuing {
         self.audit.record(event);
         Ok(AgentCertificate {
             pem: issued.pem,
-            ca_pem: self.ca.cert_pem().to_string(),
+            ca_pem: self.ca.chain_pem().to_string(),
             not_after_ms: issued.record.not_after_ms,
         })
     }

@@ -3,7 +3,8 @@
 //! heartbeats, reconnection with jitter). What they report is labelled as simulated: this
 //! host's facts with the hostname `load-NNNNN` and agent version `load`, and this host's real
 //! `users` and `listening_ports` tables (LOAD_TABLES=users,installed_software,... for others). Not a mode of the product: a benchmark's load
-//! (scripts/bench_fleet.sh). Runs until Ctrl-C or SIGTERM.
+//! (scripts/bench_fleet.sh). LOAD_CA=FILE trusts that CA for an https:// server (the agent
+//! listener with mutual TLS, scripts/bench_agent_tls.sh). Runs until Ctrl-C or SIGTERM.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +51,10 @@ async fn main() {
     let tables: Vec<InventoryReport> =
         collect::all_tables(now_ms).into_iter().filter(|t| wanted.contains(&t.table.as_str())).collect();
     let tables = Arc::new(tables);
+    let trust = match std::env::var_os("LOAD_CA") {
+        Some(path) => toolgate_agent::ServerTrust::Ca(path.into()),
+        None => toolgate_agent::ServerTrust::System,
+    };
     let stop = CancellationToken::new();
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
@@ -62,7 +67,7 @@ async fn main() {
             reconnect_spread_ms: spread_ms,
             reconnect_max_ms: 30_000,
             allow_network_isolation: false,
-            trust: Default::default(),
+            trust: trust.clone(),
         };
         let stop = stop.clone();
         tasks.push(tokio::spawn(async move {

@@ -65,6 +65,8 @@ pub fn save(state_dir: &Path, request: Request, certificate: AgentCertificate, n
     };
     let text = serde_json::to_string_pretty(&held).map_err(|e| e.to_string())?;
     write_durably(state_dir, CERTIFICATE_FILE, text.as_bytes()).map_err(|e| e.to_string())?;
+    // The CA of the first certificate is the one frames are checked by from now on.
+    crate::signed::pin_once(state_dir, &held.ca_pem)?;
     Ok(held)
 }
 

@@ -241,6 +241,17 @@ async fn session(
         other => return Ok(Ended::Failed(format!("expected a welcome, got {other:?}"))),
     };
     let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
+    // Frames that make the agent act must be signed once it has pinned a CA (docs/trust.md):
+    // an agent holding a certificate from before pinning pins its CA now.
+    if let Some(held) = certificate::load(&options.state_dir)
+        && let Err(e) = crate::signed::pin_once(&options.state_dir, &held.ca_pem)
+    {
+        tracing::warn!("cannot pin the agent CA: {e}");
+    }
+    let pinned = match crate::signed::load(&options.state_dir) {
+        Ok(pinned) => pinned,
+        Err(e) => return Err(AgentError::State { path: options.state_dir.clone(), message: e }),
+    };
     // A long session renews in time: it reconnects once its certificate is half way through
     // its life, and that hello asks for the next (the server cuts a session off when the
     // certificate it was opened with expires). Not while renewing failed: that one waits.
@@ -288,9 +299,17 @@ async fn session(
                 Ok(ServerMessage::Refused { code: RefusalCode::Reconnect, message }) => return Ok(Ended::Again(message)),
                 Ok(ServerMessage::Refused { message, .. }) => return Ok(Ended::Lost(message)),
                 Ok(ServerMessage::Welcome { .. }) => tracing::debug!("ignored a second welcome"),
-                Ok(work) => {
-                    worker.take(work, &me, &outgoing);
-                }
+                Ok(frame) => match crate::signed::admit(frame, pinned.as_ref(), &me.agent_id, now_ms()) {
+                    Ok(work) => {
+                        worker.take(work, &me, &outgoing);
+                    }
+                    Err(refusal) => {
+                        tracing::warn!("refused a frame from the server: {refusal:?}");
+                        if let Err(e) = send(&mut socket, &refusal).await {
+                            return Ok(Ended::Lost(e));
+                        }
+                    }
+                },
                 Err(e) => return Ok(Ended::Lost(e)),
             },
         }

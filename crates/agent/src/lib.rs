@@ -14,6 +14,7 @@ pub mod isolation;
 pub mod journal;
 pub mod plugins;
 mod servers;
+pub mod signed;
 pub mod state;
 pub mod tls;
 mod uploads;

@@ -160,11 +160,13 @@ impl Worker {
                 journal::execute(&ctx, &order, &quarantine)
             })
             .await;
+            // Done before the answer goes: a repeat of the order from now on is answered from
+            // the journal (its changes are never run again), not ignored.
+            lock(&worker.in_flight).remove(&execution_id);
             match result {
                 Ok(result) => worker.send_back(AgentMessage::Result(result), &me, &session).await,
                 Err(e) => tracing::error!(%execution_id, "the run failed: {e}"),
             }
-            lock(&worker.in_flight).remove(&execution_id);
         });
     }
 

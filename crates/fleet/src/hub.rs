@@ -26,6 +26,8 @@ pub enum Kick {
     CertificateRevoked,
     /// The certificate the session was opened with expired: reconnect (and renew).
     CertificateExpired,
+    /// The server is stopping: reconnect (to another replica, if there is one).
+    Stopping,
 }
 
 pub(crate) struct Live {
@@ -110,6 +112,8 @@ pub struct Hub {
     /// The certificate serials refused now, and when they were last read.
     pub(crate) revoked_serials: crate::certs::RevokedSerials,
     pub(crate) certificates_checked_ms: AtomicI64,
+    /// Signs the frames that make agents act (none: they go unsigned).
+    pub(crate) signing: Option<crate::signing::Signing>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -181,6 +185,7 @@ impl Hub {
             certificates: None,
             revoked_serials: crate::certs::RevokedSerials::default(),
             certificates_checked_ms: AtomicI64::new(0),
+            signing: None,
         })
     }
 
@@ -206,8 +211,13 @@ impl Hub {
         self.store.as_ref()
     }
 
-    /// Queues a message for the agent's live connection; false when it has none.
+    /// Queues a message for the agent's live connection, signed when it makes the agent act;
+    /// false when it has none (or it could not be signed).
     pub fn send(&self, agent_id: &str, message: ServerMessage) -> bool {
+        if !self.is_live(agent_id) {
+            return false;
+        }
+        let Some(message) = self.outgoing(agent_id, message) else { return false };
         self.read()
             .get(agent_id)
             .and_then(|e| e.live.as_ref())
@@ -276,6 +286,18 @@ impl Hub {
         }
         entry.last_seen_ms = Some(now);
         Connection { agent_id: agent_id.to_string(), id, kicked, outbox: outbox_rx }
+    }
+
+    /// The server is stopping: every session is closed, so that nothing it holds (this hub,
+    /// and through it the audit writer) outlives the server; agents reconnect by themselves.
+    pub fn close_all(&self) {
+        let mut agents = self.write();
+        for entry in agents.values_mut() {
+            if let Some(live) = entry.live.take() {
+                self.live_connections.fetch_sub(1, Ordering::Relaxed);
+                let _ = live.kick.send(Kick::Stopping);
+            }
+        }
     }
 
     /// Any message from the agent: it is alive.

@@ -107,6 +107,11 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate) -> 
         .then(|| hub.quarantine_of(&agent_id))
         .flatten()
         .map(|(quarantined, _, reason)| QuarantineWish { quarantined, reason });
+    // Signed, it is the session's first frame instead: ahead of any work all the same.
+    let (quarantine, signed_quarantine) = match hub.signs() {
+        true => (None, quarantine),
+        false => (quarantine, None),
+    };
     let reason = if credential.is_some() { CertificateReason::Enrollment } else { CertificateReason::Renewal };
     let certificate = hub.certificate_for(&agent_id, csr.as_deref(), reason).await;
     let reply = ServerMessage::Welcome {
@@ -128,7 +133,13 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate) -> 
         Purpose::Session if *peer != PeerCertificate::NotAsked && has_certificate(&reply) => {
             Handshake::Reissued { reply }
         }
-        Purpose::Session => Handshake::Welcome { connection: hub.connect(&agent_id, bound), reply },
+        Purpose::Session => {
+            let connection = hub.connect(&agent_id, bound);
+            if let Some(QuarantineWish { quarantined, reason }) = signed_quarantine {
+                hub.send(&agent_id, ServerMessage::Quarantine { quarantined, reason });
+            }
+            Handshake::Welcome { connection, reply }
+        }
         Purpose::Report => Handshake::Report { agent_id, reply },
         Purpose::Upload => Handshake::Upload { agent_id, reply },
     }
@@ -159,6 +170,10 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
         AgentMessage::QuarantineState { quarantined, .. } => {
             Ok(hub.quarantine_reported(&connection.agent_id, quarantined).await?)
         }
+        AgentMessage::FrameRefused { execution_id, reason, detail } => {
+            hub.frame_refused(&connection.agent_id, execution_id.as_deref(), reason, &detail);
+            Ok(())
+        }
         AgentMessage::Enroll { .. } | AgentMessage::Hello { .. } => {
             Err(FrameError::Malformed("enroll and hello come once, as the first frame".into()))
         }
@@ -172,7 +187,8 @@ pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<()
         AgentMessage::Heartbeat
         | AgentMessage::Enroll { .. }
         | AgentMessage::Hello { .. }
-        | AgentMessage::QuarantineState { .. } => Err(FrameError::Malformed(
+        | AgentMessage::QuarantineState { .. }
+        | AgentMessage::FrameRefused { .. } => Err(FrameError::Malformed(
             "a report connection carries facts, inventory, results and compliance only".into(),
         )),
         report => store_report(hub, agent_id, report, frame.len()).await,

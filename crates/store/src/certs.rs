@@ -28,6 +28,8 @@ pub trait CertStore: Send + Sync {
     /// The serials revoked that have not yet expired at `now_ms` (an expired certificate is
     /// refused anyway): what every replica refuses.
     async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>>;
+    /// How many live (unexpired, unrevoked) certificates each CA generation has issued.
+    async fn live_by_generation(&self, now_ms: i64) -> Result<Vec<(u32, u64)>>;
     /// The agent's newest certificate (the server's own question, unconfined).
     async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>>;
 }

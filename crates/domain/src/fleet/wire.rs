@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use super::agent::{EnrollRefusal, HostFacts};
 use super::compliance::{Rule, RuleResult};
 use super::instruction::{ActionClass, StepStatus};
+use super::signing::{FrameRefusal, SignedFrame};
 
 /// The WebSocket path agents connect to.
 pub const AGENT_PATH: &str = "/agent/v1";
@@ -100,6 +101,14 @@ pub enum AgentMessage {
     /// The agent cannot send what the grant asks for (the path is refused, unreadable).
     UploadAbort {
         reason: String,
+    },
+    /// A frame that would make the agent act was refused before its worker saw it (unsigned,
+    /// altered, expired, for another agent): nothing of it ran (session).
+    FrameRefused {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        execution_id: Option<String>,
+        reason: FrameRefusal,
+        detail: String,
     },
 }
 
@@ -263,6 +272,24 @@ pub enum ServerMessage {
         sha256: String,
         size_bytes: u64,
     },
+    /// A frame that makes the agent act, signed by the server's code-signing key
+    /// ([`crate::fleet::signing`]).
+    Signed(Box<SignedFrame>),
+}
+
+impl ServerMessage {
+    /// Whether it makes the agent act (run, quarantine or release, evaluate): what is signed.
+    pub fn acts(&self) -> bool {
+        matches!(self, ServerMessage::Run(_) | ServerMessage::Quarantine { .. } | ServerMessage::Evaluate { .. })
+    }
+
+    /// The execution a run belongs to.
+    pub fn execution_id(&self) -> Option<&str> {
+        match self {
+            ServerMessage::Run(order) => Some(&order.execution_id),
+            _ => None,
+        }
+    }
 }
 
 /// The largest binary frame of an upload.

@@ -121,6 +121,17 @@ impl CertStore for PostgresStore {
         .await
     }
 
+    async fn live_by_generation(&self, now_ms: i64) -> Result<Vec<(u32, u64)>> {
+        pg(async {
+            let sql = "SELECT ca_generation, count(*) FROM issued_cert WHERE revoked_at_ms IS NULL AND not_after_ms > $1 \
+                       GROUP BY ca_generation ORDER BY ca_generation";
+            let found = rows(&*self.conn().await?, sql, &[&now_ms]).await?;
+            let counted = found.iter().map(|r| Ok((r.try_get::<_, i32>(0)? as u32, r.try_get::<_, i64>(1)? as u64)));
+            Ok(counted.collect::<std::result::Result<Vec<_>, tokio_postgres::Error>>()?)
+        })
+        .await
+    }
+
     async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>> {
         pg(async {
             let sql = format!(

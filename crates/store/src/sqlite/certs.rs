@@ -120,6 +120,18 @@ impl CertStore for SqliteStore {
         .await
     }
 
+    async fn live_by_generation(&self, now_ms: i64) -> Result<Vec<(u32, u64)>> {
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT ca_generation, count(*) FROM issued_cert WHERE revoked_at_ms IS NULL AND not_after_ms > ?1 \
+                 GROUP BY ca_generation ORDER BY ca_generation",
+            )?;
+            let rows = stmt.query_map([now_ms], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+            rows.collect()
+        })
+        .await
+    }
+
     async fn newest_for(&self, agent_id: &str) -> Result<Option<IssuedCert>> {
         let agent_id = agent_id.to_string();
         self.run(move |conn| {

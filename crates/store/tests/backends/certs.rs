@@ -66,6 +66,8 @@ async fn revocation_is_confined_kept_and_decides_the_standing(r: Repositories) {
     let (again, changed) = r.certs.revoke("1a", &Reach::Fleet, "bob", None, 30).await.unwrap().unwrap();
     assert_eq!((again.revoked, changed), (Some(revocation), false));
     assert_eq!(r.certs.revoked_serials(20).await.unwrap(), vec!["1a".to_string()]);
+    assert_eq!(r.certs.live_by_generation(20).await.unwrap(), vec![(1, 1)], "1b only: 1a is revoked");
+    assert!(r.certs.live_by_generation(mine.not_after_ms + 1).await.unwrap().is_empty(), "all expired");
     // Once it would have expired, it need not be refused by serial any more.
     assert!(r.certs.revoked_serials(mine.not_after_ms).await.unwrap().is_empty());
     let standing = Standing::of(r.certs.newest_for(&agents[0]).await.unwrap().as_ref(), 20);

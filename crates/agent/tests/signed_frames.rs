@@ -1,0 +1,205 @@
+//! The real agent loop against a fake server (docs/trust.md): it enrolls, receives its
+//! certificate and pins the CA, then is sent runs of a change that would write a marker file:
+//! one altered after signing, one past its deadline, one signed for another agent, one
+//! unsigned. Each is refused and reported, and nothing of it runs; then a good one runs, once,
+//! and its re-delivery is answered from the journal without running again.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, CertifiedIssuer, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, SigningKey,
+};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use toolgate_agent::{AgentOptions, ServerTrust};
+use toolgate_domain::CancellationToken;
+use toolgate_domain::fleet::instruction::ActionClass;
+use toolgate_domain::fleet::signing::{FrameRefusal, SignedFrame};
+use toolgate_domain::fleet::wire::{AgentCertificate, AgentMessage, RunOrder, RunStep, ServerMessage};
+
+const AGENT: &str = "agt-00000000000000aa";
+const PATIENCE: Duration = Duration::from_secs(30);
+
+type Socket = WebSocketStream<TcpStream>;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+struct FakeServer {
+    ca: CertifiedIssuer<'static, KeyPair>,
+    key: KeyPair,
+    chain_pem: String,
+}
+
+impl FakeServer {
+    fn new() -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.distinguished_name.push(DnType::CommonName, "fake agent CA");
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut signing = CertificateParams::default();
+        signing.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
+        let chain_pem = signing.signed_by(&key, &ca).unwrap().pem();
+        Self { ca, key, chain_pem }
+    }
+
+    fn certificate(&self, csr: &str) -> AgentCertificate {
+        let mut request = CertificateSigningRequestParams::from_pem(csr).unwrap();
+        request.params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = request.signed_by(&self.ca).unwrap();
+        AgentCertificate { pem: cert.pem(), ca_pem: self.ca.pem(), not_after_ms: now_ms() + 3_600_000 }
+    }
+
+    fn signed(&self, inner: &ServerMessage, agent_id: &str, deadline_ms: i64) -> SignedFrame {
+        let payload = serde_json::to_string(inner).unwrap();
+        let execution_id = inner.execution_id().map(String::from);
+        let bytes = SignedFrame::signed_bytes(agent_id, execution_id.as_deref(), deadline_ms, &payload);
+        SignedFrame {
+            payload,
+            agent_id: agent_id.into(),
+            execution_id,
+            deadline_ms,
+            chain_pem: self.chain_pem.clone(),
+            signature_hex: self.key.sign(&bytes).unwrap().iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+/// A run of one change: write the marker `name`.
+fn marker_run(execution_id: &str, name: &str) -> ServerMessage {
+    let params = json!({"name": name, "text": "ran"}).as_object().unwrap().clone();
+    ServerMessage::Run(RunOrder {
+        execution_id: execution_id.into(),
+        deadline_ms: now_ms() + 60_000,
+        steps: vec![RunStep {
+            definition: "write_marker".into(),
+            plugin: "workspace".into(),
+            action: "write_marker".into(),
+            class: ActionClass::Change,
+            diagnostic: false,
+            params,
+            timeout_ms: 10_000,
+            secret_names: vec![],
+            secrets: Default::default(),
+        }],
+    })
+}
+
+async fn send(socket: &mut Socket, message: &ServerMessage) {
+    socket.send(Message::text(serde_json::to_string(message).unwrap())).await.unwrap();
+}
+
+/// The next frame the agent sends on the session that is not a heartbeat or its quarantine state.
+async fn next_report(socket: &mut Socket) -> AgentMessage {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next()).await.expect("the agent answers").unwrap().unwrap();
+        let Message::Text(text) = frame else { continue };
+        match serde_json::from_str(&text).unwrap() {
+            AgentMessage::Heartbeat | AgentMessage::QuarantineState { .. } => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Every other connection (the agent's reports) is told the server is busy.
+async fn turn_away(listener: TcpListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(async move {
+            let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else { return };
+            let _ = socket.next().await;
+            let busy = json!({"type": "refused", "code": "busy", "message": "fake server"}).to_string();
+            let _ = socket.send(Message::text(busy)).await;
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
+    let server = FakeServer::new();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("agent");
+    let options = AgentOptions {
+        servers: vec![format!("http://{address}")],
+        enroll_token: Some("tge_fake".into()),
+        state_dir: state_dir.clone(),
+        reconnect_spread_ms: 100,
+        reconnect_max_ms: 500,
+        allow_network_isolation: false,
+        trust: ServerTrust::System,
+    };
+    let stop = CancellationToken::new();
+    let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
+
+    let (stream, _) = tokio::time::timeout(PATIENCE, listener.accept()).await.unwrap().unwrap();
+    let mut session = tokio_tungstenite::accept_async(stream).await.unwrap();
+    tokio::spawn(turn_away(listener));
+    let Some(Ok(Message::Text(first))) = session.next().await else { panic!("no enrollment") };
+    let Ok(AgentMessage::Enroll { csr: Some(csr), .. }) = serde_json::from_str(&first) else { panic!("{first}") };
+    let welcome = ServerMessage::Welcome {
+        agent_id: AGENT.into(),
+        credential: Some("tga_fake".into()),
+        heartbeat_ms: 60_000,
+        inventory_interval_ms: 3_600_000,
+        quarantine: None,
+        certificate: Some(server.certificate(&csr)),
+    };
+    send(&mut session, &welcome).await;
+
+    let marker = |name: &str| state_dir.join("work").join(name);
+    let good_deadline = now_ms() + 60_000;
+    let mut altered = server.signed(&marker_run("exe-a1", "altered"), AGENT, good_deadline);
+    altered.payload = altered.payload.replace("\"ran\"", "\"tampered\"");
+    let refusals = [
+        (ServerMessage::Signed(Box::new(altered)), "exe-a1", FrameRefusal::BadSignature),
+        (
+            ServerMessage::Signed(Box::new(server.signed(&marker_run("exe-e1", "expired"), AGENT, now_ms() - 1))),
+            "exe-e1",
+            FrameRefusal::Expired,
+        ),
+        (
+            ServerMessage::Signed(Box::new(server.signed(
+                &marker_run("exe-b1", "other"),
+                "agt-00000000000000bb",
+                good_deadline,
+            ))),
+            "exe-b1",
+            FrameRefusal::OtherAgent,
+        ),
+        (marker_run("exe-c1", "unsigned"), "exe-c1", FrameRefusal::Unsigned),
+    ];
+    for (frame, execution_id, reason) in &refusals {
+        send(&mut session, frame).await;
+        match next_report(&mut session).await {
+            AgentMessage::FrameRefused { execution_id: Some(id), reason: said, detail } => {
+                assert_eq!((id.as_str(), said), (*execution_id, *reason), "{detail}");
+            }
+            other => panic!("expected the refusal of {execution_id}, got {other:?}"),
+        }
+    }
+
+    // A good one runs, once: its re-delivery is answered from the journal.
+    let good = ServerMessage::Signed(Box::new(server.signed(&marker_run("exe-d1", "good"), AGENT, good_deadline)));
+    for _ in 0..2 {
+        send(&mut session, &good).await;
+        let AgentMessage::Result(result) = next_report(&mut session).await else { panic!("no result") };
+        assert_eq!(result.execution_id, "exe-d1");
+        assert_eq!(result.steps[0].status, toolgate_domain::fleet::instruction::StepStatus::Succeeded, "{result:?}");
+    }
+    assert_eq!(std::fs::read_to_string(marker("good")).unwrap(), "ran");
+    for (name, execution_id) in
+        [("altered", "exe-a1"), ("expired", "exe-e1"), ("other", "exe-b1"), ("unsigned", "exe-c1")]
+    {
+        assert!(!marker(name).exists(), "{name} ran");
+        assert!(!state_dir.join("runs").join(format!("{execution_id}.json")).exists(), "{name} was journalled");
+    }
+    stop.cancel();
+    let _ = agent.await;
+}
