@@ -309,8 +309,19 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             Ok(print_out(&toolgate::cli::kek::run(opened.as_ref(), command).await?))
         }),
-        Command::Ca { store, command } => runtime()?
-            .block_on(async { Ok(print_out(&toolgate::cli::ca::run(&console::open(&store).await?, command).await?)) }),
+        Command::Ca { store, command } => runtime()?.block_on(async {
+            // An import comes before the first start with a KEK, perhaps before any start: it
+            // may make the store (the first start then adds the administrator as ever).
+            let opened = match &command {
+                toolgate::cli::ca::CaCommand::Import { .. } => {
+                    std::fs::create_dir_all(&store.data_dir)
+                        .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", store.data_dir.display()))?;
+                    store.database()?.open(true, "cli").await?
+                }
+                _ => console::open(&store).await?,
+            };
+            Ok(print_out(&toolgate::cli::ca::run(&opened, command).await?))
+        }),
         Command::Group { store, command } => {
             runtime()?.block_on(async { Ok(print_out(&groups::run(&console::open(&store).await?, command).await?)) })
         }

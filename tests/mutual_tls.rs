@@ -1,8 +1,8 @@
 //! The agent listener with mutual TLS (docs/trust.md), against the real binary and real agents:
 //! three agents enroll over server-authenticated TLS and come back with client certificates;
 //! a hello without its certificate is refused while it holds one; one agent's certificate is
-//! revoked (with a person's approval) and it is cut off, refused at the handshake with its old
-//! certificate, and still after a restart; an unknown serial is audited apart; a session
+//! revoked (with a person's approval) and it is cut off, refused with its old certificate, and
+//! still after a restart, and on another replica; an unknown serial is audited apart; a session
 //! renews its short-lived certificate by itself, staying online; and a CA rotation moves the
 //! agents over to the next generation as they renew, the old one trusted until it is retired.
 
@@ -125,8 +125,9 @@ fn three_agents_enroll_with_mutual_tls_and_a_revoked_one_is_cut_off_for_good() {
         agents[0].log_text()
     );
     wait_for_status(&s, &schemas, a_id, "offline");
-    // Its old certificate fails the handshake; without one it is refused as revoked.
-    assert!(tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).is_err(), "the revoked certificate is refused");
+    // With its old certificate, or without one, it is refused as revoked.
+    let old = tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).expect("an answer");
+    assert_eq!(refusal_code(&old), "certificate_revoked", "{old}");
     let bare = tls_hello(s.agents, &ca_pem, &a_dir, None).expect("an answer");
     assert_eq!(refusal_code(&bare), "certificate_revoked", "{bare}");
     // The others stay online.
@@ -149,7 +150,8 @@ fn three_agents_enroll_with_mutual_tls_and_a_revoked_one_is_cut_off_for_good() {
     // After a restart the serial is still refused, and the others come back.
     drop(agents.remove(0));
     let s = serve(&tls, &kek, &agents_at, Some(s.stop()), &[]);
-    assert!(tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).is_err(), "still refused after a restart");
+    let after = tls_hello(s.agents, &ca_pem, &a_dir, Some(&a_held)).expect("an answer");
+    assert_eq!(refusal_code(&after), "certificate_revoked", "still refused after a restart: {after}");
     let b_again = tls_hello(s.agents, &ca_pem, &b_dir, Some(&b_held)).expect("a welcome");
     assert_eq!(b_again["type"], "welcome", "{b_again}");
     let schemas = output_schemas(&s);
@@ -267,4 +269,46 @@ fn a_ca_rotation_moves_agents_over_as_they_renew() {
         let log = agent.log_text();
         assert!(log.contains("renewing the client certificate") && !log.contains("refused a frame"), "{log}");
     }
+}
+
+/// Replicas on one PostgreSQL database: a certificate revoked on A cuts off its agent's
+/// session on B within B's revocation check, and B refuses it from then on.
+#[test]
+fn a_certificate_revoked_on_one_replica_is_cut_off_on_the_other() {
+    let tls = Localhost::new();
+    let ca_pem = std::fs::read_to_string(&tls.ca).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
+    let extra = [
+        "--kek-file",
+        &kek,
+        "--agent-listen",
+        "127.0.0.1:0",
+        "--agent-tls-cert",
+        &cert,
+        "--agent-tls-key",
+        &key,
+        "--cert-revocation-check-ms",
+        "200",
+    ];
+    let database = common::replicas::fresh_database("mtls_revocation");
+    let (a, b) = common::replicas::replicas(&database, &extra);
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("on-b");
+    let mut agent = spawn(&b, &tls, Some(&mint(&b, &["--uses", "1"])), &state_dir, "on-b");
+    let schemas = output_schemas(&b);
+    online_by_hostname(&b, &schemas, 1);
+    let serial = wait_issued(&a, 1)["certificates"][0]["serial_hex"].as_str().unwrap().to_string();
+    let kept = held(&state_dir);
+
+    let rita = common::console::reviewer(&a, "rita");
+    let admin = a.token("admin", "supervised", "1d");
+    let revoked =
+        common::console::approved_on(&a, &a, &rita, &admin, "revoke_certificate", json!({"serial_hex": serial}));
+    assert_eq!(revoked["changed"], true, "{revoked}");
+    // B holds the session: it is cut off there, and the agent stops.
+    assert_ne!(agent.wait_for_exit(), 0, "cut off on the replica that held it: {}", agent.log_text());
+    let again = tls_hello(b.agents, &ca_pem, &state_dir, Some(&kept)).expect("an answer");
+    assert_eq!(refusal_code(&again), "certificate_revoked", "B refuses it from then on: {again}");
 }

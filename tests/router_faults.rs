@@ -319,3 +319,62 @@ async fn the_console_reports_a_broken_store_plainly() {
     let message = format!("{:#}", refused.unwrap_err());
     assert!(message.contains("the store failed"), "{message}");
 }
+
+/// revoke_certificate's own audit row tells a store fault (failure) from an unknown serial
+/// (denied): an outage is never recorded as a refused revoke (docs/trust.md).
+#[tokio::test]
+async fn a_certs_fault_on_revoke_is_audited_as_a_failure_not_a_denial() {
+    let app = app().await;
+    let repositories = app.store.repositories();
+    let now = Clock::default().now_secs();
+    let credentials = &repositories.credentials;
+    credentials.put_principal("rita", &["Administrator".into()], now).await.unwrap();
+    let new = NewToken { principal: "admin", tier: Some("supervised"), name: "s", now, expires_at: now + 3600 };
+    let (_, supervised) = credentials.create_token(new).await.unwrap();
+    let call = |arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "revoke_certificate", "arguments": arguments}});
+        let supervised = supervised.clone();
+        let app = &app;
+        async move { app.send("POST", "/mcp", &supervised, Some(body)).await }
+    };
+    // rita approves admin's ticket on a console session of her own.
+    let session = ConsoleSession {
+        principal: "rita".into(),
+        csrf: "csrf-token".into(),
+        last_seen_ms: Clock::default().now_ms(),
+        proof_ms: Some(Clock::default().now_ms()),
+        assurance: "test".into(),
+        idp: None,
+        step_up_ms: 0,
+    };
+    let cookie = format!("toolgate_console={}", app.state.console.open(session));
+    let headers = [(header::COOKIE, cookie.as_str()), (header::HeaderName::from_static("x-csrf-token"), "csrf-token")];
+    let mut outcomes = Vec::new();
+    for (serial, broken) in [("abcdef", false), ("abcdee", true)] {
+        let ticket = call(json!({"serial_hex": serial})).await;
+        let id = ticket.body["error"]["data"]["approval_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}", ticket.body))
+            .to_string();
+        let approved =
+            app.send_with("POST", &format!("/api/v1/approvals/{id}/approve"), &headers, Some(json!({}))).await;
+        assert_eq!(approved.status, StatusCode::OK, "{}", approved.body);
+        if broken {
+            app.store.break_area(Area::Certs).await.unwrap();
+        }
+        let answer = call(json!({"serial_hex": serial, "approval_id": id})).await;
+        match broken {
+            true => assert_internal_with_retry(&answer, "revoke_certificate"),
+            false => assert_eq!(answer.body["result"]["isError"], true, "{}", answer.body),
+        }
+        let filter = toolgate_domain::audit::AuditFilter {
+            action_prefix: Some("ca.cert.revoked".into()),
+            limit: 10,
+            ..Default::default()
+        };
+        let rows = repositories.audit.query(&filter).await.unwrap();
+        let row = rows.iter().find(|r| r.target.as_deref() == Some(serial)).unwrap_or_else(|| panic!("{rows:?}"));
+        outcomes.push(row.result.clone());
+    }
+    assert_eq!(outcomes, ["denied", "failure"]);
+}

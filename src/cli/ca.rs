@@ -1,4 +1,5 @@
-//! `toolgate ca ...`: the agent CA's generations (docs/trust.md). `rotate` makes the next,
+//! `toolgate ca ...`: the agent CA's generations (docs/trust.md). `import` makes an operator's
+//! CA the first, before the server would make its own; `rotate` makes the next,
 //! cross-signed by the current one; each server signs with it from its next start and trusts
 //! every generation kept, so agents move over as they renew. `retire` then stops trusting an
 //! old one, once none of its certificates is still live.
@@ -15,6 +16,16 @@ pub enum CaCommand {
     /// The generations kept: which signs, their fingerprints, and how many live (unexpired,
     /// unrevoked) certificates each has issued.
     Status {
+        #[arg(long, value_name = "FILE")]
+        kek_file: Option<std::path::PathBuf>,
+    },
+    /// Make the operator's CA (PEM certificate and ECDSA P-256 key) the first generation,
+    /// before the first start with a key-encryption key makes one of its own.
+    Import {
+        #[arg(long, value_name = "FILE")]
+        cert: std::path::PathBuf,
+        #[arg(long, value_name = "FILE")]
+        key: std::path::PathBuf,
         #[arg(long, value_name = "FILE")]
         kek_file: Option<std::path::PathBuf>,
     },
@@ -64,6 +75,17 @@ pub async fn run(store: &Repositories, command: CaCommand) -> Result<String> {
                 ));
             }
             Ok(out)
+        }
+        CaCommand::Import { cert, key, kek_file } => {
+            let read = |path: &std::path::Path| {
+                std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+            };
+            let (cert_pem, key_pem) = (read(&cert)?, read(&key)?);
+            let vault = open_vault(store, kek_file).await?;
+            let made = AgentCa::import(&vault, &cert_pem, &key_pem, now)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", cert.display()))?;
+            Ok(format!("the CA of {} is generation 1 ({})\n", cert.display(), made.fingerprint))
         }
         CaCommand::Rotate { kek_file } => {
             let vault = open_vault(store, kek_file).await?;

@@ -151,8 +151,7 @@ pub async fn serve(config: Config) -> Result<()> {
     hub.check_certificates(true).await.context("cannot read the revoked certificates")?;
     // The agent listener with TLS and a CA asks agents for their certificates (docs/trust.md).
     let trusted: Vec<&str> = agent_ca.iter().flat_map(|ca| ca.trusted()).map(|g| g.cert_pem.as_str()).collect();
-    let agent_tls = super::tls::agent_listener_tls(agent_served.as_ref(), &trusted, hub.revoked_serials())
-        .map_err(anyhow::Error::msg)?;
+    let agent_tls = super::tls::agent_listener_tls(agent_served.as_ref(), &trusted).map_err(anyhow::Error::msg)?;
     let rules = config.compliance.load().map_err(anyhow::Error::msg)?;
     println!("toolgate: {} compliance rule(s) from {}", rules.rules.len(), rules.source);
     hub.set_rules(rules);

@@ -13,7 +13,6 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 use toolgate_domain::CancellationToken;
-use toolgate_fleet::RevokedSerials;
 
 use super::listener::ListenerTls;
 
@@ -96,17 +95,15 @@ fn read_pair(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey
 }
 
 /// The agent listener's TLS with `served`: mutual with an agent CA (the certificates of the
-/// generations it trusts, PEM), refusing the `revoked` serials; server-authenticated only
-/// without a CA; none without a pair.
+/// generations it trusts, PEM); server-authenticated only without a CA; none without a pair.
 pub fn agent_listener_tls(
     served: Option<&Arc<ServedCertificate>>,
     ca_pems: &[&str],
-    revoked: RevokedSerials,
 ) -> Result<Option<ListenerTls>, String> {
     let Some(served) = served else { return Ok(None) };
     let tls = match ca_pems.is_empty() {
         false => ListenerTls {
-            acceptor: crate::trust::mutual_tls::acceptor(served.clone(), served.provider(), ca_pems, revoked)?,
+            acceptor: crate::trust::mutual_tls::acceptor(served.clone(), served.provider(), ca_pems)?,
             client_certificates: true,
         },
         true => ListenerTls::server(served.acceptor()?),

@@ -8,11 +8,12 @@
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType, SerialNumber,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use toolgate_domain::certs::{IssuedCert, agent_uri};
+use x509_parser::prelude::FromDer;
 
 use crate::sealing::vault::{INTERNAL, Vault, VaultError};
 
@@ -129,6 +130,52 @@ impl AgentCa {
             }
         }
         Self::from_stored(stored(vault).await?).map(Some)
+    }
+
+    /// Makes the operator's CA (its certificate and key, PEM) the first generation, on a
+    /// database that has none yet: instead of the one the first start would make. It must be a
+    /// CA certificate, unexpired, for an ECDSA P-256 key (what agents check signatures with).
+    pub async fn import(vault: &Vault, cert_pem: &str, key_pem: &str, now_secs: i64) -> Result<Generation, TrustError> {
+        let refused = |why: String| TrustError::Refused(why);
+        match vault.reveal_internal(&secret_name(1)).await {
+            Err(VaultError::NoKek) => return Err(refused("no key-encryption key to seal the CA's key with".into())),
+            found => found?,
+        };
+        if !stored(vault).await?.is_empty() {
+            return Err(refused(
+                "this database has an agent CA already: `toolgate ca rotate` makes the next generation".into(),
+            ));
+        }
+        let key = KeyPair::from_pem(key_pem).map_err(|e| refused(format!("the key does not read: {e}")))?;
+        if key.algorithm() != &rcgen::PKCS_ECDSA_P256_SHA256 {
+            return Err(refused("the key must be ECDSA P-256: agents check signatures with nothing else".into()));
+        }
+        let der = rustls_pki_der(cert_pem).map_err(|e| refused(format!("the certificate does not read: {e}")))?;
+        let (_, cert) = x509_parser::prelude::X509Certificate::from_der(&der)
+            .map_err(|e| refused(format!("the certificate does not read: {e}")))?;
+        if !cert.is_ca() {
+            return Err(refused("the certificate is not a CA's (it needs basicConstraints CA:TRUE)".into()));
+        }
+        if cert.public_key().raw != key.subject_public_key_info().as_slice() {
+            return Err(refused("the key does not fit the certificate".into()));
+        }
+        if cert.validity().not_after.timestamp() <= now_secs {
+            return Err(refused("the certificate has expired".into()));
+        }
+        let certificates = <rustls::pki_types::CertificateDer as rustls::pki_types::pem::PemObject>::pem_slice_iter(
+            cert_pem.as_bytes(),
+        )
+        .count();
+        if certificates != 1 {
+            return Err(refused(format!("give the CA's certificate alone ({certificates} certificates in the file)")));
+        }
+        let key_pem = key.serialize_pem();
+        Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| refused(format!("rcgen cannot sign with it: {e}")))?;
+        let first = StoredCa { generation: 1, cert_pem: cert_pem.to_string(), key_pem, cross_pem: None };
+        if !vault.put_internal(&secret_name(1), &serde_json::to_string(&first).map_err(ca_error)?, now_secs).await? {
+            return Err(refused("a server made its own CA at the same moment: import before the first start".into()));
+        }
+        Ok(Generation { generation: 1, fingerprint: fingerprint_of(&first.cert_pem)?, cert_pem: first.cert_pem })
     }
 
     /// Makes the next generation, cross-signed by the current one, and keeps it; the servers

@@ -110,3 +110,43 @@ async fn a_rotation_signs_with_the_next_generation_cross_signed_by_the_last() {
     assert!(matches!(AgentCa::retire(&vault, 1, NOW_MS / 1000).await, Err(TrustError::Refused(_))), "gone already");
     assert_eq!(AgentCa::rotate(&vault, NOW_MS / 1000).await.unwrap().generation, 3);
 }
+
+/// A self-signed CA certificate for `key` (`is_ca` false: a plain certificate).
+fn operator_ca(key: &KeyPair, is_ca: bool) -> String {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "Example Corp agent CA");
+    if is_ca {
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    params.self_signed(key).unwrap().pem()
+}
+
+#[tokio::test]
+async fn an_operators_ca_is_imported_as_the_first_generation_and_only_then() {
+    let store = SqliteStore::open_in_memory().unwrap().repositories();
+    let vault = vault(&store, &crate::sealing::keyring::generate(1)).await;
+    let key = KeyPair::generate().unwrap();
+    let refused = |result: Result<Generation, TrustError>| match result {
+        Err(TrustError::Refused(why)) => why,
+        other => panic!("not refused: {:?}", other.map(|g| g.generation)),
+    };
+    let plain = refused(AgentCa::import(&vault, &operator_ca(&key, false), &key.serialize_pem(), NOW_MS / 1000).await);
+    assert!(plain.contains("not a CA"), "{plain}");
+    let other = KeyPair::generate().unwrap();
+    let misfit =
+        refused(AgentCa::import(&vault, &operator_ca(&key, true), &other.serialize_pem(), NOW_MS / 1000).await);
+    assert!(misfit.contains("does not fit"), "{misfit}");
+    let p384 = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
+    let curve = refused(AgentCa::import(&vault, &operator_ca(&p384, true), &p384.serialize_pem(), NOW_MS / 1000).await);
+    assert!(curve.contains("P-256"), "{curve}");
+
+    let cert_pem = operator_ca(&key, true);
+    let imported = AgentCa::import(&vault, &cert_pem, &key.serialize_pem(), NOW_MS / 1000).await.unwrap();
+    let ca = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
+    assert_eq!((ca.generation(), ca.fingerprint()), (1, imported.fingerprint.as_str()), "used, not replaced");
+    let issued = ca.issue("agt-0123", &request(), 3600, NOW_MS, "enrollment").unwrap();
+    let leaf = CertificateDer::from_pem_slice(issued.pem.as_bytes()).unwrap();
+    verifier_of(&[&cert_pem]).verify_client_cert(&leaf, &[], during()).expect("signed by the operator's CA");
+    let again = refused(AgentCa::import(&vault, &cert_pem, &key.serialize_pem(), NOW_MS / 1000).await);
+    assert!(again.contains("rotate"), "{again}");
+}

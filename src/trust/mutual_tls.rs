@@ -1,22 +1,19 @@
 //! The agent listener's mutual TLS (docs/trust.md): the server's certificate as on every
 //! listener, and client certificates verified against the agent CA (rustls
-//! `WebPkiClientVerifier`), a revoked serial failing the handshake. A connection may come
+//! `WebPkiClientVerifier`). A connection may come
 //! without one, for enrollment and for an agent that holds none usable; the hello decides
 //! ([`toolgate_fleet::session::handshake`]), so the certificate that came is handed on as a
 //! [`PeerCertificate`].
 
 use std::sync::Arc;
 
-use rustls::DistinguishedName;
-use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
 use tokio_rustls::TlsAcceptor;
 use toolgate_domain::certs::AGENT_URI_PREFIX;
-use toolgate_fleet::{PeerCertificate, PresentedCertificate, RevokedSerials};
+use toolgate_fleet::{PeerCertificate, PresentedCertificate};
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 /// The parts of an agent certificate the server acts on.
@@ -45,70 +42,13 @@ pub fn peer_certificate(connection: &rustls::ServerConnection) -> PeerCertificat
     }
 }
 
-/// WebPKI's verdict, then the revocation list every replica keeps.
-#[derive(Debug)]
-struct AgentVerifier {
-    webpki: Arc<dyn ClientCertVerifier>,
-    revoked: RevokedSerials,
-}
-
-impl ClientCertVerifier for AgentVerifier {
-    fn offer_client_auth(&self) -> bool {
-        true
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        false
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.webpki.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.webpki.verify_client_cert(end_entity, intermediates, now)?;
-        let presented = read_presented(end_entity).map_err(rustls::Error::General)?;
-        match self.revoked.contains(&presented.serial_hex) {
-            true => Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked)),
-            false => Ok(verified),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
-}
-
 /// The agent listener's acceptor: `served` for the server's certificate, client certificates
-/// signed by one of `ca_pems` and not among `revoked`.
+/// signed by one of `ca_pems`. A revoked one passes the handshake to be refused at the hello,
+/// where the agent is told why and stops (rather than retrying a failed handshake forever).
 pub fn acceptor(
     served: Arc<dyn ResolvesServerCert>,
     provider: Arc<CryptoProvider>,
     ca_pems: &[&str],
-    revoked: RevokedSerials,
 ) -> Result<TlsAcceptor, String> {
     let mut roots = rustls::RootCertStore::empty();
     for pem in ca_pems {
@@ -119,11 +59,10 @@ pub fn acceptor(
         .allow_unauthenticated()
         .build()
         .map_err(|e| format!("the agent CA cannot verify clients: {e}"))?;
-    let verifier = Arc::new(AgentVerifier { webpki, revoked });
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(webpki)
         .with_cert_resolver(served);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))

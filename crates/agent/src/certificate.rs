@@ -42,6 +42,15 @@ pub fn renewal_due_ms(held: &Held) -> i64 {
     held.received_at_ms + (held.not_after_ms - held.received_at_ms) / 2
 }
 
+/// How long a session may go on before it reconnects to renew the certificate held, half way
+/// through its life (the server cuts a session off when the certificate it was opened with
+/// expires, and the renewing hello asks for the next). None without a certificate, or past
+/// that point already (the renewal asked for at this connection failed: it waits).
+pub fn renewal_in(state_dir: &Path, now_ms: i64) -> Option<std::time::Duration> {
+    let held = load(state_dir).filter(|held| !wanted(Some(held), now_ms))?;
+    Some(std::time::Duration::from_millis((renewal_due_ms(&held) - now_ms).max(0) as u64))
+}
+
 /// Whether to ask for a certificate now: none held, or past half its life.
 pub fn wanted(held: Option<&Held>, now_ms: i64) -> bool {
     held.is_none_or(|h| now_ms >= renewal_due_ms(h))

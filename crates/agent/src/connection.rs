@@ -241,23 +241,10 @@ async fn session(
         other => return Ok(Ended::Failed(format!("expected a welcome, got {other:?}"))),
     };
     let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
-    // Frames that make the agent act must be signed once it has pinned a CA (docs/trust.md):
-    // an agent holding a certificate from before pinning pins its CA now.
-    if let Some(held) = certificate::load(&options.state_dir)
-        && let Err(e) = crate::signed::pin_once(&options.state_dir, &held.ca_pem)
-    {
-        tracing::warn!("cannot pin the agent CA: {e}");
-    }
-    let pinned = match crate::signed::load(&options.state_dir) {
-        Ok(pinned) => pinned,
-        Err(e) => return Err(AgentError::State { path: options.state_dir.clone(), message: e }),
-    };
-    // A long session renews in time: it reconnects once its certificate is half way through
-    // its life, and that hello asks for the next (the server cuts a session off when the
-    // certificate it was opened with expires). Not while renewing failed: that one waits.
-    let renewal = certificate::load(&options.state_dir).filter(|held| !certificate::wanted(Some(held), now_ms()));
-    let renew_in =
-        renewal.map(|held| Duration::from_millis((certificate::renewal_due_ms(&held) - now_ms()).max(0) as u64));
+    // Frames that make the agent act must be signed once it has pinned a CA (docs/trust.md).
+    let pinned = crate::signed::pinned_for_session(&options.state_dir)
+        .map_err(|message| AgentError::State { path: options.state_dir.clone(), message })?;
+    let renew_in = certificate::renewal_in(&options.state_dir, now_ms());
     let renew = tokio::time::sleep(renew_in.unwrap_or(Duration::MAX));
     tokio::pin!(renew);
     let mut heartbeat = tokio::time::interval(Duration::from_millis(heartbeat_ms));

@@ -36,6 +36,17 @@ pub fn load(state_dir: &Path) -> Result<Option<Pinned>, String> {
     Ok(Some(Pinned(der.into_owned())))
 }
 
+/// The CA a session checks frames by: the pinned one; an agent holding a certificate from
+/// before pinning existed pins that certificate's CA now.
+pub fn pinned_for_session(state_dir: &Path) -> Result<Option<Pinned>, String> {
+    if let Some(held) = crate::certificate::load(state_dir)
+        && let Err(e) = pin_once(state_dir, &held.ca_pem)
+    {
+        tracing::warn!("cannot pin the agent CA: {e}");
+    }
+    load(state_dir)
+}
+
 /// Pins the first certificate of `ca_pem` (the CA that signed the agent's first certificate),
 /// unless a CA is pinned already.
 pub fn pin_once(state_dir: &Path, ca_pem: &str) -> Result<(), String> {

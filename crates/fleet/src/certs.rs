@@ -52,7 +52,7 @@ pub enum PeerCertificate {
     NotAsked,
     /// The agent listener asked and the agent presented none.
     Absent,
-    /// One the TLS layer verified against the CA (and found unrevoked).
+    /// One the TLS layer verified against the CA (the hello checks it is unrevoked).
     Presented(PresentedCertificate),
 }
 
@@ -64,13 +64,12 @@ pub struct PresentedCertificate {
     pub not_after_ms: i64,
 }
 
-/// The serials every replica refuses, shared with the TLS layer's client verifier so that a
-/// revoked certificate fails its handshake.
-#[derive(Clone, Debug, Default)]
-pub struct RevokedSerials(Arc<RwLock<HashSet<String>>>);
+/// The serials every replica refuses, as last read (and added to at once by a revocation here).
+#[derive(Debug, Default)]
+pub(crate) struct RevokedSerials(RwLock<HashSet<String>>);
 
 impl RevokedSerials {
-    pub fn contains(&self, serial_hex: &str) -> bool {
+    pub(crate) fn contains(&self, serial_hex: &str) -> bool {
         self.0.read().unwrap_or_else(|e| e.into_inner()).contains(serial_hex)
     }
 
@@ -98,11 +97,6 @@ impl Hub {
     pub fn with_certificates(mut self, issuer: Arc<dyn CertificateIssuer>, store: Arc<dyn CertStore>) -> Self {
         self.certificates = Some(Certificates { issuer, store });
         self
-    }
-
-    /// The serials refused now (the TLS layer's client verifier reads them).
-    pub fn revoked_serials(&self) -> RevokedSerials {
-        self.revoked_serials.clone()
     }
 
     /// The certificate `csr` asks for, when there is a request and a CA. A request the CA

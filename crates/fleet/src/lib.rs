@@ -22,7 +22,7 @@ pub mod uploads;
 mod view;
 mod visits;
 
-pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate, RevokedSerials};
+pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;
 pub use hub::{Hub, Kick};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};

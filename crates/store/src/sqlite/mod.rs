@@ -222,6 +222,8 @@ pub enum Area {
     Fleet,
     /// Executions, responses and compliance outcomes.
     Work,
+    /// The certificates the agent CA issued.
+    Certs,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -236,6 +238,7 @@ impl Area {
             Area::Groups => &["management_group"],
             Area::Fleet => &["agent", "enrollment_token", "inventory_table", "inventory_row"],
             Area::Work => &["execution", "execution_target", "execution_step", "response", "compliance_result"],
+            Area::Certs => &["issued_cert"],
         }
     }
 }
