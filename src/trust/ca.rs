@@ -262,18 +262,19 @@ impl AgentCa {
         self.current.generation
     }
 
-    /// A code-signing certificate (PEM) for `key`, named `name`, valid from now for a year
-    /// (never past the CA's own expiry: webpki would refuse the chain).
-    pub fn issue_code_signing(&self, key: &KeyPair, name: &str, now_ms: i64) -> Result<String, TrustError> {
+    /// A code-signing certificate (PEM) for `key`, named `name`, valid from now for a year, and
+    /// when it expires.
+    pub fn issue_code_signing(&self, key: &KeyPair, name: &str, now_ms: i64) -> Result<(String, i64), TrustError> {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
         params.use_authority_key_identifier_extension = true;
+        let not_after_ms = now_ms + 365 * 86_400_000;
         params.not_before = at(now_ms - 60_000)?;
-        params.not_after = at(now_ms + 365 * 86_400_000)?;
-        Ok(params.signed_by(key, &self.issuer).map_err(ca_error)?.pem())
+        params.not_after = at(not_after_ms)?;
+        Ok((params.signed_by(key, &self.issuer).map_err(ca_error)?.pem(), not_after_ms))
     }
 
     /// A client certificate for `agent_id` from its signing request (whose signature is

@@ -25,7 +25,12 @@ struct StoredSigner {
     ca_generation: u32,
     cert_pem: String,
     key_pem: String,
+    /// When its certificate expires (ms since the epoch).
+    not_after_ms: i64,
 }
+
+/// A server starting with less than this left on its code-signing certificate makes the next.
+const RENEW_SIGNER_WITHIN_MS: i64 = 30 * 86_400_000;
 
 /// The key frames are signed with, and the chain an agent checks it by.
 pub struct FrameSigner {
@@ -64,10 +69,15 @@ async fn newest(vault: &Vault) -> Result<Option<StoredSigner>, TrustError> {
 }
 
 impl FrameSigner {
-    /// The newest code-signing key, made now when there is none or the CA has rotated since.
+    /// The newest code-signing key, made now when there is none, the CA has rotated since, or
+    /// its certificate has less than 30 days left.
     pub async fn load_or_create(vault: &Vault, ca: &AgentCa, now_ms: i64) -> Result<FrameSigner, TrustError> {
         match newest(vault).await? {
-            Some(stored) if stored.ca_generation == ca.generation() => Self::from_stored(stored, ca),
+            Some(stored)
+                if stored.ca_generation == ca.generation() && stored.not_after_ms - now_ms > RENEW_SIGNER_WITHIN_MS =>
+            {
+                Self::from_stored(stored, ca)
+            }
             _ => Self::issue_next(vault, ca, now_ms).await.map(|(signer, _)| signer),
         }
     }
@@ -76,9 +86,10 @@ impl FrameSigner {
     pub async fn issue_next(vault: &Vault, ca: &AgentCa, now_ms: i64) -> Result<(FrameSigner, SignerInfo), TrustError> {
         let generation = newest(vault).await?.map_or(1, |s| s.generation + 1);
         let key = KeyPair::generate().map_err(signer_error)?;
-        let cert_pem = ca.issue_code_signing(&key, &format!("toolgate code signing {generation}"), now_ms)?;
-        let stored =
-            StoredSigner { generation, ca_generation: ca.generation(), cert_pem, key_pem: key.serialize_pem() };
+        let (cert_pem, not_after_ms) =
+            ca.issue_code_signing(&key, &format!("toolgate code signing {generation}"), now_ms)?;
+        let key_pem = key.serialize_pem();
+        let stored = StoredSigner { generation, ca_generation: ca.generation(), cert_pem, key_pem, not_after_ms };
         let json = serde_json::to_string(&stored).map_err(signer_error)?;
         if !vault.put_internal(&format!("{SIGNER_SECRET_PREFIX}{generation}"), &json, now_ms / 1000).await? {
             // Another replica made this generation at the same moment: use the newest.
@@ -171,3 +182,7 @@ pub struct Trust {
     pub ca: Arc<AgentCa>,
     pub signer: Arc<CurrentSigner>,
 }
+
+#[cfg(test)]
+#[path = "signing_tests.rs"]
+mod tests;

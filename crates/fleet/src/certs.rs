@@ -191,16 +191,16 @@ impl Hub {
     fn cut_off_certificates(&self, now_ms: i64) {
         let mut agents = self.write();
         for (agent_id, entry) in agents.iter_mut() {
-            let Some((serial, not_after_ms)) = entry.live.as_ref().and_then(|l| l.certificate.clone()) else {
+            let Some((serial, not_after_ms)) = entry.live.as_ref().and_then(|l| l.certificate.as_ref()) else {
                 continue;
             };
-            let kick = match (self.revoked_serials.contains(&serial), now_ms >= not_after_ms) {
+            let kick = match (self.revoked_serials.contains(serial), now_ms >= *not_after_ms) {
                 (true, _) => Kick::CertificateRevoked,
                 (false, true) => Kick::CertificateExpired,
                 (false, false) => continue,
             };
+            tracing::info!(%agent_id, %serial, "{kick:?}: disconnected");
             if let Some(live) = entry.live.take() {
-                tracing::info!(%agent_id, %serial, "{kick:?}: disconnected");
                 self.live_connections.fetch_sub(1, Ordering::Relaxed);
                 let _ = live.kick.send(kick);
             }
