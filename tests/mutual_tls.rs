@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::agents::*;
 use common::tls::Localhost;
-use common::trust::{held, issued, kek_file, tls_hello, wait_held_other_than, wait_issued};
+use common::trust::{held, issued, kek_file, mutual_tls_flags, tls_hello, wait_held_other_than, wait_issued};
 use common::{Server, call_as};
 use serde_json::{Value, json};
 
@@ -26,14 +26,8 @@ fn free_address() -> String {
 /// A server whose agent listener (at `agents`) has a `localhost` pair of its own and a CA;
 /// MCP stays plain HTTP.
 fn serve(tls: &Localhost, kek: &str, agents: &str, data: Option<tempfile::TempDir>, extra: &[&str]) -> Server {
-    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
-    let flags = [
-        FAST,
-        &["--kek-file", kek, "--agent-listen", agents, "--agent-tls-cert", &cert, "--agent-tls-key", &key],
-        &["--cert-revocation-check-ms", "200"],
-        extra,
-    ]
-    .concat();
+    let mutual = mutual_tls_flags(tls, kek, agents);
+    let flags = [FAST, &mutual.iter().map(String::as_str).collect::<Vec<_>>(), extra].concat();
     match data {
         Some(data) => common::start_in(data, &flags),
         None => common::start(&flags),
@@ -279,19 +273,8 @@ fn a_certificate_revoked_on_one_replica_is_cut_off_on_the_other() {
     let ca_pem = std::fs::read_to_string(&tls.ca).unwrap();
     let keys = tempfile::tempdir().unwrap();
     let kek = kek_file(keys.path());
-    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
-    let extra = [
-        "--kek-file",
-        &kek,
-        "--agent-listen",
-        "127.0.0.1:0",
-        "--agent-tls-cert",
-        &cert,
-        "--agent-tls-key",
-        &key,
-        "--cert-revocation-check-ms",
-        "200",
-    ];
+    let mutual = mutual_tls_flags(&tls, &kek, "127.0.0.1:0");
+    let extra: Vec<&str> = mutual.iter().map(String::as_str).collect();
     let database = common::replicas::fresh_database("mtls_revocation");
     let (a, b) = common::replicas::replicas(&database, &extra);
     let states = tempfile::tempdir().unwrap();

@@ -15,18 +15,9 @@ use serde_json::{Value, json};
 
 /// A server on `database` (None: its own SQLite file) whose agent listener has mutual TLS.
 fn serve(tls: &Localhost, kek: &str, database: Option<&str>) -> Server {
-    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
+    let mutual = common::trust::mutual_tls_flags(tls, kek, "127.0.0.1:0");
     let mut flags: Vec<&str> = FAST.to_vec();
-    flags.extend([
-        "--kek-file",
-        kek,
-        "--agent-listen",
-        "127.0.0.1:0",
-        "--agent-tls-cert",
-        &cert,
-        "--agent-tls-key",
-        &key,
-    ]);
+    flags.extend(mutual.iter().map(String::as_str));
     if let Some(database) = database {
         flags.extend(["--database", database]);
     }

@@ -22,6 +22,16 @@ pub fn kek_file(dir: &Path) -> String {
     path.display().to_string()
 }
 
+/// `toolgate serve`'s flags for an agent listener at `agents` with mutual TLS: `tls`'s
+/// `localhost` pair of its own, a CA sealed under `kek`, revocations read every 200 ms. MCP
+/// stays plain HTTP.
+pub fn mutual_tls_flags(tls: &super::tls::Localhost, kek: &str, agents: &str) -> Vec<String> {
+    let (cert, key) = (tls.cert.display().to_string(), tls.key.display().to_string());
+    let flags = ["--kek-file", kek, "--agent-listen", agents, "--agent-tls-cert", &cert, "--agent-tls-key", &key];
+    let flags = flags.iter().chain(&["--cert-revocation-check-ms", "200"]);
+    flags.map(|f| f.to_string()).collect()
+}
+
 /// `list_issued_certs` as the demo token.
 pub fn issued(s: &Server) -> Value {
     let answer = call_as(s, &s.token, "list_issued_certs", json!({})).json();
