@@ -63,7 +63,11 @@ pub async fn run(store: &Repositories, command: CaCommand) -> Result<String> {
     match command {
         CaCommand::Status { kek_file } => {
             let vault = open_vault(store, kek_file).await?;
-            let Some(ca) = AgentCa::load_or_create(&vault, now).await? else { bail!("no agent CA without a key") };
+            let Some(ca) = AgentCa::load(&vault).await? else {
+                bail!(
+                    "this database has no agent CA yet: the first start with a key-encryption key makes one, or `toolgate ca import` brings your own"
+                )
+            };
             let counts = live_counts(store).await?;
             let mut out = String::new();
             for (i, g) in ca.trusted().iter().enumerate() {
@@ -105,7 +109,7 @@ pub async fn run(store: &Repositories, command: CaCommand) -> Result<String> {
                     "generation {generation} still has {live} live certificate(s): wait until their agents have renewed (toolgate ca status), or --force"
                 );
             }
-            AgentCa::retire(&vault, generation, now).await?;
+            AgentCa::retire(&vault, generation).await?;
             Ok(format!("generation {generation} retired: servers refuse its certificates from their next start\n"))
         }
     }

@@ -113,6 +113,25 @@ fn fingerprint_of(pem: &str) -> Result<String, TrustError> {
 }
 
 impl AgentCa {
+    /// The CA the database holds, never making one (the operator's commands): None when there
+    /// is none yet.
+    pub async fn load(vault: &Vault) -> Result<Option<AgentCa>, TrustError> {
+        let generations = stored(vault).await?;
+        match generations.is_empty() {
+            true => Ok(None),
+            false => Self::from_stored(generations).map(Some),
+        }
+    }
+
+    /// [`AgentCa::load`], for the commands that need a CA: it says how to get one.
+    async fn existing(vault: &Vault) -> Result<AgentCa, TrustError> {
+        Self::load(vault).await?.ok_or_else(|| {
+            TrustError::Refused(
+                "this database has no agent CA yet: the first start with a key-encryption key makes one, or `toolgate ca import` brings your own".into(),
+            )
+        })
+    }
+
     /// The CA the database holds, its first generation made now if there is none; None on a
     /// server without a key-encryption key (nothing could seal the CA's key).
     pub async fn load_or_create(vault: &Vault, now_secs: i64) -> Result<Option<AgentCa>, TrustError> {
@@ -181,9 +200,7 @@ impl AgentCa {
     /// Makes the next generation, cross-signed by the current one, and keeps it; the servers
     /// sign with it from their next start, trusting every generation still kept.
     pub async fn rotate(vault: &Vault, now_secs: i64) -> Result<Generation, TrustError> {
-        let current = Self::load_or_create(vault, now_secs)
-            .await?
-            .ok_or_else(|| TrustError::Refused("no key-encryption key: there is no agent CA to rotate".into()))?;
+        let current = Self::existing(vault).await?;
         let generation = current.current.generation + 1;
         let key = KeyPair::generate().map_err(ca_error)?;
         let params = ca_params(generation, now_secs)?;
@@ -201,10 +218,8 @@ impl AgentCa {
     }
 
     /// Stops trusting generation `generation` (its key is deleted); never the current one.
-    pub async fn retire(vault: &Vault, generation: u32, now_secs: i64) -> Result<(), TrustError> {
-        let ca = Self::load_or_create(vault, now_secs)
-            .await?
-            .ok_or_else(|| TrustError::Refused("no key-encryption key: there is no agent CA".into()))?;
+    pub async fn retire(vault: &Vault, generation: u32) -> Result<(), TrustError> {
+        let ca = Self::existing(vault).await?;
         if generation == ca.current.generation {
             return Err(TrustError::Refused(format!(
                 "generation {generation} is the one that signs: rotate first (toolgate ca rotate)"

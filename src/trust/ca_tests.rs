@@ -83,6 +83,8 @@ async fn an_agents_certificate_names_its_agent_and_chains_to_the_ca() {
 async fn a_rotation_signs_with_the_next_generation_cross_signed_by_the_last() {
     let store = SqliteStore::open_in_memory().unwrap().repositories();
     let vault = vault(&store, &crate::sealing::keyring::generate(1)).await;
+    assert!(AgentCa::load(&vault).await.unwrap().is_none(), "loading never makes one");
+    assert!(matches!(AgentCa::rotate(&vault, NOW_MS / 1000).await, Err(TrustError::Refused(_))), "none to rotate");
     let first = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
     let made = AgentCa::rotate(&vault, NOW_MS / 1000).await.unwrap();
     assert_eq!(made.generation, 2);
@@ -103,11 +105,11 @@ async fn a_rotation_signs_with_the_next_generation_cross_signed_by_the_last() {
     old_only.verify_client_cert(&leaf, &chain[1..], during()).expect("through the cross-signed certificate");
 
     // The signing generation cannot be retired; the old one can, and is then not trusted.
-    assert!(matches!(AgentCa::retire(&vault, 2, NOW_MS / 1000).await, Err(TrustError::Refused(_))));
-    AgentCa::retire(&vault, 1, NOW_MS / 1000).await.unwrap();
+    assert!(matches!(AgentCa::retire(&vault, 2).await, Err(TrustError::Refused(_))));
+    AgentCa::retire(&vault, 1).await.unwrap();
     let retired = AgentCa::load_or_create(&vault, NOW_MS / 1000).await.unwrap().unwrap();
     assert_eq!(retired.trusted().iter().map(|g| g.generation).collect::<Vec<_>>(), vec![2]);
-    assert!(matches!(AgentCa::retire(&vault, 1, NOW_MS / 1000).await, Err(TrustError::Refused(_))), "gone already");
+    assert!(matches!(AgentCa::retire(&vault, 1).await, Err(TrustError::Refused(_))), "gone already");
     assert_eq!(AgentCa::rotate(&vault, NOW_MS / 1000).await.unwrap().generation, 3);
 }
 

@@ -1,9 +1,8 @@
 //! The agent listener's mutual TLS (docs/trust.md): the server's certificate as on every
 //! listener, and client certificates verified against the agent CA (rustls
-//! `WebPkiClientVerifier`). A connection may come
-//! without one, for enrollment and for an agent that holds none usable; the hello decides
-//! ([`toolgate_fleet::session::handshake`]), so the certificate that came is handed on as a
-//! [`PeerCertificate`].
+//! `WebPkiClientVerifier`). A connection may come without one, for enrollment and for an agent
+//! that holds none usable; the hello decides ([`toolgate_fleet::session::handshake`]), so the
+//! certificate that came is handed on as a [`PeerCertificate`].
 
 use std::sync::Arc;
 
