@@ -263,6 +263,10 @@ fn a_ca_rotation_moves_agents_over_as_they_renew() {
         let log = agent.log_text();
         assert!(log.contains("renewing the client certificate") && !log.contains("refused a frame"), "{log}");
     }
+    // The pin followed the rotation: generation 1 vouched for generation 2.
+    let pinned = std::fs::read_to_string(a_dir.join("pinned-ca.pem")).unwrap();
+    assert!(held(&a_dir)["ca_pem"].as_str().unwrap().starts_with(pinned.trim_end()), "pinned generation 2");
+    assert!(!first_generation["ca_pem"].as_str().unwrap().starts_with(pinned.trim_end()));
 }
 
 /// Replicas on one PostgreSQL database: a certificate revoked on A cuts off its agent's

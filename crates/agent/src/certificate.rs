@@ -74,8 +74,10 @@ pub fn save(state_dir: &Path, request: Request, certificate: AgentCertificate, n
     };
     let text = serde_json::to_string_pretty(&held).map_err(|e| e.to_string())?;
     write_durably(state_dir, CERTIFICATE_FILE, text.as_bytes()).map_err(|e| e.to_string())?;
-    // The CA of the first certificate is the one frames are checked by from now on.
-    crate::signed::pin_once(state_dir, &held.ca_pem)?;
+    // The CA frames are checked by: the first certificate's, then each generation it vouches for.
+    if let Err(e) = crate::signed::pin(state_dir, &held.pem, &held.ca_pem, now_ms) {
+        tracing::warn!("the pinned agent CA is kept: {e}");
+    }
     Ok(held)
 }
 

@@ -13,7 +13,8 @@ use toolgate_domain::fleet::wire::{AgentMessage, ServerMessage};
 
 use crate::state::write_durably;
 
-/// Where the pinned CA is kept: written once, never replaced by a renewal.
+/// Where the pinned CA is kept: written at the first certificate, replaced only by a CA
+/// generation the pinned one vouched for ([`pin`]).
 pub const PINNED_FILE: &str = "pinned-ca.pem";
 
 /// The code-signing purpose (1.3.6.1.5.5.7.3.3), as its DER contents.
@@ -47,18 +48,53 @@ pub fn pinned_for_session(state_dir: &Path) -> Result<Option<Pinned>, String> {
     load(state_dir)
 }
 
+/// The first certificate's PEM block of `ca_pem` (the CA that signed the certificate it came
+/// with), as the server wrote it, checked to read.
+fn first_block(ca_pem: &str) -> Result<(String, CertificateDer<'static>), String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let at = ca_pem.find(END).ok_or("the CA chain holds no certificate")?;
+    let pem = format!("{}\n", ca_pem[..at + END.len()].trim_start());
+    let der =
+        CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("the CA certificate does not read: {e}"))?;
+    Ok((pem, der.into_owned()))
+}
+
 /// Pins the first certificate of `ca_pem` (the CA that signed the agent's first certificate),
 /// unless a CA is pinned already.
 pub fn pin_once(state_dir: &Path, ca_pem: &str) -> Result<(), String> {
     if state_dir.join(PINNED_FILE).exists() {
         return Ok(());
     }
-    // The first certificate's PEM block, as the server wrote it (checked to read).
-    const END: &str = "-----END CERTIFICATE-----";
-    let first = ca_pem.find(END).map(|at| format!("{}\n", ca_pem[..at + END.len()].trim_start()));
-    let first = first.ok_or("the CA chain holds no certificate")?;
-    CertificateDer::from_pem_slice(first.as_bytes()).map_err(|e| format!("the CA certificate does not read: {e}"))?;
-    write_durably(state_dir, PINNED_FILE, first.as_bytes()).map_err(|e| e.to_string())
+    let (pem, _) = first_block(ca_pem)?;
+    write_durably(state_dir, PINNED_FILE, pem.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// Pins the CA of a certificate just received (`cert_pem`, with `ca_pem` above it): the first
+/// pins its CA; a later one from a newer CA generation moves the pin there only when the pinned
+/// CA vouches for it (the certificate chains to the pinned CA through the cross-signed
+/// certificate that came with it). So a rotation is followed, one generation at a time, and a
+/// CA the pinned one never vouched for is not.
+pub fn pin(state_dir: &Path, cert_pem: &str, ca_pem: &str, now_ms: i64) -> Result<(), String> {
+    let Some(pinned) = load(state_dir)? else { return pin_once(state_dir, ca_pem) };
+    let (pem, newest) = first_block(ca_pem)?;
+    if newest.as_ref() == pinned.0.as_ref() {
+        return Ok(());
+    }
+    let leaf = CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| e.to_string())?;
+    let chain =
+        CertificateDer::pem_slice_iter(ca_pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    let anchor = webpki::anchor_from_trusted_cert(&pinned.0).map_err(|e| format!("the pinned CA: {e}"))?;
+    let now = UnixTime::since_unix_epoch(std::time::Duration::from_millis(now_ms.max(0) as u64));
+    webpki::EndEntityCert::try_from(&leaf)
+        .and_then(|ee| {
+            let algorithms = [webpki::ring::ECDSA_P256_SHA256];
+            ee.verify_for_usage(&algorithms, &[anchor], &chain, now, webpki::KeyUsage::client_auth(), None, None)
+                .map(drop)
+        })
+        .map_err(|e| format!("the new CA is not vouched for by the pinned one, which stays: {e}"))?;
+    write_durably(state_dir, PINNED_FILE, pem.as_bytes()).map_err(|e| e.to_string())?;
+    tracing::info!("the pinned agent CA moved to the generation the pinned one cross-signed");
+    Ok(())
 }
 
 fn hex_bytes(hex: &str) -> Option<Vec<u8>> {

@@ -98,3 +98,32 @@ fn an_unsigned_acting_frame_is_refused_once_a_ca_is_pinned() {
     let welcome_like = ServerMessage::Revoked { message: "x".into() };
     assert_eq!(admit(welcome_like.clone(), Some(&pinned), "agt-1", NOW_MS).unwrap(), welcome_like);
 }
+
+/// A client certificate for a fresh key from `issuer` (what an agent is given), PEM.
+fn client_certificate(issuer: &CertifiedIssuer<'static, KeyPair>) -> String {
+    let mut params = CertificateParams::default();
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.signed_by(&KeyPair::generate().unwrap(), issuer).unwrap().pem()
+}
+
+#[test]
+fn the_pin_follows_a_generation_the_pinned_ca_cross_signed_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = ca("toolgate agent CA 1");
+    pin(dir.path(), &client_certificate(&first), &first.pem(), NOW_MS).unwrap();
+    // Generation 2, and its certificate cross-signed by generation 1.
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.distinguished_name.push(DnType::CommonName, "toolgate agent CA 2");
+    let cross = params.signed_by(&key, &first).unwrap().pem();
+    let second = CertifiedIssuer::self_signed(params, key).unwrap();
+    // A CA nobody vouched for is not followed.
+    let stranger = ca("toolgate agent CA 2");
+    let unvouched = format!("{}{cross}", stranger.pem());
+    assert!(pin(dir.path(), &client_certificate(&stranger), &unvouched, NOW_MS).is_err());
+    assert_eq!(load(dir.path()).unwrap().unwrap().0.as_ref(), first.der().as_ref(), "kept");
+    let chain = format!("{}{cross}", second.pem());
+    pin(dir.path(), &client_certificate(&second), &chain, NOW_MS).unwrap();
+    assert_eq!(load(dir.path()).unwrap().unwrap().0.as_ref(), second.der().as_ref(), "moved to generation 2");
+}
