@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::wire::ServerMessage;
+
 /// What the signature's bytes start with: a signature over anything else never verifies here.
 const CONTEXT: &str = "toolgate signed frame v1";
 
@@ -54,6 +56,21 @@ impl SignedFrame {
 
     pub fn own_signed_bytes(&self) -> Vec<u8> {
         Self::signed_bytes(&self.agent_id, self.execution_id.as_deref(), self.deadline_ms, &self.payload)
+    }
+}
+
+impl ServerMessage {
+    /// Whether it makes the agent act (run, quarantine or release, evaluate): what is signed.
+    pub fn acts(&self) -> bool {
+        matches!(self, ServerMessage::Run(_) | ServerMessage::Quarantine { .. } | ServerMessage::Evaluate { .. })
+    }
+
+    /// The execution a run belongs to.
+    pub fn execution_id(&self) -> Option<&str> {
+        match self {
+            ServerMessage::Run(order) => Some(&order.execution_id),
+            _ => None,
+        }
     }
 }
 

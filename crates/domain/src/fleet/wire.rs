@@ -277,21 +277,6 @@ pub enum ServerMessage {
     Signed(Box<SignedFrame>),
 }
 
-impl ServerMessage {
-    /// Whether it makes the agent act (run, quarantine or release, evaluate): what is signed.
-    pub fn acts(&self) -> bool {
-        matches!(self, ServerMessage::Run(_) | ServerMessage::Quarantine { .. } | ServerMessage::Evaluate { .. })
-    }
-
-    /// The execution a run belongs to.
-    pub fn execution_id(&self) -> Option<&str> {
-        match self {
-            ServerMessage::Run(order) => Some(&order.execution_id),
-            _ => None,
-        }
-    }
-}
-
 /// The largest binary frame of an upload.
 pub const UPLOAD_FRAME_BYTES: usize = 64 * 1024;
 
