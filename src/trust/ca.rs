@@ -109,7 +109,7 @@ fn ca_params(generation: u32, now_secs: i64) -> Result<CertificateParams, TrustE
 }
 
 fn fingerprint_of(pem: &str) -> Result<String, TrustError> {
-    Ok(Sha256::digest(rustls_pki_der(pem)?).iter().map(|b| format!("{b:02x}")).collect())
+    Ok(toolgate_domain::secrets::hex(&Sha256::digest(rustls_pki_der(pem)?)))
 }
 
 impl AgentCa {
@@ -323,7 +323,7 @@ impl AgentCa {
         // Positive, as DER integers must be, and without a leading zero byte, which DER would
         // drop: the serial read back from the certificate is this one.
         serial[0] = (serial[0] & 0x7f).max(1);
-        let serial_hex: String = serial.iter().map(|b| format!("{b:02x}")).collect();
+        let serial_hex = toolgate_domain::secrets::hex(&serial);
         params.serial_number = Some(SerialNumber::from_slice(&serial));
         request.params = params;
         let cert = request.signed_by(&self.issuer).map_err(ca_error)?;

@@ -18,7 +18,7 @@ use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 /// The parts of an agent certificate the server acts on.
 fn read_presented(der: &[u8]) -> Result<PresentedCertificate, String> {
     let (_, cert) = X509Certificate::from_der(der).map_err(|e| format!("unreadable certificate: {e}"))?;
-    let serial_hex = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+    let serial_hex = toolgate_domain::secrets::hex(cert.raw_serial());
     let not_after_ms = cert.validity().not_after.timestamp().saturating_mul(1000);
     let names = cert.subject_alternative_name().map_err(|e| e.to_string())?;
     let agent_id = names

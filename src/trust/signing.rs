@@ -91,13 +91,12 @@ impl FrameSigner {
         let key_pem = key.serialize_pem();
         let stored = StoredSigner { generation, ca_generation: ca.generation(), cert_pem, key_pem, not_after_ms };
         let json = serde_json::to_string(&stored).map_err(signer_error)?;
-        if !vault.put_internal(&format!("{SIGNER_SECRET_PREFIX}{generation}"), &json, now_ms / 1000).await? {
-            // Another replica made this generation at the same moment: use the newest.
-            let stored = newest(vault).await?.ok_or_else(|| signer_error("it vanished as it was made"))?;
-            let signer = Self::from_stored(stored, ca)?;
-            let info = signer.info();
-            return Ok((signer, info));
-        }
+        let stored =
+            match vault.put_internal(&format!("{SIGNER_SECRET_PREFIX}{generation}"), &json, now_ms / 1000).await? {
+                true => stored,
+                // Another replica made this generation at the same moment: use the newest.
+                false => newest(vault).await?.ok_or_else(|| signer_error("it vanished as it was made"))?,
+            };
         let signer = Self::from_stored(stored, ca)?;
         let info = signer.info();
         Ok((signer, info))
@@ -107,7 +106,7 @@ impl FrameSigner {
         let key = KeyPair::from_pem(&stored.key_pem).map_err(signer_error)?;
         let der =
             rustls::pki_types::CertificateDer::from_pem_slice(stored.cert_pem.as_bytes()).map_err(signer_error)?;
-        let fingerprint = Sha256::digest(&der).iter().map(|b| format!("{b:02x}")).collect();
+        let fingerprint = toolgate_domain::secrets::hex(&Sha256::digest(&der));
         let chain_pem = format!("{}{}", stored.cert_pem, ca.chain_pem());
         Ok(FrameSigner {
             generation: stored.generation,
@@ -142,7 +141,7 @@ impl FrameSigner {
             execution_id: execution_id.map(String::from),
             deadline_ms,
             chain_pem: self.chain_pem.clone(),
-            signature_hex: signature.iter().map(|b| format!("{b:02x}")).collect(),
+            signature_hex: toolgate_domain::secrets::hex(&signature),
         })
     }
 }

@@ -36,7 +36,7 @@ fn quarantine() -> ServerMessage {
 fn sign(key: &KeyPair, chain_pem: &str, agent_id: &str, deadline_ms: i64, inner: &ServerMessage) -> SignedFrame {
     let payload = serde_json::to_string(inner).unwrap();
     let bytes = SignedFrame::signed_bytes(agent_id, None, deadline_ms, &payload);
-    let signature_hex = key.sign(&bytes).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+    let signature_hex = toolgate_domain::secrets::hex(&key.sign(&bytes).unwrap());
     SignedFrame {
         payload,
         agent_id: agent_id.into(),

@@ -66,7 +66,7 @@ impl FakeServer {
             execution_id,
             deadline_ms,
             chain_pem: self.chain_pem.clone(),
-            signature_hex: self.key.sign(&bytes).unwrap().iter().map(|b| format!("{b:02x}")).collect(),
+            signature_hex: toolgate_domain::secrets::hex(&self.key.sign(&bytes).unwrap()),
         }
     }
 }
