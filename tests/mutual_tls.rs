@@ -299,3 +299,96 @@ fn a_certificate_revoked_on_one_replica_is_cut_off_on_the_other() {
     let again = tls_hello(b.agents, &ca_pem, &state_dir, Some(&kept)).expect("an answer");
     assert_eq!(refusal_code(&again), "certificate_revoked", "B refuses it from then on: {again}");
 }
+
+/// Waits until the agent's log says `needle`.
+fn wait_logged(agent: &Agent, needle: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while !agent.log_text().contains(needle) {
+        assert!(Instant::now() < deadline, "the agent never logged {needle:?}: {}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A state dir holding only a copy of `from`'s agent.json: a clone of that agent.
+fn clone_of(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::copy(from.join("agent.json"), to.join("agent.json")).unwrap();
+}
+
+/// Issue 43, HIGH 1: with an agent listener, the MCP port still answered the agent protocol,
+/// without a client certificate: a clone made of a copied agent.json came online there as the
+/// victim and was handed a fresh certificate. The MCP port now refuses agents whole,
+/// enrollment included, and says where to connect.
+#[test]
+fn the_mcp_port_refuses_agents_when_an_agent_listener_exists() {
+    let tls = Localhost::new();
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let s = serve(&tls, &kek, &free_address(), None, &[]);
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let token = mint(&s, &["--uses", "2"]);
+    let victim_dir = states.path().join("victim");
+    let _victim = spawn(&s, &tls, Some(&token), &victim_dir, "victim");
+    online_by_hostname(&s, &schemas, 1);
+    wait_issued(&s, 1);
+
+    let clone_dir = states.path().join("clone");
+    clone_of(&victim_dir, &clone_dir);
+    let mcp_port = format!("http://{}", s.addr);
+    let mut clone = spawn_agent_with_logs_to(&mcp_port, None, None, &clone_dir, "clone", "true");
+    let told = format!("connect to the agent listener on port {}", s.agents.port());
+    wait_logged(&clone, &told);
+    clone.kill();
+    assert!(!clone_dir.join("certificate.json").exists(), "the clone was given no certificate");
+    assert_eq!(issued(&s)["total"], 1, "none was issued: {}", issued(&s));
+    let hostnames = structured(&s, &schemas, "list_agents", json!({}))["agents"].to_string();
+    assert!(!hostnames.contains("\"clone\""), "the clone never reported: {hostnames}");
+
+    // Enrollment too: refused before the token is looked at, so it keeps its use.
+    let stream = std::net::TcpStream::connect(s.addr).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let (mut socket, _) = tungstenite::client(format!("ws://{}/agent/v1", s.addr), stream).unwrap();
+    let enroll = json!({"type": "enroll", "protocol": 2, "enroll_token": token, "agent_version": "test"});
+    socket.send(tungstenite::Message::text(enroll.to_string())).unwrap();
+    let answer = common::raw_agent::next_frame(&mut socket).expect("an answer");
+    assert_eq!(refusal_code(&answer), "certificate_required", "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains(&told), "{answer}");
+    let _second = spawn(&s, &tls, Some(&token), &states.path().join("second"), "second");
+    online_by_hostname(&s, &schemas, 2);
+}
+
+/// Issue 43, HIGH 2: where no client certificate is asked for (here a server without an agent
+/// listener), revoking an agent's certificate neither cut off its session nor locked it out:
+/// a hello with its credential and a signing request (a clone of its agent.json) was welcomed
+/// with a new certificate. A revoked agent is now cut off and gets none until it is enrolled
+/// again, on every listener, after a restart too.
+#[test]
+fn a_revoked_agent_is_cut_off_and_gets_no_new_certificate_on_any_listener() {
+    let keys = tempfile::tempdir().unwrap();
+    let kek = kek_file(keys.path());
+    let s = common::start(&[FAST, &["--kek-file", kek.as_str(), "--cert-revocation-check-ms", "200"]].concat());
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let victim_dir = states.path().join("victim");
+    let mut victim = spawn_agent_with_logs(&s, Some(&mint(&s, &["--uses", "1"])), &victim_dir, "victim", "true");
+    let agent_id = online_by_hostname(&s, &schemas, 1)["victim"].clone();
+    let serial = wait_issued(&s, 1)["certificates"][0]["serial_hex"].as_str().unwrap().to_string();
+    let rita = common::console::reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let arguments = json!({"serial_hex": serial, "reason": "cloned"});
+    common::console::approved_on(&s, &s, &rita, &admin, "revoke_certificate", arguments);
+    assert_ne!(victim.wait_for_exit(), 0, "cut off and told it is revoked: {}", victim.log_text());
+    wait_for_status(&s, &schemas, &agent_id, "offline");
+
+    let clone_dir = states.path().join("clone");
+    clone_of(&victim_dir, &clone_dir);
+    let mut clone = spawn_agent_with_logs(&s, None, &clone_dir, "clone", "true");
+    assert_ne!(clone.wait_for_exit(), 0, "refused for good: {}", clone.log_text());
+    assert!(clone.log_text().contains("was revoked: enroll it again"), "{}", clone.log_text());
+    let s = common::start_in(s.stop(), &[FAST, &["--kek-file", kek.as_str()]].concat());
+    let mut again = spawn_agent_with_logs(&s, None, &clone_dir, "clone", "true");
+    assert_ne!(again.wait_for_exit(), 0, "still refused after a restart: {}", again.log_text());
+    assert!(!clone_dir.join("certificate.json").exists(), "never given a certificate");
+    assert_eq!(issued(&s)["total"], 1, "{}", issued(&s));
+}

@@ -32,7 +32,7 @@ fn world() -> &'static World {
                 .declaring(toolgate::instructions::instructions());
             let (agent_id, _) = hub.enroll(&secret).await.expect("the store").expect("enrolled");
             // Connected, and sent one execution: results for it reach the checks and the store.
-            let connection = hub.connect(&agent_id, None);
+            let connection = hub.connect(&agent_id, None, false);
             std::mem::forget(connection);
             let step = RunStep {
                 definition: "file_hash".into(),
@@ -74,6 +74,7 @@ pub fn frame(bytes: &[u8]) {
                 &world.hub,
                 &text,
                 &toolgate_fleet::PeerCertificate::NotAsked,
+                false,
             ));
             if let Handshake::Welcome { connection, .. } = answer {
                 world.runtime.block_on(world.hub.disconnect(&connection));

@@ -39,7 +39,7 @@ pub async fn revoke_certificate(ctx: &ToolContext, args: args::RevokeCertificate
             .detail(detail)
             .correlation(ctx.correlation_id())
     };
-    let (certificate, changed) = match revoked {
+    let (certificate, revoked_now) = match revoked {
         Ok(Some(found)) => found,
         Ok(None) => {
             services.audit().record_durable(event(AuditOutcome::Denied, "serial not found".into())).await;
@@ -52,16 +52,23 @@ pub async fn revoke_certificate(ctx: &ToolContext, args: args::RevokeCertificate
             return Err(e.into());
         }
     };
-    let detail = match (changed, &args.reason) {
-        (false, _) => "already revoked".to_string(),
-        (true, Some(reason)) => format!("agent {}: {reason}", certificate.agent_id),
-        (true, None) => format!("agent {}", certificate.agent_id),
+    // The agent's other certificates go with it: none outlives the revocation (docs/trust.md).
+    let with_it: Vec<&String> = revoked_now.iter().filter(|s| **s != serial).collect();
+    let chain = match with_it.len() {
+        0 => String::new(),
+        n => format!(" (and {n} other certificate(s) of the agent)"),
+    };
+    let detail = match (revoked_now.is_empty(), &args.reason) {
+        (true, _) => "already revoked".to_string(),
+        (false, Some(reason)) => format!("agent {}{chain}: {reason}", certificate.agent_id),
+        (false, None) => format!("agent {}{chain}", certificate.agent_id),
     };
     let row = event(AuditOutcome::Success, detail).about_agents([certificate.agent_id.clone()]);
     services.audit().record_durable(row).await;
     // Cut off here at once; the other replicas within their revocation check.
-    services.fleet().certificate_revoked(&serial);
-    Ok(ToolOutput::Structured(json!({"certificate": certificate, "changed": changed})))
+    services.fleet().certificates_revoked(&certificate.agent_id, &revoked_now);
+    let changed = !revoked_now.is_empty();
+    Ok(ToolOutput::Structured(json!({"certificate": certificate, "changed": changed, "also_revoked": with_it})))
 }
 
 /// Makes the next code-signing key and signs with it from now on (docs/trust.md).

@@ -79,7 +79,7 @@ impl Admission {
         *count += 1;
         drop(counts);
         let place = Place { _permit: permit, address, per_address: self.per_address.clone() };
-        Some(Connection { peer: Some(peer), reserved, place: Some(Arc::new(Mutex::new(Some(place)))) })
+        Some(Connection { peer: Some(peer), reserved, over_tls: false, place: Some(Arc::new(Mutex::new(Some(place)))) })
     }
 }
 
@@ -91,6 +91,8 @@ pub struct Connection {
     pub peer: Option<SocketAddr>,
     /// Let in through the reserve: only [`allowed_in_reserve`] paths are served.
     pub reserved: bool,
+    /// It came over TLS (plugin secrets go to an agent only on such a connection).
+    pub over_tls: bool,
     place: Option<Arc<Mutex<Option<Place>>>>,
 }
 

@@ -44,15 +44,37 @@ pub async fn agent_socket(
     };
     // From here the connection counts against the agent surface's own caps (handshakes, then
     // agent connections), not the MCP endpoint's allowance of unauthenticated connections.
+    let over_tls = connection.as_ref().is_some_and(|Extension(c)| c.over_tls);
     if let Some(Extension(connection)) = connection {
         connection.authenticated();
     }
+    small_buffers(upgrade).on_upgrade(move |socket| converse(hub, socket, handshake, peer, over_tls))
+}
+
+/// An agent connection's WebSocket: small buffers, frames capped.
+fn small_buffers(upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
     upgrade
         .read_buffer_size(BUFFER_BYTES)
         .write_buffer_size(0)
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| converse(hub, socket, handshake, peer))
+}
+
+/// `GET /agent/v1` on the MCP listener of a server that has an agent listener of its own:
+/// refused whole, enrollment included. Agents there would skip what the agent listener
+/// demands (its client certificate, its caps), so a copied `agent.json` would be enough to
+/// bring a clone online (docs/trust.md). The agent is told where to connect instead.
+pub async fn agent_socket_elsewhere(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+    let port = state.config.agent_listen.map_or(0, |at| at.port());
+    small_buffers(upgrade).on_upgrade(move |mut socket| async move {
+        // Its first frame is read (and dropped) so that the agent is reading when it is told.
+        let _ = first_text(&mut socket).await;
+        let message = format!(
+            "this port does not take agents: connect to the agent listener on port {port} (`--agent-listen`), with this agent's client certificate"
+        );
+        close(socket, ServerMessage::Refused { code: RefusalCode::CertificateRequired, message }, "agent listener elsewhere")
+            .await;
+    })
 }
 
 /// The first text frame, within the hello timeout.
@@ -70,14 +92,20 @@ async fn first_text(socket: &mut WebSocket) -> Option<String> {
     tokio::time::timeout(HELLO_TIMEOUT, read).await.ok().flatten()
 }
 
-async fn converse(hub: Arc<Hub>, mut socket: WebSocket, handshake: OwnedSemaphorePermit, peer: Arc<PeerCertificate>) {
+async fn converse(
+    hub: Arc<Hub>,
+    mut socket: WebSocket,
+    handshake: OwnedSemaphorePermit,
+    peer: Arc<PeerCertificate>,
+    over_tls: bool,
+) {
     if hub.connected() >= hub.settings().max_connections {
         let message = "the server is at its cap of agent connections; retrying later";
         close(socket, ServerMessage::Refused { code: RefusalCode::Busy, message: message.into() }, "busy").await;
         return;
     }
     let Some(first) = first_text(&mut socket).await else { return };
-    let answer = session::handshake(&hub, &first, &peer).await;
+    let answer = session::handshake(&hub, &first, &peer, over_tls).await;
     drop(handshake);
     let (mut connection, welcome) = match answer {
         Handshake::Welcome { connection, reply } => (connection, reply),

@@ -127,11 +127,12 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%remote, "could not set TCP_NODELAY: {e}");
         }
-        let Some(connection) = admission.admit(remote) else {
+        let Some(mut connection) = admission.admit(remote) else {
             tracing::debug!(%remote, "too many unauthenticated connections (in all or from this address); closed");
             drop(stream);
             continue;
         };
+        connection.over_tls = tls.is_some();
         let builder = if connection.reserved { reserve_builder.clone() } else { builder.clone() };
         let (app, mcp) = (app.clone(), mcp.clone());
         let (stop, live) = (stop.clone(), live_rx.clone());

@@ -173,10 +173,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(metrics_endpoint::guarded_route())
         .merge(console::routes())
         .route_layer(from_fn_with_state(state.clone(), edge::edge));
+    // Agents connect from other machines by the server's name: no Host/Origin check here;
+    // they authenticate in their first frame. A server with an agent listener of its own
+    // takes them there only.
+    let agents = match state.config.agent_listen {
+        Some(_) => get(agent_endpoint::agent_socket_elsewhere),
+        None => get(agent_endpoint::agent_socket),
+    };
     Router::new()
-        // Agents connect from other machines by the server's name: no Host/Origin check here;
-        // they authenticate in their first frame.
-        .route(toolgate_domain::fleet::wire::AGENT_PATH, get(agent_endpoint::agent_socket))
+        .route(toolgate_domain::fleet::wire::AGENT_PATH, agents)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(oauth_endpoints::routes())

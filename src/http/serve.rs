@@ -119,7 +119,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?
         .declaring(crate::instructions::instructions())
-        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone(), over_tls: agent_served.is_some() })
+        .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone() })
         .with_uploads(toolgate_fleet::UploadDesk::new(
             repositories.uploads.clone(),
             clock.clone(),
@@ -180,6 +180,10 @@ pub async fn serve(config: Config) -> Result<()> {
         }
         None => mcp.with_request_state_key(request_state_key(&config.data_dir)?),
     };
+    // The agent listener's bound address (its port may have been chosen by the system): the
+    // MCP listener tells agents that come to it where to go.
+    let mut config = config;
+    config.agent_listen = agent_listener.as_ref().map(|_| agents_at);
     let state = Arc::new(AppState::new(config, mcp));
     if let (Some(deployment), Some(oauth)) = (&state.config.deployment, &state.oauth) {
         crate::deployment::check_groups(&deployment.file, &*services.repositories().groups)

@@ -64,21 +64,36 @@ pub struct PresentedCertificate {
     pub not_after_ms: i64,
 }
 
-/// The serials every replica refuses, as last read (and added to at once by a revocation here).
+/// The serials every replica refuses, and the agents they were issued to, as last read (and
+/// added to at once by a revocation here): a revoked agent's sessions are cut off whatever
+/// they were opened with (a listener that asks for no certificate binds none to a session).
 #[derive(Debug, Default)]
-pub(crate) struct RevokedSerials(RwLock<HashSet<String>>);
+pub(crate) struct RevokedSerials(RwLock<Revoked>);
+
+#[derive(Debug, Default)]
+struct Revoked {
+    serials: HashSet<String>,
+    agents: HashSet<String>,
+}
 
 impl RevokedSerials {
     pub(crate) fn contains(&self, serial_hex: &str) -> bool {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).contains(serial_hex)
+        self.0.read().unwrap_or_else(|e| e.into_inner()).serials.contains(serial_hex)
     }
 
-    fn replace(&self, serials: HashSet<String>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = serials;
+    fn covers_agent(&self, agent_id: &str) -> bool {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).agents.contains(agent_id)
     }
 
-    fn insert(&self, serial_hex: &str) {
-        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(serial_hex.to_string());
+    fn replace(&self, pairs: Vec<(String, String)>) {
+        let (serials, agents) = pairs.into_iter().unzip();
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Revoked { serials, agents };
+    }
+
+    fn insert(&self, serial_hex: &str, agent_id: &str) {
+        let mut revoked = self.0.write().unwrap_or_else(|e| e.into_inner());
+        revoked.serials.insert(serial_hex.to_string());
+        revoked.agents.insert(agent_id.to_string());
     }
 }
 
@@ -118,10 +133,11 @@ impl Hub {
         }
     }
 
-    /// Whether an authenticated agent's hello may go on with the certificate it came with: on
-    /// a listener that asks, one naming this agent, unrevoked; or none when the agent holds
-    /// none that is usable (enrolled before certificates, or its last one expired) and, for a
-    /// session, asks for one.
+    /// Whether an authenticated agent's hello may go on with the certificate it came with.
+    /// On every listener: an agent whose certificates were revoked is refused until it is
+    /// enrolled again, so it is never given a new one. On a listener that asks: a certificate
+    /// naming this agent, unrevoked; or none when the agent holds none that is usable
+    /// (enrolled before certificates, or its last one expired) and, for a session, asks for one.
     pub(crate) async fn admit_certificate(
         &self,
         agent_id: &str,
@@ -129,6 +145,14 @@ impl Hub {
         purpose: Purpose,
         asking: bool,
     ) -> Result<(), ServerMessage> {
+        let Some(certificates) = &self.certificates else { return Ok(()) };
+        let newest = certificates.store.newest_for(agent_id).await.map_err(|e| {
+            refusal(RefusalCode::Busy, format!("the server could not look up the agent's certificate now: {e}"))
+        })?;
+        let standing = Standing::of(newest.as_ref(), self.clock().now_ms());
+        if let Standing::Revoked { serial_hex } = &standing {
+            return Err(revoked(agent_id, serial_hex));
+        }
         match peer {
             PeerCertificate::NotAsked => Ok(()),
             PeerCertificate::Presented(presented) if presented.agent_id != agent_id => Err(refusal(
@@ -139,35 +163,31 @@ impl Hub {
                 Err(revoked(agent_id, &presented.serial_hex))
             }
             PeerCertificate::Presented(_) => Ok(()),
-            PeerCertificate::Absent => {
-                let Some(certificates) = &self.certificates else { return Ok(()) };
-                let newest = certificates.store.newest_for(agent_id).await.map_err(|e| {
-                    refusal(RefusalCode::Busy, format!("the server could not look up the agent's certificate now: {e}"))
-                })?;
-                match Standing::of(newest.as_ref(), self.clock().now_ms()) {
-                    Standing::NoneUsable if asking || purpose != Purpose::Session => Ok(()),
-                    Standing::NoneUsable => Err(refusal(
-                        RefusalCode::CertificateRequired,
-                        format!(
-                            "this listener takes agents with client certificates: agent {agent_id} holds none and asks for none (upgrade the agent)"
-                        ),
-                    )),
-                    Standing::Holds { serial_hex, .. } => Err(refusal(
-                        RefusalCode::CertificateRequired,
-                        format!(
-                            "agent {agent_id} holds certificate {serial_hex}: connect with it (if it was lost, revoke it with revoke_certificate and enroll the agent again)"
-                        ),
-                    )),
-                    Standing::Revoked { serial_hex } => Err(revoked(agent_id, &serial_hex)),
-                }
-            }
+            PeerCertificate::Absent => match standing {
+                Standing::NoneUsable if asking || purpose != Purpose::Session => Ok(()),
+                Standing::NoneUsable => Err(refusal(
+                    RefusalCode::CertificateRequired,
+                    format!(
+                        "this listener takes agents with client certificates: agent {agent_id} holds none and asks for none (upgrade the agent)"
+                    ),
+                )),
+                Standing::Holds { serial_hex, .. } => Err(refusal(
+                    RefusalCode::CertificateRequired,
+                    format!(
+                        "agent {agent_id} holds certificate {serial_hex}: connect with it (if it was lost, revoke it with revoke_certificate and enroll the agent again)"
+                    ),
+                )),
+                Standing::Revoked { serial_hex } => Err(revoked(agent_id, &serial_hex)),
+            },
         }
     }
 
-    /// A certificate was revoked here: refused and cut off at once (other replicas follow
-    /// within their revocation check).
-    pub fn certificate_revoked(&self, serial_hex: &str) {
-        self.revoked_serials.insert(serial_hex);
+    /// `agent_id`'s certificates were revoked here (its whole chain): refused and its sessions
+    /// cut off at once (other replicas follow within their revocation check).
+    pub fn certificates_revoked(&self, agent_id: &str, serials_hex: &[String]) {
+        for serial_hex in serials_hex {
+            self.revoked_serials.insert(serial_hex, agent_id);
+        }
         self.cut_off_certificates(self.clock().now_ms());
     }
 
@@ -181,25 +201,28 @@ impl Hub {
             return Ok(());
         }
         self.certificates_checked_ms.store(now, Ordering::Relaxed);
-        let serials = certificates.store.revoked_serials(now).await?;
-        self.revoked_serials.replace(serials.into_iter().collect());
+        self.revoked_serials.replace(certificates.store.revoked_serials(now).await?);
         self.cut_off_certificates(now);
         Ok(())
     }
 
-    /// Closes every session whose certificate is revoked or has expired.
+    /// Closes every session of an agent whose certificates were revoked, and every session
+    /// whose certificate has expired.
     fn cut_off_certificates(&self, now_ms: i64) {
         let mut agents = self.write();
         for (agent_id, entry) in agents.iter_mut() {
-            let Some((serial, not_after_ms)) = entry.live.as_ref().and_then(|l| l.certificate.as_ref()) else {
+            let Some(live) = entry.live.as_ref() else { continue };
+            let bound = live.certificate.as_ref();
+            let kick = if self.revoked_serials.covers_agent(agent_id)
+                || bound.is_some_and(|(serial, _)| self.revoked_serials.contains(serial))
+            {
+                Kick::CertificateRevoked
+            } else if bound.is_some_and(|(_, not_after_ms)| now_ms >= *not_after_ms) {
+                Kick::CertificateExpired
+            } else {
                 continue;
             };
-            let kick = match (self.revoked_serials.contains(serial), now_ms >= *not_after_ms) {
-                (true, _) => Kick::CertificateRevoked,
-                (false, true) => Kick::CertificateExpired,
-                (false, false) => continue,
-            };
-            tracing::info!(%agent_id, %serial, "{kick:?}: disconnected");
+            tracing::info!(%agent_id, "{kick:?}: disconnected");
             if let Some(live) = entry.live.take() {
                 self.live_connections.fetch_sub(1, Ordering::Relaxed);
                 let _ = live.kick.send(kick);

@@ -51,17 +51,16 @@ impl Hub {
         let changes = order.steps.iter().any(|step| !step.diagnostic);
         let (refused, allowed): (Vec<String>, Vec<String>) =
             agent_ids.into_iter().partition(|agent_id| changes && self.quarantine_wanted(agent_id));
-        if !refused.is_empty() {
-            let now = self.clock().now_ms();
-            match self.work.refuse(&order.execution_id, refused, QUARANTINED, now).await {
-                Ok(()) => drop(self.execution_updates.send(order.execution_id.clone())),
-                // Not sent either way; the next connection tries the refusal again.
-                Err(e) => tracing::warn!(execution_id = %order.execution_id, "could not record a refusal: {e}"),
-            }
-        }
+        self.refuse_targets(&order.execution_id, refused, QUARANTINED).await;
         // Recorded as sent before it is sent: a fast agent's result must find its target open
         // (`running`). One not reached after all stays due and goes on its next connection.
-        let live: Vec<String> = allowed.into_iter().filter(|agent_id| self.is_live(agent_id)).collect();
+        let mut live: Vec<String> = allowed.into_iter().filter(|agent_id| self.is_live(agent_id)).collect();
+        // Secrets go only down a connection that came over TLS, whatever the others are.
+        if crate::secrets::needs_secrets(order) {
+            let plain: Vec<String>;
+            (live, plain) = live.into_iter().partition(|agent_id| self.is_live_over_tls(agent_id));
+            self.refuse_targets(&order.execution_id, plain, crate::NOT_OVER_TLS).await;
+        }
         if live.is_empty() {
             return 0;
         }
@@ -69,11 +68,7 @@ impl Hub {
         let order = match self.with_secret_values(order).await {
             Ok(order) => order,
             Err(reason) => {
-                let now = self.clock().now_ms();
-                match self.work.refuse(&order.execution_id, live, &reason, now).await {
-                    Ok(()) => drop(self.execution_updates.send(order.execution_id.clone())),
-                    Err(e) => tracing::warn!(execution_id = %order.execution_id, "could not record a refusal: {e}"),
-                }
+                self.refuse_targets(&order.execution_id, live, &reason).await;
                 return 0;
             }
         };
@@ -81,6 +76,18 @@ impl Hub {
             return 0;
         }
         live.iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.as_ref().clone()))).count()
+    }
+
+    /// Refuses the targets `agent_ids` of an execution with `reason`: never sent, now or on a
+    /// later connection (a failure to record it is tried again on the next connection).
+    async fn refuse_targets(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str) {
+        if agent_ids.is_empty() {
+            return;
+        }
+        match self.work.refuse(execution_id, agent_ids, reason, self.clock().now_ms()).await {
+            Ok(()) => drop(self.execution_updates.send(execution_id.to_string())),
+            Err(e) => tracing::warn!(%execution_id, "could not record a refusal: {e}"),
+        }
     }
 
     /// Whether the server wants the agent quarantined (a change must not reach it).

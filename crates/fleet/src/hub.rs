@@ -37,6 +37,8 @@ pub(crate) struct Live {
     pub(crate) outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
     /// The serial and expiry of the client certificate it was opened with, if any.
     pub(crate) certificate: Option<(String, i64)>,
+    /// Whether it came over TLS: plugin secrets go only to such a connection.
+    pub(crate) over_tls: bool,
 }
 
 pub(crate) struct Entry {
@@ -229,6 +231,11 @@ impl Hub {
         self.read().get(agent_id).is_some_and(|e| e.live.is_some())
     }
 
+    /// Whether the agent's live connection to this server came over TLS.
+    pub(crate) fn is_live_over_tls(&self, agent_id: &str) -> bool {
+        self.read().get(agent_id).and_then(|e| e.live.as_ref()).is_some_and(|live| live.over_tls)
+    }
+
     /// Calls `change` on one agent's entry; false when it is not enrolled.
     pub(crate) fn update(&self, agent_id: &str, change: impl FnOnce(&mut Entry)) -> bool {
         self.write().get_mut(agent_id).map(change).is_some()
@@ -267,8 +274,9 @@ impl Hub {
     }
 
     /// Registers a live connection of an authenticated agent, opened with the client
-    /// certificate `certificate` (serial, expiry) if any; a previous one is closed.
-    pub fn connect(&self, agent_id: &str, certificate: Option<(String, i64)>) -> Connection {
+    /// certificate `certificate` (serial, expiry) if any, over TLS or not; a previous one is
+    /// closed.
+    pub fn connect(&self, agent_id: &str, certificate: Option<(String, i64)>, over_tls: bool) -> Connection {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let (kick, kicked) = oneshot::channel();
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
@@ -276,7 +284,7 @@ impl Hub {
         let mut agents = self.write();
         // Absent: enrolled by another process after this hub loaded (the store said it is valid).
         let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry::enrolled_at(now));
-        match entry.live.replace(Live { id, kick, outbox, certificate }) {
+        match entry.live.replace(Live { id, kick, outbox, certificate, over_tls }) {
             Some(previous) => {
                 let _ = previous.kick.send(Kick::Replaced);
             }

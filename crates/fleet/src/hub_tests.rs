@@ -31,10 +31,10 @@ async fn live_connections_are_counted_through_every_way_out() {
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
     assert_eq!(hub.connected(), 0);
-    let a = hub.connect(&ids[0], None);
-    let mut a_again = hub.connect(&ids[0], None);
-    let b = hub.connect(&ids[1], None);
-    let c = hub.connect(&ids[2], None);
+    let a = hub.connect(&ids[0], None, false);
+    let mut a_again = hub.connect(&ids[0], None, false);
+    let b = hub.connect(&ids[1], None, false);
+    let c = hub.connect(&ids[2], None, false);
     assert_eq!(hub.connected(), 3, "a replaced connection is not counted twice");
     assert_eq!(a.kicked.await, Ok(Kick::Replaced));
     // The replaced connection's end does not take the agent offline.
@@ -123,7 +123,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     use toolgate_domain::fleet::wire::{RunResult, ServerMessage, StepResult};
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
-    let mut online = hub.connect(&ids[0], None);
+    let mut online = hub.connect(&ids[0], None, false);
     let execution = toolgate_store::NewExecution {
         execution_id: "exe-0001".into(),
         kind: "instruction".into(),
@@ -137,7 +137,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     };
     hub.start_execution(execution).await.unwrap();
     assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
-    let mut later = hub.connect(&ids[1], None);
+    let mut later = hub.connect(&ids[1], None, false);
     hub.welcome_work(&ids[1]).await.unwrap();
     assert!(matches!(*later.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "due on connect");
     let result = RunResult {
@@ -206,20 +206,22 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
         serde_json::json!({"type": "hello", "protocol": protocol, "agent_id": id, "credential": credential, "agent_version": "t"})
             .to_string()
     };
-    let Handshake::Welcome { reply, connection: old } = handshake(&hub, &hello(1), &PeerCertificate::NotAsked).await
+    let Handshake::Welcome { reply, connection: old } =
+        handshake(&hub, &hello(1), &PeerCertificate::NotAsked, false).await
     else {
         panic!("not welcomed")
     };
     assert!(!serde_json::to_string(&reply).unwrap().contains("quarantine"), "protocol 1: {reply:?}");
     drop(old);
-    let Handshake::Welcome { reply, mut connection } = handshake(&hub, &hello(2), &PeerCertificate::NotAsked).await
+    let Handshake::Welcome { reply, mut connection } =
+        handshake(&hub, &hello(2), &PeerCertificate::NotAsked, false).await
     else {
         panic!("not welcomed")
     };
     let wish = QuarantineWish { quarantined: true, reason: Some("suspicious".into()) };
     assert!(matches!(reply, ServerMessage::Welcome { quarantine: Some(ref q), .. } if *q == wish), "{reply:?}");
     assert!(
-        matches!(handshake(&hub, &hello(3), &PeerCertificate::NotAsked).await, Handshake::Refused(_)),
+        matches!(handshake(&hub, &hello(3), &PeerCertificate::NotAsked, false).await, Handshake::Refused(_)),
         "a newer protocol is refused"
     );
 
@@ -273,4 +275,47 @@ async fn report_places_are_per_agent_and_end_with_a_revocation() {
     assert!(matches!(refused, Err(FrameError::Revoked(_))), "{refused:?}");
     receive_report(&hub, &ids[1], report).await.expect("another agent still reports");
     drop((third, other));
+}
+
+/// A vault that knows one value for every secret.
+struct Known;
+
+impl crate::SecretSource for Known {
+    fn reveal<'a>(
+        &'a self,
+        _plugin: &'a str,
+        _key: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<String>, String>> + Send + 'a>> {
+        Box::pin(async { Ok(Some("known-value".to_string())) })
+    }
+}
+
+/// Issue 43, HIGH 3: whether secrets may travel was decided once per server (from whether an
+/// agent listener with TLS existed), so an agent on a plain connection of the same server was
+/// sent the value. It is decided per connection: the TLS one gets it, the plain one is refused.
+#[tokio::test]
+async fn secrets_go_only_down_connections_that_came_over_tls() {
+    use toolgate_domain::fleet::instruction::TargetStatus;
+    use toolgate_domain::fleet::wire::ServerMessage;
+
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 2).await;
+    let hub = hub.with_secrets(crate::SecretDelivery { source: Arc::new(Known) });
+    let mut over_tls = hub.connect(&ids[0], None, true);
+    let mut plain = hub.connect(&ids[1], None, false);
+    let mut step = order_step();
+    step.secret_names = vec!["token".into()];
+    let execution = toolgate_store::NewExecution {
+        steps: vec![step],
+        targets: ids.clone(),
+        ..execution("exe-0se1", &ids[0], true)
+    };
+    assert_eq!(hub.start_execution(execution).await.unwrap().1, 1, "sent to one of the two");
+    let ServerMessage::Run(order) = *over_tls.outbox.try_recv().unwrap() else { panic!("no run") };
+    assert_eq!(order.steps[0].secrets.0.get("token").map(String::as_str), Some("known-value"));
+    assert!(plain.outbox.try_recv().is_err(), "nothing goes down the plain connection");
+    let targets = hub.work.targets("exe-0se1").await.unwrap();
+    let refused = targets.iter().find(|t| t.agent_id == ids[1]).unwrap();
+    assert_eq!(refused.status, TargetStatus::Refused);
+    assert_eq!(refused.error.as_deref(), Some(crate::NOT_OVER_TLS));
 }

@@ -1,7 +1,8 @@
 //! Plugin secrets for the steps that declare them (docs/secrets.md): looked up as a run is
-//! sent (never when it is stored, so no order in the store holds a value), only when agents
-//! reach this server over TLS, and only when every one is set. Otherwise the targets are
-//! refused with the reason, so the run cannot go out later either.
+//! sent (never when it is stored, so no order in the store holds a value), only to agents
+//! whose own connection came over TLS (decided per connection: one server can hear agents on
+//! a plain and a TLS listener at once), and only when every one is set. Otherwise the targets
+//! are refused with the reason, so the run cannot go out later either.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -23,15 +24,19 @@ pub trait SecretSource: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<Option<String>, String>> + Send + 'a>>;
 }
 
-/// Where secrets can go: the source, and whether agents connect over TLS.
+/// Where secrets come from.
 #[derive(Clone)]
 pub struct SecretDelivery {
     pub source: Arc<dyn SecretSource>,
-    pub over_tls: bool,
 }
 
 /// A refused target's error when secrets would travel in the clear.
-pub const NOT_OVER_TLS: &str = "refused: this instruction is given plugin secrets, which travel only over TLS: serve agents with --tls-cert and --tls-key (docs/secrets.md)";
+pub const NOT_OVER_TLS: &str = "refused: this instruction is given plugin secrets, which travel only over TLS, and this agent is connected over plain HTTP: serve agents with --tls-cert and --tls-key, or an agent listener with --agent-tls-cert (docs/secrets.md)";
+
+/// Whether any step of `order` is given secrets.
+pub(crate) fn needs_secrets(order: &RunOrder) -> bool {
+    order.steps.iter().any(|s| !s.secret_names.is_empty())
+}
 
 impl Hub {
     /// Agents are given secrets from `delivery` (without it, an order naming one is refused).
@@ -42,15 +47,12 @@ impl Hub {
 
     /// `order` with the values of the secrets its steps name, or why it cannot go.
     pub(crate) async fn with_secret_values<'o>(&self, order: &'o RunOrder) -> Result<Cow<'o, RunOrder>, String> {
-        if order.steps.iter().all(|s| s.secret_names.is_empty()) {
+        if !needs_secrets(order) {
             return Ok(Cow::Borrowed(order));
         }
         let Some(delivery) = &self.secrets else {
             return Err("refused: this server keeps no plugin secrets (docs/secrets.md)".into());
         };
-        if !delivery.over_tls {
-            return Err(NOT_OVER_TLS.into());
-        }
         let mut filled = order.clone();
         for step in &mut filled.steps {
             for key in &step.secret_names {

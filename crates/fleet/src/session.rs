@@ -45,8 +45,8 @@ fn refused(code: RefusalCode, message: impl Into<String>) -> Handshake {
 }
 
 /// Answers the agent's first frame: an enrollment or a hello, over a connection that came
-/// with `peer` (docs/trust.md).
-pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate) -> Handshake {
+/// with `peer` (docs/trust.md), over TLS or not (plugin secrets go only over TLS).
+pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate, over_tls: bool) -> Handshake {
     let message = match serde_json::from_str::<AgentMessage>(first_frame) {
         Ok(message) => message,
         Err(e) => {
@@ -134,7 +134,7 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate) -> 
             Handshake::Reissued { reply }
         }
         Purpose::Session => {
-            let connection = hub.connect(&agent_id, bound);
+            let connection = hub.connect(&agent_id, bound, over_tls);
             if let Some(QuarantineWish { quarantined, reason }) = signed_quarantine {
                 hub.send(&agent_id, ServerMessage::Quarantine { quarantined, reason });
             }

@@ -14,8 +14,10 @@ pub trait CertStore: Send + Sync {
     /// A page of the certificates issued to agents within `reach`, newest first, and how many
     /// there are in all.
     async fn issued(&self, reach: &Reach, limit: usize, offset: usize) -> Result<(Vec<IssuedCert>, u64)>;
-    /// Revokes the certificate `serial_hex` (lowercase) of an agent within `reach`: the record
-    /// and whether this call revoked it (false: it already was). None when there is no such
+    /// Revokes the certificate `serial_hex` (lowercase) of an agent within `reach`, and with it
+    /// every other certificate of that agent not revoked yet (its whole chain: an older,
+    /// unexpired one must not outlive the revocation of the newest). The record named, and the
+    /// serials this call revoked (empty: all already were). None when there is no such
     /// certificate the reach covers.
     async fn revoke(
         &self,
@@ -24,10 +26,10 @@ pub trait CertStore: Send + Sync {
         by: &str,
         reason: Option<&str>,
         now_ms: i64,
-    ) -> Result<Option<(IssuedCert, bool)>>;
+    ) -> Result<Option<(IssuedCert, Vec<String>)>>;
     /// The serials revoked that have not yet expired at `now_ms` (an expired certificate is
-    /// refused anyway): what every replica refuses.
-    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>>;
+    /// refused anyway), each with its agent: what every replica refuses and cuts off.
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<(String, String)>>;
     /// How many live (unexpired, unrevoked) certificates each CA generation has issued.
     async fn live_by_generation(&self, now_ms: i64) -> Result<Vec<(u32, u64)>>;
     /// The agent's newest certificate (the server's own question, unconfined).

@@ -86,37 +86,39 @@ impl CertStore for PostgresStore {
         by: &str,
         reason: Option<&str>,
         now_ms: i64,
-    ) -> Result<Option<(IssuedCert, bool)>> {
+    ) -> Result<Option<(IssuedCert, Vec<String>)>> {
         pg(async {
-            let c = self.conn().await?;
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
             let groups = reach_param(reach);
-            let update = format!(
-                "UPDATE issued_cert SET revoked_at_ms = $2, revoked_by = $3, revocation_reason = $4 \
-                 WHERE serial_hex = $1 AND revoked_at_ms IS NULL{}",
-                within(&groups, 5)
-            );
-            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&serial_hex, &now_ms, &by, &reason];
-            if let Some(groups) = &groups {
-                values.push(groups);
-            }
-            let changed = execute(&*c, &update, &values).await?;
-            let select =
-                format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = $1{}", within(&groups, 2));
+            let select = format!("SELECT agent_id FROM issued_cert WHERE serial_hex = $1{}", within(&groups, 2));
             let mut values: Vec<&(dyn ToSql + Sync)> = vec![&serial_hex];
             if let Some(groups) = &groups {
                 values.push(groups);
             }
-            let found = row(&*c, &select, &values).await?.as_ref().map(cert_row).transpose()?;
-            Ok(found.map(|cert| (cert, changed > 0)))
+            let Some(agent_id) = row(&tx, &select, &values).await?.map(|r| r.try_get::<_, String>(0)).transpose()?
+            else {
+                return Ok(None);
+            };
+            let update = "UPDATE issued_cert SET revoked_at_ms = $2, revoked_by = $3, revocation_reason = $4 \
+                          WHERE agent_id = $1 AND revoked_at_ms IS NULL RETURNING serial_hex";
+            let revoked = rows(&tx, update, &[&agent_id, &now_ms, &by, &reason]).await?;
+            let revoked_now = revoked.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?;
+            let select = format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = $1");
+            let found = row(&tx, &select, &[&serial_hex]).await?.as_ref().map(cert_row).transpose()?;
+            tx.commit().await?;
+            Ok(found.map(|cert| (cert, revoked_now)))
         })
         .await
     }
 
-    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>> {
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
         pg(async {
-            let sql = "SELECT serial_hex FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > $1";
+            let sql =
+                "SELECT serial_hex, agent_id FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > $1";
             let found = rows(&*self.conn().await?, sql, &[&now_ms]).await?;
-            Ok(found.iter().map(|r| r.try_get(0)).collect::<std::result::Result<Vec<String>, _>>()?)
+            let pairs = found.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?)));
+            Ok(pairs.collect::<std::result::Result<Vec<(String, String)>, tokio_postgres::Error>>()?)
         })
         .await
     }

@@ -82,39 +82,41 @@ impl CertStore for SqliteStore {
         by: &str,
         reason: Option<&str>,
         now_ms: i64,
-    ) -> Result<Option<(IssuedCert, bool)>> {
+    ) -> Result<Option<(IssuedCert, Vec<String>)>> {
         let (serial, by, reason) = (serial_hex.to_string(), by.to_string(), reason.map(String::from));
         let groups = reach_param(reach);
         self.run(move |conn| {
             let tx = conn.transaction()?;
-            let mut values: Vec<rusqlite::types::Value> =
-                vec![serial.clone().into(), now_ms.into(), by.into(), reason.into()];
+            let mut values: Vec<rusqlite::types::Value> = vec![serial.clone().into()];
             values.extend(groups.clone().map(Into::into));
-            let changed = tx.execute(
-                &format!(
+            let sql = format!("SELECT agent_id FROM issued_cert WHERE serial_hex = ?1{}", within(&groups, "?2"));
+            let Some(agent_id) =
+                tx.query_row(&sql, rusqlite::params_from_iter(values), |r| r.get::<_, String>(0)).optional()?
+            else {
+                return Ok(None);
+            };
+            let revoked_now = {
+                let mut stmt = tx.prepare(
                     "UPDATE issued_cert SET revoked_at_ms = ?2, revoked_by = ?3, revocation_reason = ?4 \
-                     WHERE serial_hex = ?1 AND revoked_at_ms IS NULL{}",
-                    within(&groups, "?5")
-                ),
-                rusqlite::params_from_iter(values),
-            )?;
-            let mut values: Vec<rusqlite::types::Value> = vec![serial.into()];
-            values.extend(groups.clone().map(Into::into));
-            let sql =
-                format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = ?1{}", within(&groups, "?2"));
-            let found = tx.query_row(&sql, rusqlite::params_from_iter(values), cert_row).optional()?;
+                     WHERE agent_id = ?1 AND revoked_at_ms IS NULL RETURNING serial_hex",
+                )?;
+                let rows = stmt.query_map(params![agent_id, now_ms, by, reason], |r| r.get::<_, String>(0))?;
+                rows.collect::<rusqlite::Result<Vec<String>>>()?
+            };
+            let sql = format!("SELECT {CERT_READ_COLUMNS} FROM issued_cert WHERE serial_hex = ?1");
+            let found = tx.query_row(&sql, [&serial], cert_row)?;
             tx.commit()?;
-            Ok(found.map(|cert| (cert, changed > 0)))
+            Ok(Some((found, revoked_now)))
         })
         .await
     }
 
-    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<String>> {
+    async fn revoked_serials(&self, now_ms: i64) -> Result<Vec<(String, String)>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT serial_hex FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > ?1",
+                "SELECT serial_hex, agent_id FROM issued_cert WHERE revoked_at_ms IS NOT NULL AND not_after_ms > ?1",
             )?;
-            let rows = stmt.query_map([now_ms], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            let rows = stmt.query_map([now_ms], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
             Ok(rows)
         })
         .await

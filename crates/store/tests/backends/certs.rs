@@ -7,6 +7,7 @@ use toolgate_store::Repositories;
 
 crate::matrix!(issued_certificates_are_paged_newest_first_and_unique_by_serial);
 crate::matrix!(revocation_is_confined_kept_and_decides_the_standing);
+crate::matrix!(revoking_the_newest_certificate_revokes_the_agents_whole_chain);
 
 fn cert(serial: &str, issued_at_ms: i64) -> IssuedCert {
     IssuedCert {
@@ -57,15 +58,15 @@ async fn revocation_is_confined_kept_and_decides_the_standing(r: Repositories) {
     assert_eq!(r.certs.revoke("1a", &reach, "alice", None, 20).await.unwrap(), None);
     assert!(r.certs.revoked_serials(20).await.unwrap().is_empty());
     r.groups.add_member(&team.id, &agents[0]).await.unwrap().unwrap();
-    let (revoked, changed) = r.certs.revoke("1a", &reach, "alice", Some("laptop lost"), 20).await.unwrap().unwrap();
-    assert!(changed);
+    let (revoked, revoked_now) = r.certs.revoke("1a", &reach, "alice", Some("laptop lost"), 20).await.unwrap().unwrap();
+    assert_eq!(revoked_now, ["1a"]);
     let revocation = revoked.revoked.clone().unwrap();
     assert_eq!((revocation.revoked_at_ms, revocation.revoked_by.as_str()), (20, "alice"));
     assert_eq!(revocation.reason.as_deref(), Some("laptop lost"));
     // Again: found, unchanged, the first revocation kept.
-    let (again, changed) = r.certs.revoke("1a", &Reach::Fleet, "bob", None, 30).await.unwrap().unwrap();
-    assert_eq!((again.revoked, changed), (Some(revocation), false));
-    assert_eq!(r.certs.revoked_serials(20).await.unwrap(), vec!["1a".to_string()]);
+    let (again, revoked_now) = r.certs.revoke("1a", &Reach::Fleet, "bob", None, 30).await.unwrap().unwrap();
+    assert_eq!((again.revoked, revoked_now), (Some(revocation), vec![]));
+    assert_eq!(r.certs.revoked_serials(20).await.unwrap(), vec![("1a".to_string(), agents[0].clone())]);
     assert_eq!(r.certs.live_by_generation(20).await.unwrap(), vec![(1, 1)], "1b only: 1a is revoked");
     assert!(r.certs.live_by_generation(mine.not_after_ms + 1).await.unwrap().is_empty(), "all expired");
     // Once it would have expired, it need not be refused by serial any more.
@@ -74,4 +75,26 @@ async fn revocation_is_confined_kept_and_decides_the_standing(r: Repositories) {
     assert_eq!(standing, Standing::Revoked { serial_hex: "1a".into() });
     assert_eq!(r.certs.revoke("ff", &Reach::Fleet, "alice", None, 20).await.unwrap(), None);
     assert_eq!(r.certs.newest_for("agt-none").await.unwrap(), None);
+}
+
+/// Issue 43, MEDIUM 4: after a renewal, revoking the newest serial left the older, unexpired
+/// one usable to get a new certificate. Revoking any of an agent's certificates revokes all of
+/// them (its chain), and none of another agent's.
+async fn revoking_the_newest_certificate_revokes_the_agents_whole_chain(r: Repositories) {
+    let agents = crate::fleet_work::with_agents(&r, 2).await;
+    let of = |agent: &str, serial: &str, at: i64| IssuedCert { agent_id: agent.into(), ..cert(serial, at) };
+    for (agent, serial, at) in [(&agents[0], "2a", 10), (&agents[0], "2b", 11), (&agents[1], "2c", 12)] {
+        r.certs.record_issued(&of(agent, serial, at)).await.unwrap();
+    }
+    let (newest, mut revoked_now) = r.certs.revoke("2b", &Reach::Fleet, "alice", None, 20).await.unwrap().unwrap();
+    revoked_now.sort();
+    assert_eq!((newest.serial_hex.as_str(), revoked_now), ("2b", vec!["2a".to_string(), "2b".to_string()]));
+    let mut refused = r.certs.revoked_serials(20).await.unwrap();
+    refused.sort();
+    let chain = [("2a".to_string(), agents[0].clone()), ("2b".to_string(), agents[0].clone())];
+    assert_eq!(refused, chain, "the older one is refused too; the other agent's is not");
+    let (page, _) = r.certs.issued(&Reach::Fleet, 10, 0).await.unwrap();
+    let older = page.iter().find(|c| c.serial_hex == "2a").unwrap();
+    assert_eq!(older.revoked.as_ref().map(|v| v.revoked_by.as_str()), Some("alice"));
+    assert!(page.iter().find(|c| c.serial_hex == "2c").unwrap().revoked.is_none());
 }
