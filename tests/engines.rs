@@ -180,7 +180,12 @@ fn a_rotation_overlaps_is_confirmed_once_and_its_precondition_keeps_tickets() {
     assert_eq!(structured_as(&s, &schemas, &admin, "list_pending_approvals", json!({}))["count"], pending_before);
 
     let confirm = json!({"principal_id": id, "token_id": successor, "secret": new_secret});
-    let confirmed = approved(&s, &rita, &admin, "confirm_engine_rotation", confirm.clone());
+    let confirm_ticket = approval_id_of(&call_as(&s, &admin, "confirm_engine_rotation", confirm.clone()).json());
+    approve(&s, &rita, &confirm_ticket);
+    let mut confirm_recall = confirm.clone();
+    confirm_recall["approval_id"] = confirm_ticket.clone().into();
+    let confirmed = call_as(&s, &admin, "confirm_engine_rotation", confirm_recall.clone()).json();
+    let confirmed = confirmed["result"]["structuredContent"].clone();
     assert_eq!(confirmed["revoked_predecessor_id"], first["token_id"]);
     assert_eq!(call_as(&s, &old_secret, "list_agents", json!({})).status, 401, "the predecessor is refused");
     assert_eq!(structured_as(&s, &schemas, new_secret, "list_agents", json!({}))["total"], 0);
@@ -189,6 +194,14 @@ fn a_rotation_overlaps_is_confirmed_once_and_its_precondition_keeps_tickets() {
     assert_eq!(replay["error"]["code"], -32003, "{replay}");
     assert!(replay["error"]["message"].as_str().unwrap().contains("already confirmed"), "{replay}");
     assert_eq!(replay["error"]["data"]["retry_after_ms"], Value::Null, "not retryable: {replay}");
+    // Issue 43, LOW 13: replaying the consumed ticket itself answered that "the ticket stays
+    // unconsumed" while the store said `consumed`. The answer tells the truth about the ticket.
+    let replayed = call_as(&s, &admin, "confirm_engine_rotation", confirm_recall).json();
+    assert_eq!(replayed["error"]["code"], -32003, "{replayed}");
+    let message = replayed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("it was already used") && !message.contains("unconsumed"), "{message}");
+    let status = s.http("GET", &format!("/api/v1/approvals/{confirm_ticket}"), Some(&admin), None).json();
+    assert_eq!(status["status"], "consumed", "{status}");
 
     // An approved ticket whose rotation stopped being pending before its recall stays unconsumed.
     let next = approved(&s, &rita, &admin, "rotate_engine_credential", json!({"principal_id": id}));
@@ -264,4 +277,63 @@ fn past_its_quota_an_engine_principal_waits_and_a_person_does_not() {
         "{}",
         metrics.lines().filter(|l| l.contains("quota")).collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Issue 43, MEDIUM 6 and LOW 9: a principal with Administrator on one management group was
+/// given approval tickets (not refusals) for the fleet's own security tools, read the KEK's
+/// status fleet-wide, and once a reviewer approved, minted credentials for engine principals
+/// holding fleet-wide roles; audit_engine_no_admin answered it with a fleet-wide count. What
+/// is not about one group's agents is now granted fleet-wide only: refused with -32003 before
+/// any ticket, while the same group role still quarantines within its group.
+#[test]
+fn a_group_administrator_reaches_nothing_fleet_wide() {
+    let s = start(&[]);
+    let out = s.cli(&["group", "create", "Team", "--rule", "tag:team = a"]);
+    let group = out.split_whitespace().find(|w| w.starts_with("mg-")).unwrap().to_string();
+    s.cli(&["principal", "add", "carol"]);
+    s.cli(&["group", "assign", &group, "carol", "Administrator"]);
+    let carol = s.token("carol", "supervised", "1d");
+    let engine = json!({"principal_id": "engine:ci", "display_name": "CI", "owner_username": "carol",
+                        "justification": "builds", "classification": "internal"});
+    let calls = [
+        ("rotate_kek", json!({})),
+        ("rewrap_secrets", json!({})),
+        ("issue_code_signing_cert", json!({})),
+        ("create_engine_principal", engine),
+        ("mint_engine_credential", json!({"principal_id": "engine:ci"})),
+        ("get_kek_status", json!({})),
+        ("audit_engine_no_admin", json!({})),
+    ];
+    for (tool, arguments) in calls {
+        let answer = call_as(&s, &carol, tool, arguments).json();
+        assert_eq!(answer["error"]["code"], -32003, "{tool}: refused, never a ticket: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("fleet-wide grant"), "{tool}: {message}");
+    }
+    let pending = call_as(&s, &s.token("admin", "supervised", "1d"), "list_pending_approvals", json!({})).json();
+    assert_eq!(pending["result"]["structuredContent"]["count"], 0, "no ticket was minted: {pending}");
+    // What is about the group's agents stays hers: listing its quarantined devices.
+    let within = call_as(&s, &carol, "list_quarantined_devices", json!({})).json();
+    assert_eq!(within["result"]["isError"], false, "{within}");
+}
+
+/// Issue 43, LOW 12: create_engine_principal with an unknown owner, or an engine as owner,
+/// minted a ticket a reviewer then approved for nothing. It is refused before any ticket.
+#[test]
+fn an_engine_s_owner_must_be_a_person_before_any_ticket() {
+    let s = start(&[]);
+    let rita = reviewer(&s, "rita");
+    let admin = s.token("admin", "supervised", "1d");
+    let engine = |id: &str, owner: &str| {
+        json!({"principal_id": id, "display_name": "E", "owner_username": owner,
+               "justification": "j", "classification": "internal"})
+    };
+    approved(&s, &rita, &admin, "create_engine_principal", engine("engine:first", "admin"));
+    for (owner, says) in [("nobody", "there is no principal `nobody`"), ("engine:first", "is an engine principal")] {
+        let answer = call_as(&s, &admin, "create_engine_principal", engine("engine:second", owner)).json();
+        assert_eq!(answer["error"]["code"], -32003, "{owner}: refused before a ticket: {answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains(says), "{answer}");
+    }
+    let pending = call_as(&s, &admin, "list_pending_approvals", json!({})).json();
+    assert_eq!(pending["result"]["structuredContent"]["count"], 0, "{pending}");
 }

@@ -43,7 +43,7 @@ pub fn roles_markdown(checked: &Checked) -> String {
          `approval`) when the role grants the call, `deny` when the tier refuses the pair, and `-`\n\
          when the tier allows it but the role does not grant it there. A grant on a group covers\n\
          that group's agents only (docs/groups.md); `fleet_only` securables and the\n\
-         `durableAdministrator` tools are never granted on a group, and `fleetOrGroupOwner` tools\n\
+         `durableAdministrator` and `fleetWide` tools are never granted on a group, and `fleetOrGroupOwner` tools\n\
          on a group only to its owner role.\n",
     );
     let tiers: Vec<&str> = policy.tiers.iter().map(|t| t.name.as_str()).collect();
@@ -63,6 +63,7 @@ pub fn roles_markdown(checked: &Checked) -> String {
                 Authorization::DurableAdministrator => {
                     (policy.server.rbac_administrator_role.as_deref() == Some(role.name.as_str()), false)
                 }
+                Authorization::FleetWide => (permits, false),
                 Authorization::FleetOrGroupOwner => {
                     let owner = policy.server.group_owner_role.as_deref() == Some(role.name.as_str());
                     (permits, permits && owner && !policy.fleet_only.contains(&tool.securable))

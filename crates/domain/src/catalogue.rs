@@ -50,6 +50,8 @@ pub enum Precondition {
     /// The credential rotation the call names is still pending: `token_id` is the successor
     /// of a rotation of `principal_id`'s that is neither confirmed nor past its overlap.
     PendingRotation,
+    /// `owner_username` names a person: a principal that exists and is not an engine.
+    PersonOwner,
 }
 
 impl Precondition {
@@ -57,6 +59,7 @@ impl Precondition {
     pub fn variant(self) -> &'static str {
         match self {
             Precondition::PendingRotation => "PendingRotation",
+            Precondition::PersonOwner => "PersonOwner",
         }
     }
 
@@ -64,6 +67,7 @@ impl Precondition {
     pub fn key(self) -> &'static str {
         match self {
             Precondition::PendingRotation => "pendingRotation",
+            Precondition::PersonOwner => "personOwner",
         }
     }
 
@@ -75,6 +79,10 @@ impl Precondition {
                  overlap), and `secret` is its successor's; checked before any ticket is minted or consumed, so a \
                  refused recall keeps its ticket"
             }
+            Precondition::PersonOwner => {
+                "`owner_username` names a principal that exists and is a person, not an engine; checked before any \
+                 ticket is minted, so a reviewer is never asked to approve what cannot be done"
+            }
         }
     }
 
@@ -82,6 +90,7 @@ impl Precondition {
     pub fn arguments(self) -> &'static [&'static str] {
         match self {
             Precondition::PendingRotation => &["principal_id", "token_id"],
+            Precondition::PersonOwner => &["owner_username"],
         }
     }
 }
@@ -103,6 +112,12 @@ pub enum Authorization {
     /// The pair granted fleet-wide, or policy.yaml `server.group_owner_role` held on the
     /// group the call's `group_id` names (or on one of its ancestors).
     FleetOrGroupOwner,
+    /// The pair granted fleet-wide only: the tool acts on what belongs to the whole fleet (the
+    /// key-encryption key, the CA, engine principals), not on one group's agents, so a role
+    /// on a management group grants nothing. Per tool, where policy.yaml `fleet_only` is per
+    /// securable: the reference pins these tools to `Security`, which also covers one group's
+    /// quarantine and certificates.
+    FleetWide,
 }
 
 impl Authorization {
@@ -116,6 +131,7 @@ impl Authorization {
             Authorization::Permission => "Permission",
             Authorization::DurableAdministrator => "DurableAdministrator",
             Authorization::FleetOrGroupOwner => "FleetOrGroupOwner",
+            Authorization::FleetWide => "FleetWide",
         }
     }
 
@@ -132,6 +148,10 @@ impl Authorization {
             Authorization::FleetOrGroupOwner => {
                 "the pair granted fleet-wide, or the group owner role (policy.yaml server.group_owner_role) on the \
                  group `group_id` names or one of its ancestors"
+            }
+            Authorization::FleetWide => {
+                "the principal's fleet-wide roles grant the pair; a role on a management group grants nothing here \
+                 (the tool acts on what belongs to the whole fleet)"
             }
         }
     }

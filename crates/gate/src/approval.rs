@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use toolgate_domain::Clock;
-use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, Recall};
+use toolgate_domain::approvals::{Approval, ApprovalStatus, ArgumentBinding, Mint, Recall};
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::{ApprovalCap, Denial, RecallRefusal};
 use toolgate_store::ApprovalStore;
@@ -39,4 +39,31 @@ pub async fn ticket_or_recall(
         Recall::Rejected => refused(RecallRefusal::Rejected),
         Recall::Expired => refused(RecallRefusal::Expired),
     }
+}
+
+/// Why the ticket `approval_id` can never be redeemed by `caller`'s call of `tool`, whatever
+/// the live state: None while it still could be (pending, or approved and unconsumed). A
+/// refusal on a recall says this rather than that the ticket "stays unconsumed".
+pub async fn never_redeemable(
+    store: &dyn ApprovalStore,
+    clock: &Clock,
+    caller: &str,
+    tool: &ToolMeta,
+    approval_id: &str,
+) -> Result<Option<RecallRefusal>, Denial> {
+    let fault = |error| Denial::StoreFault { what: "approval", error };
+    let Some(ticket) = store.approval(approval_id).await.map_err(fault)? else {
+        return Ok(Some(RecallRefusal::Unknown));
+    };
+    if ticket.submitter != caller || ticket.tool != tool.name {
+        return Ok(Some(RecallRefusal::Used { why: "another principal's or another tool's" }));
+    }
+    Ok(match ticket.status {
+        ApprovalStatus::Consumed => Some(RecallRefusal::Used { why: "consumed" }),
+        ApprovalStatus::Rejected => Some(RecallRefusal::Rejected),
+        ApprovalStatus::Pending | ApprovalStatus::Approved if ticket.expired(clock.now_secs()) => {
+            Some(RecallRefusal::Expired)
+        }
+        ApprovalStatus::Pending | ApprovalStatus::Approved => None,
+    })
 }

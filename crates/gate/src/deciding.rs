@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, Precondition, ToolMeta};
 use toolgate_domain::denial::Denial;
+use toolgate_domain::engines::PrincipalKind;
 use toolgate_domain::groups::{ROOT_GROUP, at_or_below};
 use toolgate_domain::tokens::{Authentication, RotationResolution};
 use toolgate_domain::{Caller, Clock, StoreError};
@@ -120,6 +121,18 @@ impl Deciders {
                 match self.credentials.authenticate(secret, now).await.map_err(store_fault)? {
                     Authentication::Valid { token, .. } if token.id == successor => Ok(()),
                     _ => refuse(format!("`secret` is not the secret of {successor}")),
+                }
+            }
+            Precondition::PersonOwner => {
+                let owner = text("owner_username");
+                match self.credentials.principal(owner).await.map_err(store_fault)? {
+                    Some(found) if found.kind == PrincipalKind::Person => Ok(()),
+                    Some(_) => refuse(format!(
+                        "`{owner}` is an engine principal: an engine is owned by a person who answers for it"
+                    )),
+                    None => refuse(format!(
+                        "there is no principal `{owner}`: name an existing person (toolgate principal add creates one)"
+                    )),
                 }
             }
         }

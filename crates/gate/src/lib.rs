@@ -126,7 +126,9 @@ impl Gate {
                 self.deciders()?.durable_administrator(caller, tool).await?;
                 Authorized { decision, reach: Reach::Fleet }
             }
-            Authorization::Permission | Authorization::FleetOrGroupOwner => self.authorize(caller, tool)?,
+            Authorization::Permission | Authorization::FleetOrGroupOwner | Authorization::FleetWide => {
+                self.authorize(caller, tool)?
+            }
         };
         // Arguments before any approval is looked up, minted or consumed.
         self.schemas.check(tool, &arguments)?;
@@ -154,7 +156,17 @@ impl Gate {
         // a ticket it names stays recallable.
         if let Some(precondition) = tool.precondition {
             let recall = approval_id.is_some();
-            self.deciders()?.precondition(precondition, tool, &arguments, recall, &self.clock).await?;
+            let held = self.deciders()?.precondition(precondition, tool, &arguments, recall, &self.clock).await;
+            if let (Err(Denial::Precondition { .. }), Some(id)) = (&held, &approval_id) {
+                // A ticket already used (a replay, say) is refused as such: "stays unconsumed"
+                // would not be the truth about it.
+                let name = &caller.principal.name;
+                let never = approval::never_redeemable(self.approvals.as_ref(), &self.clock, name, tool, id).await?;
+                if let Some(why) = never {
+                    return Err(Denial::NotRedeemable { approval_id: id.clone(), why });
+                }
+            }
+            held?;
         }
         let approval = match decision {
             Decision::ApprovalRequired => Some(
@@ -182,7 +194,15 @@ impl Gate {
             let requirement = "its deciding check, which only a call runs".to_string();
             return Err(Denial::RoleRequired { tool: tool.name, requirement });
         }
-        self.authorize_pair(caller, tool.name, tool.securable, tool.operation, tool.decisions)
+        let authorized = self.authorize_pair(caller, tool.name, tool.securable, tool.operation, tool.decisions)?;
+        if tool.authorization == Authorization::FleetWide && !authorized.reach.is_fleet() {
+            let requirement = format!(
+                "a fleet-wide grant of {}: it acts on what belongs to the whole fleet, and a role on a management group grants nothing here",
+                tool.pair()
+            );
+            return Err(Denial::RoleRequired { tool: tool.name, requirement });
+        }
+        Ok(authorized)
     }
 
     /// The same gate for a prompt, resource or template: its tier, then RBAC; what the

@@ -25,7 +25,7 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
     let names = &policy.server;
     for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
         match tool.authorization {
-            Authorization::Permission => {}
+            Authorization::Permission | Authorization::FleetWide => {}
             Authorization::DurableAdministrator => {
                 if names.rbac_administrator_role.is_none() {
                     out.push(
