@@ -214,6 +214,17 @@ fn oversize_wrong_digests_revoked_grants_and_the_agents_state_are_refused() {
         json!({"agent_id": f.agent_id, "source_path": "/etc/shadow", "declared_max_size": 10}),
     );
     assert!(refusal(&outside).contains("under /var/log"), "{outside:?}");
+    // Issue 43, LOW 10: a path that leaves /var/log through `..` was minted; it is refused
+    // at mint time, and one that stays inside is kept normalised.
+    for (path, resolved) in
+        [("/var/log/../etc/shadow", "/var/etc/shadow"), ("/var/log/../../etc/shadow", "/etc/shadow")]
+    {
+        let dotted = json!({"agent_id": f.agent_id, "source_path": path, "declared_max_size": 10});
+        let dotted = call_as(&f.s, &f.supervised, "mint_upload_grant", dotted);
+        assert!(refusal(&dotted).contains(&format!("(`{resolved}` once `.` and `..` are resolved)")), "{dotted:?}");
+    }
+    let inside = f.mint(json!({"source_path": "/var/log/app/./..//small.log", "declared_max_size": 10}));
+    assert_eq!(f.grant(&inside)["source_path"], "/var/log/small.log");
     let nobody =
         call_as(&f.s, &f.supervised, "mint_upload_grant", json!({"agent_id": "agt-nope", "declared_max_size": 10}));
     assert!(refusal(&nobody).contains("no agent `agt-nope`"), "{nobody:?}");
@@ -308,4 +319,40 @@ fn a_file_goes_up_over_tls() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(call(&operator, "list_upload_grants", json!({}))["grants"][0]["sha256"], hex(b"one line\n"));
+}
+
+/// Issue 43, LOW 8: query_responses showed the size and digest a `collect_files` result
+/// claimed, whatever the server had received. The row carries the server's own figures: an
+/// agent that reports an upload the server never took is failed for it, nothing of its claim
+/// kept, and an honest one's row is what the server counted.
+#[test]
+fn the_rows_of_an_upload_carry_the_servers_figures_never_the_agents_claim() {
+    let mut f = fixture_on(common::start(FAST));
+    let honest = f.mint(json!({"source_path": "/var/log/small.log", "declared_max_size": 100}));
+    let (status, rows) = f.collect(json!({"grant_id": honest}));
+    assert_eq!(status["status"], "succeeded", "{status}");
+    let stored = f.grant(&honest);
+    assert_eq!((&rows[0]["size_bytes"], &rows[0]["sha256"]), (&stored["size_bytes"], &stored["sha256"]), "{stored}");
+
+    // The agent's own credential, its process gone: a session that claims an upload.
+    f.agent.kill();
+    wait_for_status(&f.s, &f.schemas, &f.agent_id, "offline");
+    let (mut session, welcome) =
+        common::raw_agent::connection_for(&f.s, &f._states.path().join("logs-host"), "session");
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    let forged = f.mint(json!({"source_path": "/var/log/small.log", "declared_max_size": 100}));
+    let arguments = json!({"definition": "collect_files", "params": {"grant_id": forged}, "agent_ids": [f.agent_id]});
+    let started = structured(&f.s, &f.schemas, "execute_instruction", arguments);
+    let execution_id = started["execution_id"].as_str().unwrap().to_string();
+    let run = common::raw_agent::next_of_type(&mut session, "run");
+    assert_eq!(run["execution_id"], execution_id.as_str());
+    let claim = json!({"type": "result", "execution_id": execution_id, "steps": [{"status": "succeeded", "rows": [
+        {"grant_id": forged, "path": "/var/log/small.log", "kind": "file", "size_bytes": 9, "sha256": "ab".repeat(32)}]}]});
+    session.send(tungstenite::Message::text(claim.to_string())).unwrap();
+    let finished = wait_finished(&f.s, &f.schemas, &f.s.token, &execution_id);
+    assert_eq!(finished["agents"][0]["status"], "failed", "{finished}");
+    let error = finished["agents"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("holds no upload under grant"), "{error}");
+    let rows = structured(&f.s, &f.schemas, "query_responses", json!({"execution_id": execution_id}));
+    assert!(!rows.to_string().contains(&"ab".repeat(32)), "the claim is not shown: {rows}");
 }

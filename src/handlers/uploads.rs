@@ -30,26 +30,39 @@ pub(crate) fn shown(grant: &UploadGrant, now_ms: i64) -> Value {
     })
 }
 
-/// A path the agent may read: under its log root, as `log_tail`'s (the agent checks it again,
-/// resolved, and refuses its own state however spelled; this only fails early and clearly).
-fn check_path(path: &str) -> Result<(), ToolError> {
+/// A path the agent may read, normalised (`.`, `..` and repeated slashes resolved as text):
+/// under its log root, as `log_tail`'s. `/var/log/../etc/shadow` is `/etc/shadow`, and refused
+/// here, at mint time (the agent checks again, resolved, and refuses its own state however
+/// spelled; this fails early and clearly, and the grant keeps the normalised path).
+fn checked_path(path: &str) -> Result<String, ToolError> {
     let root = toolgate_agent::plugins::LOG_ROOT;
-    let under_root = path == root || path.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
-    if !under_root || path.contains('\0') {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => drop(parts.pop()),
+            name => parts.push(name),
+        }
+    }
+    let normalised = format!("/{}", parts.join("/"));
+    let under_root = normalised == root || normalised.strip_prefix(root).is_some_and(|rest| rest.starts_with('/'));
+    if !path.starts_with('/') || !under_root || path.contains('\0') {
+        let resolved = match normalised == path {
+            true => String::new(),
+            false => format!(" (`{normalised}` once `.` and `..` are resolved)"),
+        };
         return Err(ToolError::InvalidArguments(format!(
-            "source_path `{path}` must be an absolute path under {root} on the agent (e.g. {root}/syslog): agents send only what log_tail may read"
+            "source_path `{path}`{resolved} must be an absolute path under {root} on the agent (e.g. {root}/syslog): agents send only what log_tail may read"
         )));
     }
-    Ok(())
+    Ok(normalised)
 }
 
 pub async fn mint_upload_grant(ctx: &ToolContext, args: args::MintUploadGrant) -> ToolResult {
     let services = ctx.services();
     let limits = services.upload_limits();
     confined::one_agent(ctx, &args.agent_id).await?;
-    if let Some(path) = &args.source_path {
-        check_path(path)?;
-    }
+    let source_path = args.source_path.as_deref().map(checked_path).transpose()?;
     let max_bytes = args.declared_max_size;
     if max_bytes as u64 > limits.max_bytes {
         return Err(ToolError::Refused {
@@ -76,7 +89,7 @@ pub async fn mint_upload_grant(ctx: &ToolContext, args: args::MintUploadGrant) -
     let grant = NewGrant {
         grant_id: toolgate_domain::secrets::random_hex::<16>(),
         agent_id: args.agent_id.clone(),
-        source_path: args.source_path,
+        source_path,
         expected_sha256: args.expected_sha256,
         retention_class: class,
         retention_secs,

@@ -56,6 +56,7 @@ impl Hub {
                 RunResult { execution_id: execution_id.clone(), steps: vec![failed; header.steps.len().max(1)] }
             }
         };
+        let result = self.vouched(agent_id, &header.steps, result).await?;
         let taken = self.work.save_result(agent_id, result, self.clock().now_ms()).await?;
         match taken {
             // No listener is fine: nobody subscribed.
@@ -63,6 +64,23 @@ impl Hub {
             _ => tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}"),
         }
         Ok(taken)
+    }
+
+    /// `result` with the figures of its uploads as the server counted them; a step reporting
+    /// an upload the server does not hold is failed, saying so, with none of its rows.
+    async fn vouched(&self, agent_id: &str, steps: &[RunStep], mut result: RunResult) -> Result<RunResult, StoreError> {
+        let Some(desk) = &self.uploads else { return Ok(result) };
+        let execution_id = result.execution_id.clone();
+        for (step, answer) in steps.iter().zip(result.steps.iter_mut()) {
+            if (step.plugin.as_str(), step.action.as_str()) != crate::uploads::COLLECT_ACTION {
+                continue;
+            }
+            if let Err(why) = desk.vouch(agent_id, &mut answer.rows).await? {
+                tracing::warn!(%agent_id, %execution_id, "{why}");
+                *answer = StepResult { status: StepStatus::Failed, error: Some(why), rows: Vec::new() };
+            }
+        }
+        Ok(result)
     }
 
     /// Stores the outcomes of the rules in force; one for a rule that is not (the rules were

@@ -68,7 +68,40 @@ impl crate::Hub {
     }
 }
 
+/// The plugin action whose result rows report an upload (crates/agent/plugins/files.yaml).
+pub(crate) const COLLECT_ACTION: (&str, &str) = ("files", "collect");
+
 impl UploadDesk {
+    /// Rows of a `files.collect` step as the server knows them: each row's path, kind, size and
+    /// digest become what the server itself read, counted and hashed under that grant from
+    /// that agent (docs/uploads.md), never the agent's claim. Err: the server holds no such
+    /// upload, so the agent's figures cannot be vouched for.
+    pub(crate) async fn vouch(
+        &self,
+        agent_id: &str,
+        rows: &mut [serde_json::Map<String, serde_json::Value>],
+    ) -> Result<Result<(), String>, toolgate_domain::StoreError> {
+        use serde_json::json;
+        for row in rows {
+            let grant_id = row.get("grant_id").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let stored = self.store.grant(&grant_id, &Reach::Fleet).await?;
+            let Some(grant) = stored.filter(|g| g.minted.agent_id == agent_id && g.sha256.is_some()) else {
+                return Ok(Err(format!(
+                    "the server holds no upload under grant `{grant_id}` from this agent, so the figures the agent reported were not kept"
+                )));
+            };
+            row.insert("size_bytes".into(), json!(grant.size_bytes));
+            row.insert("sha256".into(), json!(grant.sha256));
+            if let Some(kind) = grant.kind {
+                row.insert("kind".into(), json!(kind.as_str()));
+            }
+            if let Some(path) = grant.uploaded_path {
+                row.insert("path".into(), json!(path));
+            }
+        }
+        Ok(Ok(()))
+    }
+
     pub fn new(store: Arc<dyn UploadStore>, clock: Clock, audit: Arc<dyn AuditSink>) -> Self {
         Self { store, clock, audit, in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_UPLOADS)) }
     }

@@ -69,7 +69,9 @@ impl FederatedStore for PostgresStore {
             for name in candidate_names(new.name_hint) {
                 let inserted = execute(
                     &tx,
-                    "INSERT INTO principal (name, roles, created_at, kind) VALUES ($1, '', $2, 'person') ON CONFLICT (name) DO NOTHING",
+                    // Taken also by a name that differs only in case: `Admin` is never made beside `admin`.
+                    "INSERT INTO principal (name, roles, created_at, kind) SELECT $1::text, '', $2::bigint, 'person' \
+                     WHERE NOT EXISTS (SELECT 1 FROM principal WHERE lower(name) = lower($1)) ON CONFLICT (name) DO NOTHING",
                     &[&name, &new.now],
                 )
                 .await?;

@@ -90,7 +90,9 @@ impl FederatedStore for SqliteStore {
             }
             for name in candidate_names(&hint) {
                 let inserted = tx.execute(
-                    "INSERT INTO principal (name, roles, created_at, kind) VALUES (?1, '', ?2, 'person') ON CONFLICT (name) DO NOTHING",
+                    // Taken also by a name that differs only in case: `Admin` is never made beside `admin`.
+                    "INSERT INTO principal (name, roles, created_at, kind) SELECT ?1, '', ?2, 'person' \
+                     WHERE NOT EXISTS (SELECT 1 FROM principal WHERE lower(name) = lower(?1)) ON CONFLICT (name) DO NOTHING",
                     params![name, identity.created_at],
                 )? == 1;
                 if inserted {

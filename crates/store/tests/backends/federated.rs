@@ -57,6 +57,14 @@ async fn first_sign_in_provisions_once_under_a_free_name(r: Repositories) {
     assert_eq!(seen.idp_grants, grants, "the roles her groups bring, as last seen");
     let other_issuer = NewFederated { issuer: "https://other.example", ..first("sub-1", "ana", 40) };
     assert_eq!(f.provision_federated(other_issuer).await.unwrap().principal, "ana-3", "subjects are per issuer");
+    // Issue 43, LOW 11: a name differing only in case was a free name, so `Admin` was made
+    // beside `admin`, a look-alike. It is taken, and suffixed like any other.
+    let look_alike = f.provision_federated(first("sub-9", "Admin", 50)).await.unwrap();
+    r.credentials.put_principal("admin", &["Administrator".into()], 0).await.unwrap();
+    let after = f.provision_federated(first("sub-10", "ADMIN", 60)).await.unwrap();
+    assert_eq!((look_alike.principal.as_str(), after.principal.as_str()), ("Admin", "ADMIN-2"));
+    let upper_first = f.provision_federated(first("sub-11", "ANA", 70)).await.unwrap();
+    assert_eq!(upper_first.principal, "ANA-4", "`ana`, `ana-2` and `ana-3` are taken whatever their case");
 }
 
 async fn links_are_one_to_one_and_go_with_the_principal(r: Repositories) {
