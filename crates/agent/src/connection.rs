@@ -215,9 +215,19 @@ async fn session(
             certificate,
         } => {
             // Before anything else the server sends: a change must not run on an agent that
-            // was quarantined while it was away.
+            // was quarantined while it was away. Once a CA is pinned, quarantine and its
+            // release come only as signed frames (docs/trust.md): an unsigned welcome's, from
+            // whatever server the agent reached, is ignored.
             if let Some(QuarantineWish { quarantined, reason }) = quarantine {
-                worker.enter(crate::state::Quarantine { quarantined, reason });
+                match crate::signed::load(&options.state_dir) {
+                    Ok(None) => {
+                        worker.enter(crate::state::Quarantine { quarantined, reason });
+                    }
+                    _ => tracing::warn!(
+                        quarantined,
+                        "ignored the quarantine state of an unsigned welcome: this agent takes quarantine only in signed frames"
+                    ),
+                }
             }
             if let Some(credential) = credential {
                 let enrolled = Identity { server: url.to_string(), agent_id: agent_id.clone(), credential };

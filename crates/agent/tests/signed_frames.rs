@@ -19,7 +19,7 @@ use toolgate_agent::{AgentOptions, ServerTrust};
 use toolgate_domain::CancellationToken;
 use toolgate_domain::fleet::instruction::ActionClass;
 use toolgate_domain::fleet::signing::{FrameRefusal, SignedFrame};
-use toolgate_domain::fleet::wire::{AgentCertificate, AgentMessage, RunOrder, RunStep, ServerMessage};
+use toolgate_domain::fleet::wire::{AgentCertificate, AgentMessage, Purpose, RunOrder, RunStep, ServerMessage};
 
 const AGENT: &str = "agt-00000000000000aa";
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -200,6 +200,94 @@ async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
         assert!(!marker(name).exists(), "{name} ran");
         assert!(!state_dir.join("runs").join(format!("{execution_id}.json")).exists(), "{name} was journalled");
     }
+    stop.cancel();
+    let _ = agent.await;
+}
+
+/// The next session (an enrollment or a session hello) on `listener`; report and upload
+/// connections that come first are told the server is busy.
+async fn next_session(listener: &TcpListener) -> (Socket, AgentMessage) {
+    loop {
+        let (stream, _) = tokio::time::timeout(PATIENCE, listener.accept()).await.expect("a connection").unwrap();
+        let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let Some(Ok(Message::Text(first))) = socket.next().await else { continue };
+        let first: AgentMessage = serde_json::from_str(&first).unwrap();
+        match first {
+            AgentMessage::Enroll { .. } | AgentMessage::Hello { purpose: Purpose::Session, .. } => {
+                return (socket, first);
+            }
+            _ => {
+                let busy = json!({"type": "refused", "code": "busy", "message": "fake server"}).to_string();
+                let _ = socket.send(Message::text(busy)).await;
+            }
+        }
+    }
+}
+
+/// The quarantine state the agent says it is in, next on the session.
+async fn next_quarantine_state(socket: &mut Socket) -> bool {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next()).await.expect("the agent answers").unwrap().unwrap();
+        let Message::Text(text) = frame else { continue };
+        if let AgentMessage::QuarantineState { quarantined, .. } = serde_json::from_str(&text).unwrap() {
+            return quarantined;
+        }
+    }
+}
+
+/// Issue 43, MEDIUM 5: the agent applied `welcome.quarantine` from any server it reached, so
+/// an unsigned welcome released a quarantined agent. Once it holds a pin, quarantine and its
+/// release come only in signed frames: the welcome's is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_agent_ignores_the_quarantine_of_an_unsigned_welcome() {
+    let server = FakeServer::new();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let states = tempfile::tempdir().unwrap();
+    let options = AgentOptions {
+        servers: vec![format!("http://{address}")],
+        enroll_token: Some("tge_fake".into()),
+        state_dir: states.path().join("agent"),
+        reconnect_spread_ms: 100,
+        reconnect_max_ms: 500,
+        allow_network_isolation: false,
+        trust: ServerTrust::System,
+    };
+    let stop = CancellationToken::new();
+    let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
+
+    let (mut session, first) = next_session(&listener).await;
+    let AgentMessage::Enroll { csr: Some(csr), .. } = first else { panic!("{first:?}") };
+    let welcome = ServerMessage::Welcome {
+        agent_id: AGENT.into(),
+        credential: Some("tga_fake".into()),
+        heartbeat_ms: 60_000,
+        inventory_interval_ms: 3_600_000,
+        quarantine: None,
+        certificate: Some(server.certificate(&csr)),
+    };
+    send(&mut session, &welcome).await;
+    assert!(!next_quarantine_state(&mut session).await, "not quarantined yet");
+    let quarantine = ServerMessage::Quarantine { quarantined: true, reason: Some("suspicious".into()) };
+    let signed = server.signed(&quarantine, AGENT, now_ms() + 60_000);
+    send(&mut session, &ServerMessage::Signed(Box::new(signed))).await;
+    assert!(next_quarantine_state(&mut session).await, "quarantined by the signed frame");
+    drop(session);
+
+    // Back on a server whose unsigned welcome says it is released: it stays quarantined.
+    let (mut session, first) = next_session(&listener).await;
+    assert!(matches!(first, AgentMessage::Hello { .. }), "{first:?}");
+    let release = toolgate_domain::fleet::wire::QuarantineWish { quarantined: false, reason: None };
+    let welcome = ServerMessage::Welcome {
+        agent_id: AGENT.into(),
+        credential: None,
+        heartbeat_ms: 60_000,
+        inventory_interval_ms: 3_600_000,
+        quarantine: Some(release),
+        certificate: None,
+    };
+    send(&mut session, &welcome).await;
+    assert!(next_quarantine_state(&mut session).await, "an unsigned welcome does not release it");
     stop.cancel();
     let _ = agent.await;
 }
