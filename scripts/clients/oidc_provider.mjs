@@ -65,6 +65,17 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'profile', 'email', 'groups', ...TIER_SCOPES.split(' ')],
   claims: { profile: ['name', 'preferred_username'], email: ['email'], groups: ['groups'] },
   pkce: { required: () => true },
+  // A client registered for one tier scope may ask for the others too, as an organisation's
+  // IdP lets it: MCP's step-up (SEP-2350) asks for the scopes held plus the one a 403 names.
+  // (The validator runs on every registration; any extra property would do to get it run.)
+  extraClientMetadata: {
+    properties: ['toolgate_tiers'],
+    validator(ctx, key, value, metadata) {
+      if (metadata.scope) {
+        metadata.scope = [...new Set([...metadata.scope.split(' '), ...TIER_SCOPES.split(' ')])].join(' ');
+      }
+    },
+  },
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },

@@ -71,12 +71,10 @@ fn refusal_response(server: &ResourceServer, refusal: &Refusal) -> ApiError {
     };
     let scopes = || server.tier_scopes().join(", ");
     match refusal {
-        Refusal::Invalid(refused) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", format!("the access token is refused: {refused}; sign in again"))
-            .with_header_value(header::WWW_AUTHENTICATE, challenge("invalid_token", server.challenge_scope)),
-        Refusal::SeveralTiers(several) => ApiError::new(
+        Refusal::Invalid(refused) => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            format!("the access token carries several tier scopes ({}): tiers are not ordered, so a token selects exactly one; sign in again asking for one of {}", several.join(", "), scopes()),
+            format!("the access token is refused: {refused}; sign in again"),
         )
         .with_header_value(header::WWW_AUTHENTICATE, challenge("invalid_token", server.challenge_scope)),
         Refusal::NoTier => ApiError::new(

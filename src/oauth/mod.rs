@@ -125,13 +125,23 @@ pub struct Claims {
 }
 
 impl Claims {
-    pub fn scopes(&self) -> impl Iterator<Item = &str> {
-        self.scope.as_deref().unwrap_or_default().split_whitespace()
+    /// The scopes the claims `claims` hold together (`scope`, and others such as `scp`).
+    pub fn scopes<'a>(&'a self, claims: &[&str]) -> Vec<&'a str> {
+        claims.iter().flat_map(|claim| self.list(claim)).collect()
     }
 
-    /// The groups the claim `claim` lists: an array of strings, or one space-separated string.
+    /// The groups the claim `claim` lists.
     pub fn groups(&self, claim: &str) -> Vec<&str> {
-        match self.other.get(claim) {
+        self.list(claim)
+    }
+
+    /// What the claim `claim` lists: an array of strings, or one space-separated string.
+    fn list(&self, claim: &str) -> Vec<&str> {
+        let value = match claim {
+            "scope" => return self.scope.as_deref().unwrap_or_default().split_whitespace().collect(),
+            other => self.other.get(other),
+        };
+        match value {
             Some(serde_json::Value::Array(items)) => items.iter().filter_map(|v| v.as_str()).collect(),
             Some(serde_json::Value::String(text)) => text.split_whitespace().collect(),
             _ => Vec::new(),

@@ -24,6 +24,8 @@ const KEYS_MAX_AGE_MS: i64 = 3_600_000;
 const KEYS_MIN_REFETCH_MS: i64 = 60_000;
 /// The groups claim when the deployment names none.
 const DEFAULT_GROUPS_CLAIM: &str = "groups";
+/// The scope claims when the deployment names none: RFC 9068's, and Okta's and Entra's.
+const DEFAULT_SCOPE_CLAIMS: [&str; 2] = ["scope", "scp"];
 /// The largest introspection answer read, in bytes.
 const INTROSPECTION_MAX_BYTES: u64 = 64 * 1024;
 
@@ -46,6 +48,14 @@ impl Issuer {
 
     pub fn groups_claim(&self) -> &str {
         self.settings.groups_claim.as_deref().unwrap_or(DEFAULT_GROUPS_CLAIM)
+    }
+
+    /// The claims its access tokens' scopes are read from.
+    pub fn scope_claims(&self) -> Vec<&str> {
+        match &self.settings.scope_claims {
+            Some(claims) => claims.iter().map(String::as_str).collect(),
+            None => DEFAULT_SCOPE_CLAIMS.to_vec(),
+        }
     }
 
     pub fn discovery(&self) -> &Discovery {
@@ -157,8 +167,6 @@ impl Issuer {
 pub enum Refusal {
     /// 401 `invalid_token`.
     Invalid(Refused),
-    /// 401 `invalid_token`: tiers are not ordered, so a token may select only one.
-    SeveralTiers(Vec<&'static str>),
     /// 403 `insufficient_scope`: a valid token that selects no tier.
     NoTier,
     /// 503: the issuer's metadata or keys cannot be had right now.
@@ -170,7 +178,6 @@ impl Refusal {
     pub fn label(&self) -> &'static str {
         match self {
             Refusal::Invalid(refused) => refused.label(),
-            Refusal::SeveralTiers(_) => "several_tiers",
             Refusal::NoTier => "no_tier",
             Refusal::Unavailable(_) => "issuer_unavailable",
         }
@@ -297,13 +304,13 @@ impl ResourceServer {
         };
         let subject =
             claims.sub.clone().filter(|s| !s.is_empty()).ok_or(Refusal::Invalid(Refused::MissingClaim("sub")))?;
-        let scopes: Vec<&str> = claims.scopes().collect();
-        let tiers: Vec<&'static TierRules> =
-            self.catalogue.tiers.iter().filter(|t| t.scope.is_some_and(|s| scopes.contains(&s))).collect();
-        match tiers.as_slice() {
-            [tier] => Ok(Verified { issuer, subject, claims, tier }),
-            [] => Err(Refusal::NoTier),
-            several => Err(Refusal::SeveralTiers(several.iter().filter_map(|t| t.scope).collect())),
+        // Several tier scopes (a client that stepped up asks for the union of what it held and
+        // what the 403 named): the highest, policy.yaml listing tiers from least to most trusted.
+        let scopes = claims.scopes(&issuer.scope_claims());
+        let highest = self.catalogue.tiers.iter().rev().find(|t| t.scope.is_some_and(|s| scopes.contains(&s)));
+        match highest {
+            Some(tier) => Ok(Verified { issuer, subject, claims, tier }),
+            None => Err(Refusal::NoTier),
         }
     }
 

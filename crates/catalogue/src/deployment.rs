@@ -77,6 +77,11 @@ pub struct IssuerSettings {
     /// The claim that lists a person's groups [default: `groups`].
     #[serde(default)]
     pub groups_claim: Option<String>,
+    /// The claims that hold an access token's scopes, each a space-separated string or an
+    /// array of strings; what they hold together is read [default: `scope` (RFC 9068) and
+    /// `scp` (Okta's array, Entra's string)].
+    #[serde(default)]
+    pub scope_claims: Option<Vec<String>>,
     /// The longest `exp - iat` accepted (`1h`, `30m`) [default: 1h; at most 24h].
     #[serde(default)]
     pub max_token_lifetime: Option<String>,
