@@ -165,6 +165,14 @@ enum PrincipalCommand {
         #[arg(long)]
         subject: String,
     },
+    /// Let an IdP subject whose principal was removed sign in again (it is made a new
+    /// principal on its next sign-in, where the deployment provisions on first use).
+    Readmit {
+        #[arg(long)]
+        issuer: String,
+        #[arg(long)]
+        subject: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -294,6 +302,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 PrincipalCommand::ResetFactor { name } => console::principal_reset_factor(&store, &name).await,
                 PrincipalCommand::Link { name, issuer, subject } => {
                     console::principal_link(&store, &name, &issuer, &subject).await
+                }
+                PrincipalCommand::Readmit { issuer, subject } => {
+                    console::principal_readmit(&store, &issuer, &subject).await
                 }
             }?;
             Ok(print_out(&text))

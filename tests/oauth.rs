@@ -269,6 +269,39 @@ fn a_pre_provisioned_deployment_lets_in_only_linked_people() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("there is no principal `nobody`"), "{out:?}");
 }
 
+/// Issue 43, MEDIUM 7: after `toolgate principal remove`, the same access token kept working
+/// and just-in-time provisioning made the principal again, with its group roles. Removal now
+/// blocks the IdP subject (by issuer and subject) until an administrator re-admits it, as fast
+/// as for `tg_` tokens (the credential cache's second).
+#[test]
+fn a_removed_person_stays_out_until_re_admitted() {
+    let issuer = Issuer::start();
+    let port = free_port();
+    let s = with_settings(&settings(port, &issuer.url, "", MAPPING), port, &["--auth-cache-ttl-ms", "200"]);
+    let mut claims = issuer.claims("u-rob", &format!("http://127.0.0.1:{port}/mcp"), "toolgate:readonly");
+    claims["groups"] = json!(["fleet-viewers"]);
+    claims["preferred_username"] = json!("rob");
+    let token = issuer.sign(&claims);
+    assert_eq!(call_with(&s, &token, "list_agents", json!({})).json()["result"]["isError"], false);
+    let removed = s.cli(&["principal", "remove", "rob"]);
+    assert!(removed.contains("may not sign in again until `toolgate principal readmit"), "{removed}");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    claims["jti"] = json!("a-new-one");
+    for token in [token, issuer.sign(&claims)] {
+        let r = call_with(&s, &token, "list_agents", json!({}));
+        assert_eq!(r.status, 401, "{r:?}");
+        assert!(r.json()["message"].as_str().unwrap().contains("toolgate principal readmit"), "{r:?}");
+    }
+    assert!(!s.cli(&["principal", "list"]).contains("u-rob"), "nobody was made again");
+    let readmitted = s.cli(&["principal", "readmit", "--issuer", &issuer.url, "--subject", "u-rob"]);
+    assert!(readmitted.contains("may sign in again"), "{readmitted}");
+    claims["jti"] = json!("after");
+    let r = call_with(&s, &issuer.sign(&claims), "list_agents", json!({}));
+    assert_eq!(r.json()["result"]["isError"], false, "made again, as a new person: {r:?}");
+    let again = s.cli_output(&["principal", "readmit", "--issuer", &issuer.url, "--subject", "u-rob"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is not blocked"), "{again:?}");
+}
+
 /// `toolgate serve` on `data` with the settings file `path`, to its end (a bad file ends it).
 fn serve_with_settings(data: &std::path::Path, path: &std::path::Path) -> std::process::Output {
     std::process::Command::new(common::bin())

@@ -196,10 +196,28 @@ pub async fn principal_link(store: &Repositories, name: &str, issuer: &str, subj
 }
 
 pub async fn principal_remove(store: &Repositories, name: &str) -> Result<String> {
+    let links = store.federated.federated_identities(Some(name)).await?;
     match store.credentials.remove_principal(name, Clock::default().now_secs()).await? {
-        Ok(true) => Ok(format!("removed principal `{name}` and revoked its tokens\n")),
+        Ok(true) => {
+            let mut out = format!("removed principal `{name}` and revoked its tokens\n");
+            for link in links {
+                out.push_str(&format!(
+                    "subject {} of {} may not sign in again until `toolgate principal readmit --issuer {} --subject {}`\n",
+                    link.subject, link.issuer, link.issuer, link.subject
+                ));
+            }
+            Ok(out)
+        }
         Ok(false) => bail!("no principal `{name}` (`toolgate principal list` shows them)"),
         Err(refusal) => bail!("{refusal}"),
+    }
+}
+
+/// Lets an IdP subject whose principal was removed sign in again.
+pub async fn principal_readmit(store: &Repositories, issuer: &str, subject: &str) -> Result<String> {
+    match store.federated.readmit(issuer, subject).await? {
+        true => Ok(format!("subject {subject} of {issuer} may sign in again\n")),
+        false => bail!("subject {subject} of {issuer} is not blocked: only the subjects of removed principals are"),
     }
 }
 

@@ -15,7 +15,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::PrincipalKind;
 use toolgate_domain::reviews::IdpGrant;
 use toolgate_domain::{Caller, CredentialKind, Principal, StoreError};
-use toolgate_store::{FederatedIdentity, NewFederated, Seen};
+use toolgate_store::{FederatedIdentity, NewFederated, Seen, Tombstone};
 
 use super::admission::Connection;
 use super::auth_failures::audit_failure;
@@ -92,6 +92,15 @@ fn refusal_response(server: &ResourceServer, refusal: &Refusal) -> ApiError {
 
 /// The principal `subject` of `issuer` is: linked already, made now, or None (the deployment
 /// lets in only people linked beforehand). MCP and the console both sign people in here.
+/// Who signed in: a linked (or just provisioned) person, or why nobody.
+pub enum Person {
+    Known(FederatedIdentity),
+    /// Unknown here, and the deployment provisions nobody on first use.
+    NotProvisioned,
+    /// Its principal was removed: blocked until an administrator re-admits it.
+    Removed(Tombstone),
+}
+
 pub async fn person(
     state: &AppState,
     from: &Issuer,
@@ -99,7 +108,7 @@ pub async fn person(
     claims: &Claims,
     grants: &[IdpGrant],
     now: i64,
-) -> Result<Option<FederatedIdentity>, StoreError> {
+) -> Result<Person, StoreError> {
     let federated = &state.services.repositories().federated;
     let issuer = &from.settings.issuer;
     if let Some(identity) = federated.federated(issuer, subject).await? {
@@ -117,10 +126,14 @@ pub async fn person(
             };
             federated.seen_federated(seen).await?;
         }
-        return Ok(Some(identity));
+        return Ok(Person::Known(identity));
+    }
+    // A removed person does not come back through just-in-time provisioning.
+    if let Some(tombstone) = federated.tombstone(issuer, subject).await? {
+        return Ok(Person::Removed(tombstone));
     }
     if from.provisioning() == Provisioning::PreProvisioned {
-        return Ok(None);
+        return Ok(Person::NotProvisioned);
     }
     let hint = claims.preferred_username.as_deref().or(claims.email.as_deref()).unwrap_or(subject);
     let new = NewFederated {
@@ -140,7 +153,7 @@ pub async fn person(
         .detail(detail)
         .correlation(state.mcp.correlation_id());
     state.services.audit().record(event);
-    Ok(Some(made))
+    Ok(Person::Known(made))
 }
 
 /// The MCP caller an access token is, or the refusal (audited, counted by reason).
@@ -162,21 +175,21 @@ pub async fn oauth_caller(
         refusal_response(server, &refusal)
     })?;
     let grants = server.idp_grants(&verified.claims.groups(verified.issuer.groups_claim()));
-    let Some(identity) = person(state, verified.issuer, &verified.subject, &verified.claims, &grants, now_ms).await?
-    else {
-        crate::metrics::token_refused("not_provisioned");
-        audit_failure(
-            state,
-            connection,
-            &format!("subject {} of {} is not provisioned", verified.subject, verified.issuer.settings.issuer),
-        );
-        return Err(ApiError::forbidden(
-            "not_provisioned",
-            format!(
-                "you signed in as subject `{}` of {}, which this server does not know: ask an administrator to run `toolgate principal link NAME --issuer {} --subject {}`",
-                verified.subject, verified.issuer.settings.issuer, verified.issuer.settings.issuer, verified.subject
-            ),
-        ));
+    let identity = match person(state, verified.issuer, &verified.subject, &verified.claims, &grants, now_ms).await? {
+        Person::Known(identity) => identity,
+        Person::Removed(tombstone) => {
+            crate::metrics::token_refused("principal_removed");
+            let detail = format!(
+                "subject {} of {} was principal {}, removed at {}",
+                tombstone.subject, tombstone.issuer, tombstone.principal, tombstone.removed_at
+            );
+            audit_failure(state, connection, &detail);
+            return Err(ApiError::unauthorized(
+                "your principal was removed from this server: an administrator re-admits you (toolgate principal readmit)",
+                true,
+            ));
+        }
+        Person::NotProvisioned => return Err(not_provisioned(state, connection, &verified)),
     };
     let record = state.services.repositories().credentials.principal(&identity.principal).await?;
     let Some(record) = record.filter(|r| r.kind == PrincipalKind::Person) else {
@@ -211,4 +224,21 @@ pub async fn oauth_caller(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The answer to a person this server does not know, where nobody is provisioned on first use.
+fn not_provisioned(
+    state: &AppState,
+    connection: &Connection,
+    verified: &crate::oauth::resource::Verified<'_>,
+) -> ApiError {
+    crate::metrics::token_refused("not_provisioned");
+    let (subject, issuer) = (&verified.subject, &verified.issuer.settings.issuer);
+    audit_failure(state, connection, &format!("subject {subject} of {issuer} is not provisioned"));
+    ApiError::forbidden(
+        "not_provisioned",
+        format!(
+            "you signed in as subject `{subject}` of {issuer}, which this server does not know: ask an administrator to run `toolgate principal link NAME --issuer {issuer} --subject {subject}`"
+        ),
+    )
 }

@@ -79,6 +79,21 @@ pub trait FederatedStore: Send + Sync {
     async fn seen_federated(&self, seen: Seen<'_>) -> Result<()>;
     /// Every link (of `principal`, when given), by principal.
     async fn federated_identities(&self, principal: Option<&str>) -> Result<Vec<FederatedIdentity>>;
+    /// The removal that blocks this pair, if its principal was removed: it is refused, and
+    /// not provisioned again, until it is re-admitted.
+    async fn tombstone(&self, issuer: &str, subject: &str) -> Result<Option<Tombstone>>;
+    /// Re-admits a pair whose principal was removed; false when none was blocked.
+    async fn readmit(&self, issuer: &str, subject: &str) -> Result<bool>;
+}
+
+/// An IdP subject whose principal was removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tombstone {
+    pub issuer: String,
+    pub subject: String,
+    /// The principal it was, removed at `removed_at` (Unix seconds).
+    pub principal: String,
+    pub removed_at: i64,
 }
 
 /// The columns [`FederatedIdentity`] is read from, in order.

@@ -28,7 +28,7 @@ pub use cached::{CachedCredential, CachedCredentials};
 pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
-pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen};
+pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,

@@ -311,10 +311,16 @@ async fn signed_in(
         refused(StatusCode::SERVICE_UNAVAILABLE, &format!("The store cannot answer ({e}); try again shortly."))
     };
     let grants = server.idp_grants(&signed.claims.groups(issuer.groups_claim()));
+    use crate::http::oauth_callers::Person;
     let person = crate::http::oauth_callers::person(state, issuer, &signed.subject, &signed.claims, &grants, now);
     let identity = match person.await {
-        Ok(Some(identity)) => identity,
-        Ok(None) => {
+        Ok(Person::Known(identity)) => identity,
+        Ok(Person::Removed(tombstone)) => {
+            let message = "Your principal was removed from this server: an administrator re-admits you (toolgate principal readmit).";
+            let detail = format!("subject {} was principal {}, removed", tombstone.subject, tombstone.principal);
+            return denied(state, Flow::SignIn, "principal_gone", "-", &detail, message);
+        }
+        Ok(Person::NotProvisioned) => {
             let message = format!(
                 "You signed in as subject {} of {}, whom this server does not know: ask an administrator to link you (toolgate principal link).",
                 signed.subject, issuer.settings.issuer

@@ -155,6 +155,15 @@ impl CredentialStore for PostgresStore {
             let removed = execute(&tx, "DELETE FROM principal WHERE name = $1", &[&name]).await? == 1;
             execute(&tx, "DELETE FROM principal_sign_in WHERE principal = $1", &[&name]).await?;
             execute(&tx, "DELETE FROM group_role WHERE principal = $1", &[&name]).await?;
+            // Its IdP subjects may not come back as new principals on their next sign-in.
+            execute(
+                &tx,
+                "INSERT INTO federated_tombstone (issuer, subject, principal, removed_at) \
+                 SELECT issuer, subject, principal, $2 FROM federated_identity WHERE principal = $1 \
+                 ON CONFLICT (issuer, subject) DO UPDATE SET principal = excluded.principal, removed_at = excluded.removed_at",
+                &[&name, &now],
+            )
+            .await?;
             execute(&tx, "DELETE FROM federated_identity WHERE principal = $1", &[&name]).await?;
             self.notify(&tx, Change::Credentials).await?;
             tx.commit().await?;

@@ -7,8 +7,8 @@ use deadpool_postgres::GenericClient;
 use super::credentials::principal_by_name;
 use super::{Pg, PostgresStore, execute, pg, row, rows};
 use crate::federated::{
-    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
-    grants_from, grants_text, link_refusal,
+    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, Tombstone,
+    candidate_names, grants_from, grants_text, link_refusal,
 };
 
 fn identity_row(r: &tokio_postgres::Row) -> Pg<FederatedIdentity> {
@@ -126,6 +126,9 @@ impl FederatedStore for PostgresStore {
                 last_seen_at: None,
                 idp_grants: Vec::new(),
             };
+            // An administrator linking a subject re-admits it.
+            execute(&tx, "DELETE FROM federated_tombstone WHERE issuer = $1 AND subject = $2", &[&issuer, &subject])
+                .await?;
             insert_link(&tx, &identity).await?;
             tx.commit().await?;
             Ok(Ok(identity))
@@ -154,6 +157,26 @@ impl FederatedStore for PostgresStore {
                 "SELECT {FEDERATED_COLUMNS} FROM federated_identity WHERE $1::TEXT IS NULL OR principal = $1 ORDER BY principal"
             );
             rows(&*self.conn().await?, &sql, &[&principal]).await?.iter().map(identity_row).collect()
+        })
+        .await
+    }
+
+    async fn tombstone(&self, issuer: &str, subject: &str) -> Result<Option<Tombstone>> {
+        pg(async {
+            let sql = "SELECT issuer, subject, principal, removed_at FROM federated_tombstone WHERE issuer = $1 AND subject = $2";
+            let found = row(&*self.conn().await?, sql, &[&issuer, &subject]).await?;
+            let tombstone = |r: tokio_postgres::Row| -> Pg<Tombstone> {
+                Ok(Tombstone { issuer: r.try_get(0)?, subject: r.try_get(1)?, principal: r.try_get(2)?, removed_at: r.try_get(3)? })
+            };
+            found.map(tombstone).transpose()
+        })
+        .await
+    }
+
+    async fn readmit(&self, issuer: &str, subject: &str) -> Result<bool> {
+        pg(async {
+            let sql = "DELETE FROM federated_tombstone WHERE issuer = $1 AND subject = $2";
+            Ok(execute(&*self.conn().await?, sql, &[&issuer, &subject]).await? == 1)
         })
         .await
     }

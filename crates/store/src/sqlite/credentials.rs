@@ -158,6 +158,13 @@ impl CredentialStore for SqliteStore {
             let removed = tx.execute("DELETE FROM principal WHERE name = ?1", params![name])? == 1;
             tx.execute("DELETE FROM principal_sign_in WHERE principal = ?1", params![name])?;
             tx.execute("DELETE FROM group_role WHERE principal = ?1", params![name])?;
+            // Its IdP subjects may not come back as new principals on their next sign-in.
+            tx.execute(
+                "INSERT INTO federated_tombstone (issuer, subject, principal, removed_at) \
+                 SELECT issuer, subject, principal, ?2 FROM federated_identity WHERE principal = ?1 \
+                 ON CONFLICT (issuer, subject) DO UPDATE SET principal = excluded.principal, removed_at = excluded.removed_at",
+                params![name, now],
+            )?;
             tx.execute("DELETE FROM federated_identity WHERE principal = ?1", params![name])?;
             tx.commit()?;
             Ok(Ok(removed))

@@ -6,8 +6,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::SqliteStore;
 use super::credentials::principal_by_name;
 use crate::federated::{
-    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, candidate_names,
-    grants_from, grants_text, link_refusal,
+    FEDERATED_COLUMNS, FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Result, Seen, Tombstone,
+    candidate_names, grants_from, grants_text, link_refusal,
 };
 
 fn identity_row(r: &rusqlite::Row) -> rusqlite::Result<FederatedIdentity> {
@@ -135,6 +135,11 @@ impl FederatedStore for SqliteStore {
             if let Some(refusal) = refusal {
                 return Ok(Err(refusal));
             }
+            // An administrator linking a subject re-admits it.
+            tx.execute(
+                "DELETE FROM federated_tombstone WHERE issuer = ?1 AND subject = ?2",
+                params![identity.issuer, identity.subject],
+            )?;
             insert_link(&tx, &identity)?;
             tx.commit()?;
             Ok(Ok(identity))
@@ -164,6 +169,28 @@ impl FederatedStore for SqliteStore {
                 "SELECT {FEDERATED_COLUMNS} FROM federated_identity WHERE ?1 IS NULL OR principal = ?1 ORDER BY principal"
             ))?;
             stmt.query_map(params![principal], identity_row)?.collect()
+        })
+        .await
+    }
+
+    async fn tombstone(&self, issuer: &str, subject: &str) -> Result<Option<Tombstone>> {
+        let (issuer, subject) = (issuer.to_string(), subject.to_string());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT issuer, subject, principal, removed_at FROM federated_tombstone WHERE issuer = ?1 AND subject = ?2",
+                params![issuer, subject],
+                |r| Ok(Tombstone { issuer: r.get(0)?, subject: r.get(1)?, principal: r.get(2)?, removed_at: r.get(3)? }),
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn readmit(&self, issuer: &str, subject: &str) -> Result<bool> {
+        let (issuer, subject) = (issuer.to_string(), subject.to_string());
+        self.run(move |c| {
+            let sql = "DELETE FROM federated_tombstone WHERE issuer = ?1 AND subject = ?2";
+            Ok(c.execute(sql, params![issuer, subject])? == 1)
         })
         .await
     }

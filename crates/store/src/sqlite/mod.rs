@@ -59,6 +59,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0023_uploads", include_str!("../../migrations/sqlite/0023_uploads.sql")),
     ("0024_issued_certs", include_str!("../../migrations/sqlite/0024_issued_certs.sql")),
     ("0025_cert_revocation", include_str!("../../migrations/sqlite/0025_cert_revocation.sql")),
+    ("0026_federated_tombstones", include_str!("../../migrations/sqlite/0026_federated_tombstones.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

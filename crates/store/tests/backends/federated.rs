@@ -113,7 +113,17 @@ async fn links_are_one_to_one_and_go_with_the_principal(r: Repositories) {
     let removed = r.credentials.remove_principal("bob", 6).await.unwrap();
     assert_eq!(removed, Ok(true));
     assert_eq!(f.federated(IDP, "sub-bob").await.unwrap(), None, "the link goes with the principal");
+    // Issue 43, MEDIUM 7: and its subject is blocked, so a sign-in cannot make it again.
+    let blocked = f.tombstone(IDP, "sub-bob").await.unwrap().unwrap();
+    assert_eq!((blocked.principal.as_str(), blocked.removed_at), ("bob", 6));
+    // An administrator's link re-admits it.
     f.link_federated("carol", IDP, "sub-bob", 7).await.unwrap().unwrap();
+    assert_eq!(f.tombstone(IDP, "sub-bob").await.unwrap(), None);
+    assert!(!f.readmit(IDP, "sub-bob").await.unwrap(), "nothing was blocked");
+    r.credentials.remove_principal("carol", 8).await.unwrap().unwrap();
+    assert!(f.tombstone(IDP, "sub-bob").await.unwrap().is_some_and(|t| t.principal == "carol"));
+    assert!(f.readmit(IDP, "sub-bob").await.unwrap());
+    assert_eq!(f.tombstone(IDP, "sub-bob").await.unwrap(), None);
 }
 
 async fn a_review_lists_idp_grants_and_closing_leaves_them_to_the_idp(r: Repositories) {
