@@ -18,7 +18,26 @@ pub const ASSIGN_ENGINE_ROLE_HANDLER: &str = "engines::assign_engine_role";
 pub const ROLE_GRANTING_HANDLERS: [&str; 3] =
     [ASSIGN_ENGINE_ROLE_HANDLER, "accounts::assign_rbac_role", "groups::assign_management_group_role"];
 
+/// The handlers whose `plugin` and `action` name a kill switch: declared ones only.
+pub const KILL_SWITCH_HANDLERS: [&str; 2] =
+    ["plugin_config::get_plugin_kill_switch", "plugin_config::set_plugin_kill_switch"];
+
 pub struct ServerChecks;
+
+fn kill_switch_problems(tool: &ToolMeta, arguments: &Value) -> Vec<ArgumentProblem> {
+    if !KILL_SWITCH_HANDLERS.contains(&tool.handler) {
+        return vec![];
+    }
+    let plugin = arguments.get("plugin").and_then(Value::as_str).unwrap_or_default();
+    let action = arguments.get("action").and_then(Value::as_str).filter(|a| !a.is_empty());
+    match crate::instructions::instructions().check_plugin(plugin, action) {
+        Ok(_) => vec![],
+        Err(message) => {
+            let pointer = if message.starts_with("no plugin") { "/plugin" } else { "/action" };
+            vec![ArgumentProblem { pointer: pointer.into(), message }]
+        }
+    }
+}
 
 fn role_problems(tool: &ToolMeta, arguments: &Value) -> Vec<ArgumentProblem> {
     if !ROLE_GRANTING_HANDLERS.contains(&tool.handler) {
@@ -42,6 +61,7 @@ impl ArgumentCheck for ServerChecks {
     fn problems(&self, tool: &ToolMeta, arguments: &Value) -> Vec<ArgumentProblem> {
         let mut problems = InstructionCheck.problems(tool, arguments);
         problems.extend(role_problems(tool, arguments));
+        problems.extend(kill_switch_problems(tool, arguments));
         problems
     }
 }
@@ -53,7 +73,7 @@ mod tests {
     /// The check keys on handler names: they must be the catalogue's.
     #[test]
     fn the_checked_handlers_are_in_the_catalogue() {
-        for handler in ROLE_GRANTING_HANDLERS {
+        for handler in ROLE_GRANTING_HANDLERS.into_iter().chain(KILL_SWITCH_HANDLERS) {
             assert!(CATALOGUE.tools.iter().any(|t| t.handler == handler), "{handler}");
         }
     }

@@ -331,3 +331,59 @@ fn compliance_rules_are_evaluated_by_real_agents_with_evidence_and_reloaded_on_s
     assert_eq!(port_rule["counts"]["non_compliant"], 3, "the server listens there: {port_rule}");
     assert!(port_rule["agents"][0]["evidence"].as_str().unwrap().contains(&port.to_string()), "{port_rule}");
 }
+
+/// Issue 43, 14: `set_plugin_kill_switch` stored a row nothing read, so a killed plugin's
+/// executions still ran. An engaged switch refuses new executions before any target is made
+/// (naming the switch, its reason and who set it), refuses the targets of a running one not
+/// yet sent (get_execution_status says so), and reaches the agents, which refuse the plugin
+/// even from a server that has not heard of the switch.
+#[test]
+fn an_engaged_kill_switch_stops_the_plugin_on_the_server_and_on_the_agents() {
+    let Fleet { s, schemas, states, mut agents, ids } = fleet_of_three(FAST);
+    let admin = s.token("admin", "supervised", "1d");
+    let switch = |enabled: bool| {
+        let arguments = json!({"plugin": "workspace", "enabled": enabled, "reason": "incident 42"});
+        common::confirmed_call(&s, &admin, "set_plugin_kill_switch", arguments)["result"]["structuredContent"].clone()
+    };
+    let unknown =
+        common::confirmed_call(&s, &admin, "set_plugin_kill_switch", json!({"plugin": "sync", "enabled": true}));
+    let problem = &unknown["result"]["structuredContent"]["errors"][0];
+    assert_eq!(problem["pointer"], "/plugin", "refused before the user is asked: {unknown}");
+    assert!(problem["message"].as_str().unwrap().contains("no plugin `sync`"), "{unknown}");
+
+    // A running execution: fleet-b is offline, so its target waits.
+    agents[1].kill();
+    wait_for_status(&s, &schemas, &ids["fleet-b"], "offline");
+    let marker = json!({"definition": "write_marker", "params": {"name": "before"}, "agent_ids": [ids["fleet-a"], ids["fleet-b"]]});
+    let running = structured(&s, &schemas, "execute_instruction", marker)["execution_id"].as_str().unwrap().to_string();
+    let engaged = switch(true);
+    assert_eq!(engaged["stopped_executions"], json!([running]), "{engaged}");
+    let status = structured(&s, &schemas, "get_execution_status", json!({"execution_id": running}));
+    assert_eq!(statuses(&status)["fleet-b"], "refused", "{status}");
+    assert!(status.to_string().contains("kill switch of plugin `workspace` is engaged (incident 42; set by admin"));
+
+    // New ones are refused before any target is made.
+    let again = json!({"definition": "write_marker", "params": {"name": "after"}, "agent_ids": [ids["fleet-a"]]});
+    let refused = call_as(&s, &s.token, "execute_instruction", again).json();
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("incident 42; set by admin"), "{refused}");
+    let listed = structured(&s, &schemas, "list_executions", json!({}));
+    assert_eq!(listed["executions"].as_array().unwrap().len(), 1, "nothing new was stored: {listed}");
+
+    // The agents were told: the switch is kept in fleet-a's state dir.
+    let kept = states.path().join("fleet-a/kill-switches.json");
+    let deadline = Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&kept).is_ok_and(|t| t.contains("workspace")) {
+        assert!(Instant::now() < deadline, "fleet-a never kept the switch");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Released: it runs again, and the agents are told that too.
+    assert_eq!(switch(false)["enabled"], false);
+    let released = json!({"definition": "write_marker", "params": {"name": "released"}, "agent_ids": [ids["fleet-a"]]});
+    let execution =
+        structured(&s, &schemas, "execute_instruction", released)["execution_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_finished(&s, &schemas, &s.token, &execution)["counts"], json!({"succeeded": 1}));
+    assert!(states.path().join("fleet-a/work/released").exists());
+    assert!(!states.path().join("fleet-b/work/before").exists(), "the stopped target never ran");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "[]");
+}

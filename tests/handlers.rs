@@ -87,16 +87,26 @@ async fn plugin_config_lifecycle() {
 async fn kill_switch() {
     let store = services().await;
     let c = ctx(&store, "supervised", &["Administrator"]);
-    let before = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
+    let before = call(&c, "get_plugin_kill_switch", json!({"plugin": "workspace"})).await.unwrap();
     assert_eq!(before["enabled"], false);
-    let set = call(&c, "set_plugin_kill_switch", json!({"plugin": "sync", "enabled": true, "reason": "incident 42"}))
-        .await
-        .unwrap();
+    let set =
+        call(&c, "set_plugin_kill_switch", json!({"plugin": "workspace", "enabled": true, "reason": "incident 42"}))
+            .await
+            .unwrap();
     assert_eq!((set["enabled"].clone(), set["was_enabled"].clone()), (json!(true), json!(false)));
-    let after = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync"})).await.unwrap();
+    let after = call(&c, "get_plugin_kill_switch", json!({"plugin": "workspace"})).await.unwrap();
     assert_eq!(after["reason"], "incident 42");
-    let action = call(&c, "get_plugin_kill_switch", json!({"plugin": "sync", "action": "upload"})).await.unwrap();
+    let action =
+        call(&c, "get_plugin_kill_switch", json!({"plugin": "workspace", "action": "append_line"})).await.unwrap();
     assert_eq!(action["enabled"], false, "an action's switch is its own");
+    // Issue 43, 14: a switch on a plugin nothing declares stops nothing; it is refused.
+    let unknown = call(&c, "set_plugin_kill_switch", json!({"plugin": "sync", "enabled": true})).await;
+    assert!(matches!(&unknown, Err(ToolError::InvalidArguments(m)) if m.contains("no plugin `sync`")), "{unknown:?}");
+    let action = call(&c, "get_plugin_kill_switch", json!({"plugin": "workspace", "action": "upload"})).await;
+    assert!(
+        matches!(&action, Err(ToolError::InvalidArguments(m)) if m.contains("has no action `upload`")),
+        "{action:?}"
+    );
 }
 
 #[tokio::test]

@@ -389,3 +389,34 @@ fn an_engine_principal_revoked_on_one_replica_is_refused_on_the_other() {
     }
     println!("a revoked engine principal reached the other replica after {:?}", started.elapsed());
 }
+
+/// Issue 43, 14: a kill switch engaged on replica A stops the plugin on replica B too, and
+/// releasing it there lets it run again (B reads the switches when A says one changed).
+#[test]
+fn a_kill_switch_set_on_one_replica_stops_the_plugin_on_the_other() {
+    let (a, b) = replicas(&fresh_database("kill_switch"), &[]);
+    let admin = a.token("admin", "supervised", "1d");
+    let set = |enabled: bool| {
+        let arguments =
+            json!({"plugin": "workspace", "action": "write_marker", "enabled": enabled, "reason": "incident 7"});
+        common::confirmed_call(&a, &admin, "set_plugin_kill_switch", arguments)["result"]["structuredContent"].clone()
+    };
+    let start_on_b = || {
+        let arguments =
+            json!({"definition": "write_marker", "params": {"name": "m"}, "agent_ids": ["agt-0000000000000000"]});
+        call_as(&b, &b.token, "execute_instruction", arguments).json()
+    };
+    let says_killed = |answer: &Value| answer.to_string().contains("kill switch of action `workspace.write_marker`");
+    assert!(!says_killed(&start_on_b()), "not stopped yet");
+    assert_eq!(set(true)["enabled"], true);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !says_killed(&start_on_b()) {
+        assert!(Instant::now() < deadline, "B never heard of the switch: {}", start_on_b());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(set(false)["enabled"], false);
+    while says_killed(&start_on_b()) {
+        assert!(Instant::now() < deadline, "B never heard of the release");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -32,7 +32,7 @@ fn world() -> &'static World {
                 .declaring(toolgate::instructions::instructions());
             let (agent_id, _) = hub.enroll(&secret).await.expect("the store").expect("enrolled");
             // Connected, and sent one execution: results for it reach the checks and the store.
-            let connection = hub.connect(&agent_id, None, false);
+            let connection = hub.connect(&agent_id, toolgate_fleet::Link::default());
             std::mem::forget(connection);
             let step = RunStep {
                 definition: "file_hash".into(),

@@ -51,18 +51,29 @@ pub async fn delete_plugin_config(ctx: &ToolContext, args: args::DeletePluginCon
     })))
 }
 
+/// A kill switch's plugin and action (None: the whole plugin), as instructions.yaml declares
+/// them: a switch on a name nothing runs would stop nothing.
+fn switch_of<'a>(plugin: &str, action: Option<&'a str>) -> Result<Option<&'a str>, ToolError> {
+    let action = action.filter(|a| !a.is_empty());
+    crate::instructions::instructions().check_plugin(plugin, action).map_err(ToolError::InvalidArguments)?;
+    Ok(action)
+}
+
 pub async fn get_plugin_kill_switch(ctx: &ToolContext, args: args::GetPluginKillSwitch) -> ToolResult {
-    let action = args.action.as_deref().filter(|a| !a.is_empty());
+    let action = switch_of(&args.plugin, args.action.as_deref())?;
     let switch = ctx.services().plugin_config().kill_switch(&args.plugin, action).await?;
     Ok(ToolOutput::Structured(json!(switch)))
 }
 
+/// Sets a switch; engaged, it stops the plugin (or action) on the whole fleet at once: new
+/// executions are refused, targets not yet sent are refused, agents are told (docs/instructions.md).
 pub async fn set_plugin_kill_switch(ctx: &ToolContext, args: args::SetPluginKillSwitch) -> ToolResult {
     let store = ctx.services().plugin_config();
-    let action = args.action.as_deref().filter(|a| !a.is_empty());
+    let action = switch_of(&args.plugin, args.action.as_deref())?;
     let before = store.kill_switch(&args.plugin, action).await?;
     let after =
         store.set_kill_switch(&args.plugin, action, args.enabled, args.reason.as_deref(), change(ctx)).await?;
+    let stopped = ctx.services().fleet().kill_switches_changed().await?;
     Ok(ToolOutput::Structured(json!({
         "plugin": after.plugin,
         "action": after.action,
@@ -71,5 +82,6 @@ pub async fn set_plugin_kill_switch(ctx: &ToolContext, args: args::SetPluginKill
         "was_enabled": before.enabled,
         "updated_at": after.updated_at,
         "updated_by": after.updated_by,
+        "stopped_executions": stopped,
     })))
 }

@@ -119,6 +119,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?
         .declaring(crate::instructions::instructions())
+        .with_kill_switches(repositories.plugin_config.clone())
         .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone() })
         .with_uploads(toolgate_fleet::UploadDesk::new(
             repositories.uploads.clone(),
@@ -149,6 +150,7 @@ pub async fn serve(config: Config) -> Result<()> {
     let hub = Arc::new(hub);
     // Revoked serials are refused from the first handshake, after a restart too.
     hub.check_certificates(true).await.context("cannot read the revoked certificates")?;
+    hub.load_kill_switches().await.context("cannot read the plugin kill switches")?;
     // The agent listener with TLS and a CA asks agents for their certificates (docs/trust.md).
     let trusted: Vec<&str> = agent_ca.iter().flat_map(|ca| ca.trusted()).map(|g| g.cert_pem.as_str()).collect();
     let agent_tls = super::tls::agent_listener_tls(agent_served.as_ref(), &trusted).map_err(anyhow::Error::msg)?;

@@ -306,6 +306,25 @@ pub fn modern(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// A 2026-07-28 tools/call of a tool policy.yaml marks `confirm`, its user saying yes to the
+/// question it brings: the final answer.
+pub fn confirmed_call(s: &Server, token: &str, name: &str, arguments: Value) -> Value {
+    let auth = format!("Bearer {token}");
+    let send = |extra: Value| {
+        let mut params = json!({"name": name, "arguments": arguments});
+        params.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        let mut body = modern(3, "tools/call", params);
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+        let mut headers = modern_headers("tools/call", Some(name));
+        headers.push(("Authorization", &auth));
+        request(s.addr, "POST", &headers, Some(&body.to_string())).json()
+    };
+    let asked = send(json!({}));
+    let Some(state) = asked["result"]["requestState"].as_str() else { return asked };
+    let yes = json!({"toolgate_confirm": {"action": "accept", "content": {"toolgate_confirm": true}}});
+    send(json!({"inputResponses": yes, "requestState": state}))
+}
+
 /// The headers a stateless-era client sends for `method` (and `name` for tools/call).
 pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'static str, &'a str)> {
     let mut h = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toolgate_domain::fleet::instruction::{ActionClass, StepStatus};
 use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RunOrder, RunResult, RunStep, StepResult};
+use toolgate_domain::records::KillSwitch;
 
 use crate::plugins::{self, PluginContext};
 use crate::state::{self, Quarantine};
@@ -137,7 +138,14 @@ fn run_action(ctx: &PluginContext, step: &RunStep) -> StepResult {
 }
 
 /// Runs an order's steps in order; the first unsuccessful step ends it (the rest are skipped).
-pub fn execute(ctx: &PluginContext, order: &RunOrder, quarantine: &Quarantine) -> RunResult {
+/// Runs `order`'s steps in turn, but none that `quarantine` or an engaged switch of
+/// `kill_switches` forbids (those fail, saying why, and the steps after them are skipped).
+pub fn execute(
+    ctx: &PluginContext,
+    order: &RunOrder,
+    quarantine: &Quarantine,
+    kill_switches: &[KillSwitch],
+) -> RunResult {
     let mut journal = match Journal::open(&ctx.state_dir, &order.execution_id) {
         Ok(journal) => Some(journal),
         Err(e) => {
@@ -152,6 +160,8 @@ pub fn execute(ctx: &PluginContext, order: &RunOrder, quarantine: &Quarantine) -
             failed(StepStatus::Skipped, "an earlier step did not succeed")
         } else if quarantine.quarantined && !step.diagnostic {
             failed(StepStatus::Failed, "quarantined: this agent runs only diagnostic instructions until it is released")
+        } else if let Some(switch) = kill_switches.iter().find(|s| s.stops(&step.plugin, &step.action)) {
+            failed(StepStatus::Failed, switch.refusal())
         } else if step.class == ActionClass::Read {
             run_step(ctx, step)
         } else {

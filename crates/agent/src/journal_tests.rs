@@ -49,8 +49,8 @@ fn lines(ctx: &PluginContext) -> usize {
 fn a_repeated_order_runs_a_change_once_and_answers_from_the_journal() {
     let (_dir, ctx) = setup();
     let order = order("exe-00aa", vec![append("x", false)]);
-    let first = execute(&ctx, &order, &Quarantine::default());
-    let again = execute(&ctx, &order, &Quarantine::default());
+    let first = execute(&ctx, &order, &Quarantine::default(), &[]);
+    let again = execute(&ctx, &order, &Quarantine::default(), &[]);
     assert_eq!(first.steps[0].status, StepStatus::Succeeded);
     assert_eq!(again, first, "the second answer is the first one, from the journal");
     assert_eq!(lines(&ctx), 1);
@@ -62,7 +62,7 @@ fn a_change_started_but_never_recorded_is_interrupted_not_rerun() {
     // What a crash between "started" and the outcome leaves behind.
     let mut journal = Journal::open(&ctx.state_dir, "exe-00bb").unwrap();
     journal.record(0, Entry::Started).unwrap();
-    let result = execute(&ctx, &order("exe-00bb", vec![append("x", false)]), &Quarantine::default());
+    let result = execute(&ctx, &order("exe-00bb", vec![append("x", false)]), &Quarantine::default(), &[]);
     assert_eq!(result.steps[0].status, StepStatus::Failed);
     assert!(result.steps[0].error.as_deref().unwrap().starts_with("interrupted"));
     assert_eq!(lines(&ctx), 0, "never run after an interruption");
@@ -73,11 +73,11 @@ fn a_bundle_stops_at_its_first_failure_and_quarantine_allows_diagnostics_only() 
     let (_dir, ctx) = setup();
     let bad =
         RunStep { params: json!({"file": "../x", "line": "y"}).as_object().cloned().unwrap(), ..append("", false) };
-    let result = execute(&ctx, &order("exe-00cc", vec![facts(), bad, append("z", false)]), &Quarantine::default());
+    let result = execute(&ctx, &order("exe-00cc", vec![facts(), bad, append("z", false)]), &Quarantine::default(), &[]);
     let statuses: Vec<_> = result.steps.iter().map(|s| s.status).collect();
     assert_eq!(statuses, [StepStatus::Succeeded, StepStatus::Failed, StepStatus::Skipped]);
     let quarantined = Quarantine { quarantined: true, reason: Some("test".into()) };
-    let result = execute(&ctx, &order("exe-00dd", vec![facts(), append("q", false)]), &quarantined);
+    let result = execute(&ctx, &order("exe-00dd", vec![facts(), append("q", false)]), &quarantined, &[]);
     assert_eq!(result.steps[0].status, StepStatus::Succeeded, "a diagnostic runs");
     assert!(result.steps[1].error.as_deref().unwrap().starts_with("quarantined"));
     assert_eq!(lines(&ctx), 0);
@@ -95,7 +95,7 @@ fn a_steps_result_is_scrubbed_of_the_secrets_it_was_given() {
         secrets: secrets.clone(),
         ..append("", false)
     };
-    let result = execute(&ctx, &order("exe-00ee", vec![echoed]), &Quarantine::default());
+    let result = execute(&ctx, &order("exe-00ee", vec![echoed]), &Quarantine::default(), &[]);
     let error = result.steps[0].error.as_deref().unwrap();
     assert!(error.contains("[secret]/../x") && !error.contains("hunter2"), "{error}");
     let marker = RunStep {
@@ -105,7 +105,7 @@ fn a_steps_result_is_scrubbed_of_the_secrets_it_was_given() {
         secrets,
         ..append("", false)
     };
-    let result = execute(&ctx, &order("exe-00ef", vec![marker]), &Quarantine::default());
+    let result = execute(&ctx, &order("exe-00ef", vec![marker]), &Quarantine::default(), &[]);
     let text = serde_json::to_string(&result).unwrap();
     assert!(text.contains("[secret]") && !text.contains("hunter2"), "{text}");
     let journals = std::fs::read_dir(ctx.state_dir.join("runs")).unwrap();

@@ -5,6 +5,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use toolgate_domain::records::KillSwitch;
 
 use crate::AgentError;
 
@@ -89,6 +90,26 @@ pub fn load_quarantine(state_dir: &Path) -> Result<Quarantine, AgentError> {
 pub fn save_quarantine(state_dir: &Path, quarantine: &Quarantine) -> Result<(), AgentError> {
     let text = serde_json::to_string(quarantine).map_err(|e| state_error(state_dir, e))?;
     write_durably(state_dir, QUARANTINE_FILE, text.as_bytes())
+}
+
+/// The plugin kill switches the server last sent (`kill-switches.json`): kept across restarts,
+/// so that a killed action is refused even from a server that has not heard of the switch.
+pub const KILL_SWITCHES_FILE: &str = "kill-switches.json";
+
+pub fn load_kill_switches(state_dir: &Path) -> Result<Vec<KillSwitch>, AgentError> {
+    let path = state_dir.join(KILL_SWITCHES_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            serde_json::from_str(&text).map_err(|e| state_error(&path, format!("is not a kill-switch file ({e})")))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(state_error(&path, e)),
+    }
+}
+
+pub fn save_kill_switches(state_dir: &Path, switches: &[KillSwitch]) -> Result<(), AgentError> {
+    let text = serde_json::to_string(switches).map_err(|e| state_error(state_dir, e))?;
+    write_durably(state_dir, KILL_SWITCHES_FILE, text.as_bytes())
 }
 
 #[cfg(test)]

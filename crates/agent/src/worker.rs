@@ -9,6 +9,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedSender;
 use toolgate_domain::fleet::compliance::Rule;
 use toolgate_domain::fleet::wire::{AgentMessage, RunOrder, ServerMessage};
+use toolgate_domain::records::KillSwitch;
 
 use crate::connection::{deliver, now_ms};
 use crate::plugins::PluginContext;
@@ -31,6 +32,8 @@ pub(crate) struct Worker {
     quarantine: Mutex<Quarantine>,
     /// The compliance rules last received; None until the server sends them.
     rules: Mutex<Option<Vec<Rule>>>,
+    /// The plugin kill switches engaged, as the server last said (kept across restarts).
+    kill_switches: Mutex<Vec<KillSwitch>>,
     /// Cut the network but for the server while quarantined (`--allow-network-isolation`).
     isolate_network: bool,
 }
@@ -57,6 +60,10 @@ impl Worker {
                 quarantine.reason.as_deref().unwrap_or("no reason given")
             );
         }
+        let kill_switches = state::load_kill_switches(&options.state_dir)?;
+        if !kill_switches.is_empty() {
+            tracing::warn!("{} plugin kill switch(es) engaged: what they stop is refused", kill_switches.len());
+        }
         let worker = Self {
             ctx: PluginContext::new(options.state_dir.clone()),
             servers,
@@ -65,6 +72,7 @@ impl Worker {
             in_flight: Mutex::new(HashSet::new()),
             quarantine: Mutex::new(quarantine.clone()),
             rules: Mutex::new(None),
+            kill_switches: Mutex::new(kill_switches),
             isolate_network: options.allow_network_isolation,
         };
         // A restart keeps the host isolated: the rules are set again before anything else (and
@@ -125,6 +133,7 @@ impl Worker {
                     let _ = session.send(self.quarantine_state());
                 }
             }
+            ServerMessage::KillSwitches { switches } => self.take_kill_switches(switches),
             ServerMessage::Evaluate { rules } => {
                 *lock(&self.rules) = Some(rules);
                 let worker = self.clone();
@@ -142,6 +151,20 @@ impl Worker {
         true
     }
 
+    /// Keeps the switches the server says are engaged; held in memory even when they cannot
+    /// be written (a stop is never dropped for a full disk).
+    fn take_kill_switches(&self, switches: Vec<KillSwitch>) {
+        if let Err(e) = state::save_kill_switches(&self.ctx.state_dir, &switches) {
+            tracing::error!("cannot keep the kill switches: {e}");
+        }
+        let engaged: Vec<String> = switches
+            .iter()
+            .map(|s| format!("{}{}", s.plugin, s.action.as_deref().map(|a| format!(".{a}")).unwrap_or_default()))
+            .collect();
+        tracing::info!(?engaged, "plugin kill switches as the server says");
+        *lock(&self.kill_switches) = switches;
+    }
+
     fn start(self: &Arc<Self>, order: RunOrder, me: Identity, session: UnboundedSender<AgentMessage>) {
         if !lock(&self.in_flight).insert(order.execution_id.clone()) {
             tracing::debug!(execution_id = %order.execution_id, "already running; the repeated order is ignored");
@@ -157,7 +180,8 @@ impl Worker {
             let running = worker.clone();
             let result = tokio::task::spawn_blocking(move || {
                 let quarantine = lock(&running.quarantine).clone();
-                journal::execute(&ctx, &order, &quarantine)
+                let kill_switches = lock(&running.kill_switches).clone();
+                journal::execute(&ctx, &order, &quarantine, &kill_switches)
             })
             .await;
             // Done before the answer goes: a repeat of the order from now on is answered from

@@ -291,3 +291,68 @@ async fn a_pinned_agent_ignores_the_quarantine_of_an_unsigned_welcome() {
     stop.cancel();
     let _ = agent.await;
 }
+
+/// Issue 43, 14: the agent keeps the kill switches the server signs for it (across restarts)
+/// and refuses what they stop even from a server that sends it anyway (a replica that has not
+/// heard of the switch yet); unsigned, they are refused like any acting frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_action_is_refused_even_from_a_server_that_sends_it() {
+    use toolgate_domain::fleet::instruction::StepStatus;
+    use toolgate_domain::records::KillSwitch;
+
+    let server = FakeServer::new();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let states = tempfile::tempdir().unwrap();
+    let state_dir = states.path().join("agent");
+    let options = AgentOptions {
+        servers: vec![format!("http://{address}")],
+        enroll_token: Some("tge_fake".into()),
+        state_dir: state_dir.clone(),
+        reconnect_spread_ms: 100,
+        reconnect_max_ms: 500,
+        allow_network_isolation: false,
+        trust: ServerTrust::System,
+    };
+    let stop = CancellationToken::new();
+    let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
+    let (mut session, first) = next_session(&listener).await;
+    let AgentMessage::Enroll { csr: Some(csr), .. } = first else { panic!("{first:?}") };
+    let welcome = ServerMessage::Welcome {
+        agent_id: AGENT.into(),
+        credential: Some("tga_fake".into()),
+        heartbeat_ms: 60_000,
+        inventory_interval_ms: 3_600_000,
+        quarantine: None,
+        certificate: Some(server.certificate(&csr)),
+    };
+    send(&mut session, &welcome).await;
+    let deadline = now_ms() + 60_000;
+    let signed = |inner: &ServerMessage| ServerMessage::Signed(Box::new(server.signed(inner, AGENT, deadline)));
+    let switch = KillSwitch {
+        plugin: "workspace".into(),
+        action: Some("write_marker".into()),
+        enabled: true,
+        reason: Some("incident 42".into()),
+        updated_at: Some(1),
+        updated_by: Some("admin".into()),
+    };
+    // Unsigned, the switches are refused like a run: a rogue server cannot lift one either.
+    let unsigned = ServerMessage::KillSwitches { switches: vec![] };
+    send(&mut session, &unsigned).await;
+    assert!(matches!(next_report(&mut session).await, AgentMessage::FrameRefused { .. }));
+    send(&mut session, &signed(&ServerMessage::KillSwitches { switches: vec![switch] })).await;
+    send(&mut session, &signed(&marker_run("exe-k1", "killed"))).await;
+    let AgentMessage::Result(result) = next_report(&mut session).await else { panic!("no result") };
+    assert_eq!(result.steps[0].status, StepStatus::Failed, "{result:?}");
+    let error = result.steps[0].error.as_deref().unwrap();
+    assert!(
+        error.contains("kill switch of action `workspace.write_marker`") && error.contains("incident 42"),
+        "{error}"
+    );
+    assert!(!state_dir.join("work/killed").exists(), "nothing ran");
+    let kept = std::fs::read_to_string(state_dir.join("kill-switches.json")).unwrap();
+    assert!(kept.contains("incident 42"), "kept across restarts: {kept}");
+    stop.cancel();
+    let _ = agent.await;
+}

@@ -212,7 +212,7 @@ impl Hub {
         let mut agents = self.write();
         for (agent_id, entry) in agents.iter_mut() {
             let Some(live) = entry.live.as_ref() else { continue };
-            let bound = live.certificate.as_ref();
+            let bound = live.link.certificate.as_ref();
             let kick = if self.revoked_serials.covers_agent(agent_id)
                 || bound.is_some_and(|(serial, _)| self.revoked_serials.contains(serial))
             {

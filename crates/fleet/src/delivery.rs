@@ -48,6 +48,11 @@ impl Hub {
     /// quarantined agent: that target is refused (with the reason) instead, so the change
     /// cannot run when the agent reconnects either. How many were sent it now.
     pub(crate) async fn dispatch(&self, order: &RunOrder, agent_ids: Vec<String>) -> usize {
+        // Stored before its switch was engaged (or on a replica that had not heard of it yet).
+        if let Some(switch) = self.stopping(&order.steps) {
+            self.refuse_targets(&order.execution_id, agent_ids, &switch.refusal()).await;
+            return 0;
+        }
         let changes = order.steps.iter().any(|step| !step.diagnostic);
         let (refused, allowed): (Vec<String>, Vec<String>) =
             agent_ids.into_iter().partition(|agent_id| changes && self.quarantine_wanted(agent_id));
@@ -80,7 +85,7 @@ impl Hub {
 
     /// Refuses the targets `agent_ids` of an execution with `reason`: never sent, now or on a
     /// later connection (a failure to record it is tried again on the next connection).
-    async fn refuse_targets(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str) {
+    pub(crate) async fn refuse_targets(&self, execution_id: &str, agent_ids: Vec<String>, reason: &str) {
         if agent_ids.is_empty() {
             return;
         }
@@ -110,8 +115,10 @@ impl Hub {
         }
     }
 
-    /// A session just began: the rules, and every run still due.
+    /// A session just began: the kill switches, the rules, and every run still due.
     pub async fn welcome_work(&self, agent_id: &str) -> Result<(), StoreError> {
+        // First: an agent back from a long absence must know what is stopped before any run.
+        self.push_kill_switches(agent_id);
         let rules = self.rules();
         if !rules.rules.is_empty() {
             self.send(agent_id, ServerMessage::Evaluate { rules: rules.rules.clone() });

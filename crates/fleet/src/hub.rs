@@ -35,10 +35,18 @@ pub(crate) struct Live {
     pub(crate) kick: oneshot::Sender<Kick>,
     /// Messages for the agent (runs, quarantine, rules); boxed so an idle channel stays small.
     pub(crate) outbox: mpsc::UnboundedSender<Box<ServerMessage>>,
+    pub(crate) link: Link,
+}
+
+/// What a session's connection is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Link {
     /// The serial and expiry of the client certificate it was opened with, if any.
-    pub(crate) certificate: Option<(String, i64)>,
+    pub certificate: Option<(String, i64)>,
     /// Whether it came over TLS: plugin secrets go only to such a connection.
-    pub(crate) over_tls: bool,
+    pub over_tls: bool,
+    /// The agent protocol it speaks (frames a version lacks are not sent it).
+    pub protocol: u32,
 }
 
 pub(crate) struct Entry {
@@ -116,6 +124,9 @@ pub struct Hub {
     pub(crate) certificates_checked_ms: AtomicI64,
     /// Signs the frames that make agents act (none: they go unsigned).
     pub(crate) signing: Option<crate::signing::Signing>,
+    /// Where the plugin kill switches are kept, and those engaged now.
+    pub(crate) switch_store: Option<Arc<dyn toolgate_store::PluginConfigStore>>,
+    pub(crate) kill_switches: RwLock<Arc<Vec<toolgate_domain::records::KillSwitch>>>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -188,6 +199,8 @@ impl Hub {
             revoked_serials: crate::certs::RevokedSerials::default(),
             certificates_checked_ms: AtomicI64::new(0),
             signing: None,
+            switch_store: None,
+            kill_switches: RwLock::default(),
         })
     }
 
@@ -231,9 +244,14 @@ impl Hub {
         self.read().get(agent_id).is_some_and(|e| e.live.is_some())
     }
 
+    /// The agent protocol of its live connection here, if it has one.
+    pub(crate) fn live_protocol(&self, agent_id: &str) -> Option<u32> {
+        self.read().get(agent_id).and_then(|e| e.live.as_ref()).map(|live| live.link.protocol)
+    }
+
     /// Whether the agent's live connection to this server came over TLS.
     pub(crate) fn is_live_over_tls(&self, agent_id: &str) -> bool {
-        self.read().get(agent_id).and_then(|e| e.live.as_ref()).is_some_and(|live| live.over_tls)
+        self.read().get(agent_id).and_then(|e| e.live.as_ref()).is_some_and(|live| live.link.over_tls)
     }
 
     /// Calls `change` on one agent's entry; false when it is not enrolled.
@@ -273,10 +291,9 @@ impl Hub {
         self.live_connections.load(Ordering::Relaxed) as usize
     }
 
-    /// Registers a live connection of an authenticated agent, opened with the client
-    /// certificate `certificate` (serial, expiry) if any, over TLS or not; a previous one is
+    /// Registers a live connection of an authenticated agent over `link`; a previous one is
     /// closed.
-    pub fn connect(&self, agent_id: &str, certificate: Option<(String, i64)>, over_tls: bool) -> Connection {
+    pub fn connect(&self, agent_id: &str, link: Link) -> Connection {
         let id = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let (kick, kicked) = oneshot::channel();
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
@@ -284,7 +301,7 @@ impl Hub {
         let mut agents = self.write();
         // Absent: enrolled by another process after this hub loaded (the store said it is valid).
         let entry = agents.entry(agent_id.to_string()).or_insert_with(|| Entry::enrolled_at(now));
-        match entry.live.replace(Live { id, kick, outbox, certificate, over_tls }) {
+        match entry.live.replace(Live { id, kick, outbox, link }) {
             Some(previous) => {
                 let _ = previous.kick.send(Kick::Replaced);
             }

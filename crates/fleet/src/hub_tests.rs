@@ -7,7 +7,7 @@ use toolgate_domain::Clock;
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_store::SqliteStore;
 
-use crate::{FleetSettings, Hub, Kick, PeerCertificate};
+use crate::{FleetSettings, Hub, Kick, Link, PeerCertificate};
 
 async fn hub_with_agents(clock: &Clock, n: i64) -> (Hub, Vec<String>) {
     let repositories = SqliteStore::open_in_memory().unwrap().repositories();
@@ -31,10 +31,10 @@ async fn live_connections_are_counted_through_every_way_out() {
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
     assert_eq!(hub.connected(), 0);
-    let a = hub.connect(&ids[0], None, false);
-    let mut a_again = hub.connect(&ids[0], None, false);
-    let b = hub.connect(&ids[1], None, false);
-    let c = hub.connect(&ids[2], None, false);
+    let a = hub.connect(&ids[0], Link::default());
+    let mut a_again = hub.connect(&ids[0], Link::default());
+    let b = hub.connect(&ids[1], Link::default());
+    let c = hub.connect(&ids[2], Link::default());
     assert_eq!(hub.connected(), 3, "a replaced connection is not counted twice");
     assert_eq!(a.kicked.await, Ok(Kick::Replaced));
     // The replaced connection's end does not take the agent offline.
@@ -123,7 +123,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     use toolgate_domain::fleet::wire::{RunResult, ServerMessage, StepResult};
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 3).await;
-    let mut online = hub.connect(&ids[0], None, false);
+    let mut online = hub.connect(&ids[0], Link::default());
     let execution = toolgate_store::NewExecution {
         execution_id: "exe-0001".into(),
         kind: "instruction".into(),
@@ -137,7 +137,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
     };
     hub.start_execution(execution).await.unwrap();
     assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
-    let mut later = hub.connect(&ids[1], None, false);
+    let mut later = hub.connect(&ids[1], Link::default());
     hub.welcome_work(&ids[1]).await.unwrap();
     assert!(matches!(*later.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "due on connect");
     let result = RunResult {
@@ -221,7 +221,7 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     let wish = QuarantineWish { quarantined: true, reason: Some("suspicious".into()) };
     assert!(matches!(reply, ServerMessage::Welcome { quarantine: Some(ref q), .. } if *q == wish), "{reply:?}");
     assert!(
-        matches!(handshake(&hub, &hello(3), &PeerCertificate::NotAsked, false).await, Handshake::Refused(_)),
+        matches!(handshake(&hub, &hello(4), &PeerCertificate::NotAsked, false).await, Handshake::Refused(_)),
         "a newer protocol is refused"
     );
 
@@ -301,8 +301,8 @@ async fn secrets_go_only_down_connections_that_came_over_tls() {
     let clock = Clock::stopped_at(1_000_000);
     let (hub, ids) = hub_with_agents(&clock, 2).await;
     let hub = hub.with_secrets(crate::SecretDelivery { source: Arc::new(Known) });
-    let mut over_tls = hub.connect(&ids[0], None, true);
-    let mut plain = hub.connect(&ids[1], None, false);
+    let mut over_tls = hub.connect(&ids[0], Link { over_tls: true, ..Link::default() });
+    let mut plain = hub.connect(&ids[1], Link::default());
     let mut step = order_step();
     step.secret_names = vec!["token".into()];
     let execution = toolgate_store::NewExecution {

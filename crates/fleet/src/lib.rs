@@ -9,6 +9,7 @@ mod delivery;
 mod hub;
 #[cfg(test)]
 mod hub_tests;
+mod kill;
 pub mod query;
 mod replicas;
 mod reports;
@@ -24,7 +25,7 @@ mod visits;
 
 pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;
-pub use hub::{Hub, Kick};
+pub use hub::{Hub, Kick, Link};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use secrets::{NOT_OVER_TLS, SecretDelivery, SecretSource};
 pub use settings::FleetSettings;

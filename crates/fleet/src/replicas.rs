@@ -110,6 +110,7 @@ impl Hub {
                 }
             }
             Change::Resync => self.resync().await?,
+            Change::KillSwitches => drop(self.kill_switches_changed().await?),
         }
         Ok(())
     }
@@ -168,6 +169,7 @@ impl Hub {
             self.learn(agent);
         }
         self.reload_quarantines(None).await?;
+        self.kill_switches_changed().await?;
         for agent_id in self.live_agent_ids() {
             for order in self.work.due_for(&agent_id, now).await? {
                 self.dispatch(&order, vec![agent_id.clone()]).await;

@@ -9,7 +9,7 @@ use toolgate_domain::fleet::wire::{
 };
 
 use crate::certs::{CertificateReason, PeerCertificate};
-use crate::hub::{Connection, Hub};
+use crate::hub::{Connection, Hub, Link};
 
 /// How a handshake ended.
 pub enum Handshake {
@@ -123,10 +123,11 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate, ove
         certificate,
     };
     // A session bound to a certificate ends when it expires or is revoked.
-    let bound = match peer {
+    let certificate = match peer {
         PeerCertificate::Presented(p) => Some((p.serial_hex.clone(), p.not_after_ms)),
         PeerCertificate::NotAsked | PeerCertificate::Absent => None,
     };
+    let link = Link { certificate, over_tls, protocol };
     match purpose {
         // On a listener that asks, a session given a new certificate comes back with it, so a
         // session is always bound to the newest.
@@ -134,7 +135,7 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate, ove
             Handshake::Reissued { reply }
         }
         Purpose::Session => {
-            let connection = hub.connect(&agent_id, bound, over_tls);
+            let connection = hub.connect(&agent_id, link);
             if let Some(QuarantineWish { quarantined, reason }) = signed_quarantine {
                 hub.send(&agent_id, ServerMessage::Quarantine { quarantined, reason });
             }

@@ -31,6 +31,8 @@ pub enum Change {
     Evaluate(String),
     /// A handshake-era MCP session was ended (DELETE, or a failed resume) on another replica.
     SessionEnded(String),
+    /// A plugin kill switch was set: every replica reads the engaged ones again.
+    KillSwitches,
     /// Changes may have been missed (the feed's connection was lost and is back): whoever
     /// keeps something in memory reads it again.
     Resync,
@@ -51,6 +53,7 @@ impl Change {
             Change::SessionEnded(id) => format!("session-ended {id}"),
             Change::Evaluate(ids) => format!("evaluate {ids}"),
             Change::Resync => "resync".into(),
+            Change::KillSwitches => "kill-switches".into(),
         }
     }
 
@@ -60,6 +63,7 @@ impl Change {
         Some(match (kind, id.is_empty()) {
             ("credentials", true) => Change::Credentials,
             ("resync", true) => Change::Resync,
+            ("kill-switches", true) => Change::KillSwitches,
             ("enrolled", false) => Change::AgentEnrolled(id),
             ("revoked", false) => Change::AgentRevoked(id),
             ("facts", false) => Change::AgentFacts(id),

@@ -113,6 +113,18 @@ pub(crate) fn new_enrollment_token(expires_at_ms: i64, uses_allowed: i64, now_ms
     (token, new_secret(ENROLL_SECRET_PREFIX))
 }
 
+/// The engaged switches' query: `action` '' is the whole plugin's.
+pub(crate) const ENGAGED_KILL_SWITCHES: &str = "SELECT plugin, action, reason, updated_at, updated_by FROM plugin_kill_switch \
+     WHERE engaged ORDER BY plugin, action";
+
+/// An engaged switch from its row: (plugin, action or '', reason, when, by whom).
+pub(crate) fn engaged_kill_switch(
+    (plugin, action, reason, at, by): (String, String, Option<String>, i64, String),
+) -> KillSwitch {
+    let action = Some(action).filter(|a| !a.is_empty());
+    KillSwitch { plugin, action, enabled: true, reason, updated_at: Some(at), updated_by: Some(by) }
+}
+
 /// A kill switch as stored, or off when it was never set: (engaged, reason, when, by whom).
 pub(crate) fn kill_switch(
     plugin: &str,

@@ -194,6 +194,9 @@ pub trait PluginConfigStore: Send + Sync {
     /// Deletes a value; returns it if it existed.
     async fn delete(&self, plugin: &str, key: &str) -> Result<Option<String>>;
     async fn kill_switch(&self, plugin: &str, action: Option<&str>) -> Result<KillSwitch>;
+    /// Every engaged switch: what the fleet refuses to run (other replicas are told when one
+    /// is set, and read these again).
+    async fn engaged_kill_switches(&self) -> Result<Vec<KillSwitch>>;
     async fn set_kill_switch(
         &self,
         plugin: &str,

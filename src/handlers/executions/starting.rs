@@ -104,6 +104,13 @@ impl Run {
 }
 
 pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolError> {
+    // Before any target is made: an engaged kill switch stops it on the whole fleet.
+    if let Some(switch) = ctx.services().fleet().stopping(&run.steps) {
+        return Err(ToolError::Refused {
+            message: switch.refusal(),
+            remediation: "wait until the switch is released (get_plugin_kill_switch shows it); nothing was started".into(),
+        });
+    }
     let idempotency = run.idempotency_key.clone().map(|key| Idempotency { key, arguments_digest: run.digest() });
     let (targets, scope) = resolve_targets(ctx, run.agent_ids, run.scope).await?;
     let now = ctx.services().clock().now_ms();

@@ -166,6 +166,22 @@ impl InstructionSet {
         self.plugins.iter().find(|p| p.plugin == plugin)?.actions.iter().find(|a| a.name == action)
     }
 
+    /// The plugin `plugin` (and its action `action`, when given) is declared; else what is
+    /// wrong, with the closest declared names.
+    pub fn check_plugin(&self, plugin: &str, action: Option<&str>) -> Result<&PluginManifest, String> {
+        let Some(manifest) = self.plugins.iter().find(|p| p.plugin == plugin) else {
+            let names = self.plugins.iter().map(|p| p.plugin.as_str());
+            return Err(format!("no plugin `{plugin}`: {}; discover_plugins lists them", did_you_mean(plugin, names)));
+        };
+        match action {
+            Some(action) if !manifest.actions.iter().any(|a| a.name == action) => {
+                let names = manifest.actions.iter().map(|a| a.name.as_str());
+                Err(format!("plugin `{plugin}` has no action `{action}`: {}", did_you_mean(action, names)))
+            }
+            _ => Ok(manifest),
+        }
+    }
+
     /// The columns a definition's rows carry, in its order.
     pub fn columns(&self, definition: &Definition) -> Vec<&ResultColumn> {
         let Some(action) = self.action(&definition.plugin, &definition.action) else { return Vec::new() };

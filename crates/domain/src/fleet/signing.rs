@@ -62,7 +62,13 @@ impl SignedFrame {
 impl ServerMessage {
     /// Whether it makes the agent act (run, quarantine or release, evaluate): what is signed.
     pub fn acts(&self) -> bool {
-        matches!(self, ServerMessage::Run(_) | ServerMessage::Quarantine { .. } | ServerMessage::Evaluate { .. })
+        matches!(
+            self,
+            ServerMessage::Run(_)
+                | ServerMessage::Quarantine { .. }
+                | ServerMessage::Evaluate { .. }
+                | ServerMessage::KillSwitches { .. }
+        )
     }
 
     /// The execution a run belongs to.

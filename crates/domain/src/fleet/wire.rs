@@ -37,8 +37,9 @@ use super::signing::{FrameRefusal, SignedFrame};
 /// The WebSocket path agents connect to.
 pub const AGENT_PATH: &str = "/agent/v1";
 /// The version of this protocol, sent in every Enroll and Hello. 2: the welcome carries the
-/// quarantine state.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// quarantine state. 3: the server sends the engaged kill switches (an older agent is sent
+/// none: it could not read the frame, and the server refuses what they stop anyway).
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
 /// quarantine state (the server refuses to send a quarantined agent a change whatever its
 /// protocol, so it is safe, only told later).
@@ -260,6 +261,12 @@ pub enum ServerMessage {
     /// The compliance rules: evaluate them now and on the inventory schedule.
     Evaluate {
         rules: Vec<Rule>,
+    },
+    /// Every plugin kill switch engaged now (protocol 3 on): the agent keeps them across
+    /// restarts and refuses what they stop, even when a server that has not heard of one
+    /// yet sends it.
+    KillSwitches {
+        switches: Vec<crate::records::KillSwitch>,
     },
     /// The grant is taken: send what `path` holds, at most `max_bytes`, as binary frames of
     /// at most [`UPLOAD_FRAME_BYTES`], then an `upload_end`.

@@ -99,6 +99,17 @@ impl PluginConfigStore for PostgresStore {
         pg(async { kill_switch(&*self.conn().await?, plugin, action).await }).await
     }
 
+    async fn engaged_kill_switches(&self) -> Result<Vec<KillSwitch>> {
+        pg(async {
+            let found = rows(&*self.conn().await?, rules::ENGAGED_KILL_SWITCHES, &[]).await?;
+            let stored =
+                found.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?)));
+            let stored = stored.collect::<std::result::Result<Vec<_>, tokio_postgres::Error>>()?;
+            Ok(stored.into_iter().map(rules::engaged_kill_switch).collect())
+        })
+        .await
+    }
+
     async fn set_kill_switch(
         &self,
         plugin: &str,
@@ -117,6 +128,8 @@ impl PluginConfigStore for PostgresStore {
                 &[&plugin, &action.unwrap_or(""), &enabled, &reason, &change.at, &change.by],
             )
             .await?;
+            // Every replica refuses what it stops, and tells its agents.
+            self.notify(&*c, crate::Change::KillSwitches).await?;
             kill_switch(&*c, plugin, action).await
         })
         .await

@@ -91,6 +91,15 @@ impl PluginConfigStore for SqliteStore {
         self.run(move |c| kill_switch(c, &plugin, action.as_deref())).await
     }
 
+    async fn engaged_kill_switches(&self) -> Result<Vec<KillSwitch>> {
+        self.run(|c| {
+            let mut stmt = c.prepare_cached(rules::ENGAGED_KILL_SWITCHES)?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+            rows.map(|r| r.map(rules::engaged_kill_switch)).collect()
+        })
+        .await
+    }
+
     async fn set_kill_switch(
         &self,
         plugin: &str,

@@ -30,6 +30,15 @@ async fn kill_switch_defaults_off(r: Repositories) {
     assert!(!store.kill_switch("p", None).await.unwrap().enabled);
     assert!(store.kill_switch("p", Some("sync")).await.unwrap().enabled);
     assert!(!store.set_kill_switch("p", Some("sync"), false, None, by(6)).await.unwrap().enabled);
+    // What every replica refuses: the engaged ones only, the whole plugin's with no action.
+    assert!(store.engaged_kill_switches().await.unwrap().is_empty());
+    store.set_kill_switch("q", None, true, Some("incident 42"), by(7)).await.unwrap();
+    store.set_kill_switch("p", Some("other"), true, None, by(8)).await.unwrap();
+    let engaged = store.engaged_kill_switches().await.unwrap();
+    let names: Vec<(&str, Option<&str>)> = engaged.iter().map(|s| (s.plugin.as_str(), s.action.as_deref())).collect();
+    assert_eq!(names, [("p", Some("other")), ("q", None)]);
+    assert!(engaged[1].stops("q", "anything") && !engaged[0].stops("p", "sync"));
+    assert_eq!((engaged[1].reason.as_deref(), engaged[1].updated_by.as_deref()), (Some("incident 42"), Some("admin")));
 }
 
 async fn tags_groups_and_health(r: Repositories) {
