@@ -387,3 +387,44 @@ fn an_engaged_kill_switch_stops_the_plugin_on_the_server_and_on_the_agents() {
     assert!(!states.path().join("fleet-b/work/before").exists(), "the stopped target never ran");
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), "[]");
 }
+
+/// Issue 43, 15: values set with set_plugin_config reached nothing. The action that declares a
+/// key is given its value with every run sent, and obeys it: a real agent refuses to grow a
+/// file past the workspace plugin's `max_file_bytes`, and appends again once it is raised.
+#[test]
+fn plugin_configuration_reaches_the_actions_that_declare_it() {
+    let (s, agent) = common::start_with_agent(&[]);
+    let schemas = output_schemas(&s);
+    let admin = s.token("admin", "supervised", "1d");
+    let set = |value: &str| {
+        let arguments = json!({"plugin": "workspace", "key": "max_file_bytes", "value": value});
+        common::confirmed_call(&s, &admin, "set_plugin_config", arguments)["result"]["structuredContent"].clone()
+    };
+    assert_eq!(set("16")["read_by"], json!(["workspace.append_line"]));
+    let append = |line: &str| {
+        let arguments =
+            json!({"definition": "append_line", "params": {"file": "capped", "line": line}, "agent_ids": [agent]});
+        let started = structured(&s, &schemas, "execute_instruction", arguments);
+        wait_finished(&s, &schemas, &s.token, started["execution_id"].as_str().unwrap())["agents"][0].clone()
+    };
+    assert_eq!(append("0123456789")["status"], "succeeded");
+    let refused = append("abcdefghij");
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("past the 16 the workspace plugin's configuration `max_file_bytes`")
+    );
+    set("1000");
+    assert_eq!(append("abcdefghij")["status"], "succeeded", "the value as set when the run is sent");
+    let file = s.data_dir.path().join("local-agent/work/capped");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "0123456789\nabcdefghij\n");
+    let unread = common::confirmed_call(
+        &s,
+        &admin,
+        "set_plugin_config",
+        json!({"plugin": "sync", "key": "interval", "value": "5"}),
+    );
+    assert_eq!(unread["result"]["structuredContent"]["read_by"], json!([]), "{unread}");
+}

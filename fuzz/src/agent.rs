@@ -43,6 +43,7 @@ fn world() -> &'static World {
                 params: Default::default(),
                 timeout_ms: 1_000,
                 secret_names: Vec::new(),
+                config: Default::default(),
                 secrets: Default::default(),
             };
             let execution = NewExecution {

@@ -29,14 +29,18 @@ pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -
     }
 }
 
+/// Sets a value; the actions that declare the key are given it with every run sent from now
+/// on (`read_by`: none reads a key no action declares).
 pub async fn set_plugin_config(ctx: &ToolContext, args: args::SetPluginConfig) -> ToolResult {
     let previous = ctx.services().plugin_config().set(&args.plugin, &args.key, &args.value, change(ctx)).await?;
+    let read_by = crate::instructions::instructions().config_readers(&args.plugin, &args.key);
     Ok(ToolOutput::Structured(json!({
         "plugin": args.plugin,
         "key": args.key,
         "value": args.value,
         "previous_value": previous,
         "created": previous.is_none(),
+        "read_by": read_by,
     })))
 }
 

@@ -74,12 +74,13 @@ fn failed(status: StepStatus, error: impl Into<String>) -> StepResult {
 /// What stands in a result where a secret's value was.
 pub const SCRUBBED: &str = "[secret]";
 
-/// Runs one step with the secrets it was given, and answers its result with every one of
+/// Runs one step with the secrets and configuration it was given, and answers its result with every one of
 /// their values replaced (an action that echoes a secret, or an error quoting one, leaks
 /// nothing into the journal or the answer).
 fn run_step(ctx: &PluginContext, step: &RunStep) -> StepResult {
     let mut ctx = ctx.clone();
     ctx.secrets = step.secrets.clone();
+    ctx.config = step.config.clone();
     let result = run_action(&ctx, step);
     let values: Vec<&str> = step.secrets.0.values().map(String::as_str).filter(|v| !v.is_empty()).collect();
     if values.is_empty() {

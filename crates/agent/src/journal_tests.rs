@@ -17,6 +17,7 @@ fn append(line: &str, diagnostic: bool) -> RunStep {
         params: json!({"file": "f", "line": line}).as_object().cloned().unwrap(),
         timeout_ms: 10_000,
         secret_names: Vec::new(),
+        config: Default::default(),
         secrets: Default::default(),
     }
 }
@@ -31,6 +32,7 @@ fn facts() -> RunStep {
         params: Map::new(),
         timeout_ms: 10_000,
         secret_names: Vec::new(),
+        config: Default::default(),
         secrets: Default::default(),
     }
 }

@@ -86,6 +86,7 @@ fn marker_run(execution_id: &str, name: &str) -> ServerMessage {
             params,
             timeout_ms: 10_000,
             secret_names: vec![],
+            config: Default::default(),
             secrets: Default::default(),
         }],
     })

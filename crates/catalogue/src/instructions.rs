@@ -133,18 +133,23 @@ fn check_manifest(parsed: &Parsed<PluginManifest>, seen: &mut BTreeSet<String>, 
         if a.columns.is_empty() {
             out.push(at.error(&format!("/actions/{i}/columns"), "an action returns rows: declare at least one column"));
         }
-        if let Some(j) = duplicate(a.secrets.iter().map(|s| &s.name).collect()) {
-            out.push(at.error(&format!("/actions/{i}/secrets/{j}/name"), "this secret is declared twice"));
-        }
-        for (j, s) in a.secrets.iter().enumerate() {
-            // The keys set_plugin_secret takes.
-            let valid = s.name.len() <= 128
-                && s.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-                && s.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
-            if !valid {
-                let message =
-                    format!("secret name `{}` must match [A-Za-z0-9][A-Za-z0-9_.-]* (a plugin secret's key)", s.name);
-                out.push(at.error(&format!("/actions/{i}/secrets/{j}/name"), message));
+        for (field, what) in [("secrets", "secret"), ("config", "configuration key")] {
+            let named = if field == "secrets" { &a.secrets } else { &a.config };
+            if let Some(j) = duplicate(named.iter().map(|s| &s.name).collect()) {
+                out.push(at.error(&format!("/actions/{i}/{field}/{j}/name"), format!("this {what} is declared twice")));
+            }
+            for (j, s) in named.iter().enumerate() {
+                // The keys set_plugin_secret and set_plugin_config take.
+                let valid = s.name.len() <= 128
+                    && s.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                    && s.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+                if !valid {
+                    let message = format!(
+                        "{what} name `{}` must match [A-Za-z0-9][A-Za-z0-9_.-]* (a plugin {what}'s key)",
+                        s.name
+                    );
+                    out.push(at.error(&format!("/actions/{i}/{field}/{j}/name"), message));
+                }
             }
         }
     }

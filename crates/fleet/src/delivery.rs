@@ -77,10 +77,24 @@ impl Hub {
                 return 0;
             }
         };
+        // Its configuration, valued now too; an agent older than configuration gets the run without.
+        let configured = match self.with_config_values(&order).await {
+            Ok(configured) => configured,
+            Err(e) => {
+                tracing::warn!(execution_id = %order.execution_id, "could not read the plugin configuration, so the run is not sent now: {e}");
+                return 0;
+            }
+        };
         if !self.record_delivery(&order.execution_id, live.clone()).await {
             return 0;
         }
-        live.iter().filter(|agent_id| self.send(agent_id, ServerMessage::Run(order.as_ref().clone()))).count()
+        live.iter()
+            .filter(|agent_id| {
+                let reads_config = self.live_protocol(agent_id).is_some_and(|p| p >= crate::config::CONFIG_PROTOCOL);
+                let run = if reads_config { configured.as_ref() } else { order.as_ref() };
+                self.send(agent_id, ServerMessage::Run(run.clone()))
+            })
+            .count()
     }
 
     /// Refuses the targets `agent_ids` of an execution with `reason`: never sent, now or on a

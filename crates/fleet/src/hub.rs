@@ -124,8 +124,8 @@ pub struct Hub {
     pub(crate) certificates_checked_ms: AtomicI64,
     /// Signs the frames that make agents act (none: they go unsigned).
     pub(crate) signing: Option<crate::signing::Signing>,
-    /// Where the plugin kill switches are kept, and those engaged now.
-    pub(crate) switch_store: Option<Arc<dyn toolgate_store::PluginConfigStore>>,
+    /// Where plugin configuration and kill switches are kept, and the switches engaged now.
+    pub(crate) plugin_config: Option<Arc<dyn toolgate_store::PluginConfigStore>>,
     pub(crate) kill_switches: RwLock<Arc<Vec<toolgate_domain::records::KillSwitch>>>,
 }
 
@@ -199,7 +199,7 @@ impl Hub {
             revoked_serials: crate::certs::RevokedSerials::default(),
             certificates_checked_ms: AtomicI64::new(0),
             signing: None,
-            switch_store: None,
+            plugin_config: None,
             kill_switches: RwLock::default(),
         })
     }

@@ -111,6 +111,7 @@ fn order_step() -> toolgate_domain::fleet::wire::RunStep {
         params: Default::default(),
         timeout_ms: 1000,
         secret_names: Vec::new(),
+        config: Default::default(),
         secrets: Default::default(),
     }
 }
@@ -171,6 +172,7 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
             params: Default::default(),
             timeout_ms: 1_000,
             secret_names: Vec::new(),
+            config: Default::default(),
             secrets: Default::default(),
         }],
         scope: None,

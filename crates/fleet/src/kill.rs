@@ -23,15 +23,16 @@ const SCANNED_EXECUTIONS: usize = 1000;
 const SCAN_PAGE: usize = 100;
 
 impl Hub {
-    /// Kill switches are read from `store` (without it, none is ever engaged).
-    pub fn with_kill_switches(mut self, store: Arc<dyn PluginConfigStore>) -> Self {
-        self.switch_store = Some(store);
+    /// Kill switches and plugin configuration are read from `store` (without it, no switch is
+    /// ever engaged and no action is given configuration).
+    pub fn with_plugin_config(mut self, store: Arc<dyn PluginConfigStore>) -> Self {
+        self.plugin_config = Some(store);
         self
     }
 
     /// Reads the engaged switches again (at start, and when a replica set one).
     pub async fn load_kill_switches(&self) -> Result<(), StoreError> {
-        let Some(store) = &self.switch_store else { return Ok(()) };
+        let Some(store) = &self.plugin_config else { return Ok(()) };
         let engaged = Arc::new(store.engaged_kill_switches().await?);
         *self.kill_switches.write().unwrap_or_else(|e| e.into_inner()) = engaged;
         Ok(())

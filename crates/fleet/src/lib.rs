@@ -5,6 +5,7 @@
 //! knows no HTTP or WebSocket; the edge hands it the frames ([`session`]).
 
 mod certs;
+mod config;
 mod delivery;
 mod hub;
 #[cfg(test)]

@@ -120,6 +120,7 @@ mod tests {
             params: Map::new(),
             timeout_ms: 1,
             secret_names: Vec::new(),
+            config: Default::default(),
             secrets: Default::default(),
         }
     }

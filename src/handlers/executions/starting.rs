@@ -71,6 +71,7 @@ pub(super) fn step(name: &str, params: Option<Map<String, Value>>) -> Result<Run
         params,
         timeout_ms: definition.timeout_ms,
         secret_names: definition.secrets.clone(),
+        config: Default::default(),
         secrets: Default::default(),
     })
 }

@@ -29,6 +29,9 @@ pub struct PluginContext {
     /// The plugin secrets the running step was given (docs/secrets.md): only for the step,
     /// never written anywhere by the agent.
     pub secrets: toolgate_domain::fleet::wire::SecretValues,
+    /// The plugin configuration the running step's action declares, as set when the run was
+    /// sent (set_plugin_config); a key never set is absent.
+    pub config: std::collections::BTreeMap<String, String>,
     /// Where `files.collect` sends what a grant asks for (the server, over a connection of
     /// its own); None where there is no server (tests of other actions).
     pub uploads: Option<upload::Uploads>,
@@ -36,7 +39,13 @@ pub struct PluginContext {
 
 impl PluginContext {
     pub fn new(state_dir: PathBuf) -> Self {
-        PluginContext { state_dir, log_root: PathBuf::from(LOG_ROOT), secrets: Default::default(), uploads: None }
+        PluginContext {
+            state_dir,
+            log_root: PathBuf::from(LOG_ROOT),
+            secrets: Default::default(),
+            config: Default::default(),
+            uploads: None,
+        }
     }
 
     pub fn work_dir(&self) -> PathBuf {

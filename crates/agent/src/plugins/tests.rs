@@ -10,12 +10,7 @@ fn params(v: Value) -> Map<String, Value> {
 /// A state dir holding a credential, and a log root beside it (one filesystem: hard links work).
 fn context() -> (tempfile::TempDir, PluginContext) {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = PluginContext {
-        state_dir: dir.path().join("state"),
-        log_root: dir.path().join("log"),
-        secrets: Default::default(),
-        uploads: None,
-    };
+    let ctx = PluginContext { log_root: dir.path().join("log"), ..PluginContext::new(dir.path().join("state")) };
     std::fs::create_dir_all(&ctx.state_dir).unwrap();
     std::fs::create_dir_all(&ctx.log_root).unwrap();
     std::fs::write(ctx.state_dir.join("agent.json"), r#"{"credential": "tga_secret"}"#).unwrap();
@@ -129,4 +124,22 @@ fn workspace_changes_stay_in_the_work_dir() {
     std::fs::write(ctx.work_dir().join("cache/b"), "b").unwrap();
     assert_eq!(run(&ctx, "workspace", "clear_cache", &Map::new()).unwrap()[0]["removed_files"], json!(2));
     assert!(run(&ctx, "nope", "x", &Map::new()).unwrap_err().contains("no action `nope.x`"));
+}
+
+/// Issue 43, 15: a value set with set_plugin_config reaches the action that declares it and
+/// is obeyed: `workspace.max_file_bytes` caps what append_line may grow a file to.
+#[test]
+fn append_line_obeys_the_plugins_configured_size_cap() {
+    let (_dir, mut ctx) = context();
+    let append = |ctx: &PluginContext, line: &str| {
+        run(ctx, "workspace", "append_line", &params(json!({"file": "f", "line": line})))
+    };
+    append(&ctx, "0123456789").unwrap();
+    ctx.config.insert("max_file_bytes".into(), "15".into());
+    let refused = append(&ctx, "abcdef").unwrap_err();
+    assert!(refused.contains("would grow to 18 bytes, past the 15") && refused.contains("max_file_bytes"), "{refused}");
+    assert_eq!(std::fs::read_to_string(ctx.work_dir().join("f")).unwrap(), "0123456789\n", "nothing was written");
+    append(&ctx, "abc").unwrap();
+    ctx.config.insert("max_file_bytes".into(), "lots".into());
+    assert!(append(&ctx, "x").unwrap_err().contains("not a number of bytes"));
 }

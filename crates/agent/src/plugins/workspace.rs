@@ -18,6 +18,9 @@ fn work_dir(ctx: &PluginContext) -> Result<std::path::PathBuf, String> {
     Ok(dir)
 }
 
+/// The workspace plugin's configuration key capping the size `append_line` may grow a file to.
+pub const MAX_FILE_BYTES: &str = "max_file_bytes";
+
 pub fn append_line(ctx: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
     let name = plain_file_name(required_text(params, "file")?)?;
     let line = required_text(params, "line")?;
@@ -26,6 +29,20 @@ pub fn append_line(ctx: &PluginContext, params: &Map<String, Value>) -> Result<V
     }
     let path = work_dir(ctx)?.join(name);
     let failed = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
+    // The plugin's configuration may cap a file's size (set_plugin_config workspace max_file_bytes).
+    if let Some(cap) = ctx.config.get(MAX_FILE_BYTES) {
+        let cap: u64 = cap.parse().map_err(|_| {
+            format!("the workspace plugin's configuration `{MAX_FILE_BYTES}` is `{cap}`, not a number of bytes: set_plugin_config sets it")
+        })?;
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let after = size + line.len() as u64 + 1;
+        if after > cap {
+            return Err(format!(
+                "refused: {} would grow to {after} bytes, past the {cap} the workspace plugin's configuration `{MAX_FILE_BYTES}` allows",
+                path.display()
+            ));
+        }
+    }
     let mut file = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(&path).map_err(failed)?;
     file.write_all(format!("{line}\n").as_bytes()).and_then(|()| file.sync_all()).map_err(failed)?;
     let count = std::fs::read(&path).map_err(failed)?.iter().filter(|b| **b == b'\n').count();

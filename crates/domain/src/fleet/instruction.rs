@@ -57,8 +57,13 @@ pub struct Action {
     /// only these (docs/secrets.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<ActionSecret>,
+    /// The plugin configuration keys (set_plugin_config) its code reads: their values, as
+    /// set when a run is sent, come with every run of it (docs/instructions.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<ActionSecret>,
 }
 
+/// A named value an action reads: one of its plugin's secrets, or configuration keys.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -164,6 +169,13 @@ impl InstructionSet {
 
     pub fn action(&self, plugin: &str, action: &str) -> Option<&Action> {
         self.plugins.iter().find(|p| p.plugin == plugin)?.actions.iter().find(|a| a.name == action)
+    }
+
+    /// The actions of `plugin` that read its configuration key `key`.
+    pub fn config_readers(&self, plugin: &str, key: &str) -> Vec<String> {
+        let manifest = self.plugins.iter().find(|p| p.plugin == plugin);
+        let actions = manifest.into_iter().flat_map(|p| &p.actions);
+        actions.filter(|a| a.config.iter().any(|c| c.name == key)).map(|a| format!("{plugin}.{}", a.name)).collect()
     }
 
     /// The plugin `plugin` (and its action `action`, when given) is declared; else what is
@@ -332,13 +344,14 @@ impl InstructionSet {
                 p.plugin, p.description
             );
             for a in &p.actions {
-                let params: Vec<String> = a
+                let mut params: Vec<String> = a
                     .params
                     .iter()
                     .map(|x| {
                         format!("`{}` ({}{})", x.name, x.kind.json_type(), if x.required { ", required" } else { "" })
                     })
                     .collect();
+                params.extend(a.config.iter().map(|c| format!("configuration `{}`", c.name)));
                 let columns: Vec<String> =
                     a.columns.iter().map(|c| format!("`{}` ({})", c.name, c.kind.as_str())).collect();
                 let _ = writeln!(

@@ -157,6 +157,10 @@ pub struct RunStep {
     /// declares them: named in the stored order, never valued there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_names: Vec<String>,
+    /// The plugin configuration its action declares it reads (set_plugin_config), valued as
+    /// the run is sent to an agent of protocol 3 on: never in the stored order.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub config: std::collections::BTreeMap<String, String>,
     /// Their values, added only to the frame sent to an agent over TLS (docs/secrets.md).
     #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
     pub secrets: SecretValues,

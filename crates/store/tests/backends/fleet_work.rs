@@ -28,6 +28,7 @@ fn step(definition: &str) -> RunStep {
         params: Map::new(),
         timeout_ms: 1000,
         secret_names: Vec::new(),
+        config: Default::default(),
         secrets: Default::default(),
     }
 }
