@@ -295,7 +295,7 @@ fn a_reviewer_sees_what_a_held_call_would_touch() {
     let held = |tool: &str, arguments: serde_json::Value| {
         common::agents::approval_id(&call_as(&s, &supervised, tool, arguments))
     };
-    held("quarantine_device", json!({"agent_id": agent, "reason": "suspicious"}));
+    held("quarantine_device", json!({"agent_id": agent, "reason": "suspicious", "mode": "soft"}));
     held("execute_instruction", json!({"definition": "os_facts", "scope": "agent_id exists"}));
     ticket(&s, &supervised, "owner");
     let page = get(&s, "/console/approvals", &rita.cookie);

@@ -45,8 +45,12 @@ async fn the_decisions_by_role_are_the_gates() {
             change: Change { at: 0, by: "t" },
         };
         let group = store.groups.create_group(group).await.unwrap().unwrap().id;
-        let deciders =
-            Deciders { catalogue: &CATALOGUE, credentials: store.credentials.clone(), groups: store.groups.clone() };
+        let deciders = Deciders {
+            catalogue: &CATALOGUE,
+            credentials: store.credentials.clone(),
+            groups: store.groups.clone(),
+            work: store.work.clone(),
+        };
         let gate =
             Gate::new(&CATALOGUE, store.approvals.clone(), Clock::default(), false).unwrap().with_deciders(deciders);
         let _ = writeln!(out, "## {}", role.name);

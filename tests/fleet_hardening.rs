@@ -95,8 +95,13 @@ fn a_change_due_for_an_agent_quarantined_while_offline_never_runs() {
         json!({"definition": "write_marker", "params": {"name": "due"}, "agent_ids": [agent_id]}),
     );
     assert_eq!(started["delivered_now"], 0, "{started}");
-    let (quarantined, _) =
-        approved(&s, &supervised, &api, "quarantine_device", json!({"agent_id": agent_id, "reason": "compromised"}));
+    let (quarantined, _) = approved(
+        &s,
+        &supervised,
+        &api,
+        "quarantine_device",
+        json!({"agent_id": agent_id, "reason": "compromised", "mode": "soft"}),
+    );
     assert_eq!(quarantined["told_now"], false, "{quarantined}");
 
     agents[0] = restart_agent(&s, states.path(), "fleet-a");

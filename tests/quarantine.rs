@@ -49,13 +49,24 @@ fn quarantine_survives_an_agent_restart_blocks_changes_allows_diagnostics_and_is
         call_as(&s, &s.token, "quarantine_device", json!({"agent_id": ids["fleet-a"], "reason": "x"}));
     assert!(refusal(&operator_denied).contains("operator"), "{operator_denied:?}");
 
+    // Issue 43, 16: this agent cannot cut its network (it runs without
+    // --allow-network-isolation), yet a quarantine read `active` as if it had. A network
+    // quarantine is refused before any ticket, saying so; `mode: soft` asks for what it can do.
+    let hard = call_as(&s, &supervised, "quarantine_device", json!({"agent_id": ids["fleet-a"], "reason": "x"})).json();
+    assert_eq!(hard["error"]["code"], -32003, "{hard}");
+    let message = hard["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot cut its network") && message.contains("--allow-network-isolation"), "{message}");
+    assert!(message.contains("mode: soft"), "{message}");
+    let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": ids["fleet-a"]}));
+    assert_eq!(details["quarantine"]["enforcement"]["mode"], "soft", "{details}");
     let (answer, _) = approved(
         &s,
         &supervised,
         &api,
         "quarantine_device",
-        json!({"agent_id": ids["fleet-a"], "reason": "suspicious process"}),
+        json!({"agent_id": ids["fleet-a"], "reason": "suspicious process", "mode": "soft"}),
     );
+    assert_eq!(answer["enforcement"]["mode"], "soft", "{answer}");
     assert_eq!((answer["quarantined"].clone(), answer["told_now"].clone()), (json!(true), json!(true)), "{answer}");
     let listed = structured(&s, &schemas, "list_agents", json!({"quarantined": true}));
     assert_eq!(listed["total"], 1, "{listed}");
@@ -209,6 +220,8 @@ fn network_isolation_cuts_everything_but_the_server_inside_its_own_namespace() {
 
     approved(&s, &supervised, &api, "quarantine_device", json!({"agent_id": agent_id, "reason": "isolate it"}));
     wait_quarantine(&s, &schemas, "isolated", "active");
+    let devices = structured(&s, &schemas, "list_quarantined_devices", json!({}));
+    assert_eq!(devices["devices"][0]["enforcement"]["mode"], "network", "it cuts its network: {devices}");
     assert!(tables_in(Some(pid)).contains("toolgate_quarantine"), "{}", std::fs::read_to_string(&log).unwrap());
     assert!(!reachable_from(pid, other_port), "isolated: only the server is reachable");
     assert!(!tables_in(None).contains("toolgate_quarantine"), "the host's own rule set is never touched");

@@ -91,6 +91,13 @@ pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -
     };
     let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
     let inventory = fleet.store().inventory_status(&args.agent_id).await?;
+    let quarantine = fleet
+        .with_agent(&visible, &args.agent_id, |v| {
+            let (wanted, reported) = v.quarantine();
+            json!({"state": super::quarantine::quarantine_state(wanted, reported), "reason": v.quarantine_reason(),
+                   "enforcement": super::quarantine::enforcement(v)})
+        })
+        .unwrap_or_default();
     Ok(ToolOutput::Structured(json!({
         "agent_id": agent.agent_id,
         "status": agent.status,
@@ -102,6 +109,7 @@ pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -
         "tags": tags.iter().map(|t| json!({"key": t.key, "value": t.value})).collect::<Vec<_>>(),
         "inventory": inventory.iter().map(|t| json!({"table": t.table, "available": t.available, "reason": t.reason,
             "rows": t.rows, "collected_at_ms": t.collected_at_ms})).collect::<Vec<_>>(),
+        "quarantine": quarantine,
     })))
 }
 

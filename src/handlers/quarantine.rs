@@ -18,6 +18,14 @@ pub(crate) fn quarantine_state(wanted: bool, reported: Option<bool>) -> &'static
     }
 }
 
+/// How an agent holds a quarantine, as it last said: `{mode, why}`, or null when it never said.
+pub(crate) fn enforcement(view: &toolgate_fleet::AgentView<'_>) -> serde_json::Value {
+    match view.quarantine_enforcement() {
+        Some(how) => json!({"mode": how.mode.as_str(), "why": how.why}),
+        None => serde_json::Value::Null,
+    }
+}
+
 async fn set(ctx: &ToolContext, agent_id: &str, wanted: bool, reason: Option<String>) -> ToolResult {
     let visible = one_agent(ctx, agent_id).await?;
     let fleet = ctx.services().fleet();
@@ -27,14 +35,18 @@ async fn set(ctx: &ToolContext, agent_id: &str, wanted: bool, reason: Option<Str
     fleet.set_quarantine(agent_id, wanted, reason).await?;
     let told_now = fleet.with_agent(&visible, agent_id, |v| v.status == toolgate_domain::fleet::AgentStatus::Online).unwrap_or(false);
     let (_, reported, _) = fleet.quarantine_of(agent_id).unwrap_or_default();
+    let enforcement = fleet.with_agent(&visible, agent_id, enforcement).unwrap_or_default();
     Ok(ToolOutput::Structured(json!({
         "agent_id": agent_id,
         "quarantined": wanted,
         "told_now": told_now,
         "state": quarantine_state(wanted, reported),
+        "enforcement": enforcement,
     })))
 }
 
+/// Network mode needs an agent that said it can cut its network (the gate's precondition
+/// `quarantineEnforceable` checked it before any ticket); `mode: soft` takes any agent.
 pub async fn quarantine_device(ctx: &ToolContext, args: args::QuarantineDevice) -> ToolResult {
     set(ctx, &args.agent_id, true, Some(args.reason)).await
 }
@@ -50,7 +62,7 @@ pub async fn list_quarantined_devices(ctx: &ToolContext, _args: args::ListQuaran
         let state = quarantine_state(wanted, reported);
         (state != "none").then(|| {
             json!({"agent_id": view.agent_id, "hostname": view.facts().map(|f| &f.hostname), "state": state,
-                   "reason": view.quarantine_reason()})
+                   "reason": view.quarantine_reason(), "enforcement": enforcement(view)})
         })
     });
     Ok(ToolOutput::Structured(json!({"count": devices.len(), "devices": devices})))

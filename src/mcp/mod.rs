@@ -118,6 +118,7 @@ impl McpServer {
             catalogue,
             credentials: repositories.credentials.clone(),
             groups: repositories.groups.clone(),
+            work: repositories.work.clone(),
         };
         let gate = Gate::new(catalogue, repositories.approvals.clone(), clock, options.read_only)?
             .with_argument_check(Arc::new(crate::argument_checks::ServerChecks))

@@ -80,6 +80,15 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Why this host cannot isolate its network, if it cannot: `nft` (nftables) must run.
+pub fn unavailable() -> Option<String> {
+    match Command::new("nft").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(status) if status.success() => None,
+        Ok(status) => Some(format!("`nft --version` failed ({status})")),
+        Err(e) => Some(format!("nft (nftables) cannot run here: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

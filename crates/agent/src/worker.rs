@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedSender;
 use toolgate_domain::fleet::compliance::Rule;
-use toolgate_domain::fleet::wire::{AgentMessage, RunOrder, ServerMessage};
+use toolgate_domain::fleet::wire::{AgentMessage, QuarantineEnforcement, QuarantineMode, RunOrder, ServerMessage};
 use toolgate_domain::records::KillSwitch;
 
 use crate::connection::{deliver, now_ms};
@@ -36,6 +36,8 @@ pub(crate) struct Worker {
     kill_switches: Mutex<Vec<KillSwitch>>,
     /// Cut the network but for the server while quarantined (`--allow-network-isolation`).
     isolate_network: bool,
+    /// Why a quarantine here is soft (the network left open), or None when it cuts the network.
+    soft_because: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -74,6 +76,10 @@ impl Worker {
             rules: Mutex::new(None),
             kill_switches: Mutex::new(kill_switches),
             isolate_network: options.allow_network_isolation,
+            soft_because: Mutex::new(match options.allow_network_isolation {
+                false => Some("the agent runs without --allow-network-isolation".into()),
+                true => isolation::unavailable(),
+            }),
         };
         // A restart keeps the host isolated: the rules are set again before anything else (and
         // a table left by an agent that died after a release is lifted).
@@ -91,7 +97,26 @@ impl Worker {
         match done {
             Ok(()) if quarantine.quarantined => tracing::warn!("network isolated: only the server is reachable"),
             Ok(()) => tracing::debug!("no network isolation in force"),
-            Err(e) => tracing::error!("network isolation not applied ({e}); the quarantine stays soft"),
+            Err(e) => {
+                tracing::error!("network isolation not applied ({e}); the quarantine stays soft");
+                *lock(&self.soft_because) = Some(format!("network isolation failed: {e}"));
+                return;
+            }
+        }
+        *lock(&self.soft_because) = None;
+    }
+
+    /// How this agent holds a quarantine, and why.
+    fn enforcement(&self) -> QuarantineEnforcement {
+        match lock(&self.soft_because).clone() {
+            None => QuarantineEnforcement {
+                mode: QuarantineMode::Network,
+                why: "the agent cuts the host's network but for its server (nftables, as root)".into(),
+            },
+            Some(because) => QuarantineEnforcement {
+                mode: QuarantineMode::Soft,
+                why: format!("{because}: a quarantine refuses changes but leaves the host's network open"),
+            },
         }
     }
 
@@ -116,7 +141,11 @@ impl Worker {
     /// The quarantine state, as the agent tells the server on every connection.
     pub(crate) fn quarantine_state(&self) -> AgentMessage {
         let q = lock(&self.quarantine).clone();
-        AgentMessage::QuarantineState { quarantined: q.quarantined, reason: q.reason }
+        AgentMessage::QuarantineState {
+            quarantined: q.quarantined,
+            reason: q.reason,
+            enforcement: Some(self.enforcement()),
+        }
     }
 
     /// Handles a message that asks for work; false when it is not one.

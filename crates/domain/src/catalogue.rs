@@ -52,6 +52,8 @@ pub enum Precondition {
     PendingRotation,
     /// `owner_username` names a person: a principal that exists and is not an engine.
     PersonOwner,
+    /// The agent `agent_id` names can cut its network, unless the call asks for `mode: soft`.
+    QuarantineEnforceable,
 }
 
 impl Precondition {
@@ -60,6 +62,7 @@ impl Precondition {
         match self {
             Precondition::PendingRotation => "PendingRotation",
             Precondition::PersonOwner => "PersonOwner",
+            Precondition::QuarantineEnforceable => "QuarantineEnforceable",
         }
     }
 
@@ -68,6 +71,7 @@ impl Precondition {
         match self {
             Precondition::PendingRotation => "pendingRotation",
             Precondition::PersonOwner => "personOwner",
+            Precondition::QuarantineEnforceable => "quarantineEnforceable",
         }
     }
 
@@ -83,6 +87,10 @@ impl Precondition {
                 "`owner_username` names a principal that exists and is a person, not an engine; checked before any \
                  ticket is minted, so a reviewer is never asked to approve what cannot be done"
             }
+            Precondition::QuarantineEnforceable => {
+                "the agent `agent_id` names said it can cut its host's network (it runs as root with \
+                 --allow-network-isolation), unless the call asks for `mode: soft`; checked before any ticket is minted"
+            }
         }
     }
 
@@ -91,6 +99,7 @@ impl Precondition {
         match self {
             Precondition::PendingRotation => &["principal_id", "token_id"],
             Precondition::PersonOwner => &["owner_username"],
+            Precondition::QuarantineEnforceable => &["agent_id"],
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::Rule;
-use toolgate_domain::fleet::wire::{RunOrder, ServerMessage};
+use toolgate_domain::fleet::wire::{QuarantineEnforcement, RunOrder, ServerMessage};
 use toolgate_domain::groups::Visible;
 use toolgate_store::{Created, NewExecution};
 
@@ -163,17 +163,28 @@ impl Hub {
         Ok(true)
     }
 
-    /// The agent said which quarantine state it is in; if not the wanted one, it is told again.
-    pub async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<(), StoreError> {
+    /// The agent said which quarantine state it is in, and how it holds one (None from an
+    /// older agent); if not the wanted state, it is told again.
+    pub async fn quarantine_reported(
+        &self,
+        agent_id: &str,
+        quarantined: bool,
+        enforcement: Option<QuarantineEnforcement>,
+    ) -> Result<(), StoreError> {
         let mut changed = false;
         let mut wanted = None;
         self.update(agent_id, |e| {
-            changed = e.quarantine_reported != Some(quarantined);
+            let enforcement_changed =
+                enforcement.is_some() && e.quarantine_enforcement.as_deref() != enforcement.as_ref();
+            changed = e.quarantine_reported != Some(quarantined) || enforcement_changed;
             e.quarantine_reported = Some(quarantined);
+            if enforcement_changed {
+                e.quarantine_enforcement = enforcement.clone().map(Arc::new);
+            }
             wanted = Some((e.quarantine_wanted, e.quarantine.as_deref().map(str::to_string)));
         });
         if changed {
-            self.work.quarantine_reported(agent_id, quarantined).await?;
+            self.work.quarantine_reported(agent_id, quarantined, enforcement.as_ref()).await?;
         }
         if let Some((wanted, reason)) = wanted
             && wanted != quarantined

@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{mpsc, oneshot};
 use toolgate_domain::fleet::agent::AgentAuth;
-use toolgate_domain::fleet::wire::{InventoryReport, ServerMessage};
+use toolgate_domain::fleet::wire::{InventoryReport, QuarantineEnforcement, ServerMessage};
 use toolgate_domain::fleet::{AgentStatus, EnrollRefusal, HostFacts};
 use toolgate_domain::{Clock, StoreError};
 use toolgate_store::{FleetStore, WorkStore};
@@ -60,6 +60,8 @@ pub(crate) struct Entry {
     pub(crate) quarantine_wanted: bool,
     /// What the agent last said it is in (None: it has not said since it was enrolled).
     pub(crate) quarantine_reported: Option<bool>,
+    /// How it last said it holds a quarantine (kept to write it only when it changes).
+    pub(crate) quarantine_enforcement: Option<Arc<QuarantineEnforcement>>,
     pub(crate) live: Option<Live>,
     /// Report connections open now (at most [`crate::MAX_REPORTS_PER_AGENT`]).
     pub(crate) reports_open: u8,
@@ -77,6 +79,7 @@ impl Entry {
             quarantine: None,
             quarantine_wanted: false,
             quarantine_reported: None,
+            quarantine_enforcement: None,
             live: None,
             reports_open: 0,
         }
@@ -166,6 +169,7 @@ impl Hub {
                     quarantine: quarantine.reason.map(Arc::from),
                     quarantine_wanted: quarantine.wanted,
                     quarantine_reported: quarantine.reported,
+                    quarantine_enforcement: quarantine.enforcement.map(Arc::new),
                     live: None,
                     reports_open: 0,
                 };

@@ -152,6 +152,10 @@ impl Hub {
                 changed = e.quarantine_wanted != q.wanted || e.quarantine.as_deref() != q.reason.as_deref();
                 e.quarantine_wanted = q.wanted;
                 e.quarantine = q.reason.as_deref().map(Arc::from);
+                // What the agent told another replica of how it holds one.
+                if q.enforcement.is_some() {
+                    e.quarantine_enforcement = q.enforcement.clone().map(Arc::new);
+                }
             });
             if changed || only.is_some() {
                 self.send(&q.agent_id, ServerMessage::Quarantine { quarantined: q.wanted, reason: q.reason });

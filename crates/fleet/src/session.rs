@@ -168,8 +168,8 @@ pub async fn receive(hub: &Hub, connection: &Connection, frame: &str) -> Result<
     hub.seen(connection);
     match message {
         AgentMessage::Heartbeat => Ok(()),
-        AgentMessage::QuarantineState { quarantined, .. } => {
-            Ok(hub.quarantine_reported(&connection.agent_id, quarantined).await?)
+        AgentMessage::QuarantineState { quarantined, enforcement, .. } => {
+            Ok(hub.quarantine_reported(&connection.agent_id, quarantined, enforcement).await?)
         }
         AgentMessage::FrameRefused { execution_id, reason, detail } => {
             hub.frame_refused(&connection.agent_id, execution_id.as_deref(), reason, &detail);

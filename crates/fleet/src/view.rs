@@ -81,6 +81,11 @@ impl AgentView<'_> {
         (self.entry.quarantine_wanted, self.entry.quarantine_reported)
     }
 
+    /// How the agent last said it holds a quarantine (None: it never said).
+    pub fn quarantine_enforcement(&self) -> Option<&toolgate_domain::fleet::wire::QuarantineEnforcement> {
+        self.entry.quarantine_enforcement.as_deref()
+    }
+
     /// Why the server wants it quarantined (while it does).
     pub fn quarantine_reason(&self) -> Option<&str> {
         self.entry.quarantine.as_deref()

@@ -8,10 +8,11 @@ use serde_json::Value;
 use toolgate_domain::catalogue::{Catalogue, Precondition, ToolMeta};
 use toolgate_domain::denial::Denial;
 use toolgate_domain::engines::PrincipalKind;
-use toolgate_domain::groups::{ROOT_GROUP, at_or_below};
+use toolgate_domain::fleet::wire::QuarantineMode;
+use toolgate_domain::groups::{ROOT_GROUP, Reach, at_or_below};
 use toolgate_domain::tokens::{Authentication, RotationResolution};
 use toolgate_domain::{Caller, Clock, StoreError};
-use toolgate_store::{CredentialStore, GroupStore};
+use toolgate_store::{CredentialStore, GroupStore, WorkStore};
 
 /// The store the checks read.
 pub struct Deciders {
@@ -19,6 +20,8 @@ pub struct Deciders {
     /// Read directly: a principal's standing authority is never taken from a cache.
     pub credentials: Arc<dyn CredentialStore>,
     pub groups: Arc<dyn GroupStore>,
+    /// How agents said they hold a quarantine.
+    pub work: Arc<dyn WorkStore>,
 }
 
 fn store_fault(error: StoreError) -> Denial {
@@ -84,6 +87,7 @@ impl Deciders {
         arguments: &Value,
         recall: bool,
         clock: &Clock,
+        reach: &Reach,
     ) -> Result<(), Denial> {
         let text = |key: &str| arguments.get(key).and_then(Value::as_str).unwrap_or_default();
         let refuse = |reason: String| Err(Denial::Precondition { tool: tool.name, reason, recall });
@@ -121,6 +125,24 @@ impl Deciders {
                 match self.credentials.authenticate(secret, now).await.map_err(store_fault)? {
                     Authentication::Valid { token, .. } if token.id == successor => Ok(()),
                     _ => refuse(format!("`secret` is not the secret of {successor}")),
+                }
+            }
+            Precondition::QuarantineEnforceable => {
+                if arguments.get("mode").and_then(Value::as_str) == Some(QuarantineMode::Soft.as_str()) {
+                    return Ok(());
+                }
+                let agent_id = text("agent_id");
+                // One the caller may not see reads as one that does not exist.
+                match self.work.quarantine_enforcement(agent_id, reach).await.map_err(store_fault)? {
+                    None => refuse(format!("no agent `{agent_id}` among those you may see; list_agents lists them")),
+                    Some(Some(how)) if how.mode == QuarantineMode::Network => Ok(()),
+                    Some(Some(how)) => refuse(format!(
+                        "agent `{agent_id}` cannot cut its network ({}); call again with `mode: soft` to quarantine it anyway, or restart its agent as root with --allow-network-isolation",
+                        how.why
+                    )),
+                    Some(None) => refuse(format!(
+                        "agent `{agent_id}` has not said whether it can cut its network (an older agent, or not connected since it was upgraded); call again with `mode: soft` to quarantine it anyway"
+                    )),
                 }
             }
             Precondition::PersonOwner => {

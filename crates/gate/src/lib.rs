@@ -156,7 +156,7 @@ impl Gate {
         // a ticket it names stays recallable.
         if let Some(precondition) = tool.precondition {
             let recall = approval_id.is_some();
-            let held = self.deciders()?.precondition(precondition, tool, &arguments, recall, &self.clock).await;
+            let held = self.deciders()?.precondition(precondition, tool, &arguments, recall, &self.clock, &reach).await;
             if let (Err(Denial::Precondition { .. }), Some(id)) = (&held, &approval_id) {
                 // A ticket already used (a replay, say) is refused as such: "stays unconsumed"
                 // would not be the truth about it.

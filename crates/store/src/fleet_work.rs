@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::TargetStatus;
-use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
+use toolgate_domain::fleet::wire::{QuarantineEnforcement, RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
 use crate::ColumnCondition;
@@ -152,6 +152,17 @@ pub struct QuarantineRecord {
     pub wanted: bool,
     pub reason: Option<String>,
     pub reported: Option<bool>,
+    /// How the agent last said it holds a quarantine (None: it never said).
+    pub enforcement: Option<QuarantineEnforcement>,
+}
+
+/// The stored form of an agent's quarantine enforcement (JSON); an unreadable one reads as none.
+pub(crate) fn enforcement_from(text: Option<String>) -> Option<QuarantineEnforcement> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
+pub(crate) fn enforcement_text(enforcement: Option<&QuarantineEnforcement>) -> Option<String> {
+    enforcement.and_then(|e| serde_json::to_string(e).ok())
 }
 
 #[async_trait]
@@ -212,7 +223,21 @@ pub trait WorkStore: Send + Sync {
     ) -> Result<Vec<Group>>;
 
     async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()>;
-    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()>;
+    /// What the agent says of its quarantine: the state it is in, and how it holds one (kept
+    /// as it was when an older agent says nothing of it).
+    async fn quarantine_reported(
+        &self,
+        agent_id: &str,
+        quarantined: bool,
+        enforcement: Option<&QuarantineEnforcement>,
+    ) -> Result<()>;
+    /// How the agent last said it holds a quarantine (inner None: it never said); None when
+    /// there is no such agent within `reach`.
+    async fn quarantine_enforcement(
+        &self,
+        agent_id: &str,
+        reach: &Reach,
+    ) -> Result<Option<Option<QuarantineEnforcement>>>;
     async fn quarantines(&self) -> Result<Vec<QuarantineRecord>>;
 
     /// Replaces one agent's compliance outcomes.

@@ -79,11 +79,14 @@ pub enum AgentMessage {
     Heartbeat,
     /// How a run ended, every step (report connection).
     Result(RunResult),
-    /// The quarantine state the agent is in now (session).
+    /// The quarantine state the agent is in now (session), and how it can hold one.
     QuarantineState {
         quarantined: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// None from an agent older than protocol 3.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        enforcement: Option<QuarantineEnforcement>,
     },
     /// Every rule's outcome on this host (report connection).
     Compliance {
@@ -299,6 +302,32 @@ pub struct AgentCertificate {
     /// The CA that signed it: what the agent pins.
     pub ca_pem: String,
     pub not_after_ms: i64,
+}
+
+/// How an agent holds a quarantine: `network`, its host cut off but for the server (the agent
+/// runs as root with `--allow-network-isolation`), or `soft`, only its changes refused while the
+/// network stays open; `why` says which and why (docs/instructions.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuarantineEnforcement {
+    pub mode: QuarantineMode,
+    pub why: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuarantineMode {
+    Network,
+    Soft,
+}
+
+impl QuarantineMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuarantineMode::Network => "network",
+            QuarantineMode::Soft => "soft",
+        }
+    }
 }
 
 /// The quarantine state the server wants an agent in.

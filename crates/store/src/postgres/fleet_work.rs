@@ -21,9 +21,10 @@ use crate::ResponsePage;
 use crate::changes::Change;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
-    TargetRecord, WorkStore,
+    TargetRecord, WorkStore, enforcement_from, enforcement_text,
 };
 use crate::rules::existing_execution;
+use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -321,12 +322,41 @@ impl WorkStore for PostgresStore {
         .await
     }
 
-    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()> {
+    async fn quarantine_reported(
+        &self,
+        agent_id: &str,
+        quarantined: bool,
+        enforcement: Option<&QuarantineEnforcement>,
+    ) -> Result<()> {
+        let enforcement = enforcement_text(enforcement);
         pg(async {
             let c = self.conn().await?;
-            execute(&*c, "UPDATE agent SET quarantine_reported = $2 WHERE agent_id = $1", &[&agent_id, &quarantined])
-                .await
-                .map(drop)
+            let sql = "UPDATE agent SET quarantine_reported = $2, quarantine_enforcement = coalesce($3, quarantine_enforcement) \
+                       WHERE agent_id = $1";
+            execute(&*c, sql, &[&agent_id, &quarantined, &enforcement]).await.map(drop)
+        })
+        .await
+    }
+
+    async fn quarantine_enforcement(
+        &self,
+        agent_id: &str,
+        reach: &Reach,
+    ) -> Result<Option<Option<QuarantineEnforcement>>> {
+        let groups = super::confinement::reach_param(reach);
+        pg(async {
+            let within = match &groups {
+                Some(_) => format!(" AND agent_id IN ({})", super::confinement::reach_agents(2)),
+                None => String::new(),
+            };
+            let sql = format!("SELECT quarantine_enforcement FROM agent WHERE agent_id = $1{within}");
+            let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&agent_id];
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            let found = row(&*self.conn().await?, &sql, &values).await?;
+            let text: Option<Option<String>> = found.map(|r| r.try_get(0)).transpose()?;
+            Ok(text.map(enforcement_from))
         })
         .await
     }
@@ -336,7 +366,7 @@ impl WorkStore for PostgresStore {
             let c = self.conn().await?;
             rows(
                 &*c,
-                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported FROM agent
+                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported, quarantine_enforcement FROM agent
                  WHERE quarantine_wanted OR quarantine_reported IS NOT NULL ORDER BY agent_id",
                 &[],
             )
@@ -348,6 +378,7 @@ impl WorkStore for PostgresStore {
                     wanted: r.try_get(1)?,
                     reason: r.try_get(2)?,
                     reported: r.try_get(3)?,
+                    enforcement: enforcement_from(r.try_get(4)?),
                 })
             })
             .collect()

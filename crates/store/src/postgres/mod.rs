@@ -61,6 +61,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0016_issued_certs", include_str!("../../migrations/postgres/0016_issued_certs.sql")),
     ("0017_cert_revocation", include_str!("../../migrations/postgres/0017_cert_revocation.sql")),
     ("0018_federated_tombstones", include_str!("../../migrations/postgres/0018_federated_tombstones.sql")),
+    ("0019_quarantine_enforcement", include_str!("../../migrations/postgres/0019_quarantine_enforcement.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -25,8 +25,9 @@ use super::{SqliteStore, without_fsync};
 use crate::ResponsePage;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
-    TargetRecord, WorkStore,
+    TargetRecord, WorkStore, enforcement_from, enforcement_text,
 };
+use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -294,23 +295,59 @@ impl WorkStore for SqliteStore {
         Ok(())
     }
 
-    async fn quarantine_reported(&self, agent_id: &str, quarantined: bool) -> Result<()> {
-        let agent_id = agent_id.to_string();
+    async fn quarantine_reported(
+        &self,
+        agent_id: &str,
+        quarantined: bool,
+        enforcement: Option<&QuarantineEnforcement>,
+    ) -> Result<()> {
+        let (agent_id, enforcement) = (agent_id.to_string(), enforcement_text(enforcement));
         self.run(move |c| {
-            c.execute("UPDATE agent SET quarantine_reported = ?2 WHERE agent_id = ?1", params![agent_id, quarantined])
+            c.execute(
+                "UPDATE agent SET quarantine_reported = ?2, quarantine_enforcement = coalesce(?3, quarantine_enforcement) \
+                 WHERE agent_id = ?1",
+                params![agent_id, quarantined, enforcement],
+            )
         })
         .await?;
         Ok(())
     }
 
+    async fn quarantine_enforcement(
+        &self,
+        agent_id: &str,
+        reach: &Reach,
+    ) -> Result<Option<Option<QuarantineEnforcement>>> {
+        let (agent_id, groups) = (agent_id.to_string(), super::confinement::reach_param(reach));
+        let text: Option<Option<String>> = self
+            .run(move |c| {
+                let within = match &groups {
+                    Some(_) => format!(" AND agent_id IN ({})", super::confinement::reach_agents("?2")),
+                    None => String::new(),
+                };
+                let sql = format!("SELECT quarantine_enforcement FROM agent WHERE agent_id = ?1{within}");
+                let mut values: Vec<rusqlite::types::Value> = vec![agent_id.into()];
+                values.extend(groups.map(Into::into));
+                c.query_row(&sql, rusqlite::params_from_iter(values), |r| r.get(0)).optional()
+            })
+            .await?;
+        Ok(text.map(enforcement_from))
+    }
+
     async fn quarantines(&self) -> Result<Vec<QuarantineRecord>> {
         self.run(|c| {
             let mut stmt = c.prepare(
-                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported FROM agent \
+                "SELECT agent_id, quarantine_wanted, quarantine_reason, quarantine_reported, quarantine_enforcement FROM agent \
                  WHERE quarantine_wanted = 1 OR quarantine_reported IS NOT NULL ORDER BY agent_id",
             )?;
             stmt.query_map([], |r| {
-                Ok(QuarantineRecord { agent_id: r.get(0)?, wanted: r.get(1)?, reason: r.get(2)?, reported: r.get(3)? })
+                Ok(QuarantineRecord {
+                    agent_id: r.get(0)?,
+                    wanted: r.get(1)?,
+                    reason: r.get(2)?,
+                    reported: r.get(3)?,
+                    enforcement: enforcement_from(r.get(4)?),
+                })
             })?
             .collect()
         })

@@ -60,6 +60,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0024_issued_certs", include_str!("../../migrations/sqlite/0024_issued_certs.sql")),
     ("0025_cert_revocation", include_str!("../../migrations/sqlite/0025_cert_revocation.sql")),
     ("0026_federated_tombstones", include_str!("../../migrations/sqlite/0026_federated_tombstones.sql")),
+    ("0027_quarantine_enforcement", include_str!("../../migrations/sqlite/0027_quarantine_enforcement.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -161,9 +161,22 @@ async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {
     let ids = with_agents(&r, 2).await;
     let store = &r.work;
     store.set_quarantine(&ids[0], true, Some("why")).await.unwrap();
-    store.quarantine_reported(&ids[0], true).await.unwrap();
+    store.quarantine_reported(&ids[0], true, None).await.unwrap();
     let q = store.quarantines().await.unwrap();
     assert_eq!((q.len(), q[0].wanted, q[0].reason.as_deref(), q[0].reported), (1, true, Some("why"), Some(true)));
+    // Issue 43, 16: how the agent holds a quarantine is kept (an older agent's silence keeps
+    // what was said before), and read within the caller's reach only.
+    use toolgate_domain::fleet::wire::{QuarantineEnforcement, QuarantineMode};
+    assert_eq!(store.quarantine_enforcement(&ids[0], &Reach::Fleet).await.unwrap(), Some(None), "never said");
+    let soft = QuarantineEnforcement { mode: QuarantineMode::Soft, why: "no isolation".into() };
+    store.quarantine_reported(&ids[0], true, Some(&soft)).await.unwrap();
+    store.quarantine_reported(&ids[0], true, None).await.unwrap();
+    assert_eq!(store.quarantines().await.unwrap()[0].enforcement.as_ref(), Some(&soft));
+    assert_eq!(store.quarantine_enforcement(&ids[0], &Reach::Fleet).await.unwrap(), Some(Some(soft)));
+    assert_eq!(store.quarantine_enforcement("agt-none", &Reach::Fleet).await.unwrap(), None);
+    let team = crate::groups::top_group(&r, "Team").await;
+    let elsewhere = Reach::Groups(vec![team.id].into());
+    assert_eq!(store.quarantine_enforcement(&ids[0], &elsewhere).await.unwrap(), None, "outside the reach");
     let result = |rule: &str, status| RuleResult { rule_id: rule.into(), status, evidence: "seen".into() };
     store
         .save_compliance(
