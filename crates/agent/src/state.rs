@@ -76,15 +76,22 @@ pub struct Quarantine {
 
 pub const QUARANTINE_FILE: &str = "quarantine.json";
 
-pub fn load_quarantine(state_dir: &Path) -> Result<Quarantine, AgentError> {
-    let path = state_dir.join(QUARANTINE_FILE);
+/// The JSON file `name` of the state dir, `what` it is; its default while there is none.
+fn load_kept<T: serde::de::DeserializeOwned + Default>(
+    state_dir: &Path,
+    name: &str,
+    what: &str,
+) -> Result<T, AgentError> {
+    let path = state_dir.join(name);
     match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            serde_json::from_str(&text).map_err(|e| state_error(&path, format!("is not a quarantine state file ({e})")))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Quarantine::default()),
+        Ok(text) => serde_json::from_str(&text).map_err(|e| state_error(&path, format!("is not {what} ({e})"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
         Err(e) => Err(state_error(&path, e)),
     }
+}
+
+pub fn load_quarantine(state_dir: &Path) -> Result<Quarantine, AgentError> {
+    load_kept(state_dir, QUARANTINE_FILE, "a quarantine state file")
 }
 
 pub fn save_quarantine(state_dir: &Path, quarantine: &Quarantine) -> Result<(), AgentError> {
@@ -97,14 +104,7 @@ pub fn save_quarantine(state_dir: &Path, quarantine: &Quarantine) -> Result<(), 
 pub const KILL_SWITCHES_FILE: &str = "kill-switches.json";
 
 pub fn load_kill_switches(state_dir: &Path) -> Result<Vec<KillSwitch>, AgentError> {
-    let path = state_dir.join(KILL_SWITCHES_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            serde_json::from_str(&text).map_err(|e| state_error(&path, format!("is not a kill-switch file ({e})")))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(state_error(&path, e)),
-    }
+    load_kept(state_dir, KILL_SWITCHES_FILE, "a kill-switch file")
 }
 
 pub fn save_kill_switches(state_dir: &Path, switches: &[KillSwitch]) -> Result<(), AgentError> {

@@ -120,9 +120,18 @@ async fn turn_away(listener: TcpListener) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
-    let server = FakeServer::new();
+/// A real agent enrolled with the fake server `server`: its first session, the listener its
+/// next connections come to, and what stops it.
+struct Enrolled {
+    session: Socket,
+    listener: TcpListener,
+    state_dir: std::path::PathBuf,
+    stop: CancellationToken,
+    agent: tokio::task::JoinHandle<Result<(), toolgate_agent::AgentError>>,
+    _states: tempfile::TempDir,
+}
+
+async fn enrolled(server: &FakeServer) -> Enrolled {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let states = tempfile::tempdir().unwrap();
@@ -138,12 +147,8 @@ async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
     };
     let stop = CancellationToken::new();
     let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
-
-    let (stream, _) = tokio::time::timeout(PATIENCE, listener.accept()).await.unwrap().unwrap();
-    let mut session = tokio_tungstenite::accept_async(stream).await.unwrap();
-    tokio::spawn(turn_away(listener));
-    let Some(Ok(Message::Text(first))) = session.next().await else { panic!("no enrollment") };
-    let Ok(AgentMessage::Enroll { csr: Some(csr), .. }) = serde_json::from_str(&first) else { panic!("{first}") };
+    let (mut session, first) = next_session(&listener).await;
+    let AgentMessage::Enroll { csr: Some(csr), .. } = first else { panic!("{first:?}") };
     let welcome = ServerMessage::Welcome {
         agent_id: AGENT.into(),
         credential: Some("tga_fake".into()),
@@ -153,6 +158,21 @@ async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
         certificate: Some(server.certificate(&csr)),
     };
     send(&mut session, &welcome).await;
+    Enrolled { session, listener, state_dir, stop, agent, _states: states }
+}
+
+impl Enrolled {
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.agent.await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_runs_only_frames_signed_for_it_by_the_ca_it_pinned() {
+    let server = FakeServer::new();
+    let Enrolled { mut session, listener, state_dir, stop, agent, _states } = enrolled(&server).await;
+    tokio::spawn(turn_away(listener));
 
     let marker = |name: &str| state_dir.join("work").join(name);
     let good_deadline = now_ms() + 60_000;
@@ -242,41 +262,17 @@ async fn next_quarantine_state(socket: &mut Socket) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_agent_ignores_the_quarantine_of_an_unsigned_welcome() {
     let server = FakeServer::new();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let states = tempfile::tempdir().unwrap();
-    let options = AgentOptions {
-        servers: vec![format!("http://{address}")],
-        enroll_token: Some("tge_fake".into()),
-        state_dir: states.path().join("agent"),
-        reconnect_spread_ms: 100,
-        reconnect_max_ms: 500,
-        allow_network_isolation: false,
-        trust: ServerTrust::System,
-    };
-    let stop = CancellationToken::new();
-    let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
-
-    let (mut session, first) = next_session(&listener).await;
-    let AgentMessage::Enroll { csr: Some(csr), .. } = first else { panic!("{first:?}") };
-    let welcome = ServerMessage::Welcome {
-        agent_id: AGENT.into(),
-        credential: Some("tga_fake".into()),
-        heartbeat_ms: 60_000,
-        inventory_interval_ms: 3_600_000,
-        quarantine: None,
-        certificate: Some(server.certificate(&csr)),
-    };
-    send(&mut session, &welcome).await;
-    assert!(!next_quarantine_state(&mut session).await, "not quarantined yet");
+    let mut started = enrolled(&server).await;
+    let session = &mut started.session;
+    assert!(!next_quarantine_state(session).await, "not quarantined yet");
     let quarantine = ServerMessage::Quarantine { quarantined: true, reason: Some("suspicious".into()) };
     let signed = server.signed(&quarantine, AGENT, now_ms() + 60_000);
-    send(&mut session, &ServerMessage::Signed(Box::new(signed))).await;
-    assert!(next_quarantine_state(&mut session).await, "quarantined by the signed frame");
-    drop(session);
+    send(session, &ServerMessage::Signed(Box::new(signed))).await;
+    assert!(next_quarantine_state(session).await, "quarantined by the signed frame");
+    let _ = session.close(None).await;
 
     // Back on a server whose unsigned welcome says it is released: it stays quarantined.
-    let (mut session, first) = next_session(&listener).await;
+    let (mut session, first) = next_session(&started.listener).await;
     assert!(matches!(first, AgentMessage::Hello { .. }), "{first:?}");
     let release = toolgate_domain::fleet::wire::QuarantineWish { quarantined: false, reason: None };
     let welcome = ServerMessage::Welcome {
@@ -289,8 +285,7 @@ async fn a_pinned_agent_ignores_the_quarantine_of_an_unsigned_welcome() {
     };
     send(&mut session, &welcome).await;
     assert!(next_quarantine_state(&mut session).await, "an unsigned welcome does not release it");
-    stop.cancel();
-    let _ = agent.await;
+    started.stop().await;
 }
 
 /// Issue 43, 14: the agent keeps the kill switches the server signs for it (across restarts)
@@ -302,32 +297,8 @@ async fn a_killed_action_is_refused_even_from_a_server_that_sends_it() {
     use toolgate_domain::records::KillSwitch;
 
     let server = FakeServer::new();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let states = tempfile::tempdir().unwrap();
-    let state_dir = states.path().join("agent");
-    let options = AgentOptions {
-        servers: vec![format!("http://{address}")],
-        enroll_token: Some("tge_fake".into()),
-        state_dir: state_dir.clone(),
-        reconnect_spread_ms: 100,
-        reconnect_max_ms: 500,
-        allow_network_isolation: false,
-        trust: ServerTrust::System,
-    };
-    let stop = CancellationToken::new();
-    let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
-    let (mut session, first) = next_session(&listener).await;
-    let AgentMessage::Enroll { csr: Some(csr), .. } = first else { panic!("{first:?}") };
-    let welcome = ServerMessage::Welcome {
-        agent_id: AGENT.into(),
-        credential: Some("tga_fake".into()),
-        heartbeat_ms: 60_000,
-        inventory_interval_ms: 3_600_000,
-        quarantine: None,
-        certificate: Some(server.certificate(&csr)),
-    };
-    send(&mut session, &welcome).await;
+    let mut started = enrolled(&server).await;
+    let (session, state_dir) = (&mut started.session, started.state_dir.clone());
     let deadline = now_ms() + 60_000;
     let signed = |inner: &ServerMessage| ServerMessage::Signed(Box::new(server.signed(inner, AGENT, deadline)));
     let switch = KillSwitch {
@@ -340,11 +311,11 @@ async fn a_killed_action_is_refused_even_from_a_server_that_sends_it() {
     };
     // Unsigned, the switches are refused like a run: a rogue server cannot lift one either.
     let unsigned = ServerMessage::KillSwitches { switches: vec![] };
-    send(&mut session, &unsigned).await;
-    assert!(matches!(next_report(&mut session).await, AgentMessage::FrameRefused { .. }));
-    send(&mut session, &signed(&ServerMessage::KillSwitches { switches: vec![switch] })).await;
-    send(&mut session, &signed(&marker_run("exe-k1", "killed"))).await;
-    let AgentMessage::Result(result) = next_report(&mut session).await else { panic!("no result") };
+    send(session, &unsigned).await;
+    assert!(matches!(next_report(session).await, AgentMessage::FrameRefused { .. }));
+    send(session, &signed(&ServerMessage::KillSwitches { switches: vec![switch] })).await;
+    send(session, &signed(&marker_run("exe-k1", "killed"))).await;
+    let AgentMessage::Result(result) = next_report(session).await else { panic!("no result") };
     assert_eq!(result.steps[0].status, StepStatus::Failed, "{result:?}");
     let error = result.steps[0].error.as_deref().unwrap();
     assert!(
@@ -354,6 +325,5 @@ async fn a_killed_action_is_refused_even_from_a_server_that_sends_it() {
     assert!(!state_dir.join("work/killed").exists(), "nothing ran");
     let kept = std::fs::read_to_string(state_dir.join("kill-switches.json")).unwrap();
     assert!(kept.contains("incident 42"), "kept across restarts: {kept}");
-    stop.cancel();
-    let _ = agent.await;
+    started.stop().await;
 }
