@@ -274,7 +274,7 @@ async fn plugin_config_faults_retry_after_two_seconds() {
     for (tool, arguments) in [
         ("list_plugin_config", json!({})),
         ("get_plugin_config", json!({"plugin": "p", "key": "k"})),
-        ("get_plugin_kill_switch", json!({"plugin": "p"})),
+        ("get_plugin_kill_switch", json!({"plugin": "workspace"})),
     ] {
         let app = app().await;
         app.store.break_area(Area::PluginConfig).await.unwrap();
