@@ -49,10 +49,13 @@ impl Hub {
     /// cannot run when the agent reconnects either. How many were sent it now.
     pub(crate) async fn dispatch(&self, order: &RunOrder, agent_ids: Vec<String>) -> usize {
         // Stored before its switch was engaged (or on a replica that had not heard of it yet).
-        if let Some(switch) = self.stopping(&order.steps) {
-            self.refuse_targets(&order.execution_id, agent_ids, &switch.refusal()).await;
-            return 0;
-        }
+        let agent_ids = match self.stopping(&order.steps) {
+            Some(switch) => match self.stop_unsent(order, agent_ids, &switch.refusal()).await {
+                Some(sent_before) => sent_before,
+                None => return 0,
+            },
+            None => agent_ids,
+        };
         let changes = order.steps.iter().any(|step| !step.diagnostic);
         let (refused, allowed): (Vec<String>, Vec<String>) =
             agent_ids.into_iter().partition(|agent_id| changes && self.quarantine_wanted(agent_id));
@@ -95,6 +98,26 @@ impl Hub {
                 self.send(agent_id, ServerMessage::Run(run.clone()))
             })
             .count()
+    }
+
+    /// Refuses, with `reason`, those of `agent_ids` the run was never sent; the others (sent
+    /// before a switch stopped it), to be sent again: their agents answer from their journals
+    /// what they ran, and refuse by the switch they hold what they did not. None when nothing
+    /// is left to send.
+    async fn stop_unsent(&self, order: &RunOrder, agent_ids: Vec<String>, reason: &str) -> Option<Vec<String>> {
+        let unsent = match self.work.undelivered(&order.execution_id, self.clock().now_ms()).await {
+            Ok(Some((_, unsent))) => unsent,
+            // Cancelled, or past its deadline: nothing is sent.
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(execution_id = %order.execution_id, "could not read the targets to stop, so none is sent now: {e}");
+                return None;
+            }
+        };
+        let (stopped, sent_before): (Vec<String>, Vec<String>) =
+            agent_ids.into_iter().partition(|agent_id| unsent.contains(agent_id));
+        self.refuse_targets(&order.execution_id, stopped, reason).await;
+        (!sent_before.is_empty()).then_some(sent_before)
     }
 
     /// Refuses the targets `agent_ids` of an execution with `reason`: never sent, now or on a

@@ -321,3 +321,40 @@ async fn secrets_go_only_down_connections_that_came_over_tls() {
     assert_eq!(refused.status, TargetStatus::Refused);
     assert_eq!(refused.error.as_deref(), Some(crate::NOT_OVER_TLS));
 }
+
+/// Issue 43, 14: a run stored before its plugin's kill switch was engaged is never sent to a
+/// target that did not have it yet (refused, naming the switch); a target sent it before is
+/// sent it again, for its agent to answer from its journal or refuse by the switch it holds.
+#[tokio::test]
+async fn a_kill_switch_refuses_only_the_targets_not_yet_sent() {
+    use toolgate_domain::fleet::instruction::TargetStatus;
+    use toolgate_domain::fleet::wire::ServerMessage;
+    use toolgate_domain::records::KillSwitch;
+
+    let clock = Clock::stopped_at(1_000_000);
+    let (hub, ids) = hub_with_agents(&clock, 2).await;
+    let mut sent_before = hub.connect(&ids[0], Link::default());
+    let execution = toolgate_store::NewExecution { targets: ids.clone(), ..execution("exe-0k11", &ids[0], false) };
+    assert_eq!(hub.start_execution(execution).await.unwrap().1, 1);
+    assert!(matches!(*sent_before.outbox.try_recv().unwrap(), ServerMessage::Run(_)));
+    let switch = KillSwitch {
+        plugin: "workspace".into(),
+        action: None,
+        enabled: true,
+        reason: Some("incident 42".into()),
+        updated_at: Some(1),
+        updated_by: Some("admin".into()),
+    };
+    *hub.kill_switches.write().unwrap() = Arc::new(vec![switch.clone()]);
+
+    let mut unsent = hub.connect(&ids[1], Link::default());
+    hub.welcome_work(&ids[1]).await.unwrap();
+    assert!(unsent.outbox.try_recv().is_err(), "never sent");
+    let targets = hub.work.targets("exe-0k11").await.unwrap();
+    let status_of = |id: &str| targets.iter().find(|t| t.agent_id == id).unwrap().clone();
+    assert_eq!(status_of(&ids[1]).status, TargetStatus::Refused);
+    assert_eq!(status_of(&ids[1]).error, Some(switch.refusal()));
+    assert_eq!(status_of(&ids[0]).status, TargetStatus::Running, "what was sent is not written off");
+    hub.welcome_work(&ids[0]).await.unwrap();
+    assert!(matches!(*sent_before.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "sent again, for its journal");
+}
