@@ -9,6 +9,7 @@ pub mod compare;
 pub mod compliance;
 pub mod instruction;
 pub mod inventory;
+pub mod quarantine;
 pub mod scope;
 pub mod signing;
 pub mod version;

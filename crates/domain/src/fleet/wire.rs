@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use super::agent::{EnrollRefusal, HostFacts};
 use super::compliance::{Rule, RuleResult};
 use super::instruction::{ActionClass, StepStatus};
+pub use super::quarantine::{QuarantineEnforcement, QuarantineMode, QuarantineWish};
 use super::signing::{FrameRefusal, SignedFrame};
 
 /// The WebSocket path agents connect to.
@@ -302,41 +303,6 @@ pub struct AgentCertificate {
     /// The CA that signed it: what the agent pins.
     pub ca_pem: String,
     pub not_after_ms: i64,
-}
-
-/// How an agent holds a quarantine: `network`, its host cut off but for the server (the agent
-/// runs as root with `--allow-network-isolation`), or `soft`, only its changes refused while the
-/// network stays open; `why` says which and why (docs/instructions.md).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QuarantineEnforcement {
-    pub mode: QuarantineMode,
-    pub why: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuarantineMode {
-    Network,
-    Soft,
-}
-
-impl QuarantineMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QuarantineMode::Network => "network",
-            QuarantineMode::Soft => "soft",
-        }
-    }
-}
-
-/// The quarantine state the server wants an agent in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QuarantineWish {
-    pub quarantined: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// Why the server refused a connection. Permanent ones end the agent with a clear error;
