@@ -10,7 +10,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use toolgate_domain::CancellationToken;
 use toolgate_domain::fleet::HostFacts;
 use toolgate_domain::fleet::wire::{
-    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, QuarantineWish, RefusalCode, ServerMessage,
+    AgentMessage, InventoryReport, PROTOCOL_VERSION, Purpose, RefusalCode, ServerMessage,
 };
 use toolgate_domain::secrets::random_bytes;
 
@@ -215,19 +215,9 @@ async fn session(
             certificate,
         } => {
             // Before anything else the server sends: a change must not run on an agent that
-            // was quarantined while it was away. Once a CA is pinned, quarantine and its
-            // release come only as signed frames (docs/trust.md): an unsigned welcome's, from
-            // whatever server the agent reached, is ignored.
-            if let Some(QuarantineWish { quarantined, reason }) = quarantine {
-                match crate::signed::load(&options.state_dir) {
-                    Ok(None) => {
-                        worker.enter(crate::state::Quarantine { quarantined, reason });
-                    }
-                    _ => tracing::warn!(
-                        quarantined,
-                        "ignored the quarantine state of an unsigned welcome: this agent takes quarantine only in signed frames"
-                    ),
-                }
+            // was quarantined while it was away.
+            if let Some(wish) = quarantine {
+                worker.enter_from_welcome(wish, &options.state_dir);
             }
             if let Some(credential) = credential {
                 let enrolled = Identity { server: url.to_string(), agent_id: agent_id.clone(), credential };

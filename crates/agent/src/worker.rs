@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::UnboundedSender;
 use toolgate_domain::fleet::compliance::Rule;
-use toolgate_domain::fleet::wire::{AgentMessage, QuarantineEnforcement, QuarantineMode, RunOrder, ServerMessage};
+use toolgate_domain::fleet::wire::{
+    AgentMessage, QuarantineEnforcement, QuarantineMode, QuarantineWish, RunOrder, ServerMessage,
+};
 use toolgate_domain::records::KillSwitch;
 
 use crate::connection::{deliver, now_ms};
@@ -136,6 +138,18 @@ impl Worker {
         self.apply_network(&wanted);
         *lock(&self.quarantine) = wanted;
         true
+    }
+
+    /// The quarantine an unsigned welcome asks for: taken only while no CA is pinned; once one
+    /// is, quarantine and its release come only in signed frames (docs/trust.md).
+    pub(crate) fn enter_from_welcome(&self, wish: QuarantineWish, state_dir: &std::path::Path) {
+        match crate::signed::load(state_dir) {
+            Ok(None) => drop(self.enter(Quarantine { quarantined: wish.quarantined, reason: wish.reason })),
+            _ => tracing::warn!(
+                quarantined = wish.quarantined,
+                "ignored the quarantine state of an unsigned welcome: this agent takes quarantine only in signed frames"
+            ),
+        }
     }
 
     /// The quarantine state, as the agent tells the server on every connection.
