@@ -4,7 +4,13 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome, TargetType};
 use toolgate_domain::records::Change;
 use toolgate_store::Repositories;
 
-crate::matrix!(config_round_trip, kill_switch_defaults_off, tags_groups_and_health, audit_rows_are_kept_and_filtered);
+crate::matrix!(
+    config_round_trip,
+    kill_switch_defaults_off,
+    tags_groups_and_health,
+    audit_rows_are_kept_and_filtered,
+    a_large_batch_keeps_every_row_in_order
+);
 
 fn by(at: i64) -> Change<'static> {
     Change { at, by: "admin" }
@@ -83,4 +89,47 @@ async fn audit_rows_are_kept_and_filtered(r: Repositories) {
     assert_eq!(r.audit.query(&one).await.unwrap()[0].principal.as_deref(), Some("bob"));
     assert_eq!(r.audit.prune(3).await.unwrap(), 2);
     assert_eq!(r.audit.query(&AuditFilter { limit: 10, ..AuditFilter::default() }).await.unwrap().len(), 1);
+}
+
+/// A batch as the audit writer gathers them under load (up to 512 rows): every row, every
+/// column, in the order given.
+async fn a_large_batch_keeps_every_row_in_order(r: Repositories) {
+    let rows: Vec<AuditEvent> = (0..75)
+        .map(|i| {
+            let mut event = AuditEvent::new(i, format!("mcp.tool_{i}"), AuditOutcome::Success)
+                .detail(format!("row {i}"))
+                .correlation(format!("req-{i}"))
+                .about_agents(vec![format!("agt-{i}")]);
+            event.principal = Some(format!("p{}", i % 3));
+            event.target(TargetType::ToolArguments, format!("{{\"n\":{i}}}"))
+        })
+        .collect();
+    r.audit.append(rows.clone().into(), false).await.unwrap();
+    let mut stored = r.audit.query(&AuditFilter { limit: 100, ..AuditFilter::default() }).await.unwrap();
+    stored.reverse();
+    assert_eq!(stored.len(), 75);
+    for (got, sent) in stored.iter().zip(&rows) {
+        assert_eq!(
+            (
+                got.at_ms,
+                &got.action,
+                &got.principal,
+                &got.detail,
+                &got.correlation_id,
+                &got.target,
+                &got.target_type,
+                &got.agents
+            ),
+            (
+                sent.at_ms,
+                &sent.action,
+                &sent.principal,
+                &sent.detail,
+                &sent.correlation_id,
+                &sent.target,
+                &sent.target_type,
+                &sent.agents
+            )
+        );
+    }
 }
