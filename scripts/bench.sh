@@ -52,22 +52,13 @@ for n in $(printf '%s\n' $SIZES $RSS_TOOLS | sort -un); do
 done
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build -q --locked --profile dist --bin toolgate   # the shipped catalogue again
 
+source scripts/bench/common.sh
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 mib() { awk '{printf "%.1f", $1 / 1024}' <<<"$1"; }
 stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
-start() { # log command... -> PID, URL
-  local log="$1"; shift
-  taskset -c 0 "$@" >"$log" 2>&1 &
-  PID=$!; PIDS+=("$PID")
-  for _ in $(seq 200); do grep -qE 'listening on|serving MCP on' "$log" && break; sleep 0.05; done
-  # The address on the line that announces it (the log names the database's address too).
-  URL="http://$(grep -E 'listening on|serving MCP on' "$log" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1)/mcp"
-  sleep 0.5
-}
 
 # PostgreSQL's CPU time so far, in clock ticks, over all its processes.
 pg_ticks() {
@@ -100,13 +91,9 @@ for n in $SIZES; do
   floor_pid=$PID floor_url=$URL floor_idle=$(kib "$PID" VmRSS)
   for backend in $BACKENDS; do
     data="$OUT/data-$n"; rm -rf "$data"
-    database=()
-    if [ "$backend" = postgres ]; then
-      db="bench_${n}_$$"
-      psql "$TOOLGATE_TEST_POSTGRES" -qc "CREATE DATABASE $db"
-      database=(--database "${TOOLGATE_TEST_POSTGRES%/*}/$db" --replica bench)
-    fi
-    start "$OUT/toolgate-$n-$backend.log" "$OUT/toolgate-$n" serve --listen 127.0.0.1:0 --data-dir "$data" "${database[@]}"
+    db="bench_${n}_$$"
+    database_for "$backend" "$db"
+    start "$OUT/toolgate-$n-$backend.log" "$OUT/toolgate-$n" serve --listen 127.0.0.1:0 --data-dir "$data" "${DATABASE[@]}"
     tg_pid=$PID tg_url=$URL
     token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-$n-$backend.log" | head -1)
     tg_idle=$(kib "$tg_pid" VmRSS)

@@ -35,20 +35,14 @@ if [ -z "${PROFILE_BIN:-}" ]; then
     cargo build -q --locked --profile dist --bin toolgate
 fi
 
-PID=""
-trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null || true' EXIT
+source scripts/bench/common.sh
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 for load in $LOADS; do
   data="$OUT/data-$load-$BACKEND"; rm -rf "$data"
-  database=()
-  if [ "$BACKEND" = postgres ]; then
-    db="profile_${load}_$$"
-    psql "$TOOLGATE_TEST_POSTGRES" -qc "CREATE DATABASE $db"
-    database=(--database "${TOOLGATE_TEST_POSTGRES%/*}/$db" --replica profile)
-  fi
-  taskset -c 0 "$BIN" serve --listen 127.0.0.1:0 --data-dir "$data" "${database[@]}" >"$OUT/server-$load-$BACKEND.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 200); do grep -qE 'listening on|serving MCP on' "$OUT/server-$load-$BACKEND.log" && break; sleep 0.05; done
-  url="http://$(grep -E 'listening on|serving MCP on' "$OUT/server-$load-$BACKEND.log" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1)/mcp"
+  database_for "$BACKEND" "profile_${load}_$$"
+  start "$OUT/server-$load-$BACKEND.log" "$BIN" serve --listen 127.0.0.1:0 --data-dir "$data" "${DATABASE[@]}"
+  url="$URL"
   token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/server-$load-$BACKEND.log" | head -1)
   BENCH_MODE="$load" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c16 -d1s -s scripts/bench/mcp.lua "$url" >/dev/null
   BENCH_MODE="$load" BENCH_TOKEN="$token" taskset -c 1 wrk -t1 -c16 -d"$((SECONDS_PER_LOAD + 2))s" \
@@ -57,7 +51,7 @@ for load in $LOADS; do
   sleep 0.5
   perf record -q -F 1999 -g --call-graph dwarf,32768 -p "$PID" -o "$OUT/$load-$BACKEND.data" -- sleep "$SECONDS_PER_LOAD" 2>/dev/null
   wait "$wrk_pid"
-  kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+  kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
   perf script -i "$OUT/$load-$BACKEND.data" 2>/dev/null >"$OUT/$load-$BACKEND.stacks"
   "$INFERNO/inferno-collapse-perf" <"$OUT/$load-$BACKEND.stacks" \
     | "$INFERNO/inferno-flamegraph" --minwidth 2 --title "toolgate $load call, $TOOLS tools, $BACKEND" >"docs/flamegraphs/$load-$BACKEND.svg"

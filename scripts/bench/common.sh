@@ -1,0 +1,23 @@
+# Shared by scripts/bench.sh and scripts/profile.sh (sourced): a server pinned to core 0, and
+# a throwaway database for the PostgreSQL backend.
+
+# start LOG COMMAND...: runs COMMAND on core 0, logging to LOG, until it says where it
+# listens. Sets PID and URL (its /mcp endpoint); appends PID to PIDS for the exit trap.
+start() {
+  local log="$1"; shift
+  taskset -c 0 "$@" >"$log" 2>&1 &
+  PID=$!; PIDS+=("$PID")
+  for _ in $(seq 200); do grep -qE 'listening on|serving MCP on' "$log" && break; sleep 0.05; done
+  # The address on the line that announces it (the log names the database's address too).
+  URL="http://$(grep -E 'listening on|serving MCP on' "$log" | grep -oE '127\.0\.0\.1:[0-9]+' | head -1)/mcp"
+  sleep 0.5
+}
+
+# database_for BACKEND NAME: sets DATABASE to `serve`'s arguments for BACKEND: none for
+# SQLite (the data directory's file), else a new database NAME on TOOLGATE_TEST_POSTGRES.
+database_for() {
+  DATABASE=()
+  [ "$1" = postgres ] || return 0
+  psql "$TOOLGATE_TEST_POSTGRES" -qc "CREATE DATABASE $2"
+  DATABASE=(--database "${TOOLGATE_TEST_POSTGRES%/*}/$2" --replica "$2")
+}
