@@ -10,6 +10,7 @@ pub mod compliance;
 pub mod instruction;
 pub mod inventory;
 pub mod quarantine;
+pub mod run_order;
 pub mod scope;
 pub mod signing;
 pub mod version;

@@ -1,0 +1,79 @@
+//! Work on the agent protocol ([`super::wire`]): the order the server sends
+//! ([`super::wire::ServerMessage::Run`]) and the result the agent answers with
+//! ([`super::wire::AgentMessage::Result`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::instruction::{ActionClass, StepStatus};
+
+/// What to run: ordered steps, each a plugin action with its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunOrder {
+    pub execution_id: String,
+    /// Unix ms after which the server no longer waits for the result.
+    pub deadline_ms: i64,
+    pub steps: Vec<RunStep>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStep {
+    /// The definition's name, for the agent's log.
+    pub definition: String,
+    pub plugin: String,
+    pub action: String,
+    pub class: ActionClass,
+    /// Allowed while the agent is quarantined.
+    pub diagnostic: bool,
+    pub params: Map<String, Value>,
+    pub timeout_ms: u64,
+    /// The plugin secrets its action reads (keys of its plugin's secrets), as the definition
+    /// declares them: named in the stored order, never valued there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_names: Vec<String>,
+    /// The plugin configuration its action declares it reads (set_plugin_config), valued as
+    /// the run is sent to an agent of protocol 3 on: never in the stored order.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub config: std::collections::BTreeMap<String, String>,
+    /// Their values, added only to the frame sent to an agent over TLS (docs/secrets.md).
+    #[serde(default, skip_serializing_if = "SecretValues::is_empty")]
+    pub secrets: SecretValues,
+}
+
+/// Plugin secrets' values travelling to an agent: shown by their keys only, in any Debug
+/// output, so that no log line can carry one.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValues(pub std::collections::BTreeMap<String, String>);
+
+impl SecretValues {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys().map(|k| format!("{k}=[secret]"))).finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    pub execution_id: String,
+    /// One per step of the order, in order (steps after a failure are `skipped`).
+    pub steps: Vec<StepResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepResult {
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub rows: Vec<Map<String, Value>>,
+}
