@@ -9,9 +9,10 @@
 # state-changing call (audit row durable before the reply; alone on one connection too, for
 # the latency a lone caller sees) and an invalid call, with varying bodies
 # (scripts/bench/mcp.lua). Also: idle and peak RSS; the audit log holds exactly one row per
-# answered call; the machine's load average before and after each load; then memory over a
-# soak and how soon SSE frames reach a client (scripts/bench/sse_latency.py, on the shipped
-# catalogue with its local agent). Not a test: its tables go into docs/performance.md.
+# answered call; the machine's load average before and after each load; a read call with an
+# OAuth access token against one with a tg_ token (scripts/bench/oauth_issuer.py); then memory
+# over a soak and how soon SSE frames reach a client (scripts/bench/sse_latency.py, on the
+# shipped catalogue with its local agent). Not a test: its tables go into docs/performance.md.
 #
 # toolgate runs on each backend in BENCH_BACKENDS: the embedded SQLite file, and PostgreSQL
 # (a throwaway cluster from scripts/with_postgres.sh, unpinned: on two cores it shares them
@@ -35,6 +36,7 @@ RSS_TOOLS="${BENCH_RSS_TOOLS:-100}"      # idle RSS and the 1M-call soak use thi
 SOAK_CALLS="${BENCH_SOAK_CALLS:-1000000}"
 CONNECTIONS="${BENCH_CONNECTIONS:-16}"
 SSE_CALLS="${BENCH_SSE_CALLS:-200}"      # streamed execute_instruction calls for the frame latency
+OAUTH_ROUNDS="${BENCH_OAUTH_ROUNDS:-$ROUNDS}"   # read calls with an OAuth token against a tg_ one
 OUT="target/bench"
 mkdir -p "$OUT"
 if ! command -v wrk >/dev/null; then
@@ -137,6 +139,34 @@ for n in $SIZES; do
   stop "$floor_pid"
 done
 echo "machine load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# OAuth: the read call with an issuer's access token (verified once, then its caller cached
+# until the token expires) against the same call with a tg_ token, one server, interleaved.
+if [ "$OAUTH_ROUNDS" -gt 0 ]; then
+  n="${SIZES%% *}" data="$OUT/data-oauth"; rm -rf "$data"; mkdir -p "$data"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  taskset -c 1 python3 scripts/bench/oauth_issuer.py "http://127.0.0.1:$port/mcp" toolgate:operator bench-admins \
+    >"$OUT/issuer.log" 2>&1 &
+  PIDS+=("$!")
+  for _ in $(seq 200); do grep -q '^token: ' "$OUT/issuer.log" && break; sleep 0.05; done
+  issuer=$(sed -n 's/^issuer: //p' "$OUT/issuer.log") jwt=$(sed -n 's/^token: //p' "$OUT/issuer.log")
+  [ -n "$jwt" ] || { echo "the bench issuer did not start:"; cat "$OUT/issuer.log"; exit 1; }
+  printf 'public_url: http://127.0.0.1:%s\noauth:\n  issuers:\n    - issuer: %s\n      provisioning: on_first_use\n  group_roles:\n    - {idp_group: bench-admins, role: Administrator}\n' \
+    "$port" "$issuer" >"$data/settings.yaml"
+  start "$OUT/toolgate-oauth.log" "$OUT/toolgate-$n" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/settings.yaml"
+  token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-oauth.log" | head -1)
+  tg_rps=() oa_rps=() ratios=()
+  for _ in $(seq "$OAUTH_ROUNDS"); do
+    t=$(load "$URL" read "$token") o=$(load "$URL" read "$jwt")
+    for r in "$t" "$o"; do [ "$(field non2xx "$r")" = 0 ] || { echo "OAuth load: $(field non2xx "$r") non-2xx answers"; exit 1; }; done
+    tg_rps+=("$(field rps "$t")") oa_rps+=("$(field rps "$o")")
+    ratios+=("$(python3 -c "print($(field rps "$o") / $(field rps "$t"))")")
+  done
+  read -r ratio lo hi <<<"$(stats "${ratios[@]}")"
+  printf '%-5s sqlite   read: tg_ token %.0f/s, OAuth access token %.0f/s: %.2fx [%.2f-%.2f] (%s rounds)\n' "$n" \
+    "$(stats "${tg_rps[@]}" | cut -d' ' -f1)" "$(stats "${oa_rps[@]}" | cut -d' ' -f1)" "$ratio" "$lo" "$hi" "$OAUTH_ROUNDS"
+  stop "$PID"
+fi
 
 # Memory: idle with RSS_TOOLS tools, then after a first short load (>= 10k read calls) and
 # after SOAK_CALLS or more, counted by wrk.

@@ -48,11 +48,14 @@ for i in range(n):
     "operations: {" + ", ".join(f"{o}: {c}" for o, c in operations) + "}\n"
     """tiers:
   - name: readonly
+    scope: toolgate:readonly
     allow: ["*:Read"]
   - name: operator
+    scope: toolgate:operator
     allow: ["*:Read", "*:Write", "Area1:Delete"]
     approval: ["Area1:Delete"]
   - name: supervised
+    scope: toolgate:supervised
     allow: ["*:*"]
     approval: ["*:Delete", "*:Execute"]
 roles:
