@@ -82,6 +82,8 @@ load() { # url mode token -> the measured run's RESULT line, plus answered=N (wa
   echo "$main answered=$(( $(field requests "$warm") + $(field requests "$main") ))"
 }
 field() { sed -E "s/.*$1=([0-9.]+).*/\1/" <<<"$2"; }
+# ratio A B: A's req/s over B's (wrk RESULT lines)
+ratio() { python3 -c "print($(field rps "$1") / $(field rps "$2"))"; }
 # median and spread of numbers: "median min max"
 stats() { python3 -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print(statistics.median(v), v[0], v[-1])' "$@"; }
 
@@ -111,7 +113,7 @@ for n in $SIZES; do
         [[ "$mode" = list* ]] || { calls=$((calls + $(field answered "$r"))); runs=$((runs + 1)); }
         [ "$(field non2xx "$r")" = 0 ] || echo "  warning: $(field non2xx "$r") non-2xx answers in $mode"
         fl_rps+=("$(field rps "$f")") tg_rps+=("$(field rps "$r")")
-        ratios+=("$(python3 -c "print($(field rps "$r") / $(field rps "$f"))")")
+        ratios+=("$(ratio "$r" "$f")")
         fl_p50+=("$(field p50_us "$f")") tg_p50+=("$(field p50_us "$r")") tg_p99+=("$(field p99_us "$r")")
       done
       read -r ratio lo hi <<<"$(stats "${ratios[@]}")"
@@ -144,15 +146,21 @@ echo "machine load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # until the token expires) against the same call with a tg_ token, one server, interleaved.
 if [ "$OAUTH_ROUNDS" -gt 0 ]; then
   n="${SIZES%% *}" data="$OUT/data-oauth"; rm -rf "$data"; mkdir -p "$data"
+  # The token's tier and role are the demo token's, as the generated policy names them.
+  policy="$OUT/catalogue-$n/policy.yaml"
+  tier=$(sed -n 's/^  demo_token_tier: //p' "$policy") role=$(sed -n 's/^  first_start_role: //p' "$policy")
+  scope=$(awk -v t="$tier" '$0 == "  - name: " t {found = 1; next} found && /^    scope: / {print $2; exit}' "$policy")
+  [ -n "$scope" ] || { echo "$policy: tier $tier has no scope, so no access token can have it"; exit 1; }
+  # The server's resource URI must be in the token, so its port is chosen before it starts.
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  taskset -c 1 python3 scripts/bench/oauth_issuer.py "http://127.0.0.1:$port/mcp" toolgate:operator bench-admins \
+  taskset -c 1 python3 scripts/bench/oauth_issuer.py "http://127.0.0.1:$port/mcp" "$scope" bench-people \
     >"$OUT/issuer.log" 2>&1 &
   PIDS+=("$!")
   for _ in $(seq 200); do grep -q '^token: ' "$OUT/issuer.log" && break; sleep 0.05; done
   issuer=$(sed -n 's/^issuer: //p' "$OUT/issuer.log") jwt=$(sed -n 's/^token: //p' "$OUT/issuer.log")
   [ -n "$jwt" ] || { echo "the bench issuer did not start:"; cat "$OUT/issuer.log"; exit 1; }
-  printf 'public_url: http://127.0.0.1:%s\noauth:\n  issuers:\n    - issuer: %s\n      provisioning: on_first_use\n  group_roles:\n    - {idp_group: bench-admins, role: Administrator}\n' \
-    "$port" "$issuer" >"$data/settings.yaml"
+  printf 'public_url: http://127.0.0.1:%s\noauth:\n  issuers:\n    - issuer: %s\n      provisioning: on_first_use\n  group_roles:\n    - {idp_group: bench-people, role: %s}\n' \
+    "$port" "$issuer" "$role" >"$data/settings.yaml"
   start "$OUT/toolgate-oauth.log" "$OUT/toolgate-$n" serve --listen "127.0.0.1:$port" --data-dir "$data" --config "$data/settings.yaml"
   token=$(grep -oE 'tg_[A-Za-z0-9_-]+' "$OUT/toolgate-oauth.log" | head -1)
   tg_rps=() oa_rps=() ratios=()
@@ -160,10 +168,10 @@ if [ "$OAUTH_ROUNDS" -gt 0 ]; then
     t=$(load "$URL" read "$token") o=$(load "$URL" read "$jwt")
     for r in "$t" "$o"; do [ "$(field non2xx "$r")" = 0 ] || { echo "OAuth load: $(field non2xx "$r") non-2xx answers"; exit 1; }; done
     tg_rps+=("$(field rps "$t")") oa_rps+=("$(field rps "$o")")
-    ratios+=("$(python3 -c "print($(field rps "$o") / $(field rps "$t"))")")
+    ratios+=("$(ratio "$o" "$t")")
   done
   read -r ratio lo hi <<<"$(stats "${ratios[@]}")"
-  printf '%-5s sqlite   read: tg_ token %.0f/s, OAuth access token %.0f/s: %.2fx [%.2f-%.2f] (%s rounds)\n' "$n" \
+  printf '%-5s sqlite   read (%s tier): tg_ token %.0f/s, OAuth access token %.0f/s: %.2fx [%.2f-%.2f] (%s rounds)\n' "$n" "$tier" \
     "$(stats "${tg_rps[@]}" | cut -d' ' -f1)" "$(stats "${oa_rps[@]}" | cut -d' ' -f1)" "$ratio" "$lo" "$hi" "$OAUTH_ROUNDS"
   stop "$PID"
 fi

@@ -50,8 +50,6 @@ def main() -> None:
     if len(sys.argv) != 4:
         sys.exit("usage: oauth_issuer.py AUDIENCE SCOPE GROUP")
     audience, scope, group = sys.argv[1:]
-    directory = tempfile.mkdtemp(prefix="bench-issuer-")
-    pem, jwk = rsa_key(directory)
     documents: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -72,10 +70,13 @@ def main() -> None:
         {"issuer": issuer, "jwks_uri": f"{issuer}/jwks", "authorization_endpoint": f"{issuer}/authorize",
          "token_endpoint": f"{issuer}/token", "response_types_supported": ["code"],
          "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["RS256"]}).encode()
-    documents["/jwks"] = json.dumps({"keys": [jwk]}).encode()
     now = int(time.time())
-    token = signed(pem, {"iss": issuer, "sub": "bench-user", "aud": audience, "iat": now, "nbf": now,
-                         "exp": now + 3000, "scope": scope, "groups": [group], "client_id": "bench"})
+    # The private key is needed for one signature only: it is gone before the issuer serves.
+    with tempfile.TemporaryDirectory(prefix="bench-issuer-") as directory:
+        pem, jwk = rsa_key(directory)
+        token = signed(pem, {"iss": issuer, "sub": "bench-user", "aud": audience, "iat": now, "nbf": now,
+                             "exp": now + 3000, "scope": scope, "groups": [group], "client_id": "bench"})
+    documents["/jwks"] = json.dumps({"keys": [jwk]}).encode()
     print(f"issuer: {issuer}\ntoken: {token}", flush=True)
     server.serve_forever()
 
