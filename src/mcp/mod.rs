@@ -167,14 +167,13 @@ impl McpServer {
         self.gate.schemas().check(tool, arguments)
     }
 
-    /// `req-<hex ms>-<hex seq>`: unique per server run, shown to clients and written to audit.
-    /// The server is stopping: calls still following their work answer with what they have.
     /// Live sessions, streamed answers and GET channels, now (for /metrics).
     pub fn live_counts(&self) -> (usize, usize, usize) {
         let (calls, channels) = self.streams.active();
         (self.sessions.count(), calls, channels)
     }
 
+    /// The server is stopping: calls still following their work answer with what they have.
     pub fn begin_shutdown(&self) {
         self.shutdown.cancel();
         self.sessions.close_channels();
@@ -186,7 +185,8 @@ impl McpServer {
     }
 
     /// The current HTTP exchange's correlation id (the one its `X-Correlation-Id` header
-    /// shows), or a new one outside of any.
+    /// shows), or a new one outside of any: `req-<hex ms>-<hex seq>`, unique per server run,
+    /// shown to clients and written to audit.
     pub fn correlation_id(&self) -> String {
         self.correlations.current_or_fresh()
     }

@@ -1,5 +1,6 @@
 //! The audit log in SQLite: rows appended in batches (an fsync only when a caller waits on
-//! one), read back newest first, pruned by age.
+//! one), read back newest first, pruned by age. The table has no index but its row id: every
+//! call writes a row, and readers walk it by id.
 
 use std::sync::Arc;
 
@@ -37,6 +38,23 @@ fn append_rows(c: &mut rusqlite::Connection, events: &[AuditEvent]) -> rusqlite:
         }
     }
     tx.commit()
+}
+
+/// Rows one retention statement looks at.
+const PRUNE_CHUNK: i64 = 10_000;
+
+/// Deletes the rows older than `before_ms` among the `PRUNE_CHUNK` oldest after `after_id`;
+/// returns how many, and the chunk's last id (none when no row is left after `after_id`).
+fn prune_chunk(c: &mut rusqlite::Connection, after_id: i64, before_ms: i64) -> rusqlite::Result<(u64, Option<i64>)> {
+    let last: Option<i64> = c.query_row(
+        "SELECT max(id) FROM (SELECT id FROM audit WHERE id > ?1 ORDER BY id LIMIT ?2)",
+        params![after_id, PRUNE_CHUNK],
+        |r| r.get(0),
+    )?;
+    let Some(last) = last else { return Ok((0, None)) };
+    let deleted =
+        c.execute("DELETE FROM audit WHERE id > ?1 AND id <= ?2 AND at_ms < ?3", params![after_id, last, before_ms])?;
+    Ok((deleted as u64, Some(last)))
 }
 
 /// A confined reader's condition: its own rows, and rows about agents that are all its own.
@@ -110,6 +128,19 @@ impl AuditStore for SqliteStore {
     }
 
     async fn prune(&self, before_ms: i64) -> Result<u64> {
-        self.run(move |c| c.execute("DELETE FROM audit WHERE at_ms < ?1", params![before_ms]).map(|n| n as u64)).await
+        // Oldest first, a chunk at a time, each its own statement: the writer's appends go on
+        // between chunks, and no index on the time is needed. Rows come in nearly in time
+        // order, so the first chunk with nothing to delete ends the walk; a row a few
+        // milliseconds out of order there waits for the next run, and a row stamped in the
+        // future (a clock set back) is kept without holding up the rows after it.
+        let (mut after_id, mut deleted) = (0, 0);
+        loop {
+            let (n, last) = self.run(move |c| prune_chunk(c, after_id, before_ms)).await?;
+            deleted += n;
+            match last {
+                Some(last) if n > 0 => after_id = last,
+                _ => return Ok(deleted),
+            }
+        }
     }
 }

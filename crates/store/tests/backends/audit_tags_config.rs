@@ -9,7 +9,8 @@ crate::matrix!(
     kill_switch_defaults_off,
     tags_groups_and_health,
     audit_rows_are_kept_and_filtered,
-    a_large_batch_keeps_every_row_in_order
+    a_large_batch_keeps_every_row_in_order,
+    retention_deletes_every_old_row_and_no_young_one
 );
 
 fn by(at: i64) -> Change<'static> {
@@ -114,4 +115,25 @@ async fn a_large_batch_keeps_every_row_in_order(r: Repositories) {
         (e.at_ms, e.action.clone(), e.result.clone(), texts, e.agents.clone())
     };
     assert_eq!(stored.iter().map(columns).collect::<Vec<_>>(), rows.iter().map(columns).collect::<Vec<_>>());
+}
+
+/// Retention over more rows than one of SQLite's chunks, with one row stamped far in the
+/// future among the oldest (a clock that was set back): every row older than the cut goes,
+/// every younger one stays, and the odd row holds nothing up.
+async fn retention_deletes_every_old_row_and_no_young_one(r: Repositories) {
+    const ROWS: i64 = 25_000;
+    const CUT: i64 = 20_000;
+    let stamp = |i: i64| if i == 5 { 1_000_000_000 } else { i };
+    let rows: Vec<AuditEvent> =
+        (0..ROWS).map(|i| AuditEvent::new(stamp(i), "mcp.tools/call", AuditOutcome::Success)).collect();
+    for batch in rows.chunks(5_000) {
+        r.audit.append(batch.to_vec().into(), false).await.unwrap();
+    }
+    assert_eq!(r.audit.prune(CUT).await.unwrap(), CUT as u64 - 1, "every row before the cut but the future one");
+    let kept = r.audit.query(&AuditFilter { limit: 10_000, ..AuditFilter::default() }).await.unwrap();
+    let mut stamps: Vec<i64> = kept.iter().map(|e| e.at_ms).collect();
+    stamps.sort_unstable();
+    let expected: Vec<i64> = (CUT..ROWS).chain([stamp(5)]).collect();
+    assert_eq!(stamps, expected);
+    assert_eq!(r.audit.prune(CUT).await.unwrap(), 0, "nothing left to delete");
 }
