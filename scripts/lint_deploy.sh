@@ -12,7 +12,7 @@ if ! command -v systemd-analyze >/dev/null; then
     echo "lint_deploy.sh: systemd-analyze is missing; install the systemd package" >&2; exit 1
   fi
 fi
-cargo build -q --locked --bin toolgate
+bash scripts/suite_build.sh
 binary="$(pwd)/target/debug/toolgate"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 for unit in deploy/*.service; do

@@ -24,10 +24,9 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# The conformance fixture binary first, then the shipped one (the env vars select the catalogue).
-TOOLGATE_TOOLS=tests/conformance/tools.yaml TOOLGATE_POLICY=tests/conformance/policy.yaml cargo build -q --locked --bin toolgate
-cp target/debug/toolgate "$WORK/toolgate-conformance"
-cargo build -q --locked --bin toolgate
+# The shipped binary and the conformance fixture, both from the suite's one build.
+bash scripts/suite_build.sh
+cp target/conformance/toolgate "$WORK/toolgate-conformance"
 cp target/debug/toolgate "$WORK/toolgate"
 
 start() { # name binary [serve flags] -> sets URL and TOKEN

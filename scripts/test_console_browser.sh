@@ -17,5 +17,5 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "selenium==4.27.1" "pyotp==2.9.0"
 fi
-cargo build -q --locked --bin toolgate
+bash scripts/suite_build.sh
 "$VENV/bin/python" scripts/console/browser_test.py target/debug/toolgate "$@"

@@ -55,8 +55,14 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
             _ => (manifest_dir.join(default), default.to_string()),
         }
     };
-    let (tools_path, tools_name) = pick("TOOLGATE_TOOLS", "tools.yaml");
-    let (policy_path, policy_name) = pick("TOOLGATE_POLICY", "policy.yaml");
+    // The root crate's feature `conformance-catalogue` builds the conformance suite's fixture
+    // (scripts/suite_build.sh): a feature, not the variables, so that cargo keeps both builds.
+    let (tools, policy) = match std::env::var_os("CARGO_FEATURE_CONFORMANCE_CATALOGUE") {
+        Some(_) => ("tests/conformance/tools.yaml", "tests/conformance/policy.yaml"),
+        None => ("tools.yaml", "policy.yaml"),
+    };
+    let (tools_path, tools_name) = pick("TOOLGATE_TOOLS", tools);
+    let (policy_path, policy_name) = pick("TOOLGATE_POLICY", policy);
     let handlers_dir = manifest_dir.join("src/handlers");
     for path in [&tools_path, &policy_path] {
         println!("cargo::rerun-if-changed={}", path.display());

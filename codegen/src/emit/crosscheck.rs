@@ -1,5 +1,5 @@
 //! Cross-check tests, one per tool: the runtime's hint invariants and its own evaluation of
-//! the tier rules must agree with what the generator decided. Included by tests/crosscheck.rs.
+//! the tier rules must agree with what the generator decided. Included by tests/suite/catalogue_crosscheck.rs.
 
 use proc_macro2::TokenStream;
 use quote::quote;

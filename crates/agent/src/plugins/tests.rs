@@ -61,7 +61,7 @@ fn files_hash_and_tail_within_their_roots() {
 
 /// Every spelling of the agent's own credential is refused by `tail` (whose root holds the
 /// spelling) and by `sha256` (which reads anywhere else); a bind mount is tested end to end
-/// (tests/fleet.rs), where the agent has a mount namespace of its own.
+/// (tests/suite/fleet.rs), where the agent has a mount namespace of its own.
 #[test]
 fn no_spelling_of_the_state_dir_is_read() {
     let (dir, ctx) = context();

@@ -1,5 +1,5 @@
 //! `files.collect` against a channel that records what it was sent (the real server's side is
-//! tested end to end in tests/uploads.rs): the digest and size match the bytes, a directory
+//! tested end to end in tests/suite/uploads.rs): the digest and size match the bytes, a directory
 //! arrives as a tar of its regular files, and nothing of the agent's state is ever sent.
 
 use std::sync::{Arc, Mutex};
