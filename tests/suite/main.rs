@@ -41,6 +41,7 @@ mod server_protocol;
 mod signed_frames;
 mod streaming;
 mod tasks;
+mod testbed;
 mod tls;
 mod tokens_api;
 mod trust;

@@ -10,6 +10,7 @@ pub mod raw_agent;
 pub mod replicas;
 pub mod sse;
 pub mod teams;
+pub mod testbed;
 pub mod tls;
 pub mod trust;
 

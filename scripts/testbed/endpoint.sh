@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One endpoint of the test bed: the image (testbed/image.sh) booted with systemd-nspawn, systemd
+# as its PID 1, with its own hostname, machine id and writable layer (an overlay in DIR: what
+# it changes survives its own reboots and never reaches the image or another endpoint).
+#
+#   endpoint.sh run DIR NAME     boots it and stays in the foreground, booting it again after
+#                                a `systemctl reboot` inside (systemd-nspawn exits 133); ends
+#                                when the endpoint powers off, or on SIGTERM (powers it off)
+#   endpoint.sh exec DIR CMD...  runs CMD inside the running endpoint (its namespaces, a clean
+#                                environment), with its exit status
+#   endpoint.sh wait DIR         waits until systemd inside says the boot finished
+#
+# The build host has no systemd of its own, so the container is neither registered with
+# machined nor given a scope (--register=no --keep-unit). The endpoint shares the host's
+# network: it reaches a server on 127.0.0.1.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cmd="${1:?usage: endpoint.sh run|exec|wait DIR ...}"; dir="${2:?usage: endpoint.sh $cmd DIR ...}"; shift 2
+
+leader() { # the endpoint's PID 1, seen from the host
+  local spawn; spawn="$(cat "$dir/nspawn.pid" 2>/dev/null)" || return 1
+  pgrep -P "$spawn" | head -1
+}
+
+case "$cmd" in
+run)
+  name="${1:?usage: endpoint.sh run DIR NAME}"
+  image="$(bash "$here/image.sh")"
+  mkdir -p "$dir/upper" "$dir/work" "$dir/root"
+  mountpoint -q "$dir/root" ||
+    mount -t overlay overlay -o "lowerdir=$image,upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
+  echo "$name" >"$dir/root/etc/hostname"
+  # Made once: the endpoint keeps its machine id across reboots, like a host.
+  [ -s "$dir/root/etc/machine-id" ] || tr -d - </proc/sys/kernel/random/uuid >"$dir/root/etc/machine-id"
+  spawn=""
+  stop() {
+    # Power off: SIGRTMIN+4 to the endpoint's systemd; nspawn exits when it has.
+    local pid; pid="$(leader || true)"
+    [ -n "$pid" ] && kill -s SIGRTMIN+4 "$pid" 2>/dev/null || true
+    [ -n "$spawn" ] && wait "$spawn" 2>/dev/null || true
+    umount "$dir/root" 2>/dev/null || true
+    rm -f "$dir/nspawn.pid"
+    exit 0
+  }
+  trap stop TERM INT
+  while true; do
+    systemd-nspawn --quiet --directory="$dir/root" --machine="$name" --boot --register=no --keep-unit \
+      --console=read-only >>"$dir/console.log" 2>&1 &
+    spawn=$!
+    echo "$spawn" >"$dir/nspawn.pid"
+    status=0; wait "$spawn" || status=$?
+    [ "$status" = 133 ] || break # 133: rebooted from inside
+    echo "endpoint $name: rebooting" >>"$dir/console.log"
+  done
+  umount "$dir/root" 2>/dev/null || true
+  rm -f "$dir/nspawn.pid"
+  exit "$status"
+  ;;
+exec)
+  pid="$(leader)" || { echo "endpoint.sh: $dir is not running" >&2; exit 1; }
+  exec nsenter --target "$pid" --all -- env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
+  ;;
+wait)
+  for _ in $(seq 600); do
+    if pid="$(leader)" && [ -n "$pid" ]; then
+      state="$(nsenter --target "$pid" --all -- systemctl is-system-running 2>/dev/null || true)"
+      case "$state" in running|degraded) echo "$state"; exit 0;; esac
+    fi
+    sleep 0.1
+  done
+  echo "endpoint.sh: $dir did not finish booting in 60 s (console: $dir/console.log)" >&2; exit 1
+  ;;
+*) echo "endpoint.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
