@@ -137,18 +137,6 @@ fn three_real_agents_enroll_report_go_offline_come_back_and_are_revoked() {
 }
 
 /// Polls until the agent has reported `table`.
-fn wait_for_table(s: &Server, schemas: &HashMap<String, Value>, agent_id: &str, table: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let details = structured(s, schemas, "get_agent_details", json!({"agent_id": agent_id}));
-        if details["inventory"].as_array().unwrap().iter().any(|t| t["table"] == table) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{agent_id} never reported {table}: {details}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Tags on real agents (the operator tier's delete needs a human), then scopes over them.
 fn tags_and_scopes(s: &Server, schemas: &HashMap<String, Value>, ids: &HashMap<String, String>) {
     for (name, env) in [("fleet-a", "prod"), ("fleet-b", "staging")] {

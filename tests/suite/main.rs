@@ -42,6 +42,7 @@ mod signed_frames;
 mod streaming;
 mod tasks;
 mod testbed;
+mod testbed_reads;
 mod tls;
 mod tokens_api;
 mod trust;

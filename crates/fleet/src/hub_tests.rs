@@ -86,6 +86,8 @@ async fn every_declared_scope_attribute_has_a_value() {
         ip_addresses: vec!["10.0.0.1".into()],
         disks: vec![],
         agent_version: "0.1.0".into(),
+        init_system: "systemd".into(),
+        reboot_required: false,
     };
     hub.save_facts(&ids[0], facts, 1).await.unwrap();
     let missing: Vec<&str> = hub

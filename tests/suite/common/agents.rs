@@ -213,6 +213,19 @@ pub fn wait_for_status(s: &Server, schemas: &HashMap<String, Value>, agent_id: &
     }
 }
 
+/// Waits until the agent has reported inventory `table`.
+pub fn wait_for_table(s: &Server, schemas: &HashMap<String, Value>, agent_id: &str, table: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let details = structured(s, schemas, "get_agent_details", json!({"agent_id": agent_id}));
+        if details["inventory"].as_array().unwrap().iter().any(|t| t["table"] == table) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{agent_id} never reported {table}: {details}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The online agents' ids by hostname, once `count` have enrolled and reported their facts.
 pub fn online_by_hostname(s: &Server, schemas: &HashMap<String, Value>, count: usize) -> HashMap<String, String> {
     let deadline = Instant::now() + PATIENCE;

@@ -107,6 +107,9 @@ pub(crate) fn ip_addresses() -> Vec<String> {
     out
 }
 
+/// What a package's maintainer scripts create when the host needs a reboot (Debian, Ubuntu).
+pub(crate) const REBOOT_MARKER: &str = "/run/reboot-required";
+
 pub fn host_facts() -> HostFacts {
     let os = os_release();
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -145,6 +148,8 @@ pub fn host_facts() -> HostFacts {
         ip_addresses: ip_addresses(),
         disks: disks(),
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        init_system: if super::system::systemd_runs() { "systemd".into() } else { read_trimmed("/proc/1/comm") },
+        reboot_required: std::path::Path::new(REBOOT_MARKER).exists(),
     }
     .clipped()
 }

@@ -2,11 +2,11 @@
 //! /etc, the package database); a table the host has no source for says so, with the reason,
 //! rather than reporting an empty list as if it were true.
 
-mod facts;
+pub(crate) mod facts;
 mod network;
 mod processes;
 mod software;
-mod system;
+pub(crate) mod system;
 
 use serde_json::{Map, Value};
 use toolgate_domain::fleet::inventory::TABLES;

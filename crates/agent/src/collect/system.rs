@@ -30,8 +30,13 @@ pub fn users() -> Result<Vec<Row>, Unavailable> {
 /// systemd's own test for "systemd is the init system": sd_booted(3).
 const SYSTEMD_RUNNING: &str = "/run/systemd/system";
 
+/// Whether systemd is this host's init system.
+pub(crate) fn systemd_runs() -> bool {
+    Path::new(SYSTEMD_RUNNING).exists()
+}
+
 pub fn services() -> Result<Vec<Row>, Unavailable> {
-    if !Path::new(SYSTEMD_RUNNING).exists() {
+    if !systemd_runs() {
         return Err(Unavailable("systemd is not running on this host (no /run/systemd/system)".into()));
     }
     let output = std::process::Command::new("systemctl")

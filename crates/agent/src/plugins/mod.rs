@@ -6,6 +6,8 @@
 mod files;
 pub(crate) mod guard;
 mod host;
+mod systemd;
+mod updates;
 pub mod upload;
 mod workspace;
 
@@ -62,6 +64,11 @@ const ACTIONS: &[(&str, &str, ActionFn)] = &[
     ("host", "processes", host::processes),
     ("host", "listening_ports", host::listening_ports),
     ("host", "installed_software", host::installed_software),
+    ("systemd", "service_status", systemd::service_status),
+    ("systemd", "failed_units", systemd::failed_units),
+    ("systemd", "journal_tail", systemd::journal_tail),
+    ("updates", "pending_updates", updates::pending_updates),
+    ("updates", "reboot_required", updates::reboot_required),
     ("files", "sha256", files::sha256),
     ("files", "tail", files::tail),
     ("files", "collect", upload::collect),
@@ -82,6 +89,20 @@ pub fn run(ctx: &PluginContext, plugin: &str, action: &str, params: &Map<String,
         return Err(format!("this agent has no action `{plugin}.{action}` (an older agent? upgrade it)"));
     };
     run(ctx, params)
+}
+
+/// Runs a fixed command (never a shell), in the C locale; its standard output, or what went
+/// wrong.
+fn output(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .env("LC_ALL", "C")
+        .output()
+        .map_err(|e| format!("`{program}` could not run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn text<'a>(params: &'a Map<String, Value>, name: &str) -> Option<&'a str> {

@@ -47,6 +47,13 @@ pub struct HostFacts {
     pub ip_addresses: Vec<String>,
     pub disks: Vec<Disk>,
     pub agent_version: String,
+    /// The init system: `systemd` where it runs, else PID 1's name (`init`, `tini`, ...);
+    /// empty from agents older than this field.
+    #[serde(default)]
+    pub init_system: String,
+    /// Whether the host waits for a reboot (Debian's /run/reboot-required).
+    #[serde(default)]
+    pub reboot_required: bool,
 }
 
 impl HostFacts {
