@@ -46,7 +46,8 @@ work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 # header that says where it came from instead of how to install it by hand.
 unit() {
   echo "# Installed by the $(basename "$1" .service) package (from deploy/$(basename "$1") of toolgate $version)."
-  grep -v '^#' "$1" | sed "s|^ExecStart=/usr/local/bin/toolgate $2|ExecStart=$3|"
+  # The leading comments say how to install it by hand; those inside stay (they say why).
+  awk 'body || !/^#/ { body = 1; print }' "$1" | sed "s|^ExecStart=/usr/local/bin/toolgate $2|ExecStart=$3|"
 }
 for checked in "deploy/toolgate-agent.service:agent run" "deploy/toolgate.service:serve"; do
   grep -q "^ExecStart=/usr/local/bin/toolgate ${checked#*:}" "${checked%%:*}" ||
