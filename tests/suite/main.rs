@@ -1,8 +1,9 @@
 //! The server's integration tests, one binary: every file here is a module of it, so the
 //! server library is linked once rather than once per file, and the tests of all files share
-//! the test threads (`cargo test --test suite <file>::` runs one file). `snapshots` and
-//! `layering` stay binaries of their own: the first is what authors re-run to bless, the
-//! second reads only Cargo.toml and builds against any catalogue (scripts/suite_build.sh).
+//! the test threads (`cargo test --workspace --test suite <file>::` runs one file).
+//! `snapshots` and `layering` stay binaries of their own: the first is what authors re-run to
+//! bless, the second reads only Cargo.toml and builds against any catalogue
+//! (scripts/suite_build.sh).
 
 mod access_reviews;
 mod agent_frames;
