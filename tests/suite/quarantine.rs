@@ -20,13 +20,7 @@ fn run_on(
     definition: &str,
     params: Value,
 ) -> Value {
-    let started = structured(
-        s,
-        schemas,
-        "execute_instruction",
-        json!({"definition": definition, "params": params, "agent_ids": [agent_id]}),
-    );
-    wait_finished(s, schemas, &s.token, started["execution_id"].as_str().unwrap())
+    run_instruction(s, schemas, definition, params, &[agent_id]).0
 }
 
 fn wait_quarantine(s: &Server, schemas: &std::collections::HashMap<String, Value>, hostname: &str, state: &str) {

@@ -3,7 +3,6 @@
 //! (the journal), how a service is doing, what updates are pending, whether it needs a reboot.
 //! And on a host without systemd, a clear "not available" per target instead of an empty answer.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -11,30 +10,10 @@ use serde_json::{Value, json};
 
 use crate::common;
 use common::agents::{
-    FAST, mint, online_by_hostname, output_schemas, spawn_agent, structured, wait_finished, wait_for_table,
+    FAST, mint, online_by_hostname, output_schemas, run_instruction, spawn_agent, structured, wait_for_table,
 };
+use common::start;
 use common::testbed::{Bed, Endpoint};
-use common::{Server, start};
-
-/// Runs `definition` on `agents`; its finished status and every row the agents sent.
-fn run_on(
-    s: &Server,
-    schemas: &HashMap<String, Value>,
-    definition: &str,
-    params: Value,
-    agents: &[&str],
-) -> (Value, Vec<Value>) {
-    let started = structured(
-        s,
-        schemas,
-        "execute_instruction",
-        json!({"definition": definition, "params": params, "agent_ids": agents}),
-    );
-    let execution = started["execution_id"].as_str().unwrap();
-    let status = wait_finished(s, schemas, &s.token, execution);
-    let rows = structured(s, schemas, "query_responses", json!({"execution_id": execution, "limit": 1000}));
-    (status, rows["rows"].as_array().unwrap().clone())
-}
 
 fn rows_from<'a>(rows: &'a [Value], hostname: &str) -> Vec<&'a Value> {
     rows.iter().filter(|r| r["hostname"] == hostname).map(|r| &r["values"]).collect()
@@ -127,7 +106,7 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
     let all: Vec<&str> = ids.values().map(String::as_str).collect();
 
     // cron, a real service, on all three.
-    let (status, rows) = run_on(&s, &schemas, "service_status", json!({"unit": "cron"}), &all);
+    let (status, rows) = run_instruction(&s, &schemas, "service_status", json!({"unit": "cron"}), &all);
     assert_eq!(status["counts"], json!({"succeeded": 3}), "{status}");
     assert_eq!(rows.len(), 3, "{rows:?}");
     for row in &rows {
@@ -160,7 +139,7 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
     std::fs::write(b.file("/etc/systemd/system/probe-broken.service"), unit).unwrap();
     b.run(&["systemctl", "daemon-reload"]);
     assert!(!b.exec(&["systemctl", "start", "probe-broken.service"]).status.success(), "it fails to start");
-    let (status, rows) = run_on(&s, &schemas, "failed_units", json!({}), &all);
+    let (status, rows) = run_instruction(&s, &schemas, "failed_units", json!({}), &all);
     assert_eq!(status["counts"], json!({"succeeded": 3}), "{status}");
     // Only host-b has the broken probe. (A unit of the image itself may fail too when many
     // endpoints boot at once: seen once, systemd-user-sessions with status 219, CGROUP.)
@@ -174,18 +153,23 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
         "{failed}"
     );
     assert!(failed["failed_at_ms"].as_i64() > Some(0));
-    let (_, journal) =
-        run_on(&s, &schemas, "journal_tail", json!({"unit": "probe-broken", "priority": "debug"}), &[&ids["host-b"]]);
+    let (_, journal) = run_instruction(
+        &s,
+        &schemas,
+        "journal_tail",
+        json!({"unit": "probe-broken", "priority": "debug"}),
+        &[&ids["host-b"]],
+    );
     let messages: Vec<&str> = journal.iter().filter_map(|r| r["values"]["message"].as_str()).collect();
     assert!(messages.iter().any(|m| m.contains("cannot open /etc/probe.conf")), "the unit's own words: {messages:?}");
     assert!(messages.iter().any(|m| m.contains("exit-code")), "systemd's verdict: {messages:?}");
-    let (_, bounded) = run_on(&s, &schemas, "journal_tail", json!({"lines": 2}), &[&ids["host-b"]]);
+    let (_, bounded) = run_instruction(&s, &schemas, "journal_tail", json!({"lines": 2}), &[&ids["host-b"]]);
     assert_eq!(bounded.len(), 2, "bounded in entries: {bounded:?}");
 
     // host-c waits for a reboot; the others do not.
     let c = endpoint(&bed, "host-c");
     c.run(&["sh", "-c", "echo '*** System restart required ***' >/run/reboot-required && echo linux-image-probe >/run/reboot-required.pkgs"]);
-    let (_, rows) = run_on(&s, &schemas, "reboot_required", json!({}), &all);
+    let (_, rows) = run_instruction(&s, &schemas, "reboot_required", json!({}), &all);
     for e in &bed.endpoints {
         let v = rows_from(&rows, &e.name)[0];
         let waits = e.name == "host-c";
@@ -204,7 +188,7 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
     )
     .unwrap();
     a.run(&["apt-get", "update", "-q"]);
-    let (status, rows) = run_on(&s, &schemas, "pending_updates", json!({"name": "toolgate-*"}), &all);
+    let (status, rows) = run_instruction(&s, &schemas, "pending_updates", json!({"name": "toolgate-*"}), &all);
     assert_eq!(status["counts"], json!({"succeeded": 3}), "{status}");
     assert_eq!(rows.len(), 1, "only host-a has a newer version on offer: {rows:?}");
     let update = rows_from(&rows, "host-a")[0];
@@ -231,7 +215,7 @@ fn a_host_without_systemd_says_so_per_target() {
     for (definition, params) in
         [("failed_units", json!({})), ("service_status", json!({"unit": "cron"})), ("journal_tail", json!({}))]
     {
-        let (status, rows) = run_on(&s, &schemas, definition, params, &[&ids["plain-host"]]);
+        let (status, rows) = run_instruction(&s, &schemas, definition, params, &[&ids["plain-host"]]);
         assert_eq!(status["counts"], json!({"failed": 1}), "{definition}: {status}");
         let error = status["agents"][0]["error"].as_str().unwrap_or_default();
         assert!(error.contains("not available on this host: no systemd"), "{definition}: {error}");

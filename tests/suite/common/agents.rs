@@ -260,6 +260,26 @@ pub fn wait_finished(s: &Server, schemas: &HashMap<String, Value>, token: &str, 
     }
 }
 
+/// Runs `definition` on `agents`; its finished status and every row the agents sent.
+pub fn run_instruction(
+    s: &Server,
+    schemas: &HashMap<String, Value>,
+    definition: &str,
+    params: Value,
+    agents: &[&str],
+) -> (Value, Vec<Value>) {
+    let started = structured(
+        s,
+        schemas,
+        "execute_instruction",
+        json!({"definition": definition, "params": params, "agent_ids": agents}),
+    );
+    let execution = started["execution_id"].as_str().unwrap();
+    let status = wait_finished(s, schemas, &s.token, execution);
+    let rows = structured(s, schemas, "query_responses", json!({"execution_id": execution, "limit": 1000}));
+    (status, rows["rows"].as_array().unwrap().clone())
+}
+
 /// [`structured`] with another token.
 pub fn structured_as(s: &Server, schemas: &HashMap<String, Value>, token: &str, tool: &str, arguments: Value) -> Value {
     let answer = call_as(s, token, tool, arguments.clone()).json();
