@@ -119,6 +119,14 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
         assert!(v["main_pid"].as_i64() > Some(0) && v["since_ms"].as_i64() > Some(0), "{row}");
     }
 
+    // A glob: every matching unit, loaded or installed; the template getty@.service is not one.
+    let one = [ids["host-a"].as_str()];
+    let (status, rows) = run_instruction(&s, &schemas, "service_status", json!({"unit": "getty*"}), &one);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["values"]["unit"].as_str()).collect();
+    assert!(names.contains(&"getty.target") && names.contains(&"getty@tty1.service"), "{names:?}");
+    assert!(!names.contains(&"getty@.service"), "{names:?}");
+
     // The agents' facts name the init system, and their inventory holds the services.
     let details = structured(&s, &schemas, "get_agent_details", json!({"agent_id": ids["host-a"]}));
     assert_eq!(details["facts"]["init_system"], "systemd", "{details}");
@@ -132,6 +140,22 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
     );
     let cron = services["rows"].as_array().unwrap().iter().find(|r| r["name"] == "cron.service");
     assert_eq!(cron.map(|r| r["active_state"].clone()), Some(json!("active")), "{services}");
+    // ... and every unit of every type, with its unit file's state; templates are not units.
+    wait_for_table(&s, &schemas, &ids["host-a"], "systemd_units");
+    let units = structured(
+        &s,
+        &schemas,
+        "get_agent_inventory",
+        json!({"agent_id": ids["host-a"], "table": "systemd_units", "limit": 1000}),
+    );
+    let units = units["rows"].as_array().unwrap();
+    let unit = |name: &str| units.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{name}: {units:?}"));
+    let cron = unit("cron.service");
+    assert_eq!((&cron["unit_type"], &cron["unit_file_state"]), (&json!("service"), &json!("enabled")), "{cron}");
+    assert_eq!(unit("apt-daily.timer")["unit_type"], "timer");
+    assert_eq!(unit("-.mount")["active_state"], "active", "the root mount");
+    assert!(units.iter().all(|r| !r["name"].as_str().unwrap().contains("@.")), "no templates");
+    assert!(units.iter().any(|r| r["unit_file_state"] == "disabled"), "installed files not enabled too");
 
     // A unit broken on host-b: failed, with why and when, and its journal says what broke.
     let b = endpoint(&bed, "host-b");

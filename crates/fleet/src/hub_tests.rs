@@ -272,6 +272,13 @@ async fn report_places_are_per_agent_and_end_with_a_revocation() {
 
     let report = r#"{"type":"inventory","table":"processes","collected_at_ms":1,"available":true,"rows":[]}"#;
     receive_report(&hub, &ids[0], report).await.unwrap();
+    // A newer agent's table is skipped, not a bad frame; a known table's unknown column is one.
+    let newer =
+        r#"{"type":"inventory","table":"from_the_future","collected_at_ms":1,"available":true,"rows":[{"a":1}]}"#;
+    receive_report(&hub, &ids[0], newer).await.expect("skipped");
+    let wrong = r#"{"type":"inventory","table":"processes","collected_at_ms":1,"available":true,"rows":[{"pdi":1}]}"#;
+    let refused = receive_report(&hub, &ids[0], wrong).await;
+    assert!(matches!(&refused, Err(FrameError::Malformed(m)) if m.contains("pid")), "{refused:?}");
     // A connection waiting for its next frame is woken by the revocation.
     let ((), revoked) = tokio::join!(second.revoked(), hub.revoke(&ids[0]));
     assert!(revoked.unwrap());

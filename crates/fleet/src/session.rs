@@ -213,6 +213,12 @@ async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage, frame_by
             Ok(hub.save_facts(agent_id, *facts, collected_at_ms).await?)
         }
         AgentMessage::Inventory(report) => {
+            // A newer agent reports the tables its release adds: skipped until this server
+            // knows them, never a reason to drop the agent's connection.
+            if inventory::table(&report.table).is_err() {
+                tracing::warn!(%agent_id, table = %report.table, "an inventory table this server does not know (a newer agent?): skipped");
+                return Ok(());
+            }
             check_report(&report)?;
             Ok(hub.save_inventory(agent_id, report).await?)
         }

@@ -148,7 +148,7 @@ pub fn host_facts() -> HostFacts {
         ip_addresses: ip_addresses(),
         disks: disks(),
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
-        init_system: if super::system::systemd_runs() { "systemd".into() } else { read_trimmed("/proc/1/comm") },
+        init_system: if super::systemd::systemd_runs() { "systemd".into() } else { read_trimmed("/proc/1/comm") },
         reboot_required: std::path::Path::new(REBOOT_MARKER).exists(),
     }
     .clipped()

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::collect::Row;
+use crate::collect::{Row, output};
 
 /// Where `files.tail` reads: the host's logs.
 pub const LOG_ROOT: &str = "/var/log";
@@ -89,20 +89,6 @@ pub fn run(ctx: &PluginContext, plugin: &str, action: &str, params: &Map<String,
         return Err(format!("this agent has no action `{plugin}.{action}` (an older agent? upgrade it)"));
     };
     run(ctx, params)
-}
-
-/// Runs a fixed command (never a shell), in the C locale; its standard output, or what went
-/// wrong.
-fn output(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new(program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .output()
-        .map_err(|e| format!("`{program}` could not run: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn text<'a>(params: &'a Map<String, Value>, name: &str) -> Option<&'a str> {

@@ -2,12 +2,10 @@
 //! `journalctl -o json` command lines (arguments, never a shell). A host whose init is not
 //! systemd answers "not available on this host: no systemd", never an empty success.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value, json};
 
 use super::{PluginContext, output, required_text, text};
-use crate::collect::system::systemd_runs;
+use crate::collect::systemd::{first_column, number, property, show, systemd_runs, timestamp_ms, unit_names};
 use crate::collect::{Row, row};
 
 fn require_systemd() -> Result<(), String> {
@@ -35,60 +33,15 @@ fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])
 }
 
-/// The names in the first column of `systemctl list-units`/`list-unit-files` output.
-fn first_column(listing: &str) -> impl Iterator<Item = String> + '_ {
-    listing.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string)
-}
-
 /// The properties every row is made of.
 const SHOWN: &str =
     "Id,Description,LoadState,ActiveState,SubState,StateChangeTimestamp,MainPID,NRestarts,Result,ExecMainStatus";
 
-/// `systemctl show` of these units: their properties, one map per unit, in order (none for
-/// none: `systemctl show` alone would show the manager's own).
-fn show(units: &[String]) -> Result<Vec<BTreeMap<String, String>>, String> {
-    if units.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut args = vec!["show", "--no-pager", "--timestamp=unix", "--property", SHOWN, "--"];
-    args.extend(units.iter().map(String::as_str));
-    Ok(parse_show(&output("systemctl", &args)?))
-}
-
-/// `systemctl show`'s `Key=value` lines, units separated by an empty line.
-fn parse_show(text: &str) -> Vec<BTreeMap<String, String>> {
-    text.split("\n\n")
-        .filter(|block| !block.trim().is_empty())
-        .map(|block| block.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
-        .collect()
-}
-
-/// `@SECONDS` (`--timestamp=unix`) in ms; 0 for an empty one (never).
-fn timestamp_ms(value: &str) -> i64 {
-    value.strip_prefix('@').and_then(|s| s.parse::<i64>().ok()).map_or(0, |secs| secs * 1000)
-}
-
-fn property<'a>(unit: &'a BTreeMap<String, String>, key: &str) -> &'a str {
-    unit.get(key).map_or("", String::as_str)
-}
-
-fn number(unit: &BTreeMap<String, String>, key: &str) -> i64 {
-    property(unit, key).parse().unwrap_or(0)
-}
-
 pub fn service_status(_: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
     let pattern = unit_pattern(required_text(params, "unit")?)?;
     require_systemd()?;
-    let units: Vec<String> = if is_glob(pattern) {
-        // Loaded units (running or referenced) and installed unit files (enabled or not).
-        let loaded = output("systemctl", &["list-units", "--all", "--plain", "--no-legend", "--full", "--", pattern])?;
-        let files = output("systemctl", &["list-unit-files", "--plain", "--no-legend", "--full", "--", pattern])?;
-        let names: std::collections::BTreeSet<String> = first_column(&loaded).chain(first_column(&files)).collect();
-        names.into_iter().collect()
-    } else {
-        vec![pattern.to_string()]
-    };
-    Ok(show(&units)?
+    let units: Vec<String> = if is_glob(pattern) { unit_names(Some(pattern))? } else { vec![pattern.to_string()] };
+    Ok(show(&units, SHOWN)?
         .iter()
         .map(|u| {
             row([
@@ -111,7 +64,7 @@ pub fn failed_units(_: &PluginContext, _: &Map<String, Value>) -> Result<Vec<Row
     require_systemd()?;
     let listed = output("systemctl", &["list-units", "--state=failed", "--all", "--plain", "--no-legend", "--full"])?;
     let units: Vec<String> = first_column(&listed).collect();
-    Ok(show(&units)?
+    Ok(show(&units, SHOWN)?
         .iter()
         .map(|u| {
             row([
@@ -227,17 +180,6 @@ fn newest_within(entries: Vec<Entry>, max_bytes: usize) -> Vec<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn show_blocks_become_units() {
-        let text = "Id=cron.service\nActiveState=active\nStateChangeTimestamp=@1764791774\n\nId=gone.service\nLoadState=not-found\nStateChangeTimestamp=\n";
-        let units = parse_show(text);
-        assert_eq!(units.len(), 2);
-        assert_eq!(property(&units[0], "ActiveState"), "active");
-        assert_eq!(timestamp_ms(property(&units[0], "StateChangeTimestamp")), 1_764_791_774_000);
-        assert_eq!(timestamp_ms(property(&units[1], "StateChangeTimestamp")), 0, "never");
-        assert_eq!(property(&units[1], "LoadState"), "not-found");
-    }
 
     #[test]
     fn unit_patterns_are_names_and_globs_only() {

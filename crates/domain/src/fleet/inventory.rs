@@ -104,8 +104,26 @@ pub const TABLES: &[Table] = &[
         ],
     },
     Table {
+        name: "systemd_units",
+        description: "Every systemd unit of every type (services, sockets, timers, mounts, ...): the ones \
+                      loaded and the installed unit files, enabled or not; templates (`getty@.service`) \
+                      are not units and are left out. Not available where systemd is not running.",
+        source: "systemctl list-units --all, list-unit-files and show",
+        columns: &[
+            col("name", Text, "The unit name, e.g. cron.service or apt-daily.timer."),
+            col("unit_type", Text, "service, socket, timer, mount, target, path, slice, scope, device, ..."),
+            col("load_state", Text, "loaded, not-found, masked, ..."),
+            col("active_state", Text, "active, inactive, failed, ..."),
+            col("sub_state", Text, "running, exited, dead, waiting, mounted, ..."),
+            col("unit_file_state", Text, "enabled, disabled, static, masked, ...; empty for a unit without a file."),
+            col("since_ms", Integer, "When it entered its present state (ms since the epoch); 0 for never."),
+            col("description", Text, "The unit's description."),
+        ],
+    },
+    Table {
         name: "services",
-        description: "systemd service units; not available where systemd is not running.",
+        description: "systemd service units systemd has loaded (`systemd_units` has every unit, with its \
+                      unit file state); not available where systemd is not running.",
         source: "systemctl list-units --type=service --all",
         columns: &[
             col("name", Text, "The unit name, e.g. ssh.service."),
