@@ -367,3 +367,41 @@ async fn a_kill_switch_refuses_only_the_targets_not_yet_sent() {
     hub.welcome_work(&ids[0]).await.unwrap();
     assert!(matches!(*sent_before.outbox.try_recv().unwrap(), ServerMessage::Run(_)), "sent again, for its journal");
 }
+
+/// An execution's deadline on an injected clock: an agent offline past it is finished
+/// `offline` at the next sweep, one that ran stays as it was, and the agent that comes back
+/// afterwards is never sent the run.
+#[tokio::test]
+async fn a_target_offline_past_the_deadline_is_finished_offline_and_never_sent() {
+    use toolgate_domain::fleet::instruction::TargetStatus;
+    use toolgate_domain::fleet::wire::ServerMessage;
+
+    use crate::session::{Handshake, handshake};
+
+    let clock = Clock::stopped_at(1_000_000);
+    let repositories = SqliteStore::open_in_memory().unwrap().repositories();
+    let (_, secret) = repositories.fleet.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();
+    let hub = Hub::load(repositories.fleet, repositories.work.clone(), clock.clone(), FleetSettings::default())
+        .await
+        .unwrap();
+    let (id, credential) = hub.enroll(&secret).await.unwrap().unwrap();
+    // deadline_ms is 2,000,000: a second before it nothing expires; just past it, the target does.
+    assert_eq!(hub.start_execution(execution("exe-0de1", &id, false)).await.unwrap().1, 0, "offline");
+    clock.advance_ms(999_000);
+    hub.sweep(false).await.unwrap();
+    assert_eq!(repositories.work.targets("exe-0de1").await.unwrap()[0].status, TargetStatus::Pending);
+    clock.advance_ms(1_001);
+    hub.sweep(false).await.unwrap();
+    assert_eq!(repositories.work.targets("exe-0de1").await.unwrap()[0].status, TargetStatus::Offline);
+
+    let hello = serde_json::json!({"type": "hello", "protocol": 2, "agent_id": id, "credential": credential, "agent_version": "t"});
+    let Handshake::Welcome { mut connection, .. } =
+        handshake(&hub, &hello.to_string(), &PeerCertificate::NotAsked, false).await
+    else {
+        panic!("not welcomed")
+    };
+    hub.welcome_work(&id).await.unwrap();
+    while let Ok(message) = connection.outbox.try_recv() {
+        assert!(!matches!(*message, ServerMessage::Run(_)), "a run past its deadline was sent: {message:?}");
+    }
+}

@@ -40,6 +40,11 @@ impl Drop for Server {
     }
 }
 
+/// The wall clock in milliseconds since the Unix epoch, as the server and agents stamp times.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_toolgate")
 }
