@@ -22,6 +22,8 @@ actions:
       - {name: line, type: string, required: true, description: The line.}
     columns:
       - {name: count, type: integer, description: Lines.}
+    plan:
+      - {name: count_after, type: integer, description: Lines it would hold.}
     secrets:
       - {name: token, description: The service's token.}
 ";
@@ -173,7 +175,7 @@ fn secrets_are_only_those_the_action_reads_and_never_for_a_diagnostic() {
             .replace("path", "line")
             .replace("    diagnostic: true\n", &format!("    diagnostic: {diagnostic}\n    secrets: {secrets}\n"))
     };
-    let got = run(&with("[token, tokn, token]", "action: append", "class: change", false));
+    let got = run(&with("[token, tokn, token]", "action: append", "class: change\n    touches: t\n    undo: u", false));
     assert!(
         got.iter()
             .any(|d| d.contains("action `files.append` reads no secret `tokn`") && d.contains("did you mean `token`")),
@@ -183,6 +185,42 @@ fn secrets_are_only_those_the_action_reads_and_never_for_a_diagnostic() {
     let got = run(&with("[token]", "action: sha256", "class: read", true));
     assert!(got.iter().any(|d| d.contains("action `files.sha256` reads no secret `token`")), "{got:#?}");
     assert!(got.iter().any(|d| d.contains("a diagnostic definition runs on a quarantined agent")), "{got:#?}");
+}
+
+/// Every change declares its plan (the manifest) and what it touches and how it is undone
+/// (the definition); a read has none of these.
+#[test]
+fn a_change_declares_its_plan_what_it_touches_and_its_undo() {
+    let unplanned = MANIFEST
+        .replace("    plan:\n      - {name: count_after, type: integer, description: Lines it would hold.}\n", "");
+    let got = run_with(&unplanned, GOOD);
+    assert!(
+        got.iter().any(|d| d.starts_with("plugins/files.yaml:") && d.contains("change `append` declares no plan")),
+        "{got:#?}"
+    );
+    let planned_read = MANIFEST.replace(
+        "      - {name: sha256, type: text, description: The hash.}\n",
+        "      - {name: sha256, type: text, description: The hash.}\n    plan:\n      - {name: x, type: text, description: X.}\n",
+    );
+    assert!(run_with(&planned_read, GOOD).iter().any(|d| d.contains("read `sha256` declares a plan")));
+    let change = GOOD
+        .replace("name: file_hash", "name: add")
+        .replace("action: sha256", "action: append")
+        .replace("class: read", "class: change")
+        .replace("path", "line")
+        .replace("    diagnostic: true\n", "    touches: One file.\n");
+    let got = run(&change);
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(
+        got[0].starts_with("instructions.yaml:6:12: error: definition `add`: a change must declare `undo`"),
+        "{got:#?}"
+    );
+    assert_eq!(
+        run(&change.replace("    touches: One file.\n", "    touches: One file.\n    undo: Remove it.\n")),
+        Vec::<String>::new()
+    );
+    let read_with_undo = GOOD.replace("    diagnostic: true\n", "    diagnostic: true\n    undo: Nothing.\n");
+    assert!(run(&read_with_undo).iter().any(|d| d.contains("only a change declares `touches` and `undo`")));
 }
 
 #[test]

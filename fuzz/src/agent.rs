@@ -45,6 +45,9 @@ fn world() -> &'static World {
                 secret_names: Vec::new(),
                 config: Default::default(),
                 secrets: Default::default(),
+                mode: Default::default(),
+                approved_plan: None,
+                approved_plans: Default::default(),
             };
             let execution = NewExecution {
                 execution_id: "exe-00c1".into(),

@@ -25,7 +25,12 @@ use crate::services::ToolContext;
 pub(crate) const RETRY_AFTER_MS: i64 = 2_000;
 
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
-    let steps = vec![step(&args.definition, args.params)?];
+    let plan_only = args.plan_only.unwrap_or(false);
+    let mut planned = step(&args.definition, args.params)?;
+    if plan_only {
+        planned = starting::as_plan(planned)?;
+    }
+    let steps = vec![planned];
     let run = Run {
         kind: "instruction",
         steps,
@@ -47,6 +52,9 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
     });
     if s.replayed {
         answer["replayed"] = json!(true);
+    }
+    if plan_only {
+        answer["plan_only"] = json!(true);
     }
     if let Some(followed) = follow(ctx, &s, as_task).await.map_err(|e| e.after_start(&s.execution_id))? {
         let (counts, _, finished) = counts(&followed);

@@ -8,6 +8,7 @@
 mod access_reviews;
 mod agent_frames;
 mod buffering_proxy;
+mod changes;
 mod common;
 
 mod catalogue_crosscheck;

@@ -72,6 +72,10 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         };
         let sensitive = &plan.sensitive;
         let agent_data = tool.agent_data;
+        let plan_argument = match &tool.plan_argument {
+            Some(name) => quote!(Some(#name)),
+            None => quote!(None),
+        };
         let store_fault_retry_ms = plan.store_fault_retry_ms;
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
@@ -104,6 +108,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 decisions: &[#(#row),*],
                 sensitive_arguments: &[#(#sensitive),*],
                 agent_data: #agent_data,
+                plan_argument: #plan_argument,
                 store_fault_retry_ms: #store_fault_retry_ms,
             }
         }

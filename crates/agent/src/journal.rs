@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use toolgate_domain::fleet::instruction::{ActionClass, StepStatus};
-use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RunOrder, RunResult, RunStep, StepResult};
+use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RunOrder, RunResult, RunStep, StepMode, StepResult, plan_digest};
 use toolgate_domain::records::KillSwitch;
 
 use crate::plugins::{self, PluginContext};
@@ -118,7 +118,11 @@ fn run_action(ctx: &PluginContext, step: &RunStep) -> StepResult {
     let (tx, rx) = std::sync::mpsc::channel();
     let (ctx, owned) = (ctx.clone(), step.clone());
     std::thread::spawn(move || {
-        let _ = tx.send(plugins::run(&ctx, &owned.plugin, &owned.action, &owned.params));
+        let answer = match owned.mode {
+            StepMode::Apply => plugins::run(&ctx, &owned.plugin, &owned.action, &owned.params),
+            StepMode::Plan => plugins::plan(&ctx, &owned.plugin, &owned.action, &owned.params),
+        };
+        let _ = tx.send(answer);
     });
     match rx.recv_timeout(Duration::from_millis(step.timeout_ms.max(1))) {
         Ok(Ok(rows)) => {
@@ -159,11 +163,12 @@ pub fn execute(
     for (i, step) in order.steps.iter().enumerate() {
         let result = if stopped {
             failed(StepStatus::Skipped, "an earlier step did not succeed")
-        } else if quarantine.quarantined && !step.diagnostic {
+        } else if quarantine.quarantined && !step.diagnostic && step.mode.is_apply() {
             failed(StepStatus::Failed, "quarantined: this agent runs only diagnostic instructions until it is released")
         } else if let Some(switch) = kill_switches.iter().find(|s| s.stops(&step.plugin, &step.action)) {
             failed(StepStatus::Failed, switch.refusal())
-        } else if step.class == ActionClass::Read {
+        } else if step.class == ActionClass::Read || step.mode == StepMode::Plan {
+            // A plan changes nothing: like a read, it is neither journaled nor held by quarantine.
             run_step(ctx, step)
         } else {
             run_change(ctx, step, i, journal.as_mut())
@@ -195,13 +200,40 @@ fn run_change(ctx: &PluginContext, step: &RunStep, i: usize, journal: Option<&mu
     if let Err(e) = journal.record(i, Entry::Started) {
         return failed(StepStatus::Failed, format!("not run: {e}"));
     }
-    tracing::info!(definition = %step.definition, "running a change ({}.{})", step.plugin, step.action);
-    let result = run_step(ctx, step);
+    let result = match &step.approved_plan {
+        Some(approved) => apply_as_approved(ctx, step, approved),
+        None => {
+            tracing::info!(definition = %step.definition, "running a change ({}.{})", step.plugin, step.action);
+            run_step(ctx, step)
+        }
+    };
     if let Err(e) = journal.record(i, Entry::Done { result: result.clone() }) {
         // The change ran; a repeated order will say `interrupted`, never run it twice.
         tracing::error!("{e}");
     }
     result
+}
+
+/// Plans the change again and applies it only when the plan is still the one a person
+/// approved; otherwise changes nothing and answers the new plan (`plan_changed`).
+fn apply_as_approved(ctx: &PluginContext, step: &RunStep, approved: &str) -> StepResult {
+    let planned = run_step(ctx, &RunStep { mode: StepMode::Plan, ..step.clone() });
+    if planned.status != StepStatus::Succeeded {
+        let why = planned.error.unwrap_or_default();
+        return failed(planned.status, format!("not applied: it could not be planned again ({why})"));
+    }
+    if plan_digest(&planned.rows) != approved {
+        tracing::info!(definition = %step.definition, "the plan changed since it was approved: nothing is changed");
+        return StepResult {
+            status: StepStatus::PlanChanged,
+            error: Some(
+                "the plan changed since it was approved, so nothing was changed: the rows are the new plan".into(),
+            ),
+            rows: planned.rows,
+        };
+    }
+    tracing::info!(definition = %step.definition, "running an approved change ({}.{})", step.plugin, step.action);
+    run_step(ctx, step)
 }
 
 /// Removes journals older than a week.

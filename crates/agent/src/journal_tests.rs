@@ -19,6 +19,9 @@ fn append(line: &str, diagnostic: bool) -> RunStep {
         secret_names: Vec::new(),
         config: Default::default(),
         secrets: Default::default(),
+        mode: Default::default(),
+        approved_plan: None,
+        approved_plans: Default::default(),
     }
 }
 
@@ -34,6 +37,9 @@ fn facts() -> RunStep {
         secret_names: Vec::new(),
         config: Default::default(),
         secrets: Default::default(),
+        mode: Default::default(),
+        approved_plan: None,
+        approved_plans: Default::default(),
     }
 }
 

@@ -88,6 +88,9 @@ fn marker_run(execution_id: &str, name: &str) -> ServerMessage {
             secret_names: vec![],
             config: Default::default(),
             secrets: Default::default(),
+            mode: Default::default(),
+            approved_plan: None,
+            approved_plans: Default::default(),
         }],
     })
 }

@@ -133,6 +133,27 @@ fn check_manifest(parsed: &Parsed<PluginManifest>, seen: &mut BTreeSet<String>, 
         if a.columns.is_empty() {
             out.push(at.error(&format!("/actions/{i}/columns"), "an action returns rows: declare at least one column"));
         }
+        match (a.class, &a.plan) {
+            (ActionClass::Change, None) => out.push(
+                at.error(&format!("/actions/{i}/class"), format!("change `{}` declares no plan", a.name)).help(
+                    "add `plan:` with the columns of what it would change (computed changing nothing): a person \
+                     approves the plan, and the agent applies only that one",
+                ),
+            ),
+            (ActionClass::Read, Some(_)) => out.push(at.error(
+                &format!("/actions/{i}/plan"),
+                format!("read `{}` declares a plan: only a change has one (a read changes nothing)", a.name),
+            )),
+            (_, Some(plan)) if plan.is_empty() => {
+                out.push(at.error(&format!("/actions/{i}/plan"), "a plan returns rows: declare at least one column"));
+            }
+            (_, Some(plan)) => {
+                if let Some(j) = duplicate(plan.iter().map(|c| &c.name).collect()) {
+                    out.push(at.error(&format!("/actions/{i}/plan/{j}/name"), "this plan column is declared twice"));
+                }
+            }
+            (ActionClass::Read, None) => {}
+        }
         for (field, what) in [("secrets", "secret"), ("config", "configuration key")] {
             let named = if field == "secrets" { &a.secrets } else { &a.config };
             if let Some(j) = duplicate(named.iter().map(|s| &s.name).collect()) {
@@ -197,6 +218,20 @@ fn check_definition(
         );
         return;
     };
+    if d.class == ActionClass::Change {
+        for (field, what) in [("touches", &d.touches), ("undo", &d.undo)] {
+            if what.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                let help = match field {
+                    "touches" => "say what it changes on the host (units, packages, files): the approver reads it",
+                    _ => "say how to undo it, or why it cannot be: the approver reads it",
+                };
+                out.push(error("/class", format!("a change must declare `{field}`")).help(help));
+            }
+        }
+    } else if d.touches.is_some() || d.undo.is_some() {
+        let field = if d.touches.is_some() { "/touches" } else { "/undo" };
+        out.push(error(field, "only a change declares `touches` and `undo`".into()));
+    }
     if d.class != action.class {
         out.push(
             error(

@@ -68,6 +68,11 @@ pub struct Tool {
     /// `pendingRotation` (docs/catalogue.md). The build checks the arguments it reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precondition: Option<Precondition>,
+    /// A boolean argument that, when true, makes the call a plan: it changes nothing, so the
+    /// gate asks for no approval and no confirmation (the tier and the roles still decide).
+    /// The build checks it is an optional boolean argument (docs/catalogue.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_argument: Option<String>,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,

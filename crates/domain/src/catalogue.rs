@@ -213,6 +213,9 @@ pub struct ToolMeta {
     pub authorization: Authorization,
     /// What the gate checks of the live state before a ticket (tools.yaml `precondition`).
     pub precondition: Option<Precondition>,
+    /// The boolean argument that makes a call a plan, which needs no approval (tools.yaml
+    /// `planArgument`).
+    pub plan_argument: Option<&'static str>,
 }
 
 impl ToolMeta {

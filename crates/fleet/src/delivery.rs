@@ -69,6 +69,13 @@ impl Hub {
             (live, plain) = live.into_iter().partition(|agent_id| self.is_live_over_tls(agent_id));
             self.refuse_targets(&order.execution_id, plain, crate::NOT_OVER_TLS).await;
         }
+        if crate::plans::needs_plans(order) {
+            let old: Vec<String>;
+            (live, old) = live
+                .into_iter()
+                .partition(|agent_id| self.live_protocol(agent_id).is_some_and(|p| p >= crate::plans::PLAN_PROTOCOL));
+            self.refuse_targets(&order.execution_id, old, crate::plans::TOO_OLD_TO_PLAN).await;
+        }
         if live.is_empty() {
             return 0;
         }
@@ -95,7 +102,8 @@ impl Hub {
             .filter(|agent_id| {
                 let reads_config = self.live_protocol(agent_id).is_some_and(|p| p >= crate::config::CONFIG_PROTOCOL);
                 let run = if reads_config { configured.as_ref() } else { order.as_ref() };
-                self.send(agent_id, ServerMessage::Run(run.clone()))
+                let run = crate::plans::for_agent(run, agent_id).into_owned();
+                self.send(agent_id, ServerMessage::Run(run))
             })
             .count()
     }

@@ -115,6 +115,9 @@ fn order_step() -> toolgate_domain::fleet::wire::RunStep {
         secret_names: Vec::new(),
         config: Default::default(),
         secrets: Default::default(),
+        mode: Default::default(),
+        approved_plan: None,
+        approved_plans: Default::default(),
     }
 }
 
@@ -176,6 +179,9 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
             secret_names: Vec::new(),
             config: Default::default(),
             secrets: Default::default(),
+            mode: Default::default(),
+            approved_plan: None,
+            approved_plans: Default::default(),
         }],
         scope: None,
         requested_by: "admin".into(),
@@ -193,7 +199,7 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
 #[tokio::test]
 async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     use toolgate_domain::fleet::instruction::TargetStatus;
-    use toolgate_domain::fleet::wire::{QuarantineWish, ServerMessage};
+    use toolgate_domain::fleet::wire::{PROTOCOL_VERSION, QuarantineWish, ServerMessage};
 
     use crate::session::{Handshake, handshake};
 
@@ -225,7 +231,10 @@ async fn a_quarantined_agent_is_told_first_and_never_sent_a_change() {
     let wish = QuarantineWish { quarantined: true, reason: Some("suspicious".into()) };
     assert!(matches!(reply, ServerMessage::Welcome { quarantine: Some(ref q), .. } if *q == wish), "{reply:?}");
     assert!(
-        matches!(handshake(&hub, &hello(4), &PeerCertificate::NotAsked, false).await, Handshake::Refused(_)),
+        matches!(
+            handshake(&hub, &hello(PROTOCOL_VERSION + 1), &PeerCertificate::NotAsked, false).await,
+            Handshake::Refused(_)
+        ),
         "a newer protocol is refused"
     );
 

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::{InstructionSet, StepStatus};
-use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
+use toolgate_domain::fleet::wire::{RunResult, RunStep, StepMode, StepResult};
 use toolgate_store::Taken;
 
 use crate::hub::Hub;
@@ -21,7 +21,16 @@ fn mismatch(steps: &[RunStep], result: &RunResult, actions: Option<&InstructionS
     }
     for (i, (step, answer)) in steps.iter().zip(&result.steps).enumerate() {
         let Some(action) = actions.and_then(|set| set.action(&step.plugin, &step.action)) else { continue };
-        let declared: HashSet<&str> = action.columns.iter().map(|c| c.name.as_str()).collect();
+        // A plan's rows, and a change's whose plan changed (they are its new plan), are plan rows.
+        let plan_rows = step.mode == StepMode::Plan || answer.status == StepStatus::PlanChanged;
+        let columns = match (plan_rows, &action.plan) {
+            (true, Some(plan)) => plan,
+            (true, None) => {
+                return Some(format!("step {i} ({}.{}) has no plan, yet plan rows came", step.plugin, step.action));
+            }
+            (false, _) => &action.columns,
+        };
+        let declared: HashSet<&str> = columns.iter().map(|c| c.name.as_str()).collect();
         let undeclared = answer.rows.iter().flat_map(|row| row.keys()).find(|k| !declared.contains(k.as_str()));
         if let Some(column) = undeclared {
             return Some(format!(
@@ -122,6 +131,9 @@ mod tests {
             secret_names: Vec::new(),
             config: Default::default(),
             secrets: Default::default(),
+            mode: Default::default(),
+            approved_plan: None,
+            approved_plans: Default::default(),
         }
     }
 

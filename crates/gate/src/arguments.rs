@@ -260,6 +260,7 @@ mod tests {
         decisions: &[],
         sensitive_arguments: &[],
         agent_data: false,
+        plan_argument: None,
         store_fault_retry_ms: 5_000,
         authorization: toolgate_domain::catalogue::Authorization::Permission,
         precondition: None,

@@ -168,6 +168,12 @@ impl Gate {
             }
             held?;
         }
+        // A plan changes nothing: no person need approve or confirm it.
+        let plans = tool.plan_argument.is_some_and(|name| arguments.get(name) == Some(&Value::Bool(true)));
+        let decision = match decision {
+            Decision::ApprovalRequired | Decision::ConfirmRequired if plans => Decision::Allow,
+            decision => decision,
+        };
         let approval = match decision {
             Decision::ApprovalRequired => Some(
                 approval::ticket_or_recall(

@@ -5,7 +5,8 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::instruction::new_execution_id;
-use toolgate_domain::fleet::wire::RunStep;
+use toolgate_domain::fleet::instruction::ActionClass;
+use toolgate_domain::fleet::wire::{RunStep, StepMode};
 use toolgate_domain::ToolError;
 use toolgate_store::{Created, Idempotency, NewExecution};
 
@@ -16,6 +17,18 @@ use crate::instructions::{definition, parameter_problems};
 use crate::services::ToolContext;
 
 const DEFAULT_DEADLINE_SECONDS: i64 = 600;
+
+/// `step` as a plan: each agent says what it would change, changing nothing. A plan is a
+/// read, so a quarantined agent runs it too.
+pub(super) fn as_plan(step: RunStep) -> Result<RunStep, ToolError> {
+    if step.class != ActionClass::Change {
+        return Err(ToolError::InvalidArguments(format!(
+            "`{}` is a read: only a change has a plan (leave plan_only out)",
+            step.definition
+        )));
+    }
+    Ok(RunStep { mode: StepMode::Plan, diagnostic: true, ..step })
+}
 
 /// The agents an execution runs on: the listed ones, or the scope's; never none.
 pub(crate) async fn resolve_targets(
@@ -73,6 +86,9 @@ pub(super) fn step(name: &str, params: Option<Map<String, Value>>) -> Result<Run
         secret_names: definition.secrets.clone(),
         config: Default::default(),
         secrets: Default::default(),
+        mode: Default::default(),
+        approved_plan: None,
+        approved_plans: Default::default(),
     })
 }
 

@@ -268,12 +268,12 @@ pub fn run_instruction(
     params: Value,
     agents: &[&str],
 ) -> (Value, Vec<Value>) {
-    let started = structured(
-        s,
-        schemas,
-        "execute_instruction",
-        json!({"definition": definition, "params": params, "agent_ids": agents}),
-    );
+    run_execution(s, schemas, json!({"definition": definition, "params": params, "agent_ids": agents}))
+}
+
+/// execute_instruction with `arguments`; the final status and the rows once it finished.
+pub fn run_execution(s: &Server, schemas: &HashMap<String, Value>, arguments: Value) -> (Value, Vec<Value>) {
+    let started = structured(s, schemas, "execute_instruction", arguments);
     let execution = started["execution_id"].as_str().unwrap();
     let status = wait_finished(s, schemas, &s.token, execution);
     let rows = structured(s, schemas, "query_responses", json!({"execution_id": execution, "limit": 1000}));

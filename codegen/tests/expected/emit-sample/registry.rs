@@ -72,6 +72,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
         agent_data: false,
+        plan_argument: None,
         store_fault_retry_ms: 5000u64,
     },
     ToolMeta {
@@ -102,6 +103,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Deny, Decision::ApprovalRequired],
         sensitive_arguments: &[],
         agent_data: false,
+        plan_argument: None,
         store_fault_retry_ms: 5000u64,
     },
     ToolMeta {
@@ -134,6 +136,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         decisions: &[Decision::Allow, Decision::Allow],
         sensitive_arguments: &[],
         agent_data: false,
+        plan_argument: None,
         store_fault_retry_ms: 5000u64,
     },
 ];

@@ -4,7 +4,7 @@
 
 pub(crate) mod facts;
 mod network;
-mod processes;
+pub(crate) mod processes;
 mod software;
 mod system;
 pub(crate) mod systemd;

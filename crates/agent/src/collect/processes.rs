@@ -1,53 +1,126 @@
 //! processes: /proc/PID/stat, status and cmdline.
 
 use std::fs;
+use std::path::Path;
 
 use serde_json::json;
 
 use super::{Row, Unavailable, row};
 
+/// One process as /proc shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Process {
+    pub pid: i64,
+    pub ppid: i64,
+    pub name: String,
+    pub state: String,
+    pub uid: i64,
+    pub rss_bytes: i64,
+    pub cmdline: String,
+    /// When it started, in ms since the epoch: with the PID, what tells it from a later
+    /// process given the same PID.
+    pub start_time_ms: i64,
+}
+
 /// The fields of /proc/PID/stat after the command name, which may itself hold spaces and
-/// parentheses: (name, state, ppid, rss pages).
-fn parse_stat(stat: &str) -> Option<(&str, &str, i64, i64)> {
+/// parentheses: (name, state, ppid, start time in clock ticks since boot, rss pages).
+fn parse_stat(stat: &str) -> Option<(&str, &str, i64, i64, i64)> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let name = stat.get(open + 1..close)?;
     let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    // After the name: state(0) ppid(1) ... rss is field 24 of the whole line, 21 here.
-    Some((name, rest.first()?, rest.get(1)?.parse().ok()?, rest.get(21)?.parse().ok()?))
+    // After the name: state(0) ppid(1) ... starttime is field 22 of the whole line, 19 here;
+    // rss field 24, 21 here.
+    let number = |i: usize| rest.get(i)?.parse::<i64>().ok();
+    Some((name, rest.first()?, number(1)?, number(19)?, number(21)?))
 }
 
-pub fn processes() -> Result<Vec<Row>, Unavailable> {
-    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096);
-    let mut rows = Vec::new();
+/// The boot time (`btime` of /proc/stat), in seconds since the epoch.
+fn boot_time_secs() -> i64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok()).unwrap_or(0)
+}
+
+fn clock_ticks_per_sec() -> i64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|t| *t > 0).unwrap_or(100)
+}
+
+fn page_size() -> i64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096)
+}
+
+/// What converts /proc's figures: read once per listing.
+struct Units {
+    boot_ms: i64,
+    ticks_per_sec: i64,
+    page: i64,
+}
+
+impl Units {
+    fn now() -> Self {
+        Units { boot_ms: boot_time_secs() * 1000, ticks_per_sec: clock_ticks_per_sec(), page: page_size() }
+    }
+}
+
+fn read(dir: &Path, pid: i64, units: &Units) -> Option<Process> {
+    // A process may exit between the listing and the reads: then it is none.
+    let stat = fs::read_to_string(dir.join("stat")).ok()?;
+    let (name, state, ppid, start_ticks, rss_pages) = parse_stat(&stat)?;
+    let uid = fs::read_to_string(dir.join("status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().next()?.parse::<i64>().ok())
+        })
+        .unwrap_or(-1);
+    let cmdline = fs::read(dir.join("cmdline")).unwrap_or_default();
+    Some(Process {
+        pid,
+        ppid,
+        name: name.to_string(),
+        state: state.to_string(),
+        uid,
+        rss_bytes: rss_pages * units.page,
+        cmdline: String::from_utf8_lossy(&cmdline).trim_end_matches('\0').replace('\0', " "),
+        start_time_ms: units.boot_ms + start_ticks * 1000 / units.ticks_per_sec,
+    })
+}
+
+/// The process `pid`, if it runs.
+pub(crate) fn process(pid: i64) -> Option<Process> {
+    read(&Path::new("/proc").join(pid.to_string()), pid, &Units::now())
+}
+
+/// Every process running now, by PID.
+pub(crate) fn all() -> Result<Vec<Process>, Unavailable> {
+    let units = Units::now();
+    let mut list = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
-        // A process may exit between the listing and the reads: skip it.
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((name, state, ppid, rss_pages)) = parse_stat(&stat) else { continue };
-        let uid = fs::read_to_string(entry.path().join("status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|u| u.split_whitespace().next()?.parse::<i64>().ok())
-            })
-            .unwrap_or(-1);
-        let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).trim_end_matches('\0').replace('\0', " ");
-        rows.push(row([
-            ("pid", json!(pid)),
-            ("ppid", json!(ppid)),
-            ("name", json!(name)),
-            ("state", json!(state)),
-            ("uid", json!(uid)),
-            ("rss_bytes", json!(rss_pages * page)),
-            ("cmdline", json!(cmdline)),
-        ]));
+        list.extend(read(&entry.path(), pid, &units));
     }
-    rows.sort_by_key(|r| r["pid"].as_i64());
-    Ok(rows)
+    list.sort_by_key(|p| p.pid);
+    Ok(list)
+}
+
+pub fn processes() -> Result<Vec<Row>, Unavailable> {
+    Ok(all()?
+        .into_iter()
+        .map(|p| {
+            row([
+                ("pid", json!(p.pid)),
+                ("ppid", json!(p.ppid)),
+                ("name", json!(p.name)),
+                ("state", json!(p.state)),
+                ("uid", json!(p.uid)),
+                ("rss_bytes", json!(p.rss_bytes)),
+                ("cmdline", json!(p.cmdline)),
+                ("start_time_ms", json!(p.start_time_ms)),
+            ])
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -57,12 +130,15 @@ mod tests {
     #[test]
     fn names_with_parentheses_and_spaces() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 100 1000 250 18446744073709551615";
-        assert_eq!(parse_stat(stat), Some(("a (b) c", "S", 1, 250)));
+        assert_eq!(parse_stat(stat), Some(("a (b) c", "S", 1, 100, 250)));
     }
 
     #[test]
-    fn this_process_is_listed() {
+    fn this_process_is_listed_with_when_it_started() {
         let me = i64::from(std::process::id());
-        assert!(processes().unwrap().iter().any(|r| r["pid"] == me));
+        let found = all().unwrap().into_iter().find(|p| p.pid == me).expect("listed");
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        assert!(found.start_time_ms > now_ms - 3_600_000 && found.start_time_ms <= now_ms + 1000, "{found:?}");
+        assert_eq!(process(me).map(|p| p.start_time_ms), Some(found.start_time_ms), "the same on every read");
     }
 }

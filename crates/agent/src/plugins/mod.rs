@@ -6,6 +6,8 @@
 mod files;
 pub(crate) mod guard;
 mod host;
+mod kill;
+mod service_action;
 mod systemd;
 mod updates;
 pub mod upload;
@@ -57,38 +59,69 @@ impl PluginContext {
 
 type ActionFn = fn(&PluginContext, &Map<String, Value>) -> Result<Vec<Row>, String>;
 
+/// One action this agent implements: what it does, and for a change its plan (what it would
+/// do, computed changing nothing).
+struct Implemented {
+    plugin: &'static str,
+    action: &'static str,
+    run: ActionFn,
+    plan: Option<ActionFn>,
+}
+
+const fn read(plugin: &'static str, action: &'static str, run: ActionFn) -> Implemented {
+    Implemented { plugin, action, run, plan: None }
+}
+
+const fn change(plugin: &'static str, action: &'static str, run: ActionFn, plan: ActionFn) -> Implemented {
+    Implemented { plugin, action, run, plan: Some(plan) }
+}
+
 /// Every (plugin, action) this agent implements; a test holds it equal to the manifests.
-const ACTIONS: &[(&str, &str, ActionFn)] = &[
-    ("host", "facts", host::facts),
-    ("host", "disk_usage", host::disk_usage),
-    ("host", "processes", host::processes),
-    ("host", "listening_ports", host::listening_ports),
-    ("host", "installed_software", host::installed_software),
-    ("systemd", "service_status", systemd::service_status),
-    ("systemd", "failed_units", systemd::failed_units),
-    ("systemd", "journal_tail", systemd::journal_tail),
-    ("updates", "pending_updates", updates::pending_updates),
-    ("updates", "reboot_required", updates::reboot_required),
-    ("files", "sha256", files::sha256),
-    ("files", "tail", files::tail),
-    ("files", "collect", upload::collect),
-    ("workspace", "append_line", workspace::append_line),
-    ("workspace", "write_marker", workspace::write_marker),
-    ("workspace", "clear_cache", workspace::clear_cache),
-    ("workspace", "secret_digest", workspace::secret_digest),
+const ACTIONS: &[Implemented] = &[
+    read("host", "facts", host::facts),
+    read("host", "disk_usage", host::disk_usage),
+    read("host", "processes", host::processes),
+    read("host", "listening_ports", host::listening_ports),
+    read("host", "installed_software", host::installed_software),
+    change("host", "kill_process", kill::apply, kill::plan),
+    read("systemd", "service_status", systemd::service_status),
+    read("systemd", "failed_units", systemd::failed_units),
+    read("systemd", "journal_tail", systemd::journal_tail),
+    change("systemd", "service_action", service_action::apply, service_action::plan),
+    read("updates", "pending_updates", updates::pending_updates),
+    read("updates", "reboot_required", updates::reboot_required),
+    read("files", "sha256", files::sha256),
+    read("files", "tail", files::tail),
+    read("files", "collect", upload::collect),
+    change("workspace", "append_line", workspace::append_line, workspace::append_line_plan),
+    change("workspace", "write_marker", workspace::write_marker, workspace::write_marker_plan),
+    change("workspace", "clear_cache", workspace::clear_cache, workspace::clear_cache_plan),
+    change("workspace", "secret_digest", workspace::secret_digest, workspace::secret_digest_plan),
 ];
 
-/// The (plugin, action) pairs this agent implements.
-pub fn implemented() -> Vec<(&'static str, &'static str)> {
-    ACTIONS.iter().map(|(p, a, _)| (*p, *a)).collect()
+/// The (plugin, action) pairs this agent implements, and whether each has a plan.
+pub fn implemented() -> Vec<(&'static str, &'static str, bool)> {
+    ACTIONS.iter().map(|a| (a.plugin, a.action, a.plan.is_some())).collect()
+}
+
+fn find(plugin: &str, action: &str) -> Result<&'static Implemented, String> {
+    ACTIONS
+        .iter()
+        .find(|a| a.plugin == plugin && a.action == action)
+        .ok_or_else(|| format!("this agent has no action `{plugin}.{action}` (an older agent? upgrade it)"))
 }
 
 /// Runs one action on this host.
 pub fn run(ctx: &PluginContext, plugin: &str, action: &str, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
-    let Some((_, _, run)) = ACTIONS.iter().find(|(p, a, _)| *p == plugin && *a == action) else {
-        return Err(format!("this agent has no action `{plugin}.{action}` (an older agent? upgrade it)"));
-    };
-    run(ctx, params)
+    (find(plugin, action)?.run)(ctx, params)
+}
+
+/// Plans one change on this host: what it would do, changing nothing.
+pub fn plan(ctx: &PluginContext, plugin: &str, action: &str, params: &Map<String, Value>) -> Result<Vec<Row>, String> {
+    match find(plugin, action)?.plan {
+        Some(plan) => plan(ctx, params),
+        None => Err(format!("`{plugin}.{action}` is a read: it has no plan (it changes nothing)")),
+    }
 }
 
 fn text<'a>(params: &'a Map<String, Value>, name: &str) -> Option<&'a str> {

@@ -8,7 +8,7 @@ use super::{PluginContext, output, required_text, text};
 use crate::collect::systemd::{first_column, number, property, show, systemd_runs, timestamp_ms, unit_names};
 use crate::collect::{Row, row};
 
-fn require_systemd() -> Result<(), String> {
+pub(super) fn require_systemd() -> Result<(), String> {
     if systemd_runs() {
         Ok(())
     } else {
@@ -17,7 +17,7 @@ fn require_systemd() -> Result<(), String> {
 }
 
 /// A unit name or glob as systemctl takes them, and nothing else (no options, no spaces).
-fn unit_pattern(value: &str) -> Result<&str, String> {
+pub(super) fn unit_pattern(value: &str) -> Result<&str, String> {
     let fine = !value.is_empty()
         && value.len() <= 256
         && !value.starts_with('-')
@@ -29,7 +29,7 @@ fn unit_pattern(value: &str) -> Result<&str, String> {
     }
 }
 
-fn is_glob(pattern: &str) -> bool {
+pub(super) fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])
 }
 

@@ -81,8 +81,38 @@ pub fn check(inputs: &Inputs) -> Vec<Diagnostic> {
     out
 }
 
-fn preconditions(inputs: &Inputs) -> Vec<Diagnostic> {
+/// `planArgument` names an optional boolean argument of the tool's own (required, every call
+/// would be a plan and the tool could never act).
+fn plan_arguments(inputs: &Inputs) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
+        let Some(name) = &tool.plan_argument else { continue };
+        let schema = &tool.input_schema;
+        let boolean = schema
+            .get("properties")
+            .and_then(|p| p.get(name))
+            .and_then(|g| g.get("type"))
+            .is_some_and(|t| t == "boolean");
+        let required = schema.get("required").and_then(|r| r.as_array()).is_some_and(|r| r.iter().any(|n| n == name));
+        if !boolean || required {
+            out.push(
+                inputs
+                    .tool_error(
+                        i,
+                        "/planArgument",
+                        format!("`planArgument` names `{name}`: it must be an optional boolean argument"),
+                    )
+                    .help(format!(
+                        "add `{name}: {{type: boolean, default: false}}` to `properties`, not to `required`"
+                    )),
+            );
+        }
+    }
+    out
+}
+
+fn preconditions(inputs: &Inputs) -> Vec<Diagnostic> {
+    let mut out = plan_arguments(inputs);
     for (i, tool) in inputs.tools.model.tools.iter().enumerate() {
         let Some(precondition) = tool.precondition else { continue };
         for name in precondition.arguments().iter().filter(|n| !required_string(&tool.input_schema, n)) {

@@ -53,6 +53,11 @@ pub struct Action {
     pub params: Vec<ActionParam>,
     /// The columns of every row the action returns.
     pub columns: Vec<ResultColumn>,
+    /// A change's plan: the columns of the rows its plan step returns (what it would change
+    /// on the host, computed without changing anything). Every change declares one; a read
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<ResultColumn>>,
     /// The plugin secrets (keys of this plugin's) its code may read; a definition passes
     /// only these (docs/secrets.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -146,6 +151,12 @@ pub struct Definition {
     /// Allowed on a quarantined agent (read-only definitions only).
     #[serde(default)]
     pub diagnostic: bool,
+    /// A change's declaration, shown to the person approving it: what it touches on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touches: Option<String>,
+    /// A change's declaration: how to undo it, or why it cannot be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<String>,
     /// The plugin secrets the agent is given for it (among those its action declares); it
     /// runs only over TLS, and not while one of them is unset.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -228,10 +239,12 @@ pub enum TargetStatus {
     /// The server would not send it: it changes something and the agent is quarantined
     /// (the target's error says so).
     Refused,
+    /// Changed nothing: its plan was no longer the approved one (its rows are the new plan).
+    PlanChanged,
 }
 
 impl TargetStatus {
-    pub const ALL: [TargetStatus; 8] = [
+    pub const ALL: [TargetStatus; 9] = [
         TargetStatus::Pending,
         TargetStatus::Running,
         TargetStatus::Succeeded,
@@ -240,6 +253,7 @@ impl TargetStatus {
         TargetStatus::Offline,
         TargetStatus::Cancelled,
         TargetStatus::Refused,
+        TargetStatus::PlanChanged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -252,6 +266,7 @@ impl TargetStatus {
             TargetStatus::Offline => "offline",
             TargetStatus::Cancelled => "cancelled",
             TargetStatus::Refused => "refused",
+            TargetStatus::PlanChanged => "plan_changed",
         }
     }
 
@@ -276,6 +291,9 @@ pub enum StepStatus {
     TimedOut,
     /// Not run: an earlier step of the bundle failed.
     Skipped,
+    /// Not applied: the agent's plan is no longer the one a person approved (its rows are
+    /// the new plan).
+    PlanChanged,
 }
 
 impl StepStatus {
@@ -285,6 +303,7 @@ impl StepStatus {
             StepStatus::Failed => "failed",
             StepStatus::TimedOut => "timed_out",
             StepStatus::Skipped => "skipped",
+            StepStatus::PlanChanged => "plan_changed",
         }
     }
 }
@@ -294,6 +313,7 @@ pub fn target_status(steps: &[StepStatus]) -> TargetStatus {
     match steps.iter().find(|s| **s != StepStatus::Succeeded) {
         None => TargetStatus::Succeeded,
         Some(StepStatus::TimedOut) => TargetStatus::TimedOut,
+        Some(StepStatus::PlanChanged) => TargetStatus::PlanChanged,
         Some(_) => TargetStatus::Failed,
     }
 }
@@ -336,11 +356,15 @@ impl InstructionSet {
                 if params.is_empty() { "none".to_string() } else { params.join(", ") },
             );
         }
-        out.push_str("\n\\* required.\n");
+        out.push_str("\n\\* required.\n\nWhat each change touches and how it is undone, as the approvals page shows it:\n\n| change | touches | undo |\n|---|---|---|\n");
+        for d in self.definitions.iter().filter(|d| d.class == ActionClass::Change) {
+            let said = |text: &Option<String>| text.as_deref().unwrap_or("").replace('|', "\\|");
+            let _ = writeln!(out, "| `{}` | {} | {} |", d.name, said(&d.touches), said(&d.undo));
+        }
         for p in &self.plugins {
             let _ = write!(
                 out,
-                "\n### Plugin `{}`\n\n{}\n\n| action | class | parameters | columns |\n|---|---|---|---|\n",
+                "\n### Plugin `{}`\n\n{}\n\n| action | class | parameters | columns | plan |\n|---|---|---|---|---|\n",
                 p.plugin, p.description
             );
             for a in &p.actions {
@@ -352,15 +376,17 @@ impl InstructionSet {
                     })
                     .collect();
                 params.extend(a.config.iter().map(|c| format!("configuration `{}`", c.name)));
-                let columns: Vec<String> =
-                    a.columns.iter().map(|c| format!("`{}` ({})", c.name, c.kind.as_str())).collect();
+                let listed = |columns: &[ResultColumn]| -> String {
+                    columns.iter().map(|c| format!("`{}` ({})", c.name, c.kind.as_str())).collect::<Vec<_>>().join(", ")
+                };
                 let _ = writeln!(
                     out,
-                    "| `{}` | {} | {} | {} |",
+                    "| `{}` | {} | {} | {} | {} |",
                     a.name,
                     a.class.as_str(),
                     if params.is_empty() { "none".into() } else { params.join(", ") },
-                    columns.join(", ")
+                    listed(&a.columns),
+                    a.plan.as_deref().map_or_else(|| "-".to_string(), listed),
                 );
             }
         }

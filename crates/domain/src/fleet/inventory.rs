@@ -63,6 +63,11 @@ pub const TABLES: &[Table] = &[
             col("uid", Integer, "The real user id."),
             col("rss_bytes", Integer, "Resident memory."),
             col("cmdline", Text, "The command line, arguments joined by spaces (empty for kernel threads)."),
+            col(
+                "start_time_ms",
+                Integer,
+                "When it started (ms since the epoch): with the PID, what kill_process needs to hit this process and no later one.",
+            ),
         ],
     },
     Table {

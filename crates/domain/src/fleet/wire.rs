@@ -32,15 +32,17 @@ use serde_json::{Map, Value};
 use super::agent::{EnrollRefusal, HostFacts};
 use super::compliance::{Rule, RuleResult};
 pub use super::quarantine::{QuarantineEnforcement, QuarantineMode, QuarantineWish};
-pub use super::run_order::{RunOrder, RunResult, RunStep, SecretValues, StepResult};
+pub use super::run_order::{RunOrder, RunResult, RunStep, SecretValues, StepMode, StepResult, plan_digest};
 use super::signing::{FrameRefusal, SignedFrame};
 
 /// The WebSocket path agents connect to.
 pub const AGENT_PATH: &str = "/agent/v1";
 /// The version of this protocol, sent in every Enroll and Hello. 2: the welcome carries the
 /// quarantine state. 3: the server sends the engaged kill switches (an older agent is sent
-/// none: it could not read the frame, and the server refuses what they stop anyway).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// none: it could not read the frame, and the server refuses what they stop anyway). 4: a step
+/// may be a plan, a change may carry its approved plan's digest, and a step may end
+/// `plan_changed` (an older agent is never sent either: the server refuses that target).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
 /// quarantine state (the server refuses to send a quarantined agent a change whatever its
 /// protocol, so it is safe, only told later).

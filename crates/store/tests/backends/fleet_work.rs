@@ -30,6 +30,9 @@ fn step(definition: &str) -> RunStep {
         secret_names: Vec::new(),
         config: Default::default(),
         secrets: Default::default(),
+        mode: Default::default(),
+        approved_plan: None,
+        approved_plans: Default::default(),
     }
 }
 
