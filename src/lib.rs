@@ -22,6 +22,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod outbound;
+pub mod plans;
 pub mod prompts_resources;
 pub mod registry;
 pub mod sealing;

@@ -285,6 +285,11 @@ pub async fn approvals_decide(
             CATALOGUE.reviewer
         );
     }
+    if approve {
+        // A held change is approved with its plans as they are now (docs/instructions.md); with
+        // no server at hand, a host sent its plan counts as still planning until it answers.
+        crate::plans::bind(store, id, None, &|_| true).await.map_err(|e| anyhow::anyhow!("not approved: {e}"))?;
+    }
     let audit = ImmediateAudit { store: store.audit.as_ref(), rows: Default::default() };
     let clock = Clock::default();
     let decided = toolgate_gate::review(

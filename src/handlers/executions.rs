@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::groups::Visible;
-use toolgate_domain::fleet::instruction::TargetStatus;
+use toolgate_domain::fleet::instruction::{ActionClass, TargetStatus};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{ExecutionHeader, Reader};
 
@@ -27,13 +27,21 @@ pub(crate) const RETRY_AFTER_MS: i64 = 2_000;
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
     let plan_only = args.plan_only.unwrap_or(false);
     let mut planned = step(&args.definition, args.params)?;
+    let mut approved_targets = None;
     if plan_only {
         planned = starting::as_plan(planned)?;
+    } else if let Some(approval_id) = ctx.approval_id()
+        && planned.class == ActionClass::Change
+    {
+        let (approved, targets) = starting::approved_plans(ctx, approval_id).await?;
+        planned.approved_plans = approved;
+        approved_targets = Some(targets);
     }
     let steps = vec![planned];
     let run = Run {
         kind: "instruction",
         steps,
+        approved_targets,
         agent_ids: args.agent_ids,
         scope: args.scope,
         deadline_seconds: args.deadline_seconds,
@@ -104,6 +112,7 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
     let count = steps.len();
     let definitions: Vec<String> = steps.iter().map(|s| s.definition.clone()).collect();
     let run = Run {
+        approved_targets: None,
         kind: "bundle",
         steps,
         agent_ids: args.agent_ids,

@@ -33,18 +33,12 @@ fn plan(
 fn units_are_planned_then_restarted_stopped_and_started_and_a_failed_one_comes_back() {
     let s = start(FAST);
     let schemas = output_schemas(&s);
-    let bed = Bed::boot(&["chg-a", "chg-b"]);
-    let token = mint(&s, &["--uses", "2"]);
-    for e in &bed.endpoints {
-        e.install_agent(&s, &token);
-    }
-    let ids = online_by_hostname(&s, &schemas, 2);
+    let (bed, ids) = Bed::enrolled(&s, &["chg-a", "chg-b"]);
     let (a, a_id) = (&bed.endpoints[0], ids["chg-a"].as_str());
     let both: Vec<&str> = ids.values().map(String::as_str).collect();
 
-    // The plan: on both hosts, cron would be restarted from its running main process; nothing moves.
+    // The plan: on both hosts, cron would be restarted, active before and after; nothing moves.
     let pid_before = unit_property(a, "cron", "MainPID");
-    let pid_number: i64 = pid_before.parse().unwrap();
     let run_before = unit_property(a, "cron", "InvocationID");
     let restart = json!({"unit": "cron", "action": "restart"});
     let (status, rows) = plan(&s, &schemas, "service_action", restart.clone(), &both);
@@ -56,7 +50,6 @@ fn units_are_planned_then_restarted_stopped_and_started_and_a_failed_one_comes_b
             "{row}"
         );
     }
-    assert!(rows.iter().any(|r| r["main_pid_now"] == pid_number), "{rows:?}");
     assert_eq!(unit_property(a, "cron", "MainPID"), pid_before, "a plan changes nothing");
 
     // Applied on chg-a: a new main process and a new invocation, as the host says.
@@ -119,10 +112,8 @@ fn units_are_planned_then_restarted_stopped_and_started_and_a_failed_one_comes_b
 fn a_process_is_ended_by_pid_and_start_time_and_a_recycled_pid_is_never_hit() {
     let s = start(FAST);
     let schemas = output_schemas(&s);
-    let bed = Bed::boot(&["chg-kill"]);
-    let e = &bed.endpoints[0];
-    e.install_agent(&s, &mint(&s, &["--uses", "1"]));
-    let id = online_by_hostname(&s, &schemas, 1)["chg-kill"].clone();
+    let (bed, ids) = Bed::enrolled(&s, &["chg-kill"]);
+    let (e, id) = (&bed.endpoints[0], ids["chg-kill"].clone());
     e.run(&["systemd-run", "--unit=probe-sleeper", "/bin/sleep", "100000"]);
     let pid: i64 = unit_property(e, "probe-sleeper", "MainPID").parse().unwrap();
 
@@ -188,4 +179,63 @@ fn a_plan_needs_no_approval_and_changes_nothing() {
     // The change itself still waits for a person.
     let held = common::call_as(&s, &supervised, "execute_instruction", change).json();
     assert_eq!(held["error"]["code"], -32006, "{held}");
+}
+
+/// Held for a person (supervised): the ticket's call runs once as a plan on every host, the
+/// approvals page shows the plans grouped, approving binds the ticket to them, and on the
+/// recall a host whose plan changed meanwhile (its unit already stopped by hand) changes
+/// nothing and says so, while the other applies the approved plan.
+#[test]
+fn an_approved_plan_is_applied_and_a_changed_one_is_not() {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let (bed, ids) = Bed::enrolled(&s, &["held-a", "held-b"]);
+    let (a, b) = (&bed.endpoints[0], &bed.endpoints[1]);
+    let supervised = s.token("admin", "supervised", "1h");
+    let reviewer = common::console::reviewer(&s, "rita");
+    let stop = json!({"definition": "service_action", "params": {"unit": "cron", "action": "stop"}, "scope": "hostname ~ \"held-*\""});
+    let ticket = common::agents::approval_id(&common::call_as(&s, &supervised, "execute_instruction", stop.clone()));
+    assert_eq!(unit_property(a, "cron", "ActiveState"), "active", "minting a ticket changes nothing");
+
+    // The page shows one plan for both hosts, and the form carries its digest.
+    let deadline = std::time::Instant::now() + common::agents::PATIENCE;
+    let page = loop {
+        let page = common::console::get(&s, "/console/approvals", &reviewer.cookie).body;
+        if page.contains("2 hosts with this plan") || std::time::Instant::now() > deadline {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(page.contains("2 hosts with this plan") && page.contains("cron.service"), "{page}");
+    assert!(page.contains("Touches: ") && page.contains("The opposite action"), "{page}");
+    let digest = page.split("name=\"plans\" value=\"").nth(1).and_then(|r| r.split('"').next()).unwrap().to_string();
+    // Plans other than those shown are not approved.
+    let stale =
+        common::console::decide(&s, &reviewer, &ticket, "approve", json!({"comment": "ok", "plans": "0".repeat(64)}));
+    assert_eq!(stale.status, 409, "{stale:?}");
+    assert!(stale.body.contains("the plans changed since they were shown"), "{stale:?}");
+    let approved =
+        common::console::decide(&s, &reviewer, &ticket, "approve", json!({"comment": "ok", "plans": digest}));
+    assert_eq!(approved.status, 200, "{approved:?}");
+
+    // Meanwhile someone stops cron on held-b by hand: its plan is no longer the approved one.
+    b.run(&["systemctl", "stop", "cron"]);
+    let mut recall = stop;
+    recall["approval_id"] = json!(ticket);
+    let started = common::agents::structured_as(&s, &schemas, &supervised, "execute_instruction", recall);
+    let status = wait_finished(&s, &schemas, &supervised, started["execution_id"].as_str().unwrap());
+    assert_eq!(status["counts"], json!({"succeeded": 1, "plan_changed": 1}), "{status}");
+    let changed =
+        status["agents"].as_array().unwrap().iter().find(|t| t["agent_id"] == ids["held-b"].as_str()).unwrap();
+    assert_eq!(changed["status"], "plan_changed", "{status}");
+    assert!(changed["error"].as_str().unwrap().contains("nothing was changed"), "{status}");
+    assert_eq!(unit_property(a, "cron", "ActiveState"), "inactive", "held-a applied the approved plan");
+    let rows = common::agents::structured_as(
+        &s,
+        &schemas,
+        &supervised,
+        "query_responses",
+        json!({"execution_id": started["execution_id"], "agent_id": ids["held-b"]}),
+    );
+    assert_eq!(rows["rows"][0]["values"]["active_state_now"], "inactive", "held-b's new plan: {rows}");
 }

@@ -19,7 +19,7 @@ use toolgate_store::{NewGroup, SqliteStore};
 fn cell(answer: Result<toolgate_gate::Passed, Denial>, tier_decision: &'static str) -> &'static str {
     match answer {
         Err(Denial::Precondition { .. }) => tier_decision,
-        Ok(passed) if passed.approval.is_some() => "approval",
+        Ok(passed) if passed.approval.is_some() || passed.planning.is_some() => "approval",
         Ok(passed) if passed.confirm => "confirm",
         Ok(_) => "allow",
         Err(Denial::ApprovalPending { .. }) => "approval",

@@ -224,10 +224,15 @@ fn an_approved_change_runs_exactly_once_per_agent_across_agent_and_server_crashe
     let supervised = s.token("admin", "supervised", "1h");
     let api = common::console::reviewer(&s, "reviewer");
 
-    // fleet-b is stopped: it receives the run but cannot act on it before it is killed.
-    agents[1].signal("-STOP");
+    // Held for a person, planned on the three, approved; then fleet-b is stopped: it receives
+    // the run but cannot act on it before it is killed.
     let arguments = json!({"definition": "append_line", "params": {"file": "audit.log", "line": "checked"}, "scope": "hostname ~ \"fleet-*\""});
-    let (started, recall) = approved(&s, &supervised, &api, "execute_instruction", arguments);
+    let ticket = approval_id(&call_as(&s, &supervised, "execute_instruction", arguments.clone()));
+    common::agents::approve(&s, &api, &ticket);
+    agents[1].signal("-STOP");
+    let mut recall = arguments;
+    recall["approval_id"] = json!(ticket);
+    let started = structured_as(&s, &schemas, &supervised, "execute_instruction", recall.clone());
     let execution = started["execution_id"].as_str().unwrap().to_string();
     // The server and fleet-b die mid-execution; both come back.
     agents[1].kill();

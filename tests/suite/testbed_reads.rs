@@ -97,12 +97,7 @@ fn endpoint<'a>(bed: &'a Bed, name: &str) -> &'a Endpoint {
 fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() {
     let s = start(FAST);
     let schemas = output_schemas(&s);
-    let bed = Bed::boot(&["host-a", "host-b", "host-c"]);
-    let token = mint(&s, &["--uses", "3"]);
-    for e in &bed.endpoints {
-        e.install_agent(&s, &token);
-    }
-    let ids = online_by_hostname(&s, &schemas, 3);
+    let (bed, ids) = Bed::enrolled(&s, &["host-a", "host-b", "host-c"]);
     let all: Vec<&str> = ids.values().map(String::as_str).collect();
 
     // cron, a real service, on all three.

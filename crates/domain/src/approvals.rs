@@ -64,6 +64,16 @@ impl Approval {
     }
 }
 
+/// The plan a held change started when its ticket was minted, and what a person approved of
+/// it: each agent's plan digest (`fleet::wire::plan_digest`). An agent without one changes
+/// nothing on the recall.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanBinding {
+    pub execution_id: String,
+    /// None until the ticket is approved.
+    pub approved: Option<std::collections::BTreeMap<String, String>>,
+}
+
 /// The definition a tool call's ticket is minted for.
 pub fn definition_of(tool: &str) -> String {
     format!("{MCP_SURFACE}.{tool}")

@@ -94,6 +94,8 @@ pub struct ToolContext<S> {
     task: crate::TaskStarter,
     cancellation: CancellationToken,
     reach: crate::groups::Reach,
+    /// The approval ticket this call consumed, if it needed one.
+    approval_id: Option<String>,
 }
 
 impl<S> Clone for ToolContext<S> {
@@ -108,6 +110,7 @@ impl<S> Clone for ToolContext<S> {
             task: self.task.clone(),
             cancellation: self.cancellation.clone(),
             reach: self.reach.clone(),
+            approval_id: self.approval_id.clone(),
         }
     }
 }
@@ -146,6 +149,7 @@ impl<S> ToolContext<S> {
             cancellation: CancellationToken::new(),
             // No agent until the gate (or a test) says which: forgetting it must hide, never show.
             reach: crate::groups::Reach::Groups(Vec::new().into()),
+            approval_id: None,
         }
     }
 
@@ -194,6 +198,11 @@ impl<S> ToolContext<S> {
     pub fn reach(&self) -> &crate::groups::Reach {
         &self.reach
     }
+
+    /// The approval ticket this call consumed (a person approved it), if any.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.approval_id.as_deref()
+    }
 }
 
 /// Builds a [`ToolContext`]; every field but the services has a default, so adding one
@@ -208,6 +217,7 @@ pub struct ToolContextBuilder<S> {
     task: crate::TaskStarter,
     cancellation: CancellationToken,
     reach: crate::groups::Reach,
+    approval_id: Option<String>,
 }
 
 impl<S> ToolContextBuilder<S> {
@@ -274,6 +284,12 @@ impl<S> ToolContextBuilder<S> {
         self
     }
 
+    /// The approval ticket the call consumed.
+    pub fn approval_id(mut self, id: Option<String>) -> Self {
+        self.approval_id = id;
+        self
+    }
+
     pub fn build(self) -> ToolContext<S> {
         ToolContext {
             caller: self.caller,
@@ -285,6 +301,7 @@ impl<S> ToolContextBuilder<S> {
             task: self.task,
             cancellation: self.cancellation,
             reach: self.reach,
+            approval_id: self.approval_id,
         }
     }
 }

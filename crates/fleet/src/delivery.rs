@@ -56,6 +56,8 @@ impl Hub {
             },
             None => agent_ids,
         };
+        let (agent_ids, unapproved) = crate::plans::approved_only(order, agent_ids);
+        self.refuse_targets(&order.execution_id, unapproved, crate::plans::NO_APPROVED_PLAN).await;
         let changes = order.steps.iter().any(|step| !step.diagnostic);
         let (refused, allowed): (Vec<String>, Vec<String>) =
             agent_ids.into_iter().partition(|agent_id| changes && self.quarantine_wanted(agent_id));

@@ -28,7 +28,7 @@ mod visits;
 pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;
 pub use hub::{Hub, Kick, Link};
-pub use plans::TOO_OLD_TO_PLAN;
+pub use plans::{NO_APPROVED_PLAN, TOO_OLD_TO_PLAN};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
 pub use secrets::{NOT_OVER_TLS, SecretDelivery, SecretSource};
 pub use settings::FleetSettings;

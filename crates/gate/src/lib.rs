@@ -37,6 +37,10 @@ pub struct Passed {
     /// The tier wants the client's own user to confirm the call before it runs (policy.yaml
     /// `confirm`); the protocol layer asks, since only it can reach the client.
     pub confirm: bool,
+    /// A ticket was just minted for a change that can plan (tools.yaml `planArgument`): the
+    /// call runs now as a plan (`arguments` ask for one), for the person deciding to see what
+    /// it would change; the caller is then answered with this ticket.
+    pub planning: Option<Box<Approval>>,
 }
 
 /// Checks some tools' arguments beyond their schema, before any approval work: what the
@@ -175,8 +179,8 @@ impl Gate {
             decision => decision,
         };
         let approval = match decision {
-            Decision::ApprovalRequired => Some(
-                approval::ticket_or_recall(
+            Decision::ApprovalRequired => {
+                let ticket = approval::ticket_or_recall(
                     self.approvals.as_ref(),
                     &self.clock,
                     toolgate_domain::approvals::MCP_SURFACE,
@@ -185,11 +189,26 @@ impl Gate {
                     &arguments,
                     approval_id.as_deref(),
                 )
-                .await?,
-            ),
+                .await;
+                match (ticket, tool.plan_argument) {
+                    (Err(Denial::ApprovalPending { approval, minted: true }), Some(plan)) => {
+                        if let Some(object) = arguments.as_object_mut() {
+                            object.insert(plan.to_string(), Value::Bool(true));
+                        }
+                        return Ok(Passed {
+                            arguments,
+                            approval: None,
+                            reach,
+                            confirm: false,
+                            planning: Some(approval),
+                        });
+                    }
+                    (ticket, _) => Some(ticket?),
+                }
+            }
             _ => None,
         };
-        Ok(Passed { arguments, approval, reach, confirm: decision == Decision::ConfirmRequired })
+        Ok(Passed { arguments, approval, reach, confirm: decision == Decision::ConfirmRequired, planning: None })
     }
 
     /// Tier first, always; then RBAC: the tier's decision, and what the grant covers. A tool

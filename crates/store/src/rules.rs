@@ -3,7 +3,7 @@
 //! reading, and the one conditional write that makes each decision stick under concurrency.
 
 use toolgate_domain::approvals::{
-    Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, Mint, Recall,
+    Approval, ApprovalStatus, ArgumentBinding, MAX_PENDING_PER_SUBMITTER, MAX_PENDING_TOTAL, Mint, PlanBinding, Recall,
     ReviewRefusal,
 };
 use toolgate_domain::fleet::agent::{AgentAuth, ENROLL_SECRET_PREFIX};
@@ -175,4 +175,10 @@ pub(crate) fn existing_execution(
     wanted: &str,
 ) -> crate::fleet_work::Created {
     crate::fleet_work::Created::Existing { execution_id, same_arguments: digest == Some(wanted) }
+}
+
+/// A stored plan binding; an approved map that cannot be read binds nothing (no agent applies).
+pub(crate) fn plan_binding(execution_id: String, approved: Option<String>) -> PlanBinding {
+    let approved = approved.map(|text| serde_json::from_str(&text).unwrap_or_default());
+    PlanBinding { execution_id, approved }
 }

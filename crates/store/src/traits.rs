@@ -1,13 +1,14 @@
 //! What the server may ask of a store, one trait per area. Every method is async: a backend
 //! runs its I/O off the async threads, so a slow query never stalls the reactor.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::filtered::RowFilter;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
-use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, Recall, Review, ReviewRefusal};
+use toolgate_domain::approvals::{Approval, ArgumentBinding, Mint, PlanBinding, Recall, Review, ReviewRefusal};
 use toolgate_domain::audit::{AuditEvent, AuditFilter};
 use toolgate_domain::fleet::agent::{AgentAuth, InventoryStatus};
 use toolgate_domain::fleet::wire::InventoryReport;
@@ -149,6 +150,13 @@ pub trait ApprovalStore: Send + Sync {
     ) -> Result<Mint>;
     /// A person approves or rejects; never their own request.
     async fn review(&self, review: Review<'_>) -> Result<std::result::Result<Approval, ReviewRefusal>>;
+    /// Links a ticket to the plan execution its call started when it was minted.
+    async fn link_plan(&self, approval_id: &str, execution_id: &str) -> Result<()>;
+    /// The plan a ticket's call started, and what was approved of it.
+    async fn plan_of(&self, approval_id: &str) -> Result<Option<PlanBinding>>;
+    /// Records the plans a person approves (each agent's digest), before the approval itself;
+    /// false when the ticket has no plan or is no longer pending.
+    async fn bind_plans(&self, approval_id: &str, approved: &BTreeMap<String, String>) -> Result<bool>;
     /// Checks the ticket against this exact call on `surface` and consumes it atomically.
     async fn recall(
         &self,

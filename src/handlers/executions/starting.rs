@@ -30,6 +30,25 @@ pub(super) fn as_plan(step: RunStep) -> Result<RunStep, ToolError> {
     Ok(RunStep { mode: StepMode::Plan, diagnostic: true, ..step })
 }
 
+/// The plans a person approved with the ticket `approval_id` (each agent's digest), and every
+/// agent the plan ran on. A change recalled without them does not run: its ticket was minted
+/// before plans existed, or its plan could not start.
+pub(super) async fn approved_plans(
+    ctx: &ToolContext,
+    approval_id: &str,
+) -> Result<(std::collections::BTreeMap<String, String>, Vec<String>), ToolError> {
+    let services = ctx.services();
+    let binding = services.approvals().plan_of(approval_id).await?;
+    let Some((execution_id, Some(approved))) = binding.map(|b| (b.execution_id, b.approved)) else {
+        return Err(ToolError::Refused {
+            message: format!("approval {approval_id} carries no approved plan, so the change is not run"),
+            remediation: "call again without approval_id: the new ticket's plan is made as it is minted, and a person approves that".into(),
+        });
+    };
+    let targets = services.repositories().work.targets(&execution_id).await?;
+    Ok((approved, targets.into_iter().map(|t| t.agent_id).collect()))
+}
+
 /// The agents an execution runs on: the listed ones, or the scope's; never none.
 pub(crate) async fn resolve_targets(
     ctx: &ToolContext,
@@ -105,6 +124,9 @@ pub(super) struct Started {
 pub(super) struct Run {
     pub(super) kind: &'static str,
     pub(super) steps: Vec<RunStep>,
+    /// A recalled change bound to approved plans: the targets its plan ran on (those a
+    /// person saw), whatever its scope chooses now.
+    pub(super) approved_targets: Option<Vec<String>>,
     pub(super) agent_ids: Option<Vec<String>>,
     pub(super) scope: Option<String>,
     pub(super) deadline_seconds: Option<i64>,
@@ -129,7 +151,10 @@ pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolEr
         });
     }
     let idempotency = run.idempotency_key.clone().map(|key| Idempotency { key, arguments_digest: run.digest() });
-    let (targets, scope) = resolve_targets(ctx, run.agent_ids, run.scope).await?;
+    let (targets, scope) = match run.approved_targets {
+        Some(targets) => (targets, run.scope),
+        None => resolve_targets(ctx, run.agent_ids, run.scope).await?,
+    };
     let now = ctx.services().clock().now_ms();
     let deadline_ms = now + run.deadline_seconds.unwrap_or(DEFAULT_DEADLINE_SECONDS) * 1000;
     let execution_id = new_execution_id();

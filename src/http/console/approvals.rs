@@ -41,7 +41,7 @@ fn pretty(canonical: &str) -> String {
         .unwrap_or_else(|_| canonical.into())
 }
 
-fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup) -> Markup {
+fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup, plans: Option<(Markup, String)>) -> Markup {
     let title = ToolId::from_name(&a.tool).map_or(a.tool.as_str(), |t| t.meta().title);
     html! {
         tr id={ "approval-" (a.id) } {
@@ -49,11 +49,15 @@ fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup) -> Mark
             td.submitter { (a.submitter) }
             td { (pages::when(a.submitted_at)) br; span.muted { "expires " (pages::when(a.expires_at)) } }
             td { pre { (pretty(&a.canonical_args)) } }
-            td.touches { (touches) }
+            td.touches {
+                (touches)
+                @if let Some((plans, _)) = &plans { (plans) }
+            }
             td { @for rule in rules_behind(&a.tool) { div.muted { (rule) } } }
             td {
                 form method="post" action={ "/console/approvals/" (a.id) "/decide" } {
                     input type="hidden" name="csrf" value=(who.0.csrf);
+                    @if let Some((_, digest)) = &plans { input type="hidden" name="plans" value=(digest); }
                     label { "Reason " input type="text" name="reason" required; }
                     (pages::step_up_code(proof_fresh, who.0.idp.is_some()))
                     button type="submit" name="decision" value="approve" { "Approve" } " "
@@ -86,7 +90,21 @@ async fn listing(
     let fresh = who.0.proof_fresh(now_ms(state));
     let mut rows = Vec::with_capacity(pending.len());
     for a in &pending {
-        rows.push(row(a, who, fresh, super::touches::cell(services, &reviewing, a).await));
+        let plans = match services.approvals().plan_of(&a.id).await {
+            Ok(Some(binding)) => match crate::plans::read(
+                services.repositories(),
+                &binding.execution_id,
+                &crate::plans::online_in(services.fleet()),
+            )
+            .await
+            {
+                Ok(plans) => Some((super::plans::cell(services, reviewing.visible(), &plans), plans.set_digest())),
+                Err(e) => Some((html! { div.muted { "the plans cannot be read now: " (e) } }, String::new())),
+            },
+            Ok(None) => None,
+            Err(e) => Some((html! { div.muted { "the plans cannot be read now: " (e) } }, String::new())),
+        };
+        rows.push(row(a, who, fresh, super::touches::cell(services, &reviewing, a).await, plans));
     }
     let body = html! {
         (pages::messages(error, notice))
@@ -121,18 +139,36 @@ enum NotDecided {
 }
 
 /// One decision, after the checks common to both routes.
+/// What a person decided, as their form or REST body said it.
+struct Asked<'a> {
+    id: &'a str,
+    approve: bool,
+    reason: &'a str,
+    code: &'a str,
+    /// The digest of the plans the page showed (none from a REST body that names none).
+    plans_shown: Option<&'a str>,
+}
+
 async fn decide_as(
     state: &AppState,
     who: &SignedIn,
     headers: &HeaderMap,
-    id: &str,
-    approve: bool,
-    reason: &str,
-    code: &str,
+    asked: Asked<'_>,
 ) -> Result<(Approval, String), NotDecided> {
+    let Asked { id, approve, reason, code, plans_shown } = asked;
     use NotDecided::Refused;
     let assurance = who.step_up(state, headers, code).await.map_err(|m| Refused(StatusCode::UNAUTHORIZED, m))?;
     let services = &state.services;
+    if approve {
+        // Bound first: an approval whose plans cannot be bound is not made.
+        match crate::plans::bind(services.repositories(), id, plans_shown, &crate::plans::online_in(services.fleet()))
+            .await
+        {
+            Ok(()) => {}
+            Err(crate::plans::BindRefusal::Store(e)) => return Err(NotDecided::Store(e)),
+            Err(refusal) => return Err(Refused(StatusCode::CONFLICT, format!("Not approved: {refusal}."))),
+        }
+    }
     let reason = Some(reason).filter(|r| !r.is_empty());
     let reviewing = services.reviewing(&who.1).await.map_err(NotDecided::Store)?;
     let decide = Decide { id, reviewer: &reviewing, approve, comment: reason, assurance: &assurance };
@@ -172,7 +208,10 @@ pub async fn decide(
         "reject" => false,
         _ => return listing(&state, &who, Some("Choose Approve or Reject."), None, StatusCode::BAD_REQUEST).await,
     };
-    match decide_as(&state, &who, &headers, &id, approve, field(&fields, "reason"), field(&fields, "code")).await {
+    let plans = Some(field(&fields, "plans")).filter(|p| !p.is_empty());
+    let asked =
+        Asked { id: &id, approve, reason: field(&fields, "reason"), code: field(&fields, "code"), plans_shown: plans };
+    match decide_as(&state, &who, &headers, asked).await {
         Ok((a, assurance)) => {
             let done = match approve {
                 true => format!(
@@ -230,7 +269,10 @@ pub async fn rest_decide(
             .map_err(|e| ApiError::bad_request("bad_json", format!("the body is not JSON: {e}")))?
     };
     let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().trim().to_string();
-    match decide_as(state, &who, headers, id, approve, &text("comment"), &text("code")).await {
+    let plans = Some(text("plans")).filter(|p| !p.is_empty());
+    let (reason, code) = (text("comment"), text("code"));
+    let asked = Asked { id, approve, reason: &reason, code: &code, plans_shown: plans.as_deref() };
+    match decide_as(state, &who, headers, asked).await {
         Ok((approval, _)) => Ok(json_response(StatusCode::OK, json!(approval).to_string())),
         Err(NotDecided::Refused(status, message)) => Err(ApiError::new(status, "refused", message)),
         Err(NotDecided::Store(e)) => Err(ApiError::store(e)),

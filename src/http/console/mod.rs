@@ -8,6 +8,7 @@ mod approvals;
 pub mod factor;
 mod oidc;
 mod pages;
+mod plans;
 mod reviews;
 pub mod session;
 mod sign_in;

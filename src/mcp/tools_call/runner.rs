@@ -157,11 +157,21 @@ pub async fn prepare(
             return Err(request.denied_tool(server, denial, meta));
         }
     };
+    if let Some(ticket) = passed.planning {
+        let ctx = ToolContext::builder(server.services_handle())
+            .caller(caller.clone())
+            .reach(passed.reach)
+            .correlation_id(request.correlation_id.clone())
+            .build();
+        plan_for_ticket(server, &ticket, tool, &ctx, passed.arguments).await;
+        return Err(request.denied_tool(server, Denial::ApprovalPending { approval: ticket, minted: true }, meta));
+    }
     // The ticket is spent from here on: if the call does not run to success, it burned.
     let consumed = passed.approval.is_some();
     if consumed {
         crate::metrics::approval(crate::metrics::ApprovalEvent::Consumed, meta.name);
     }
+    let approval_id = passed.approval.as_ref().map(|a| a.id.clone());
     let approved = passed
         .approval
         .map(|a| format!("approval {} by {}; ", a.id, a.reviewer.unwrap_or_default()))
@@ -169,6 +179,7 @@ pub async fn prepare(
     let builder = ToolContext::builder(server.services_handle())
         .caller(caller.clone())
         .reach(passed.reach)
+        .approval_id(approval_id)
         .correlation_id(request.correlation_id.clone())
         .progress(request.listeners.progress.clone())
         .log(request.listeners.log.clone());
@@ -185,6 +196,31 @@ pub async fn prepare(
     let arguments = passed.arguments;
     let ticket = Ticket { tool: meta.name, consumed };
     Ok(Prepared { tool, ctx, arguments, round, approved, confirm: passed.confirm, ticket })
+}
+
+/// Runs a held change once as a plan (its arguments already ask for one) and links the plan
+/// execution to the ticket, for the person deciding to see what each host would change. A
+/// call that cannot plan (a read has no plan) keeps a ticket without one, as before.
+async fn plan_for_ticket(
+    server: &McpServer,
+    ticket: &toolgate_domain::approvals::Approval,
+    tool: ToolId,
+    ctx: &crate::services::ToolContext,
+    arguments: Value,
+) {
+    let started = match dispatch(tool, ctx, arguments).await {
+        Ok(ToolOutput::Structured(started)) => started,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::info!(approval_id = %ticket.id, "the held call has no plan: {e}");
+            return;
+        }
+    };
+    let Some(execution_id) = started.get("execution_id").and_then(Value::as_str) else { return };
+    match server.services().approvals().link_plan(&ticket.id, execution_id).await {
+        Ok(()) => tracing::info!(approval_id = %ticket.id, %execution_id, "planning the held change"),
+        Err(e) => tracing::warn!(approval_id = %ticket.id, "the plan could not be linked to its ticket: {e}"),
+    }
 }
 
 /// A confirm-gated call asks its client's user first: `Some` is the outcome when the answer

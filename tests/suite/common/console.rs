@@ -146,8 +146,17 @@ pub fn decide(s: &Server, reviewer: &Reviewer, id: &str, verb: &str, body: serde
     request_to(s.addr, "POST", &format!("/api/v1/approvals/{id}/{verb}"), &headers, Some(&body.to_string()))
 }
 
+/// Approves, once the held change's hosts have planned (a decision while some are still
+/// planning is refused, saying so: the plans are what a person approves).
 pub fn approve(s: &Server, reviewer: &Reviewer, id: &str) -> Response {
-    decide(s, reviewer, id, "approve", json!({"comment": "ok"}))
+    let deadline = std::time::Instant::now() + super::agents::PATIENCE;
+    loop {
+        let r = decide(s, reviewer, id, "approve", json!({"comment": "ok"}));
+        if r.status != 409 || !r.body.contains("still planning") || std::time::Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// A call that needs a person's approval, with `token` on `s`: its ticket, the reviewer's

@@ -133,6 +133,18 @@ impl Bed {
         Bed { endpoints, dir }
     }
 
+    /// Boots endpoints named `names`, installs the agent package on each, enrolled with `s`,
+    /// and waits until every one is online: the bed and the agents' ids by host name.
+    pub fn enrolled(s: &Server, names: &[&str]) -> (Bed, std::collections::HashMap<String, String>) {
+        let bed = Bed::boot(names);
+        let token = super::agents::mint(s, &["--uses", &names.len().to_string()]);
+        for e in &bed.endpoints {
+            e.install_agent(s, &token);
+        }
+        let ids = super::agents::online_by_hostname(s, &super::agents::output_schemas(s), names.len());
+        (bed, ids)
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

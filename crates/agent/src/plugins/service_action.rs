@@ -70,7 +70,6 @@ pub fn plan(_: &PluginContext, params: &Map<String, Value>) -> Result<Vec<Row>, 
         ("active_state_after", json!(active_after)),
         ("unit_file_state_now", json!(property(&unit, "UnitFileState"))),
         ("unit_file_state_after", json!(file_after)),
-        ("main_pid_now", json!(number(&unit, "MainPID"))),
     ])])
 }
 

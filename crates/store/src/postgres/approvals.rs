@@ -3,17 +3,20 @@
 //! PostgreSQL re-checks after a concurrent one commits, so the tool runs once however many
 //! replicas recall the ticket at the same moment.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, Recall, Review, ReviewRefusal, definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, PlanBinding, Recall, Review, ReviewRefusal,
+    definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
 use super::{Pg, PgError, PostgresStore, execute, pg, row, rows};
 use crate::ApprovalStore;
-use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, recall_refusal, review_refusal};
+use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, plan_binding, recall_refusal, review_refusal};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -56,6 +59,34 @@ fn just_written(found: Option<(Approval, String)>) -> Pg<Approval> {
 
 #[async_trait]
 impl ApprovalStore for PostgresStore {
+    async fn link_plan(&self, approval_id: &str, execution_id: &str) -> Result<()> {
+        pg(async {
+            let sql = "INSERT INTO approval_plan (approval_id, execution_id) VALUES ($1, $2)
+                       ON CONFLICT (approval_id) DO UPDATE SET execution_id = excluded.execution_id, approved = NULL";
+            execute(&*self.conn().await?, sql, &[&approval_id, &execution_id]).await.map(drop)
+        })
+        .await
+    }
+
+    async fn plan_of(&self, approval_id: &str) -> Result<Option<PlanBinding>> {
+        pg(async {
+            let sql = "SELECT execution_id, approved FROM approval_plan WHERE approval_id = $1";
+            let found = row(&*self.conn().await?, sql, &[&approval_id]).await?;
+            Ok(found.map(|r| plan_binding(r.get(0), r.get(1))))
+        })
+        .await
+    }
+
+    async fn bind_plans(&self, approval_id: &str, approved: &BTreeMap<String, String>) -> Result<bool> {
+        let approved = serde_json::to_string(approved).unwrap_or_default();
+        pg(async {
+            let sql = "UPDATE approval_plan SET approved = $2 WHERE approval_id = $1
+                       AND EXISTS (SELECT 1 FROM approval WHERE id = $1 AND status = 'pending')";
+            Ok(execute(&*self.conn().await?, sql, &[&approval_id, &approved]).await? == 1)
+        })
+        .await
+    }
+
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         pg(async { Ok(by_id(&*self.conn().await?, id, false).await?.map(|(a, _)| a)) }).await
     }

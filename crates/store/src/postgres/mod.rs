@@ -62,6 +62,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0017_cert_revocation", include_str!("../../migrations/postgres/0017_cert_revocation.sql")),
     ("0018_federated_tombstones", include_str!("../../migrations/postgres/0018_federated_tombstones.sql")),
     ("0019_quarantine_enforcement", include_str!("../../migrations/postgres/0019_quarantine_enforcement.sql")),
+    ("0020_approval_plans", include_str!("../../migrations/postgres/0020_approval_plans.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

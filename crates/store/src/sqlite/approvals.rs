@@ -1,17 +1,20 @@
 //! Human approvals in SQLite. Consumption is one conditional UPDATE, so a replay or a
 //! concurrent second recall can never run the tool twice.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use toolgate_domain::StoreError;
 use toolgate_domain::approvals::{
-    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, Recall, Review, ReviewRefusal, definition_of,
+    APPROVAL_TTL_SECS, Approval, ApprovalStatus, ArgumentBinding, Mint, PlanBinding, Recall, Review, ReviewRefusal,
+    definition_of,
 };
 use toolgate_domain::secrets::random_hex;
 
 use super::SqliteStore;
 use crate::ApprovalStore;
-use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, recall_refusal, review_refusal};
+use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, plan_binding, recall_refusal, review_refusal};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -41,8 +44,51 @@ fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Approval>> {
     conn.query_row(&format!("SELECT {COLUMNS} FROM approval WHERE id = ?1"), params![id], row).optional()
 }
 
+fn approved_text(approved: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(approved).unwrap_or_default()
+}
+
 #[async_trait]
 impl ApprovalStore for SqliteStore {
+    async fn link_plan(&self, approval_id: &str, execution_id: &str) -> Result<()> {
+        let (approval_id, execution_id) = (approval_id.to_string(), execution_id.to_string());
+        self.run(move |c| {
+            c.execute(
+                "INSERT INTO approval_plan (approval_id, execution_id) VALUES (?1, ?2)
+                 ON CONFLICT (approval_id) DO UPDATE SET execution_id = excluded.execution_id, approved = NULL",
+                params![approval_id, execution_id],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn plan_of(&self, approval_id: &str) -> Result<Option<PlanBinding>> {
+        let approval_id = approval_id.to_string();
+        self.run(move |c| {
+            c.query_row(
+                "SELECT execution_id, approved FROM approval_plan WHERE approval_id = ?1",
+                params![approval_id],
+                |r| Ok(plan_binding(r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn bind_plans(&self, approval_id: &str, approved: &BTreeMap<String, String>) -> Result<bool> {
+        let (approval_id, approved) = (approval_id.to_string(), approved_text(approved));
+        self.run(move |c| {
+            c.execute(
+                "UPDATE approval_plan SET approved = ?2 WHERE approval_id = ?1
+                 AND EXISTS (SELECT 1 FROM approval WHERE id = ?1 AND status = 'pending')",
+                params![approval_id, approved],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
     async fn approval(&self, id: &str) -> Result<Option<Approval>> {
         let id = id.to_string();
         self.run(move |c| by_id(c, &id)).await

@@ -62,6 +62,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0026_federated_tombstones", include_str!("../../migrations/sqlite/0026_federated_tombstones.sql")),
     ("0027_quarantine_enforcement", include_str!("../../migrations/sqlite/0027_quarantine_enforcement.sql")),
     ("0028_audit_without_indexes", include_str!("../../migrations/sqlite/0028_audit_without_indexes.sql")),
+    ("0029_approval_plans", include_str!("../../migrations/sqlite/0029_approval_plans.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -14,7 +14,33 @@ crate::matrix!(
     the_cap_holds_under_concurrent_mints,
     a_ticket_is_redeemed_only_on_the_surface_that_minted_it,
     listings_page_newest_first,
+    a_ticket_is_bound_to_its_plans_only_while_pending,
 );
+
+/// A held change's plan: linked when its ticket is minted (linked again, unbound, when the
+/// call is submitted again), bound to the plans a person approves, and only while pending.
+async fn a_ticket_is_bound_to_its_plans_only_while_pending(r: Repositories) {
+    let store = &r.approvals;
+    let Mint::Pending(a) =
+        store.mint(MCP_SURFACE, "execute_instruction", "alice", &args("{\"p\":1}"), 100).await.unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(store.plan_of(&a.id).await.unwrap(), None);
+    let approved: std::collections::BTreeMap<String, String> = [("agt-1".to_string(), "d1".to_string())].into();
+    assert!(!store.bind_plans(&a.id, &approved).await.unwrap(), "no plan to bind");
+    store.link_plan(&a.id, "exe-1").await.unwrap();
+    assert!(store.bind_plans(&a.id, &approved).await.unwrap());
+    let bound = store.plan_of(&a.id).await.unwrap().unwrap();
+    assert_eq!((bound.execution_id.as_str(), bound.approved.as_ref()), ("exe-1", Some(&approved)));
+    store.link_plan(&a.id, "exe-2").await.unwrap();
+    let relinked = store.plan_of(&a.id).await.unwrap().unwrap();
+    assert_eq!((relinked.execution_id.as_str(), relinked.approved), ("exe-2", None), "a new plan is approved anew");
+    assert!(store.bind_plans(&a.id, &approved).await.unwrap());
+    store.review(review(&a.id, "bob", 101)).await.unwrap().unwrap();
+    assert!(!store.bind_plans(&a.id, &Default::default()).await.unwrap(), "decided: bound as it was");
+    assert_eq!(store.plan_of(&a.id).await.unwrap().unwrap().approved, Some(approved));
+}
 
 /// A listing pages newest first: an offset skips exactly the rows before it, so a reader
 /// that judges tickets one by one can page on without losing or repeating any.

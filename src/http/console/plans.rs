@@ -1,0 +1,77 @@
+//! The plans of a held change on the approvals page: what the change touches and how it is
+//! undone, then each distinct plan with the hosts that would carry it out (identical plans
+//! grouped, with counts), and the hosts that have none (offline, refused, failed to plan).
+//! The form carries the digest of exactly this set: approving binds the ticket to it.
+
+use maud::{Markup, html};
+use serde_json::Value;
+use toolgate_domain::groups::Visible;
+
+use crate::plans::HostPlans;
+use crate::services::Services;
+
+/// Hosts named in one group at most; the rest are counted.
+const NAMED: usize = 10;
+
+fn cell_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `agent_id`'s host name, when the reviewer's grant covers it.
+fn host(services: &Services, visible: &Visible, agent_id: &str) -> String {
+    services
+        .fleet()
+        .with_agent(visible, agent_id, |v| v.facts().map(|f| f.hostname.clone()))
+        .flatten()
+        .unwrap_or_else(|| agent_id.to_string())
+}
+
+/// The plan's columns in the order the action declares them (else as the rows have them).
+fn columns(plans: &HostPlans) -> Vec<String> {
+    let declared = plans.definition.and_then(|d| {
+        let action = crate::instructions::instructions().action(&d.plugin, &d.action)?;
+        Some(action.plan.as_ref()?.iter().map(|c| c.name.clone()).collect::<Vec<_>>())
+    });
+    let first = plans.groups.first().and_then(|g| g.rows.first());
+    declared.unwrap_or_else(|| first.map(|row| row.keys().cloned().collect()).unwrap_or_default())
+}
+
+pub fn cell(services: &Services, visible: &Visible, plans: &HostPlans) -> Markup {
+    let columns = columns(plans);
+    html! {
+        div.plans {
+            @if let Some(d) = plans.definition {
+                div { strong { "Touches: " } (d.touches.as_deref().unwrap_or("")) }
+                div { strong { "Undo: " } (d.undo.as_deref().unwrap_or("")) }
+            }
+            @if plans.still_planning > 0 {
+                p.planning { (plans.still_planning) " host(s) still planning: reload the page before deciding." }
+            }
+            @for group in &plans.groups {
+                div.plan {
+                    strong { (group.agents.len()) " host" @if group.agents.len() != 1 { "s" } " with this plan: " }
+                    @for agent in group.agents.iter().take(NAMED) { code { (host(services, visible, agent)) } " " }
+                    @if group.agents.len() > NAMED { span.muted { "and " (group.agents.len() - NAMED) " more" } }
+                    @if group.rows.is_empty() { div.muted { "nothing to change" } }
+                    @else {
+                        table.plan {
+                            tr { @for column in &columns { th { (column) } } }
+                            @for row in &group.rows {
+                                tr { @for column in &columns { td { (row.get(column).map(cell_text).unwrap_or_default()) } } }
+                            }
+                        }
+                    }
+                }
+            }
+            @for (agent, status, error) in &plans.unplanned {
+                div.unplanned {
+                    code { (host(services, visible, agent)) } " " (status.as_str()) ": no plan, so it will not change"
+                    @if let Some(error) = error { " (" (error) ")" }
+                }
+            }
+        }
+    }
+}
