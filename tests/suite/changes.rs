@@ -198,17 +198,9 @@ fn an_approved_plan_is_applied_and_a_changed_one_is_not() {
     assert_eq!(unit_property(a, "cron", "ActiveState"), "active", "minting a ticket changes nothing");
 
     // The page shows one plan for both hosts, and the form carries its digest.
-    let deadline = std::time::Instant::now() + common::agents::PATIENCE;
-    let page = loop {
-        let page = common::console::get(&s, "/console/approvals", &reviewer.cookie).body;
-        if page.contains("2 hosts with this plan") || std::time::Instant::now() > deadline {
-            break page;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    assert!(page.contains("2 hosts with this plan") && page.contains("cron.service"), "{page}");
+    let (page, digest) = common::console::page_with_plans(&s, &reviewer, "2 hosts with this plan");
+    assert!(page.contains("cron.service"), "{page}");
     assert!(page.contains("Touches: ") && page.contains("The opposite action"), "{page}");
-    let digest = page.split("name=\"plans\" value=\"").nth(1).and_then(|r| r.split('"').next()).unwrap().to_string();
     // Plans other than those shown are not approved.
     let stale =
         common::console::decide(&s, &reviewer, &ticket, "approve", json!({"comment": "ok", "plans": "0".repeat(64)}));

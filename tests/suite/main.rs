@@ -31,6 +31,7 @@ mod module_graph;
 mod mutual_tls;
 mod oauth;
 mod operations;
+mod packages;
 mod prompts_resources;
 mod quarantine;
 mod reference;

@@ -4,7 +4,6 @@
 //! And on a host without systemd, a clear "not available" per target instead of an empty answer.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -12,81 +11,12 @@ use crate::common;
 use common::agents::{
     FAST, mint, online_by_hostname, output_schemas, run_instruction, spawn_agent, structured, wait_for_table,
 };
+use common::apt::{Repository, probe_package};
 use common::start;
 use common::testbed::{Bed, Endpoint};
 
 fn rows_from<'a>(rows: &'a [Value], hostname: &str) -> Vec<&'a Value> {
     rows.iter().filter(|r| r["hostname"] == hostname).map(|r| &r["values"]).collect()
-}
-
-/// A package of nothing but its control file, at `version`.
-fn probe_package(dir: &Path, version: &str) -> std::path::PathBuf {
-    let root = dir.join(format!("probe-{version}"));
-    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
-    let control = format!(
-        "Package: toolgate-probe\nVersion: {version}\nArchitecture: all\nMaintainer: tests <tests@localhost>\nDescription: a package the tests upgrade\n"
-    );
-    std::fs::write(root.join("DEBIAN/control"), control).unwrap();
-    let deb = dir.join(format!("toolgate-probe_{version}_all.deb"));
-    let built = Command::new("dpkg-deb").args(["--root-owner-group", "--build"]).arg(&root).arg(&deb).output().unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    deb
-}
-
-/// A flat apt repository holding `deb`, served over HTTP on 127.0.0.1 (killed when dropped).
-struct Repository {
-    server: Child,
-    port: u16,
-}
-
-impl Drop for Repository {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
-}
-
-fn publish(dir: &Path, deb: &Path) -> Repository {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    let name = deb.file_name().unwrap().to_str().unwrap();
-    std::fs::copy(deb, repo.join(name)).unwrap();
-    let sha256 = |path: &Path| {
-        let out = Command::new("sha256sum").arg(path).output().unwrap();
-        String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
-    };
-    let fields = Command::new("dpkg-deb").args(["--field"]).arg(deb).output().unwrap();
-    let size = std::fs::metadata(deb).unwrap().len();
-    let stanza = format!(
-        "{}Filename: ./{name}\nSize: {size}\nSHA256: {}\n\n",
-        String::from_utf8(fields.stdout).unwrap(),
-        sha256(deb)
-    );
-    std::fs::write(repo.join("Packages"), stanza).unwrap();
-    let packages = repo.join("Packages");
-    let release = format!(
-        "Origin: toolgate-tests\nLabel: toolgate-tests\nSuite: probe\nCodename: probe\nDate: Thu, 03 Dec 2026 00:00:00 UTC\nSHA256:\n {} {} Packages\n",
-        sha256(&packages),
-        std::fs::metadata(&packages).unwrap().len()
-    );
-    std::fs::write(repo.join("Release"), release).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let server = Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string(), "--directory"])
-        .arg(&repo)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Held from here on, so that a failed wait below still stops it.
-    let repository = Repository { server, port };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return repository;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the test repository did not start on port {port}");
 }
 
 fn endpoint<'a>(bed: &'a Bed, name: &str) -> &'a Endpoint {
@@ -200,13 +130,8 @@ fn services_the_journal_pending_updates_and_the_reboot_marker_of_booted_hosts() 
     let a = endpoint(&bed, "host-a");
     let packages = tempfile::tempdir().unwrap();
     a.install(&probe_package(packages.path(), "1.0"));
-    let repository = publish(packages.path(), &probe_package(packages.path(), "2.0"));
-    std::fs::write(
-        a.file("/etc/apt/sources.list"),
-        format!("deb [trusted=yes] http://127.0.0.1:{}/ ./\n", repository.port),
-    )
-    .unwrap();
-    a.run(&["apt-get", "update", "-q"]);
+    let repository = Repository::serve(packages.path(), &[&probe_package(packages.path(), "2.0")]);
+    repository.use_on(a);
     let (status, rows) = run_instruction(&s, &schemas, "pending_updates", json!({"name": "toolgate-*"}), &all);
     assert_eq!(status["counts"], json!({"succeeded": 3}), "{status}");
     assert_eq!(rows.len(), 1, "only host-a has a newer version on offer: {rows:?}");

@@ -188,3 +188,19 @@ pub fn sign_in_again(s: &Server, reviewer: &mut Reviewer) {
     let page = get(s, "/console/approvals", &reviewer.cookie);
     reviewer.csrf = value_after(&page.body, "name=\"csrf\"").expect("the session's CSRF token");
 }
+
+/// The approvals page once it shows `needle` (a held change's plans arrive as its hosts
+/// answer), and the digest of the plans its form carries.
+pub fn page_with_plans(s: &Server, reviewer: &Reviewer, needle: &str) -> (String, String) {
+    let deadline = std::time::Instant::now() + super::agents::PATIENCE;
+    let page = loop {
+        let page = get(s, "/console/approvals", &reviewer.cookie).body;
+        if page.contains(needle) || std::time::Instant::now() > deadline {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(page.contains(needle), "the approvals page never showed `{needle}`: {page}");
+    let digest = page.split("name=\"plans\" value=\"").nth(1).and_then(|r| r.split('"').next());
+    (page.clone(), digest.unwrap_or_else(|| panic!("no plans digest: {page}")).to_string())
+}

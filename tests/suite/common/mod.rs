@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod apt;
 pub mod console;
 pub mod issuer;
 pub mod raw_agent;

@@ -7,6 +7,7 @@ mod files;
 pub(crate) mod guard;
 mod host;
 mod kill;
+mod packages;
 mod service_action;
 mod systemd;
 mod updates;
@@ -88,6 +89,10 @@ const ACTIONS: &[Implemented] = &[
     read("systemd", "failed_units", systemd::failed_units),
     read("systemd", "journal_tail", systemd::journal_tail),
     change("systemd", "service_action", service_action::apply, service_action::plan),
+    change("packages", "install", packages::install, packages::install_plan),
+    change("packages", "upgrade", packages::upgrade, packages::upgrade_plan),
+    change("packages", "remove", packages::remove, packages::remove_plan),
+    change("packages", "apply_updates", packages::apply_updates, packages::apply_updates_plan),
     read("updates", "pending_updates", updates::pending_updates),
     read("updates", "reboot_required", updates::reboot_required),
     read("files", "sha256", files::sha256),

@@ -1,0 +1,103 @@
+//! A local apt repository for the test bed's endpoints: test packages built with `dpkg-deb`,
+//! published as a flat repository served over HTTP on 127.0.0.1 (the endpoints share the
+//! host's loopback), publishable again with newer versions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::testbed::Endpoint;
+
+/// A package of nothing but its control file: `toolgate-probe` at `version`.
+pub fn probe_package(dir: &Path, version: &str) -> PathBuf {
+    let root = dir.join(format!("probe-{version}"));
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    let control = format!(
+        "Package: toolgate-probe\nVersion: {version}\nArchitecture: all\nMaintainer: tests <tests@localhost>\nDescription: a package the tests upgrade\n"
+    );
+    std::fs::write(root.join("DEBIAN/control"), control).unwrap();
+    let deb = dir.join(format!("toolgate-probe_{version}_all.deb"));
+    let built = Command::new("dpkg-deb").args(["--root-owner-group", "--build"]).arg(&root).arg(&deb).output().unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    deb
+}
+
+/// The flat repository and its HTTP server (stopped when dropped).
+pub struct Repository {
+    server: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for Repository {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+impl Repository {
+    /// Serves `dir/repo`, offering `debs`.
+    pub fn serve(dir: &Path, debs: &[&Path]) -> Repository {
+        let repo = dir.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let server = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string(), "--directory"])
+            .arg(&repo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Held from here on, so that a failed wait below still stops it.
+        let repository = Repository { server, port, dir: repo };
+        repository.publish(debs);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return repository;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the test repository did not start on port {port}");
+    }
+
+    /// Offers exactly `debs` from now on (an endpoint sees them after its `apt-get update`).
+    pub fn publish(&self, debs: &[&Path]) {
+        let mut index = String::new();
+        for deb in debs {
+            let name = deb.file_name().unwrap().to_str().unwrap();
+            std::fs::copy(deb, self.dir.join(name)).unwrap();
+            let fields = Command::new("dpkg-deb").args(["--field"]).arg(deb).output().unwrap();
+            let size = std::fs::metadata(deb).unwrap().len();
+            let fields = String::from_utf8(fields.stdout).unwrap();
+            index.push_str(&format!("{fields}Filename: ./{name}\nSize: {size}\nSHA256: {}\n\n", sha256(deb)));
+        }
+        let packages = self.dir.join("Packages");
+        std::fs::write(&packages, index).unwrap();
+        let release = format!(
+            "Origin: toolgate-tests\nLabel: toolgate-tests\nSuite: probe\nCodename: probe\nDate: Thu, 03 Dec 2026 00:00:00 UTC\nSHA256:\n {} {} Packages\n",
+            sha256(&packages),
+            std::fs::metadata(&packages).unwrap().len()
+        );
+        std::fs::write(self.dir.join("Release"), release).unwrap();
+    }
+
+    /// Makes this repository `endpoint`'s only source, and reads it there.
+    pub fn use_on(&self, endpoint: &Endpoint) {
+        let source = format!("deb [trusted=yes] http://127.0.0.1:{}/ ./\n", self.port);
+        std::fs::write(endpoint.file("/etc/apt/sources.list"), source).unwrap();
+        self.update_on(endpoint);
+    }
+
+    /// `apt-get update` on `endpoint`, its copy of this repository's lists dropped first: two
+    /// publications within one second look unchanged to an If-Modified-Since (the HTTP
+    /// server's times are in seconds), and apt would keep the older lists.
+    pub fn update_on(&self, endpoint: &Endpoint) {
+        endpoint.run(&["sh", "-c", "rm -f /var/lib/apt/lists/127.0.0.1_*"]);
+        endpoint.run(&["apt-get", "update", "-q"]);
+    }
+}
