@@ -27,6 +27,7 @@ pub(crate) const RETRY_AFTER_MS: i64 = 2_000;
 pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstruction) -> ToolResult {
     let plan_only = args.plan_only.unwrap_or(false);
     let mut planned = step(&args.definition, args.params)?;
+    starting::check_allowed_path(ctx, &planned).await?;
     let mut approved_targets = None;
     if plan_only {
         planned = starting::as_plan(planned)?;
@@ -109,6 +110,9 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
 
 pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> ToolResult {
     let steps = args.steps.into_iter().map(|s| step(&s.definition, s.params)).collect::<Result<Vec<_>, _>>()?;
+    for planned in &steps {
+        starting::check_allowed_path(ctx, planned).await?;
+    }
     let count = steps.len();
     let definitions: Vec<String> = steps.iter().map(|s| s.definition.clone()).collect();
     let run = Run {

@@ -231,3 +231,52 @@ fn an_approved_plan_is_applied_and_a_changed_one_is_not() {
     );
     assert_eq!(rows["rows"][0]["values"]["active_state_now"], "inactive", "held-b's new plan: {rows}");
 }
+
+/// A line managed in a configuration file: refused before anything is sent until the files
+/// plugin's `allowed_paths` names its directory; then its plan is the diff, applying writes
+/// it (keeping mode and owner) with a backup, and restore_backup puts the file back.
+#[test]
+fn a_managed_line_is_planned_as_a_diff_applied_and_restored_only_where_allowed() {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let (bed, ids) = Bed::enrolled(&s, &["files-a"]);
+    let (e, id) = (&bed.endpoints[0], ids["files-a"].as_str());
+    e.run(&[
+        "sh",
+        "-c",
+        "mkdir -p /etc/probe.d && printf 'a = 1\\n' >/etc/probe.d/app.conf && chmod 640 /etc/probe.d/app.conf",
+    ]);
+    let line = json!({"path": "/etc/probe.d/app.conf", "line": "b = 2"});
+    let arguments = json!({"definition": "managed_line", "params": line, "agent_ids": [id]});
+    let refused = common::agents::refusal(&common::call_as(&s, &s.token, "execute_instruction", arguments));
+    assert!(refused.contains("may change no path") && refused.contains("nothing was sent"), "{refused}");
+
+    let admin = s.token("admin", "supervised", "1h");
+    let allow = |dirs: &str| {
+        let arguments = json!({"plugin": "files", "key": "allowed_paths", "value": dirs});
+        let answer = common::confirmed_call(&s, &admin, "set_plugin_config", arguments);
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    };
+    allow("/srv/elsewhere");
+    let outside = json!({"definition": "managed_line", "params": line, "agent_ids": [id]});
+    let refused = common::agents::refusal(&common::call_as(&s, &s.token, "execute_instruction", outside));
+    assert!(refused.contains("outside the allowed paths"), "{refused}");
+    allow("/etc/probe.d");
+
+    let (_, planned) = plan(&s, &schemas, "managed_line", line.clone(), &[id]);
+    let diff = planned[0]["diff"].as_str().unwrap();
+    assert!(diff.contains("--- /etc/probe.d/app.conf") && diff.contains(" a = 1\n+b = 2\n"), "{diff}");
+    assert_eq!(std::fs::read_to_string(e.file("/etc/probe.d/app.conf")).unwrap(), "a = 1\n");
+    let (status, rows) = run_instruction(&s, &schemas, "managed_line", line.clone(), &[id]);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    assert_eq!(rows[0]["values"]["change"], "add", "{rows:?}");
+    assert_eq!(std::fs::read_to_string(e.file("/etc/probe.d/app.conf")).unwrap(), "a = 1\nb = 2\n");
+    assert_eq!(e.run(&["stat", "-c", "%a %U", "/etc/probe.d/app.conf"]).trim(), "640 root", "mode and owner kept");
+
+    let restore = json!({"path": "/etc/probe.d/app.conf"});
+    let (_, planned) = plan(&s, &schemas, "restore_backup", restore.clone(), &[id]);
+    assert!(planned[0]["diff"].as_str().unwrap().contains("-b = 2"), "{planned:?}");
+    let (status, _) = run_instruction(&s, &schemas, "restore_backup", restore, &[id]);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    assert_eq!(std::fs::read_to_string(e.file("/etc/probe.d/app.conf")).unwrap(), "a = 1\n", "restored");
+}

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::instruction::new_execution_id;
-use toolgate_domain::fleet::instruction::ActionClass;
+use toolgate_domain::fleet::instruction::{ALLOWED_PATHS_KEY, ActionClass, path_allowed};
 use toolgate_domain::fleet::wire::{RunStep, StepMode};
 use toolgate_domain::ToolError;
 use toolgate_store::{Created, Idempotency, NewExecution};
@@ -28,6 +28,32 @@ pub(super) fn as_plan(step: RunStep) -> Result<RunStep, ToolError> {
         )));
     }
     Ok(RunStep { mode: StepMode::Plan, diagnostic: true, ..step })
+}
+
+/// A step whose action writes only where its plugin's configuration allows
+/// ([`ALLOWED_PATHS_KEY`]) is refused here, before anything is sent, when its `path` lies
+/// elsewhere; the agent checks again (with links and `..` resolved).
+pub(super) async fn check_allowed_path(ctx: &ToolContext, step: &RunStep) -> Result<(), ToolError> {
+    let reads_it = crate::instructions::instructions()
+        .action(&step.plugin, &step.action)
+        .is_some_and(|a| a.config.iter().any(|c| c.name == ALLOWED_PATHS_KEY));
+    let Some(path) = step.params.get("path").and_then(Value::as_str).filter(|_| reads_it) else { return Ok(()) };
+    let allowed = ctx.services().plugin_config().get(&step.plugin, ALLOWED_PATHS_KEY).await?;
+    let remediation = format!(
+        "set_plugin_config plugin {} key {ALLOWED_PATHS_KEY} names the directories it may change (comma-separated, absolute)",
+        step.plugin
+    );
+    match allowed {
+        Some(entry) if path_allowed(&entry.value, path) => Ok(()),
+        Some(entry) => Err(ToolError::Refused {
+            message: format!("`{path}` is outside the allowed paths of plugin {} ({}): nothing was sent", step.plugin, entry.value),
+            remediation,
+        }),
+        None => Err(ToolError::Refused {
+            message: format!("plugin {} may change no path: its {ALLOWED_PATHS_KEY} is not set, so nothing was sent", step.plugin),
+            remediation,
+        }),
+    }
 }
 
 /// The plans a person approved with the ticket `approval_id` (each agent's digest), and every

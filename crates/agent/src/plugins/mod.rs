@@ -7,6 +7,7 @@ mod files;
 pub(crate) mod guard;
 mod host;
 mod kill;
+mod managed;
 mod packages;
 mod service_action;
 mod systemd;
@@ -98,6 +99,8 @@ const ACTIONS: &[Implemented] = &[
     read("files", "sha256", files::sha256),
     read("files", "tail", files::tail),
     read("files", "collect", upload::collect),
+    change("files", "managed_line", managed::apply, managed::plan),
+    change("files", "restore_backup", managed::restore, managed::restore_plan),
     change("workspace", "append_line", workspace::append_line, workspace::append_line_plan),
     change("workspace", "write_marker", workspace::write_marker, workspace::write_marker_plan),
     change("workspace", "clear_cache", workspace::clear_cache, workspace::clear_cache_plan),

@@ -9,6 +9,18 @@ use toolgate_policy::did_you_mean;
 
 use super::compare::ValueKind;
 
+/// The plugin configuration key naming the directories an action that writes files may
+/// change (comma-separated absolute paths; none when unset). The agent enforces it; the
+/// server refuses a path outside it before anything is sent.
+pub const ALLOWED_PATHS_KEY: &str = "allowed_paths";
+
+/// Whether the absolute `path` lies under one of the `allowed` directories (the configuration
+/// value of [`ALLOWED_PATHS_KEY`]), compared component by component.
+pub fn path_allowed(allowed: &str, path: &str) -> bool {
+    let path = std::path::Path::new(path);
+    allowed.split(',').map(str::trim).filter(|d| d.starts_with('/')).any(|d| path.starts_with(d))
+}
+
 /// How an action touches its host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
