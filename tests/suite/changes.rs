@@ -280,3 +280,31 @@ fn a_managed_line_is_planned_as_a_diff_applied_and_restored_only_where_allowed()
     assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
     assert_eq!(std::fs::read_to_string(e.file("/etc/probe.d/app.conf")).unwrap(), "a = 1\n", "restored");
 }
+
+/// Disk space freed: the plan lists apt's downloaded packages and the journal's archived
+/// files (oldest first, until the journal fits), each with its size; applying deletes exactly
+/// those, and the active journal stays.
+#[test]
+fn disk_space_is_freed_as_planned() {
+    let s = start(FAST);
+    let schemas = output_schemas(&s);
+    let (bed, ids) = Bed::enrolled(&s, &["disk-a"]);
+    let (e, id) = (&bed.endpoints[0], ids["disk-a"].as_str());
+    let deb = "/var/cache/apt/archives/probe_1.0_all.deb";
+    e.run(&["sh", "-c", &format!("head -c 1048576 /dev/zero >{deb} && journalctl --rotate && journalctl --flush")]);
+    let params = json!({"journal_max_bytes": 1048576});
+    let (status, planned) = plan(&s, &schemas, "free_disk_space", params.clone(), &[id]);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    assert!(planned.iter().any(|r| r["path"] == deb && r["bytes"] == 1048576), "{planned:?}");
+    let journals: Vec<&str> =
+        planned.iter().filter(|r| r["kind"] == "archived journal").map(|r| r["path"].as_str().unwrap()).collect();
+    assert!(!journals.is_empty() && journals.iter().all(|p| p.contains('@')), "{planned:?}");
+    assert!(e.exec(&["test", "-e", deb]).status.success(), "a plan deletes nothing");
+    let (status, rows) = run_instruction(&s, &schemas, "free_disk_space", params, &[id]);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    assert_eq!(rows.len(), planned.len(), "{rows:?}");
+    for path in journals.iter().chain([&deb]) {
+        assert!(!e.exec(&["test", "-e", path]).status.success(), "{path} is gone");
+    }
+    assert!(e.run(&["journalctl", "--disk-usage"]).contains("take up"), "the active journal stays readable");
+}

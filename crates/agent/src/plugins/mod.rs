@@ -3,6 +3,7 @@
 //! definition's schema, and checked again here where a wrong value could do harm) and returns
 //! rows of the declared columns, or an error saying what went wrong on this host.
 
+mod disk;
 mod files;
 pub(crate) mod guard;
 mod host;
@@ -86,6 +87,7 @@ const ACTIONS: &[Implemented] = &[
     read("host", "listening_ports", host::listening_ports),
     read("host", "installed_software", host::installed_software),
     change("host", "kill_process", kill::apply, kill::plan),
+    change("host", "free_disk_space", disk::apply, disk::plan),
     read("systemd", "service_status", systemd::service_status),
     read("systemd", "failed_units", systemd::failed_units),
     read("systemd", "journal_tail", systemd::journal_tail),
