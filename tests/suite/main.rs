@@ -38,6 +38,7 @@ mod reference;
 mod replicas;
 mod resume;
 mod router_faults;
+mod runbook;
 mod secrets;
 mod server_http;
 mod server_protocol;
