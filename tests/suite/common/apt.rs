@@ -97,7 +97,12 @@ impl Repository {
     /// publications within one second look unchanged to an If-Modified-Since (the HTTP
     /// server's times are in seconds), and apt would keep the older lists.
     pub fn update_on(&self, endpoint: &Endpoint) {
-        endpoint.run(&["sh", "-c", "rm -f /var/lib/apt/lists/127.0.0.1_*"]);
+        // apt names them after the address, with `:` escaped (127.0.0.1%3aPORT_._Packages).
+        endpoint.run(&["sh", "-c", "rm -f /var/lib/apt/lists/127.0.0.1*"]);
+        let left = endpoint.run(&["sh", "-c", "ls /var/lib/apt/lists | grep -c '^127.0.0.1' || true"]);
+        assert_eq!(left.trim(), "0", "the repository's lists were not dropped");
         endpoint.run(&["apt-get", "update", "-q"]);
+        let fetched = endpoint.run(&["sh", "-c", "ls /var/lib/apt/lists | grep -c '^127.0.0.1' || true"]);
+        assert_ne!(fetched.trim(), "0", "apt-get update fetched nothing from the repository");
     }
 }
