@@ -2,7 +2,8 @@
 
 Starts the real binary with a local agent, signs a reviewer in with a password and a TOTP code
 computed from the secret the enrollment page shows, sees a pending approval minted by an MCP
-call, approves it, and checks that the MCP recall then runs. Also: a wrong code, a replayed
+call, approves it, and checks that the MCP recall then runs; a held change shows the plan the
+person approves. Also: a wrong code, a replayed
 code, a form without its CSRF token and a self-approval are each refused with a clear message.
 With --screenshots DIR, saves the main pages there (docs/console.md shows them).
 
@@ -64,10 +65,10 @@ class Server:
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    def mcp(self, name, arguments):
+    def mcp(self, name, arguments, token=None):
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
         request = urllib.request.Request(self.base + "/mcp", data=body.encode(), headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+            "Authorization": f"Bearer {token or self.token}", "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
         with urllib.request.urlopen(request, timeout=20) as r:
             return json.load(r)
@@ -305,6 +306,28 @@ def main():
         recall = server.mcp("delete_tag", {"agent_id": agent, "key": "env", "approval_id": approval_id})
         check(recall["result"]["isError"] is False and recall["result"]["structuredContent"]["deleted_value"] == "staging",
               "the MCP recall then runs the tool")
+
+        # A held change shows each host's plan: the local agent would write a marker of 5 bytes.
+        supervised = re.search(r"tg_[A-Za-z0-9_-]+", server.cli(
+            "token", "create", "--principal", "admin", "--tier", "supervised", "--expires-in", "1h")).group(0)
+        change = {"definition": "write_marker", "params": {"name": "browser", "text": "hello"}, "agent_ids": [agent]}
+        held = server.mcp("execute_instruction", change, supervised)
+        check(held["error"]["code"] == -32006, "a change in the supervised tier is held for a person")
+        held_id = held["error"]["data"]["approval_id"]
+        deadline = time.time() + 30
+        while True:
+            driver.get(server.base + "/console/approvals")
+            row_text = driver.find_element(By.ID, f"approval-{held_id}").text
+            if "1 host with this plan" in row_text or time.time() > deadline:
+                break
+            time.sleep(0.3)
+        check("1 host with this plan" in row_text and "size_bytes_after" in row_text and "Touches:" in row_text,
+              "the page shows the plan the person approves, with what the change touches")
+        shots("approval-plan")
+        decide(driver, held_id, "marker wanted")
+        check("Approved execute_instruction" in driver.find_element(By.ID, "notice").text, "rita approves the plan")
+        recalled = server.mcp("execute_instruction", {**change, "approval_id": held_id}, supervised)
+        check(recalled["result"]["isError"] is False, "the recall of the approved change runs")
 
         driver.get(server.base + "/console/tokens")
         shots("tokens")
