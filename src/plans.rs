@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::instruction::{Definition, TargetStatus};
 use toolgate_domain::fleet::wire::plan_digest;
+use toolgate_domain::groups::Reader;
 use toolgate_store::{Repositories, ResponseQuery};
 
 /// At most this many rows of one execution's plans are read (a plan is a few rows per host).
@@ -46,23 +47,23 @@ impl HostPlans {
     }
 }
 
-/// The plans of the execution `execution_id`, read as the server (the ticket's reviewers see
-/// every host it would change). A host sent its plan that has not answered is still planning
-/// while `online` says it is connected; gone offline, it has no plan (it answers when it is
-/// back, too late for this decision).
+/// The plans of the execution `execution_id`, as `reader` may read them (None: the server
+/// itself, for the break-glass CLI): None when it may not (a target lies outside its reach),
+/// the store's confinement deciding. A host sent its plan that has not answered is still
+/// planning while `online` says it is connected; gone offline, it has no plan (it answers
+/// when it is back, too late for this decision).
 pub async fn read(
     store: &Repositories,
     execution_id: &str,
+    reader: Option<&Reader>,
     online: &(dyn Fn(&str) -> bool + Sync),
-) -> Result<HostPlans, StoreError> {
-    let header = store.work.execution(execution_id, None).await?;
-    let definition = header
-        .as_ref()
-        .and_then(|h| h.steps.first())
-        .and_then(|step| crate::instructions::instructions().definition(&step.definition).ok());
+) -> Result<Option<HostPlans>, StoreError> {
+    let Some(header) = store.work.execution(execution_id, reader).await? else { return Ok(None) };
+    let definition =
+        header.steps.first().and_then(|step| crate::instructions::instructions().definition(&step.definition).ok());
     let query = ResponseQuery {
         execution_id: execution_id.to_string(),
-        reader: None,
+        reader: reader.cloned(),
         step: 0,
         agent_id: None,
         status: None,
@@ -96,7 +97,7 @@ pub async fn read(
     }
     plans.groups = groups.into_values().collect();
     plans.groups.sort_by(|a, b| b.agents.len().cmp(&a.agents.len()).then(a.digest.cmp(&b.digest)));
-    Ok(plans)
+    Ok(Some(plans))
 }
 
 /// Why a ticket's plans were not bound.
@@ -112,21 +113,24 @@ pub enum BindRefusal {
     NothingPlanned(String),
     #[error("the ticket is no longer pending")]
     NotPending,
+    #[error("its plans are not yours to read: a host it would change lies outside your groups")]
+    NotReadable,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Before an approval: binds the ticket to its plans as they are now, which must be the set
-/// the person saw (`shown`, its [`HostPlans::set_digest`]) when they say which. Nothing to do
+/// Before an approval: binds the ticket to its plans as they are now, read as `reader` (the
+/// reviewer; None for the break-glass CLI), which must be the set the person saw (`shown`, its [`HostPlans::set_digest`]) when they say which. Nothing to do
 /// for a ticket without a plan (a read, or one minted before plans existed).
 pub async fn bind(
     store: &Repositories,
     approval_id: &str,
     shown: Option<&str>,
+    reader: Option<&Reader>,
     online: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<(), BindRefusal> {
     let Some(binding) = store.approvals.plan_of(approval_id).await? else { return Ok(()) };
-    let plans = read(store, &binding.execution_id, online).await?;
+    let plans = read(store, &binding.execution_id, reader, online).await?.ok_or(BindRefusal::NotReadable)?;
     if plans.still_planning > 0 {
         return Err(BindRefusal::StillPlanning(plans.still_planning));
     }

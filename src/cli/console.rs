@@ -288,7 +288,7 @@ pub async fn approvals_decide(
     if approve {
         // A held change is approved with its plans as they are now (docs/instructions.md); with
         // no server at hand, a host sent its plan counts as still planning until it answers.
-        crate::plans::bind(store, id, None, &|_| true).await.map_err(|e| anyhow::anyhow!("not approved: {e}"))?;
+        crate::plans::bind(store, id, None, None, &|_| true).await.map_err(|e| anyhow::anyhow!("not approved: {e}"))?;
     }
     let audit = ImmediateAudit { store: store.audit.as_ref(), rows: Default::default() };
     let clock = Clock::default();

@@ -7,6 +7,8 @@
 mod certs;
 mod config;
 mod delivery;
+#[cfg(test)]
+mod delivery_tests;
 mod hub;
 #[cfg(test)]
 mod hub_tests;

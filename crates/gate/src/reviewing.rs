@@ -58,6 +58,13 @@ impl<'a> Reviewing<'a> {
         self.name
     }
 
+    /// Who reads executions and responses as this reviewer (its review reach), for the store's
+    /// confinement; None when it is no reviewer at all.
+    pub fn reader(&self) -> Option<toolgate_domain::groups::Reader> {
+        let reach = self.reach.clone()?;
+        Some(toolgate_domain::groups::Reader { principal: self.name.to_string(), reach })
+    }
+
     /// Whether it may decide any ticket at all (fleet-wide, or within some groups).
     pub fn is_reviewer(&self) -> bool {
         self.reach.is_some()

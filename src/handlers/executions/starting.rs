@@ -71,7 +71,15 @@ pub(super) async fn approved_plans(
             remediation: "call again without approval_id: the new ticket's plan is made as it is minted, and a person approves that".into(),
         });
     };
-    let targets = services.repositories().work.targets(&execution_id).await?;
+    // The plan is the caller's own execution: read through its confinement like any other.
+    let work = &services.repositories().work;
+    if work.execution(&execution_id, Some(&super::reader(ctx))).await?.is_none() {
+        return Err(ToolError::Refused {
+            message: format!("approval {approval_id}'s plan is not yours to read, so the change is not run"),
+            remediation: "call again without approval_id, as the principal whose grant covers its targets".into(),
+        });
+    }
+    let targets = work.targets(&execution_id).await?;
     Ok((approved, targets.into_iter().map(|t| t.agent_id).collect()))
 }
 

@@ -90,20 +90,7 @@ async fn listing(
     let fresh = who.0.proof_fresh(now_ms(state));
     let mut rows = Vec::with_capacity(pending.len());
     for a in &pending {
-        let plans = match services.approvals().plan_of(&a.id).await {
-            Ok(Some(binding)) => match crate::plans::read(
-                services.repositories(),
-                &binding.execution_id,
-                &crate::plans::online_in(services.fleet()),
-            )
-            .await
-            {
-                Ok(plans) => Some((super::plans::cell(services, reviewing.visible(), &plans), plans.set_digest())),
-                Err(e) => Some((html! { div.muted { "the plans cannot be read now: " (e) } }, String::new())),
-            },
-            Ok(None) => None,
-            Err(e) => Some((html! { div.muted { "the plans cannot be read now: " (e) } }, String::new())),
-        };
+        let plans = super::plans::of_ticket(services, &reviewing, &a.id).await;
         rows.push(row(a, who, fresh, super::touches::cell(services, &reviewing, a).await, plans));
     }
     let body = html! {
@@ -159,18 +146,19 @@ async fn decide_as(
     use NotDecided::Refused;
     let assurance = who.step_up(state, headers, code).await.map_err(|m| Refused(StatusCode::UNAUTHORIZED, m))?;
     let services = &state.services;
+    let reviewing = services.reviewing(&who.1).await.map_err(NotDecided::Store)?;
     if approve {
-        // Bound first: an approval whose plans cannot be bound is not made.
-        match crate::plans::bind(services.repositories(), id, plans_shown, &crate::plans::online_in(services.fleet()))
-            .await
-        {
+        // Bound first, as the reviewer may read them: an approval whose plans cannot be bound
+        // is not made.
+        let online = crate::plans::online_in(services.fleet());
+        let reader = reviewing.reader();
+        match crate::plans::bind(services.repositories(), id, plans_shown, reader.as_ref(), &online).await {
             Ok(()) => {}
             Err(crate::plans::BindRefusal::Store(e)) => return Err(NotDecided::Store(e)),
             Err(refusal) => return Err(Refused(StatusCode::CONFLICT, format!("Not approved: {refusal}."))),
         }
     }
     let reason = Some(reason).filter(|r| !r.is_empty());
-    let reviewing = services.reviewing(&who.1).await.map_err(NotDecided::Store)?;
     let decide = Decide { id, reviewer: &reviewing, approve, comment: reason, assurance: &assurance };
     let decided = toolgate_gate::review(services.approvals(), services.audit(), services.clock(), decide)
         .await

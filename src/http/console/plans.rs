@@ -7,6 +7,8 @@ use maud::{Markup, html};
 use serde_json::Value;
 use toolgate_domain::groups::Visible;
 
+use toolgate_gate::Reviewing;
+
 use crate::plans::HostPlans;
 use crate::services::Services;
 
@@ -73,5 +75,23 @@ pub fn cell(services: &Services, visible: &Visible, plans: &HostPlans) -> Markup
                 }
             }
         }
+    }
+}
+
+/// The plans cell of the ticket `approval_id` and the digest its form carries; None for a
+/// ticket without a plan. Read as the reviewer may read them.
+pub async fn of_ticket(services: &Services, reviewing: &Reviewing<'_>, approval_id: &str) -> Option<(Markup, String)> {
+    let unreadable =
+        |why: String| Some((html! { div.muted { "the plans cannot be read now: " (why) } }, String::new()));
+    let binding = match services.approvals().plan_of(approval_id).await {
+        Ok(binding) => binding?,
+        Err(e) => return unreadable(e.to_string()),
+    };
+    let online = crate::plans::online_in(services.fleet());
+    let reader = reviewing.reader();
+    match crate::plans::read(services.repositories(), &binding.execution_id, reader.as_ref(), &online).await {
+        Ok(Some(plans)) => Some((cell(services, reviewing.visible(), &plans), plans.set_digest())),
+        Ok(None) => unreadable("a host it would change lies outside your groups".into()),
+        Err(e) => unreadable(e.to_string()),
     }
 }

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod compare;
 pub mod compliance;
 pub mod instruction;
+mod instruction_docs;
 pub mod inventory;
 pub mod quarantine;
 pub mod run_order;
