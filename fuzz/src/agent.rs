@@ -59,6 +59,7 @@ fn world() -> &'static World {
                 deadline_ms: i64::MAX,
                 targets: vec![agent_id.clone()],
                 idempotency: None,
+                rollout: None,
             };
             hub.start_execution(execution).await.expect("the execution starts");
             (hub, agent_id)

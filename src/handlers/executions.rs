@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use toolgate_domain::groups::Visible;
 use toolgate_domain::fleet::instruction::{ActionClass, TargetStatus};
+use toolgate_domain::fleet::rollout::Batch;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{ExecutionHeader, Reader};
 
@@ -47,6 +48,7 @@ pub async fn execute_instruction(ctx: &ToolContext, args: args::ExecuteInstructi
         scope: args.scope,
         deadline_seconds: args.deadline_seconds,
         idempotency_key: args.idempotency_key,
+        rollout: args.rollout.map(|r| starting::rollout(r.batch, r.max_failures, r.pause_ms)).transpose()?,
     };
     let s = start(ctx, run).await?;
     // 2026-07-28 with the tasks extension: the execution is the task the client polls.
@@ -91,8 +93,12 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
         return Ok(None);
     }
     let total = s.targeted as f64;
-    let message = |done: i64| format!("{done} of {} agents responded ({})", s.targeted, s.execution_id);
-    progress.report_execution(&s.execution_id, 0.0, Some(total), Some(&message(0)));
+    // A rollout's progress says which wave it is in.
+    let message = |done: i64, header: Option<&ExecutionHeader>| {
+        let wave = header.and_then(|h| h.rollout).map(|r| format!("wave {} of {}: ", r.released_wave + 1, r.waves));
+        format!("{}{done} of {} agents responded ({})", wave.unwrap_or_default(), s.targeted, s.execution_id)
+    };
+    progress.report_execution(&s.execution_id, 0.0, Some(total), Some(&message(0, None)));
     let until = tokio::time::Instant::now() + FOLLOW_AT_MOST;
     loop {
         let stopped = tokio::select! {
@@ -101,7 +107,7 @@ async fn follow(ctx: &ToolContext, s: &Started, as_task: bool) -> Result<Option<
         };
         let header = header(ctx, &s.execution_id).await?;
         let responded: i64 = header.counts.iter().filter(|(status, _)| status.is_final()).map(|(_, n)| n).sum();
-        progress.report_execution(&s.execution_id, responded as f64, Some(total), Some(&message(responded)));
+        progress.report_execution(&s.execution_id, responded as f64, Some(total), Some(&message(responded, Some(&header))));
         if stopped || responded as usize >= s.targeted || tokio::time::Instant::now() >= until {
             return Ok(Some(header));
         }
@@ -123,6 +129,7 @@ pub async fn execute_bundle(ctx: &ToolContext, args: args::ExecuteBundle) -> Too
         scope: args.scope,
         deadline_seconds: args.deadline_seconds,
         idempotency_key: args.idempotency_key,
+        rollout: args.rollout.map(|r| starting::rollout(r.batch, r.max_failures, r.pause_ms)).transpose()?,
     };
     let s = start(ctx, run).await?;
     if !s.replayed {
@@ -161,6 +168,17 @@ fn counts(header: &ExecutionHeader) -> (Map<String, Value>, i64, bool) {
     let targeted = header.counts.iter().map(|(_, n)| n).sum();
     let finished = header.counts.iter().all(|(s, n)| s.is_final() || *n == 0);
     (counts, targeted, finished)
+}
+
+/// Where the execution's waves stand, as get_execution_status tells it.
+fn rollout(header: &ExecutionHeader) -> Value {
+    let Some(state) = header.rollout else { return Value::Null };
+    let batch = match state.rollout.batch {
+        Batch::Hosts(n) => json!(n),
+        Batch::Percent(p) => json!(format!("{p}%")),
+    };
+    json!({"batch": batch, "max_failures": state.rollout.max_failures, "pause_ms": state.rollout.pause_ms,
+           "wave": state.released_wave + 1, "waves": state.waves})
 }
 
 fn definitions(header: &ExecutionHeader) -> Vec<&str> {
@@ -209,6 +227,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         "finished": finished,
         "counts": counts,
         "agents": agents,
+        "rollout": rollout(&header),
         "next_offset": next,
         "retry_after_ms": poll_verdict("get_execution_status", finished),
     })))

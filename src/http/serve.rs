@@ -119,6 +119,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .await
         .context("cannot load the agents")?
         .declaring(crate::instructions::instructions())
+        .with_audit(Arc::new(audit.clone()))
         .with_plugin_config(repositories.plugin_config.clone())
         .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone() })
         .with_uploads(toolgate_fleet::UploadDesk::new(

@@ -10,6 +10,8 @@ mod agent_frames;
 mod buffering_proxy;
 mod changes;
 mod common;
+mod reboots;
+mod waves;
 
 mod catalogue_crosscheck;
 mod confirm;

@@ -9,7 +9,7 @@ use common::sse::{events, open_stream, rest_of};
 use common::{Response, Server, request, start, start_in};
 use serde_json::{Value, json};
 
-fn call_with(s: &Server, accept: &str, tool: &str, arguments: Value, meta: Value) -> Response {
+pub(crate) fn call_with(s: &Server, accept: &str, tool: &str, arguments: Value, meta: Value) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments, "_meta": meta}});
     let auth = format!("Bearer {}", s.token);
     request(

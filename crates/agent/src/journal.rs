@@ -13,6 +13,8 @@ use toolgate_domain::fleet::instruction::{ActionClass, StepStatus};
 use toolgate_domain::fleet::wire::{MAX_FRAME_BYTES, RunOrder, RunResult, RunStep, StepMode, StepResult, plan_digest};
 use toolgate_domain::records::KillSwitch;
 
+use crate::collect::Row;
+use crate::plugins::reboot::{self, Boot};
 use crate::plugins::{self, PluginContext};
 use crate::state::{self, Quarantine};
 
@@ -26,7 +28,13 @@ const MAX_RESULT_BYTES: usize = MAX_FRAME_BYTES / 4 * 3;
 #[serde(tag = "state", rename_all = "snake_case")]
 enum Entry {
     Started,
-    Done { result: StepResult },
+    /// A reboot was asked for in boot `from`: the step ends in another boot.
+    AwaitingReboot {
+        from: Boot,
+    },
+    Done {
+        result: StepResult,
+    },
 }
 
 fn runs_dir(state_dir: &Path) -> PathBuf {
@@ -115,14 +123,19 @@ fn scrub_value(value: &mut serde_json::Value, scrub: &dyn Fn(&str) -> String) {
 
 /// Runs one step's action on a thread of its own, waiting at most its timeout.
 fn run_action(ctx: &PluginContext, step: &RunStep) -> StepResult {
-    let (tx, rx) = std::sync::mpsc::channel();
     let (ctx, owned) = (ctx.clone(), step.clone());
+    bounded(step, move || match owned.mode {
+        StepMode::Apply => plugins::run(&ctx, &owned.plugin, &owned.action, &owned.params),
+        StepMode::Plan => plugins::plan(&ctx, &owned.plugin, &owned.action, &owned.params),
+    })
+}
+
+/// Runs `work` on a thread of its own and answers its rows as the step's result, waiting at
+/// most the step's timeout.
+fn bounded(step: &RunStep, work: impl FnOnce() -> Result<Vec<Row>, String> + Send + 'static) -> StepResult {
+    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let answer = match owned.mode {
-            StepMode::Apply => plugins::run(&ctx, &owned.plugin, &owned.action, &owned.params),
-            StepMode::Plan => plugins::plan(&ctx, &owned.plugin, &owned.action, &owned.params),
-        };
-        let _ = tx.send(answer);
+        let _ = tx.send(work());
     });
     match rx.recv_timeout(Duration::from_millis(step.timeout_ms.max(1))) {
         Ok(Ok(rows)) => {
@@ -142,7 +155,6 @@ fn run_action(ctx: &PluginContext, step: &RunStep) -> StepResult {
     }
 }
 
-/// Runs an order's steps in order; the first unsuccessful step ends it (the rest are skipped).
 /// Runs `order`'s steps in turn, but none that `quarantine` or an engaged switch of
 /// `kill_switches` forbids (those fail, saying why, and the steps after them are skipped).
 pub fn execute(
@@ -161,8 +173,12 @@ pub fn execute(
     let mut steps = Vec::with_capacity(order.steps.len());
     let mut stopped = false;
     for (i, step) in order.steps.iter().enumerate() {
+        let journaled = step.class == ActionClass::Change && step.mode.is_apply();
         let result = if stopped {
             failed(StepStatus::Skipped, "an earlier step did not succeed")
+        } else if let Some(answer) = journaled.then(|| answer_from(step, i, journal.as_mut())).flatten() {
+            // What ran already is answered as it ended, whatever has been engaged since.
+            answer
         } else if quarantine.quarantined && !step.diagnostic && step.mode.is_apply() {
             failed(StepStatus::Failed, "quarantined: this agent runs only diagnostic instructions until it is released")
         } else if let Some(switch) = kill_switches.iter().find(|s| s.stops(&step.plugin, &step.action)) {
@@ -183,21 +199,14 @@ fn run_change(ctx: &PluginContext, step: &RunStep, i: usize, journal: Option<&mu
     let Some(journal) = journal else {
         return failed(StepStatus::Failed, "the run journal cannot be read: a change is never run without it");
     };
-    match journal.entries.get(&i) {
-        Some(Entry::Done { result }) => return result.clone(),
-        Some(Entry::Started) => {
-            let result = failed(
-                StepStatus::Failed,
-                "interrupted: the agent stopped after this change started and before its outcome was recorded; it is not run again",
-            );
-            if let Err(e) = journal.record(i, Entry::Done { result: result.clone() }) {
-                tracing::error!("{e}");
-            }
-            return result;
-        }
-        None => {}
-    }
-    if let Err(e) = journal.record(i, Entry::Started) {
+    let started = match plugins::reboots(&step.plugin, &step.action) {
+        false => Entry::Started,
+        true => match reboot::this_boot() {
+            Ok(from) => Entry::AwaitingReboot { from },
+            Err(e) => return failed(StepStatus::Failed, format!("not run: {e}")),
+        },
+    };
+    if let Err(e) = journal.record(i, started) {
         return failed(StepStatus::Failed, format!("not run: {e}"));
     }
     let result = match &step.approved_plan {
@@ -212,6 +221,35 @@ fn run_change(ctx: &PluginContext, step: &RunStep, i: usize, journal: Option<&mu
         tracing::error!("{e}");
     }
     result
+}
+
+/// A change step's answer from the journal when it has started before: its outcome, or
+/// `interrupted` when it never recorded one; a reboot asked for ends once the host is in
+/// another boot (until then the step waits for it again). None: it never started.
+fn answer_from(step: &RunStep, i: usize, journal: Option<&mut Journal>) -> Option<StepResult> {
+    let journal = journal?;
+    let result = match journal.entries.get(&i)? {
+        Entry::Done { result } => return Some(result.clone()),
+        Entry::Started => failed(
+            StepStatus::Failed,
+            "interrupted: the agent stopped after this change started and before its outcome was recorded; it is not run again",
+        ),
+        Entry::AwaitingReboot { from } => match reboot::this_boot() {
+            Ok(now) if now.boot_id != from.boot_id => {
+                tracing::info!(definition = %step.definition, "back from the reboot");
+                StepResult { status: StepStatus::Succeeded, error: None, rows: reboot::came_back(from, &now) }
+            }
+            Ok(_) => {
+                let delay = reboot::delay_of(&step.params);
+                bounded(step, move || reboot::wait_to_go_down(delay))
+            }
+            Err(e) => failed(StepStatus::Failed, format!("cannot tell whether the host rebooted: {e}")),
+        },
+    };
+    if let Err(e) = journal.record(i, Entry::Done { result: result.clone() }) {
+        tracing::error!("{e}");
+    }
+    Some(result)
 }
 
 /// Plans the change again and applies it only when the plan is still the one a person

@@ -121,3 +121,64 @@ fn a_steps_result_is_scrubbed_of_the_secrets_it_was_given() {
         assert!(!std::fs::read_to_string(journal.unwrap().path()).unwrap().contains("hunter2"), "journaled scrubbed");
     }
 }
+
+#[test]
+fn what_ran_is_answered_from_the_journal_even_after_a_switch_stops_its_plugin() {
+    let (_dir, ctx) = setup();
+    let ran = order("exe-00ee", vec![append("x", false)]);
+    let first = execute(&ctx, &ran, &Quarantine::default(), &[]);
+    let switch = engaged("workspace");
+    assert_eq!(
+        execute(&ctx, &ran, &Quarantine::default(), std::slice::from_ref(&switch)),
+        first,
+        "ran before the switch"
+    );
+    let other = execute(&ctx, &order("exe-00ef", vec![append("y", false)]), &Quarantine::default(), &[switch]);
+    assert_eq!(other.steps[0].status, StepStatus::Failed, "what never ran is stopped");
+    assert_eq!(lines(&ctx), 1);
+}
+
+fn engaged(plugin: &str) -> KillSwitch {
+    KillSwitch {
+        plugin: plugin.into(),
+        action: None,
+        enabled: true,
+        reason: Some("test".into()),
+        updated_at: None,
+        updated_by: None,
+    }
+}
+
+fn reboot_step() -> RunStep {
+    RunStep {
+        definition: "reboot".into(),
+        plugin: "host".into(),
+        action: "reboot".into(),
+        params: json!({"delay_minutes": 0}).as_object().cloned().unwrap(),
+        ..append("", false)
+    }
+}
+
+#[test]
+fn a_reboot_asked_for_in_an_earlier_boot_ends_with_both_boots() {
+    let (_dir, ctx) = setup();
+    let now = reboot::this_boot().unwrap();
+    let from = Boot { boot_id: "00000000-0000-4000-8000-000000000000".into(), booted_at_ms: now.booted_at_ms - 60_000 };
+    let mut journal = Journal::open(&ctx.state_dir, "exe-01aa").unwrap();
+    journal.record(0, Entry::AwaitingReboot { from: from.clone() }).unwrap();
+    let switch = engaged("host");
+    let result = execute(&ctx, &order("exe-01aa", vec![reboot_step()]), &Quarantine::default(), &[switch]);
+    assert_eq!(result.steps[0].status, StepStatus::Succeeded, "{:?}", result.steps[0].error);
+    assert_eq!(result.steps[0].rows, reboot::came_back(&from, &now));
+    assert_eq!(now.booted_at_ms, result.steps[0].rows[0]["booted_at_ms"]);
+}
+
+#[test]
+fn a_reboot_still_awaited_in_the_same_boot_waits_again_within_the_steps_timeout() {
+    let (_dir, ctx) = setup();
+    let mut journal = Journal::open(&ctx.state_dir, "exe-01bb").unwrap();
+    journal.record(0, Entry::AwaitingReboot { from: reboot::this_boot().unwrap() }).unwrap();
+    let step = RunStep { timeout_ms: 50, ..reboot_step() };
+    let result = execute(&ctx, &order("exe-01bb", vec![step]), &Quarantine::default(), &[]);
+    assert_eq!(result.steps[0].status, StepStatus::TimedOut, "it waited for the host to go down, and it did not");
+}

@@ -56,11 +56,13 @@ pub enum TargetType {
     UploadGrant,
     /// An agent certificate's serial (issued, revoked).
     Certificate,
+    /// An execution's id: a change's outcome on one agent (the row is about that agent).
+    Execution,
 }
 
 impl TargetType {
     /// Every kind, in the order `query_audit_log`'s `target_type` enum lists them.
-    pub const ALL: [TargetType; 12] = [
+    pub const ALL: [TargetType; 13] = [
         TargetType::McpSession,
         TargetType::McpRequest,
         TargetType::ToolArguments,
@@ -73,6 +75,7 @@ impl TargetType {
         TargetType::AccessReview,
         TargetType::UploadGrant,
         TargetType::Certificate,
+        TargetType::Execution,
     ];
 
     pub fn label(self) -> &'static str {
@@ -89,6 +92,7 @@ impl TargetType {
             TargetType::AccessReview => "AccessReview",
             TargetType::UploadGrant => "UploadGrant",
             TargetType::Certificate => "Certificate",
+            TargetType::Execution => "Execution",
         }
     }
 }

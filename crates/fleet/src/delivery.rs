@@ -37,7 +37,8 @@ impl Hub {
             deadline_ms: execution.deadline_ms,
             steps: execution.steps.clone(),
         };
-        let targets = execution.targets.clone();
+        // A rollout sends its first wave now; the sweep releases the others ([`crate::waves`]).
+        let targets = execution.first_wave();
         match self.work.create_execution(execution).await? {
             Created::New => Ok((Created::New, self.dispatch(&order, targets).await)),
             existing => Ok((existing, 0)),
@@ -253,7 +254,8 @@ impl Hub {
         asked
     }
 
-    /// Finishes the targets whose execution is past its deadline (at most once a second).
+    /// Finishes the targets whose execution is past its deadline and moves rollouts on (at
+    /// most once a second).
     pub(crate) async fn expire_overdue(&self) -> Result<(), StoreError> {
         let now = self.clock().now_ms();
         let last = self.expired_at_ms.load(Ordering::Relaxed);
@@ -265,7 +267,7 @@ impl Hub {
         if expired > 0 {
             tracing::info!("{expired} execution target(s) passed their deadline");
         }
-        Ok(())
+        self.advance_rollouts(now).await
     }
 
     /// Whether the agent is quarantined: (wanted, reported, reason).

@@ -46,6 +46,7 @@ async fn executions_reach_connected_agents_now_and_the_others_when_they_connect(
         deadline_ms: 1_060_000,
         targets: ids.clone(),
         idempotency: None,
+        rollout: None,
     };
     hub.start_execution(execution).await.unwrap();
     assert!(matches!(*online.outbox.try_recv().unwrap(), ServerMessage::Run(ref o) if o.execution_id == "exe-0001"));
@@ -95,6 +96,7 @@ fn execution(id: &str, agent_id: &str, diagnostic: bool) -> toolgate_store::NewE
         deadline_ms: 2_000_000,
         targets: vec![agent_id.into()],
         idempotency: None,
+        rollout: None,
     }
 }
 

@@ -127,6 +127,8 @@ pub struct Hub {
     pub(crate) certificates_checked_ms: AtomicI64,
     /// Signs the frames that make agents act (none: they go unsigned).
     pub(crate) signing: Option<crate::signing::Signing>,
+    /// Where each change's outcome on each agent is recorded ([`Hub::with_audit`]).
+    pub(crate) audit: Option<Arc<dyn toolgate_domain::audit::AuditSink>>,
     /// Where plugin configuration and kill switches are kept, and the switches engaged now.
     pub(crate) plugin_config: Option<Arc<dyn toolgate_store::PluginConfigStore>>,
     pub(crate) kill_switches: RwLock<Arc<Vec<toolgate_domain::records::KillSwitch>>>,
@@ -203,6 +205,7 @@ impl Hub {
             revoked_serials: crate::certs::RevokedSerials::default(),
             certificates_checked_ms: AtomicI64::new(0),
             signing: None,
+            audit: None,
             plugin_config: None,
             kill_switches: RwLock::default(),
         })

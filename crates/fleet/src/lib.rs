@@ -26,6 +26,7 @@ mod sweep;
 pub mod uploads;
 mod view;
 mod visits;
+mod waves;
 
 pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;

@@ -130,7 +130,7 @@ impl Hub {
     }
 
     /// Sends a run created by another replica to its targets connected here.
-    async fn deliver_here(&self, execution_id: &str) -> Result<(), StoreError> {
+    pub(crate) async fn deliver_here(&self, execution_id: &str) -> Result<(), StoreError> {
         let Some((order, targets)) = self.work.undelivered(execution_id, self.clock().now_ms()).await? else {
             return Ok(());
         };

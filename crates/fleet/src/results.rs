@@ -5,10 +5,12 @@
 //! it again and again): its target is stored as failed, saying why, with none of its rows.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use toolgate_domain::StoreError;
+use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::fleet::compliance::RuleResult;
-use toolgate_domain::fleet::instruction::{InstructionSet, StepStatus};
+use toolgate_domain::fleet::instruction::{ActionClass, InstructionSet, StepStatus, TargetStatus, target_status};
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepMode, StepResult};
 use toolgate_store::Taken;
 
@@ -42,7 +44,43 @@ fn mismatch(steps: &[RunStep], result: &RunResult, actions: Option<&InstructionS
     None
 }
 
+/// How a run that changed something ended on one agent, for its audit row: the outcome and
+/// what each change step did; None when no step of it applied a change (reads and plans).
+fn change_outcome(steps: &[RunStep], result: &RunResult) -> Option<(AuditOutcome, String)> {
+    let changes: Vec<String> = steps
+        .iter()
+        .zip(&result.steps)
+        .filter(|(step, _)| step.class == ActionClass::Change && step.mode == StepMode::Apply)
+        .map(|(step, answer)| {
+            let why = answer.error.as_deref().map(|e| format!(" ({})", e.chars().take(200).collect::<String>()));
+            format!(
+                "{} ({}.{}): {}{}",
+                step.definition,
+                step.plugin,
+                step.action,
+                answer.status.as_str(),
+                why.unwrap_or_default()
+            )
+        })
+        .collect();
+    if changes.is_empty() {
+        return None;
+    }
+    let statuses: Vec<StepStatus> = result.steps.iter().map(|s| s.status).collect();
+    let outcome = match target_status(&statuses) {
+        TargetStatus::Succeeded => AuditOutcome::Success,
+        _ => AuditOutcome::Failure,
+    };
+    Some((outcome, changes.join("; ")))
+}
+
 impl Hub {
+    /// Each change's outcome on each agent is recorded to `audit` as it is stored.
+    pub fn with_audit(mut self, audit: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
     /// The instruction set whose action columns results are checked against (without one,
     /// only the shape of a result is).
     pub fn declaring(mut self, actions: &'static InstructionSet) -> Self {
@@ -66,10 +104,20 @@ impl Hub {
             }
         };
         let result = self.vouched(agent_id, &header.steps, result).await?;
+        let outcome = self.audit.is_some().then(|| change_outcome(&header.steps, &result)).flatten();
         let taken = self.work.save_result(agent_id, result, self.clock().now_ms()).await?;
         match taken {
-            // No listener is fine: nobody subscribed.
-            Taken::Stored => drop(self.execution_updates.send(execution_id)),
+            Taken::Stored => {
+                if let (Some(audit), Some((outcome, detail))) = (&self.audit, outcome) {
+                    let event = AuditEvent::new(self.clock().now_ms(), "execution.change", outcome)
+                        .target(TargetType::Execution, &execution_id)
+                        .about_agents([agent_id.to_string()])
+                        .detail(detail);
+                    audit.record(event);
+                }
+                // No listener is fine: nobody subscribed.
+                drop(self.execution_updates.send(execution_id))
+            }
             _ => tracing::info!(%agent_id, %execution_id, "a result was not stored: {taken:?}"),
         }
         Ok(taken)

@@ -10,8 +10,17 @@ use toolgate_domain::fleet::wire::{QuarantineEnforcement, RunOrder, RunResult, R
 use toolgate_domain::groups::Reach;
 
 use crate::ColumnCondition;
+use crate::rollouts::{RolloutState, RolloutStore};
+use toolgate_domain::fleet::rollout::Rollout;
 
 type Result<T> = std::result::Result<T, StoreError>;
+
+/// A target's error when it was sent its run and answered nothing before the deadline.
+pub const SILENT_PAST_DEADLINE: &str = "no result before the deadline: the agent took the run and has not answered since (for a reboot: the host did not come back in time, or its agent did not start)";
+
+/// A target's error when the deadline came before its wave was released.
+pub const UNRELEASED_AT_DEADLINE: &str =
+    "skipped: the deadline passed before its wave was released (the waves before it had not all ended)";
 
 /// An execution as created: its steps and every agent it targets.
 #[derive(Clone, Debug)]
@@ -28,6 +37,21 @@ pub struct NewExecution {
     /// The client's idempotency key and a digest of the arguments it came with: a second
     /// execution under the same key (same `requested_by`) is not created.
     pub idempotency: Option<Idempotency>,
+    /// Sent in waves, or None: to every target at once.
+    pub rollout: Option<Rollout>,
+}
+
+impl NewExecution {
+    /// Each target's wave, in the order of `targets` (all 0 without a rollout).
+    pub fn waves(&self) -> impl Iterator<Item = i64> + '_ {
+        let n = self.targets.len();
+        (0..n).map(move |i| self.rollout.map_or(0, |r| r.wave_of(i, n)))
+    }
+
+    /// The targets of the first wave: those sent as soon as the execution is stored.
+    pub fn first_wave(&self) -> Vec<String> {
+        self.targets.iter().zip(self.waves()).filter(|(_, wave)| *wave == 0).map(|(t, _)| t.clone()).collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +84,8 @@ pub struct ExecutionHeader {
     pub cancelled_at_ms: Option<i64>,
     /// How many targets are in each status.
     pub counts: Vec<(TargetStatus, i64)>,
+    /// Where its waves stand; None when it went to every target at once.
+    pub rollout: Option<RolloutState>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -166,7 +192,7 @@ pub(crate) fn enforcement_text(enforcement: Option<&QuarantineEnforcement>) -> O
 }
 
 #[async_trait]
-pub trait WorkStore: Send + Sync {
+pub trait WorkStore: RolloutStore + Send + Sync {
     /// Creates the execution and its targets in one transaction, unless its idempotency key
     /// was used already by the same principal (then nothing is created).
     async fn create_execution(&self, execution: NewExecution) -> Result<Created>;
@@ -183,7 +209,8 @@ pub trait WorkStore: Send + Sync {
     /// Stores an agent's result (steps and rows) and finishes its target, in one transaction;
     /// only for a target the run was sent to and that is still open (`running`).
     async fn save_result(&self, agent_id: &str, result: RunResult, now_ms: i64) -> Result<Taken>;
-    /// Targets past their deadline: pending -> offline, running -> timed_out. How many changed.
+    /// Targets past their deadline: pending -> offline (`skipped` when their wave was never
+    /// released), running -> timed_out. How many changed.
     async fn expire(&self, now_ms: i64) -> Result<u64>;
     /// Stops the targets not yet delivered; None when there is no such execution.
     async fn cancel(&self, execution_id: &str, now_ms: i64) -> Result<Option<Cancelled>>;

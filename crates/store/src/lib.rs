@@ -15,6 +15,7 @@ mod plugin_secrets;
 pub mod postgres;
 mod replica_state;
 mod reviews;
+mod rollouts;
 mod rotations;
 mod rules;
 pub mod sqlite;
@@ -32,13 +33,15 @@ pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,
-    ResponseQuery, ResponseRow, StepRecord, Taken, TargetRecord, WorkStore,
+    ResponseQuery, ResponseRow, SILENT_PAST_DEADLINE, StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE,
+    WorkStore,
 };
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
 pub use plugin_secrets::SecretStore;
 pub use postgres::PostgresStore;
 pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};
 pub use reviews::{Closed, RecordDecision, ReviewStore};
+pub use rollouts::{RolloutState, RolloutStore, RolloutUnderWay};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{

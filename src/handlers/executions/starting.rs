@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use toolgate_domain::approvals::canonical_arguments;
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::fleet::instruction::new_execution_id;
+use toolgate_domain::fleet::rollout::Rollout;
 use toolgate_domain::fleet::instruction::{ALLOWED_PATHS_KEY, ActionClass, path_allowed};
 use toolgate_domain::fleet::wire::{RunStep, StepMode};
 use toolgate_domain::ToolError;
@@ -165,13 +166,17 @@ pub(super) struct Run {
     pub(super) scope: Option<String>,
     pub(super) deadline_seconds: Option<i64>,
     pub(super) idempotency_key: Option<String>,
+    pub(super) rollout: Option<Rollout>,
 }
 
 impl Run {
     /// The arguments as given (the key aside), digested: a retry under a key must repeat them.
     fn digest(&self) -> String {
-        let arguments = json!({"kind": self.kind, "steps": self.steps, "agent_ids": self.agent_ids,
+        let mut arguments = json!({"kind": self.kind, "steps": self.steps, "agent_ids": self.agent_ids,
                                "scope": self.scope, "deadline_seconds": self.deadline_seconds});
+        if let Some(rollout) = &self.rollout {
+            arguments["rollout"] = json!(rollout);
+        }
         toolgate_domain::secrets::hash_secret(&canonical_arguments(&arguments))
     }
 }
@@ -203,6 +208,7 @@ pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolEr
         deadline_ms,
         targets,
         idempotency,
+        rollout: run.rollout,
     };
     let (created, delivered_now) = ctx.services().fleet().start_execution(execution).await?;
     match created {
@@ -225,6 +231,12 @@ pub(super) async fn start(ctx: &ToolContext, run: Run) -> Result<Started, ToolEr
         "{execution_id}: sent to {delivered_now} of {targeted} agents now; the others get it when they connect, until the deadline"
     ));
     Ok(Started { execution_id, targeted, delivered_now, deadline_ms, replayed: false })
+}
+
+/// `rollout` as the tool takes it, checked.
+pub(super) fn rollout(batch: Value, max_failures: Option<i64>, pause_ms: Option<i64>) -> Result<Rollout, ToolError> {
+    Rollout::from_argument(&json!({"batch": batch, "max_failures": max_failures, "pause_ms": pause_ms}))
+        .map_err(ToolError::InvalidArguments)
 }
 
 /// One audit row per step of a new bundle (beside the call's own), so a step can be found in

@@ -76,11 +76,11 @@ pub(crate) fn number(unit: &Unit, key: &str) -> i64 {
     property(unit, key).parse().unwrap_or(0)
 }
 
-fn require_systemd() -> Result<(), Unavailable> {
+pub(crate) fn require_systemd() -> Result<(), Unavailable> {
     if systemd_runs() {
         Ok(())
     } else {
-        Err(Unavailable("systemd is not running on this host (no /run/systemd/system)".into()))
+        Err(Unavailable("not available on this host: no systemd (it is not the init system)".into()))
     }
 }
 

@@ -10,6 +10,7 @@ mod host;
 mod kill;
 mod managed;
 mod packages;
+pub(crate) mod reboot;
 mod service_action;
 mod systemd;
 mod updates;
@@ -69,14 +70,21 @@ struct Implemented {
     action: &'static str,
     run: ActionFn,
     plan: Option<ActionFn>,
+    /// Ends with the host going down: its outcome is answered from the next boot
+    /// ([`crate::journal`]).
+    reboots: bool,
 }
 
 const fn read(plugin: &'static str, action: &'static str, run: ActionFn) -> Implemented {
-    Implemented { plugin, action, run, plan: None }
+    Implemented { plugin, action, run, plan: None, reboots: false }
 }
 
 const fn change(plugin: &'static str, action: &'static str, run: ActionFn, plan: ActionFn) -> Implemented {
-    Implemented { plugin, action, run, plan: Some(plan) }
+    Implemented { plugin, action, run, plan: Some(plan), reboots: false }
+}
+
+const fn rebooting(plugin: &'static str, action: &'static str, run: ActionFn, plan: ActionFn) -> Implemented {
+    Implemented { plugin, action, run, plan: Some(plan), reboots: true }
 }
 
 /// Every (plugin, action) this agent implements; a test holds it equal to the manifests.
@@ -88,6 +96,7 @@ const ACTIONS: &[Implemented] = &[
     read("host", "installed_software", host::installed_software),
     change("host", "kill_process", kill::apply, kill::plan),
     change("host", "free_disk_space", disk::apply, disk::plan),
+    rebooting("host", "reboot", reboot::apply, reboot::plan),
     read("systemd", "service_status", systemd::service_status),
     read("systemd", "failed_units", systemd::failed_units),
     read("systemd", "journal_tail", systemd::journal_tail),
@@ -119,6 +128,11 @@ fn find(plugin: &str, action: &str) -> Result<&'static Implemented, String> {
         .iter()
         .find(|a| a.plugin == plugin && a.action == action)
         .ok_or_else(|| format!("this agent has no action `{plugin}.{action}` (an older agent? upgrade it)"))
+}
+
+/// Whether the action reboots the host (its step ends in the next boot).
+pub fn reboots(plugin: &str, action: &str) -> bool {
+    find(plugin, action).is_ok_and(|a| a.reboots)
 }
 
 /// Runs one action on this host.

@@ -5,15 +5,11 @@
 use serde_json::{Map, Value, json};
 
 use super::{PluginContext, output, required_text, text};
-use crate::collect::systemd::{first_column, number, property, show, systemd_runs, timestamp_ms, unit_names};
+use crate::collect::systemd::{first_column, number, property, show, timestamp_ms, unit_names};
 use crate::collect::{Row, row};
 
 pub(super) fn require_systemd() -> Result<(), String> {
-    if systemd_runs() {
-        Ok(())
-    } else {
-        Err("not available on this host: no systemd (it is not the init system)".into())
-    }
+    crate::collect::systemd::require_systemd().map_err(|unavailable| unavailable.0)
 }
 
 /// A unit name or glob as systemctl takes them, and nothing else (no options, no spaces).

@@ -253,10 +253,13 @@ pub enum TargetStatus {
     Refused,
     /// Changed nothing: its plan was no longer the approved one (its rows are the new plan).
     PlanChanged,
+    /// Never sent: its wave was not released (the rollout's failure budget was spent, a kill
+    /// switch stopped it, or the deadline came first; the target's error says which).
+    Skipped,
 }
 
 impl TargetStatus {
-    pub const ALL: [TargetStatus; 9] = [
+    pub const ALL: [TargetStatus; 10] = [
         TargetStatus::Pending,
         TargetStatus::Running,
         TargetStatus::Succeeded,
@@ -266,6 +269,7 @@ impl TargetStatus {
         TargetStatus::Cancelled,
         TargetStatus::Refused,
         TargetStatus::PlanChanged,
+        TargetStatus::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -279,6 +283,7 @@ impl TargetStatus {
             TargetStatus::Cancelled => "cancelled",
             TargetStatus::Refused => "refused",
             TargetStatus::PlanChanged => "plan_changed",
+            TargetStatus::Skipped => "skipped",
         }
     }
 

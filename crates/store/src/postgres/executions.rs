@@ -5,17 +5,17 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 
 use super::{Pg, PgError, rows};
 use crate::fleet_work::{ExecutionHeader, TargetRecord};
+use crate::rollouts::RolloutState;
 
-fn status_of(text: &str) -> Pg<TargetStatus> {
+pub(super) fn status_of(text: &str) -> Pg<TargetStatus> {
     TargetStatus::parse(text).map_err(PgError::Invalid)
 }
 
-pub(super) const HEADER_COLUMNS: &str =
-    "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms";
+pub(super) const HEADER_COLUMNS: &str = "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms, rollout, released_wave";
 
 pub(super) async fn header(c: &impl GenericClient, r: &tokio_postgres::Row) -> Pg<ExecutionHeader> {
     let execution_id: String = r.try_get(0)?;
-    let counts = rows(
+    let counts: Vec<(TargetStatus, i64)> = rows(
         c,
         "SELECT status, count(*) FROM execution_target WHERE execution_id = $1 GROUP BY status ORDER BY status",
         &[&execution_id],
@@ -34,6 +34,7 @@ pub(super) async fn header(c: &impl GenericClient, r: &tokio_postgres::Row) -> P
         created_at_ms: r.try_get(5)?,
         deadline_ms: r.try_get(6)?,
         cancelled_at_ms: r.try_get(7)?,
+        rollout: RolloutState::read(r.try_get::<_, Option<String>>(8)?.as_deref(), r.try_get(9)?, &counts)?,
         counts,
     })
 }

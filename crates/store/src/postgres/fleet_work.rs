@@ -20,8 +20,8 @@ use super::{compliance, responses};
 use crate::ResponsePage;
 use crate::changes::Change;
 use crate::fleet_work::{
-    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
-    TargetRecord, WorkStore, enforcement_from, enforcement_text,
+    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
+    StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
 };
 use crate::rules::existing_execution;
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
@@ -32,6 +32,8 @@ type Result<T> = std::result::Result<T, StoreError>;
 impl WorkStore for PostgresStore {
     async fn create_execution(&self, e: NewExecution) -> Result<Created> {
         let steps = serde_json::to_string(&e.steps).map_err(StoreError::backend)?;
+        let rollout = e.rollout.map(|r| serde_json::to_string(&r)).transpose().map_err(StoreError::backend)?;
+        let waves: Vec<i64> = e.waves().collect();
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
@@ -40,10 +42,10 @@ impl WorkStore for PostgresStore {
             // Under a key, a concurrent retry waits on the unique index and then finds this one.
             let inserted = execute(
                 &tx,
-                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest, rollout)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
-                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms, &key, &digest],
+                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms, &key, &digest, &rollout],
             )
             .await?;
             if inserted == 0 {
@@ -59,8 +61,9 @@ impl WorkStore for PostgresStore {
             }
             execute(
                 &tx,
-                "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) SELECT $1, a, 'pending', $3 FROM unnest($2::text[]) AS a",
-                &[&e.execution_id, &e.targets, &e.created_at_ms],
+                "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms, wave)
+                 SELECT $1, a, 'pending', $3, w FROM unnest($2::text[], $4::bigint[]) AS t(a, w)",
+                &[&e.execution_id, &e.targets, &e.created_at_ms, &waves],
             )
             .await?;
             self.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
@@ -82,10 +85,15 @@ impl WorkStore for PostgresStore {
             .await?;
             let Some(r) = found else { return Ok(None) };
             let steps: String = r.try_get(2)?;
-            let order = RunOrder { execution_id: r.try_get(0)?, deadline_ms: r.try_get(1)?, steps: serde_json::from_str(&steps)? };
+            let order = RunOrder {
+                execution_id: r.try_get(0)?,
+                deadline_ms: r.try_get(1)?,
+                steps: serde_json::from_str(&steps)?,
+            };
             let targets = rows(
                 &*c,
-                "SELECT agent_id FROM execution_target WHERE execution_id = $1 AND status = 'pending' ORDER BY agent_id",
+                "SELECT t.agent_id FROM execution_target t JOIN execution e ON e.execution_id = t.execution_id
+                 WHERE t.execution_id = $1 AND t.status = 'pending' AND t.wave <= e.released_wave ORDER BY t.agent_id",
                 &[&execution_id],
             )
             .await?
@@ -104,6 +112,7 @@ impl WorkStore for PostgresStore {
                 &*c,
                 "SELECT e.execution_id, e.deadline_ms, e.steps FROM execution_target t JOIN execution e ON e.execution_id = t.execution_id
                  WHERE t.agent_id = $1 AND t.status IN ('pending', 'running') AND e.deadline_ms > $2 AND e.cancelled_at_ms IS NULL
+                   AND t.wave <= e.released_wave
                  ORDER BY e.created_at_ms",
                 &[&agent_id, &now_ms],
             )
@@ -158,13 +167,23 @@ impl WorkStore for PostgresStore {
     async fn expire(&self, now_ms: i64) -> Result<u64> {
         pg(async {
             let c = self.conn().await?;
-            execute(
+            // Waves never released first: they were never due, so they are not offline.
+            let skipped = execute(
                 &*c,
-                "UPDATE execution_target SET status = CASE status WHEN 'pending' THEN 'offline' ELSE 'timed_out' END, updated_at_ms = $1
-                 WHERE status IN ('pending', 'running') AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= $1)",
-                &[&now_ms],
+                "UPDATE execution_target t SET status = 'skipped', error = $2, updated_at_ms = $1 FROM execution e
+                 WHERE e.execution_id = t.execution_id AND e.deadline_ms <= $1 AND t.status = 'pending' AND t.wave > e.released_wave",
+                &[&now_ms, &UNRELEASED_AT_DEADLINE],
             )
-            .await
+            .await?;
+            let expired = execute(
+                &*c,
+                "UPDATE execution_target SET status = CASE status WHEN 'pending' THEN 'offline' ELSE 'timed_out' END,
+                        error = CASE status WHEN 'running' THEN coalesce(error, $2) ELSE error END, updated_at_ms = $1
+                 WHERE status IN ('pending', 'running') AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= $1)",
+                &[&now_ms, &SILENT_PAST_DEADLINE],
+            )
+            .await?;
+            Ok(skipped + expired)
         })
         .await
     }

@@ -25,6 +25,7 @@ mod plugin_secrets;
 mod replica_state;
 mod responses;
 mod reviews;
+mod rollouts;
 mod rotations;
 mod sign_in;
 mod tags;
@@ -63,6 +64,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0018_federated_tombstones", include_str!("../../migrations/postgres/0018_federated_tombstones.sql")),
     ("0019_quarantine_enforcement", include_str!("../../migrations/postgres/0019_quarantine_enforcement.sql")),
     ("0020_approval_plans", include_str!("../../migrations/postgres/0020_approval_plans.sql")),
+    ("0021_rollouts", include_str!("../../migrations/postgres/0021_rollouts.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

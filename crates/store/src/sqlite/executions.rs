@@ -6,9 +6,10 @@ use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::RunStep;
 
 use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
+use crate::rollouts::RolloutState;
 use crate::rules::existing_execution;
 
-fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
+pub(super) fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
     TargetStatus::parse(text).map_err(rusqlite::Error::InvalidColumnName)
 }
 
@@ -17,15 +18,14 @@ pub(super) fn steps_of(text: &str) -> rusqlite::Result<Vec<RunStep>> {
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))
 }
 
-pub(super) const HEADER_COLUMNS: &str =
-    "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms";
+pub(super) const HEADER_COLUMNS: &str = "execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, cancelled_at_ms, rollout, released_wave";
 
 pub(super) fn header(c: &Connection, r: &rusqlite::Row) -> rusqlite::Result<ExecutionHeader> {
     let execution_id: String = r.get(0)?;
     let mut stmt = c.prepare_cached(
         "SELECT status, count(*) FROM execution_target WHERE execution_id = ?1 GROUP BY status ORDER BY status",
     )?;
-    let counts = stmt
+    let counts: Vec<(TargetStatus, i64)> = stmt
         .query_map(params![execution_id], |r| Ok((status_of(&r.get::<_, String>(0)?)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(ExecutionHeader {
@@ -37,6 +37,8 @@ pub(super) fn header(c: &Connection, r: &rusqlite::Row) -> rusqlite::Result<Exec
         created_at_ms: r.get(5)?,
         deadline_ms: r.get(6)?,
         cancelled_at_ms: r.get(7)?,
+        rollout: RolloutState::read(r.get::<_, Option<String>>(8)?.as_deref(), r.get(9)?, &counts)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(8, rusqlite::types::Type::Text, Box::new(e)))?,
         counts,
     })
 }
@@ -73,17 +75,18 @@ pub(super) fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<C
             return Ok(existing_execution(execution_id, found.as_deref(), wanted));
         }
     }
+    let rollout = e.rollout.map(|r| serde_json::to_string(&r).expect("a rollout serializes"));
     tx.execute(
-        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms, key, digest],
+        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest, rollout) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![e.execution_id, e.kind, steps, e.scope, e.requested_by, e.created_at_ms, e.deadline_ms, key, digest, rollout],
     )?;
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms) VALUES (?1, ?2, 'pending', ?3)",
+            "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms, wave) VALUES (?1, ?2, 'pending', ?3, ?4)",
         )?;
-        for agent_id in &e.targets {
-            insert.execute(params![e.execution_id, agent_id, e.created_at_ms])?;
+        for (agent_id, wave) in e.targets.iter().zip(e.waves()) {
+            insert.execute(params![e.execution_id, agent_id, e.created_at_ms, wave])?;
         }
     }
     tx.commit()?;

@@ -24,8 +24,8 @@ use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::ResponsePage;
 use crate::fleet_work::{
-    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, StepRecord, Taken,
-    TargetRecord, WorkStore, enforcement_from, enforcement_text,
+    Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
+    StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
 };
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
@@ -42,23 +42,25 @@ impl WorkStore for SqliteStore {
         self.run(move |c| {
             let order = c
                 .query_row(
-                    "SELECT execution_id, deadline_ms, steps FROM execution
+                    "SELECT execution_id, deadline_ms, steps, released_wave FROM execution
                      WHERE execution_id = ?1 AND cancelled_at_ms IS NULL AND deadline_ms > ?2",
                     params![execution_id, now_ms],
                     |r| {
-                        Ok(RunOrder {
+                        let order = RunOrder {
                             execution_id: r.get(0)?,
                             deadline_ms: r.get(1)?,
                             steps: steps_of(&r.get::<_, String>(2)?)?,
-                        })
+                        };
+                        Ok((order, r.get::<_, i64>(3)?))
                     },
                 )
                 .optional()?;
-            let Some(order) = order else { return Ok(None) };
+            let Some((order, released_wave)) = order else { return Ok(None) };
             let mut stmt = c.prepare_cached(
-                "SELECT agent_id FROM execution_target WHERE execution_id = ?1 AND status = 'pending' ORDER BY agent_id",
+                "SELECT agent_id FROM execution_target WHERE execution_id = ?1 AND status = 'pending' AND wave <= ?2 ORDER BY agent_id",
             )?;
-            let targets = stmt.query_map(params![execution_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            let targets =
+                stmt.query_map(params![execution_id, released_wave], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
             Ok(Some((order, targets)))
         })
         .await
@@ -70,6 +72,7 @@ impl WorkStore for SqliteStore {
             let mut stmt = c.prepare_cached(
                 "SELECT e.execution_id, e.deadline_ms, e.steps FROM execution_target t JOIN execution e ON e.execution_id = t.execution_id \
                  WHERE t.agent_id = ?1 AND t.status IN ('pending', 'running') AND e.deadline_ms > ?2 AND e.cancelled_at_ms IS NULL \
+                 AND t.wave <= e.released_wave \
                  ORDER BY e.created_at_ms",
             )?;
             stmt.query_map(params![agent_id, now_ms], |r| {
@@ -125,14 +128,19 @@ impl WorkStore for SqliteStore {
     async fn expire(&self, now_ms: i64) -> Result<u64> {
         self.run(move |c| {
             let tx = c.transaction()?;
-            let mut changed = 0;
-            for (from, to) in [("pending", "offline"), ("running", "timed_out")] {
+            // Waves never released first: they were never due, so they are not offline.
+            let mut changed = tx.execute(
+                "UPDATE execution_target SET status = 'skipped', error = ?2, updated_at_ms = ?1 WHERE status = 'pending' \
+                 AND wave > (SELECT e.released_wave FROM execution e WHERE e.execution_id = execution_target.execution_id AND e.deadline_ms <= ?1)",
+                params![now_ms, UNRELEASED_AT_DEADLINE],
+            )?;
+            for (from, to, error) in [("pending", "offline", None), ("running", "timed_out", Some(SILENT_PAST_DEADLINE))] {
                 changed += tx.execute(
                     &format!(
-                        "UPDATE execution_target SET status = '{to}', updated_at_ms = ?1 WHERE status = '{from}' \
-                         AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= ?1)"
+                        "UPDATE execution_target SET status = '{to}', error = coalesce(error, ?2), updated_at_ms = ?1 \
+                         WHERE status = '{from}' AND execution_id IN (SELECT execution_id FROM execution WHERE deadline_ms <= ?1)"
                     ),
-                    params![now_ms],
+                    params![now_ms, error],
                 )?;
             }
             tx.commit()?;

@@ -18,6 +18,7 @@ mod plugin_config;
 mod plugin_secrets;
 mod responses;
 mod reviews;
+mod rollouts;
 mod rotations;
 mod sign_in;
 mod tags;
@@ -63,6 +64,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0027_quarantine_enforcement", include_str!("../../migrations/sqlite/0027_quarantine_enforcement.sql")),
     ("0028_audit_without_indexes", include_str!("../../migrations/sqlite/0028_audit_without_indexes.sql")),
     ("0029_approval_plans", include_str!("../../migrations/sqlite/0029_approval_plans.sql")),
+    ("0030_rollouts", include_str!("../../migrations/sqlite/0030_rollouts.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

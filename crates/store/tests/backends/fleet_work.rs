@@ -65,6 +65,7 @@ pub(crate) async fn execution(r: &Repositories, id: &str, targets: &[String], de
         deadline_ms,
         targets: targets.to_vec(),
         idempotency: None,
+        rollout: None,
     };
     r.work.create_execution(e).await.unwrap();
 }
@@ -151,6 +152,8 @@ async fn deadlines_cancellation_and_listing(r: Repositories) {
     assert!(store.expire(100).await.unwrap() >= 3);
     let statuses: Vec<TargetStatus> = store.targets("exe-03").await.unwrap().iter().map(|t| t.status).collect();
     assert_eq!(statuses, [TargetStatus::TimedOut, TargetStatus::Offline, TargetStatus::Offline]);
+    let errors: Vec<Option<String>> = store.targets("exe-03").await.unwrap().into_iter().map(|t| t.error).collect();
+    assert_eq!(errors, [Some(toolgate_store::SILENT_PAST_DEADLINE.to_string()), None, None], "the silent one says so");
     // exe-02's delivered target waits for its own deadline, cancelled or not.
     assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::Running);
     store.expire(1_000).await.unwrap();
@@ -298,6 +301,7 @@ async fn an_idempotency_key_creates_one_execution_per_principal(r: Repositories)
         deadline_ms: 1_000,
         targets: ids.clone(),
         idempotency: Some(Idempotency { key: "retry-1".into(), arguments_digest: digest.into() }),
+        rollout: None,
     };
     let store = &r.work;
     assert_eq!(store.create_execution(keyed("exe-k1", "alice", "d1")).await.unwrap(), Created::New);

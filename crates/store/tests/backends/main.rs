@@ -17,6 +17,7 @@ mod groups;
 mod plugin_secrets;
 mod responses;
 mod reviews;
+mod rollouts;
 mod uploads;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -153,6 +154,7 @@ async fn postgres_replicas_hear_each_others_changes() {
         deadline_ms: 10,
         targets: vec![agent.clone()],
         idempotency: None,
+        rollout: None,
     };
     b.work.create_execution(execution).await.unwrap();
     b.work.set_quarantine(&agent, true, None).await.unwrap();
