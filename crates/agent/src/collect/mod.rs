@@ -60,9 +60,15 @@ pub fn all_tables(now_ms: impl Fn() -> i64) -> Vec<InventoryReport> {
 /// Runs a fixed command (never a shell), in the C locale; its standard output, or what went
 /// wrong.
 pub(crate) fn output(program: &str, args: &[&str]) -> Result<String, String> {
+    output_with(program, args, &[])
+}
+
+/// [`output`] with more of the environment set (`env`, beside `LC_ALL=C`).
+pub(crate) fn output_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let out = std::process::Command::new(program)
         .args(args)
         .env("LC_ALL", "C")
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("`{program}` could not run: {e}"))?;
     if !out.status.success() {

@@ -5,11 +5,10 @@
 //! runs is what was planned (and, bound to an approval, what a person approved).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Map, Value, json};
 
-use super::{PluginContext, required_text, text};
+use super::{PluginContext, output, required_text, text};
 use crate::collect::{Row, row};
 
 const APT_GET: &str = "/usr/bin/apt-get";
@@ -41,19 +40,10 @@ fn require_apt() -> Result<(), String> {
 
 /// Runs apt-get non-interactively (keeping changed configuration files); its output.
 fn apt_get(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(APT_GET)
-        .args(["--quiet", "--yes", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"])
-        .args(args)
-        .env("LC_ALL", "C")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .output()
-        .map_err(|e| format!("`apt-get` could not run: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("`apt-get {}` failed: {}", args.join(" "), said.trim()));
-    }
-    Ok(text)
+    let options =
+        ["--quiet", "--yes", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"];
+    let all: Vec<&str> = options.iter().chain(args).copied().collect();
+    crate::collect::output_with(APT_GET, &all, &[("DEBIAN_FRONTEND", "noninteractive")])
 }
 
 /// `Inst NAME [NOW] (AFTER ORIGIN... [ARCH])` and `Remv NAME [NOW]` lines of a simulation.
@@ -95,12 +85,9 @@ fn parse_line(line: &str) -> Option<Step> {
 
 /// The installed version of `package`; empty when it is not installed.
 fn installed(package: &str) -> String {
-    let out = Command::new("dpkg-query")
-        .args(["--show", "--showformat=${db:Status-Abbrev}${Version}", "--", package])
-        .output();
-    let text = out.ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let text = output("dpkg-query", &["--show", "--showformat=${db:Status-Abbrev}${Version}", "--", package]);
     // `ii ` then the version: installed; anything else (`rc `: removed, config kept) is not.
-    text.and_then(|t| t.strip_prefix("ii ").map(str::to_string)).unwrap_or_default()
+    text.ok().and_then(|t| t.strip_prefix("ii ").map(str::to_string)).unwrap_or_default()
 }
 
 /// What the action would do on this host, as apt simulates it.
