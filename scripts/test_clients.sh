@@ -2,9 +2,12 @@
 # Real MCP clients written by others against the real binary:
 #   - the official Python SDK (auto mode, which probes 2026-07-28 first, and legacy mode):
 #     connect with a token, list every tool, call one;
-#   - the MCP Inspector CLI: list with --strict (no schema errors) and call a tool;
+#   - the MCP Inspector CLI: list with --strict (no schema errors or warnings) and call a tool;
+#   - mcp-remote (Claude Desktop's bridge) running the entry the first start printed;
 #   - an engine principal's credentials, rotated from the console commands, used by the
 #     Python SDK through the overlap and after the confirm;
+#   - the TypeScript SDK v2 (scripts/clients/ts2_client.mjs) on 2026-07-28 and the handshake
+#     era: list, a call with progress, a held call approved and recalled;
 #   - the official TypeScript SDK (scripts/clients/ts_client.mjs): connect, list, and a call
 #     with a progress handler; the Python SDK too, in both eras: an instruction on the local
 #     agent streams its progress (SSE) before its result;
@@ -48,6 +51,10 @@ expect() { # pattern description
   if grep -qE "$1" "$WORK/last"; then OK=$((OK + 1)); echo "ok: $2"; else echo "FAIL: $2 (no /$1/)"; cat "$WORK/last"; exit 1; fi
 }
 
+absent() { # pattern description
+  if grep -qE "$1" "$WORK/last"; then echo "FAIL: $2 (found /$1/)"; cat "$WORK/last"; exit 1; else OK=$((OK + 1)); echo "ok: $2"; fi
+}
+
 start shipped "$WORK/toolgate" --local-agent
 # The local agent (this machine) enrolls within a second or two: tags act on real agents only.
 for _ in $(seq 150); do
@@ -66,8 +73,16 @@ expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11
 expect '^isError: False' "python SDK legacy call succeeded"
 check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN" --strict
 expect '^tools: [1-9]' "inspector listed the tools without schema errors"
+absent 'schemaFindings' "inspector's strict lint found nothing to warn of either"
 CALL=set_tag ARGS="{\"agent_id\":\"$AGENT\",\"key\":\"env\",\"value\":\"prod\"}" check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
 expect '^isError: False' "inspector call succeeded"
+
+# Claude Desktop's entry exactly as the first start printed it: mcp-remote (pinned) with its
+# args and env, no shell, over stdio.
+desktop() { (source "$MCP_CLIENTS_DIR/env.sh" && "$PY" scripts/clients/desktop_bridge.py "$WORK/shipped.out" --cwd "$MCP_CLIENTS_DIR/mcp-remote" "$@"); }
+check "mcp-remote, the printed Claude Desktop entry as is: list, call list_agents" desktop --call list_agents
+expect '^tools: [1-9]' "mcp-remote listed the tools through the bridge"
+expect '^isError: False' "mcp-remote's call succeeded"
 
 EXEC_ARGS="{\"definition\":\"os_facts\",\"agent_ids\":[\"$AGENT\"]}"
 check "python SDK, auto mode: execute_instruction with a progress callback" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --progress
@@ -78,6 +93,25 @@ ts_client() { (cd "$MCP_CLIENTS_DIR" && source ./env.sh && node "$OLDPWD/scripts
 check "typescript SDK: connect, list, execute_instruction with onprogress" ts_client "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --progress
 expect '"progressNotifications":[1-9]' "typescript SDK counted the streamed progress notifications"
 expect '"isError":false' "typescript SDK call succeeded"
+
+# The TypeScript SDK v2 (@modelcontextprotocol/client 2.4.0) on both of its eras: list, a call
+# with progress, and a held call: the ticket, a person's decision, the recall.
+ts2() { (cd "$MCP_CLIENTS_DIR" && source ./env.sh && node "$OLDPWD/scripts/clients/ts2_client.mjs" "$@"); }
+SUPERVISED="$("$WORK/toolgate" token create --principal admin --tier supervised --expires-in 1d --data-dir "$WORK/shipped-data" | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1)"
+"$WORK/toolgate" principal add reviewer --role Administrator --data-dir "$WORK/shipped-data" >/dev/null
+for era in modern legacy; do
+  check "typescript SDK v2 ($era): connect, list, execute_instruction with onprogress" ts2 "$URL" "$TOKEN" --era "$era" --call execute_instruction --args "$EXEC_ARGS" --progress
+  expect '"progressNotifications":[1-9]' "typescript SDK v2 ($era) counted the streamed progress notifications"
+  expect '"isError":false' "typescript SDK v2 ($era) call succeeded"
+  TAG="{\"agent_id\":\"$AGENT\",\"key\":\"ts2\""
+  check "typescript SDK v2 ($era): set_tag" ts2 "$URL" "$SUPERVISED" --era "$era" --call set_tag --args "$TAG,\"value\":\"$era\"}"
+  check "typescript SDK v2 ($era): delete_tag is held for a person" ts2 "$URL" "$SUPERVISED" --era "$era" --call delete_tag --args "$TAG}"
+  expect '"held":true' "typescript SDK v2 ($era) got the ticket (-32006)"
+  HELD="$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["call"]["approval_id"])' "$WORK/last")"
+  "$WORK/toolgate" approvals approve "$HELD" --as reviewer --data-dir "$WORK/shipped-data" >/dev/null
+  check "typescript SDK v2 ($era): the recall of the approved ticket" ts2 "$URL" "$SUPERVISED" --era "$era" --call delete_tag --args "$TAG,\"approval_id\":\"$HELD\"}"
+  expect '"isError":false' "typescript SDK v2 ($era) recall ran the call"
+done
 
 # An engine principal (docs/identities.md), made and rotated with the console commands, its
 # credentials used by the Python SDK: both work in the overlap; after the confirm the old one
@@ -110,7 +144,6 @@ expect '^log messages: [1-9]' "python SDK (2025-11-25, logging/setLevel) receive
 check "python SDK, auto mode: execute_instruction with log lines at info" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --call execute_instruction --args "$EXEC_ARGS" --log-level info
 expect '^log messages: [1-9]' "python SDK (2026-07-28, _meta logLevel) received the call's log lines on its stream"
 # policy.yaml confirm (supervised: PluginConfig:Write): the SDK's elicitation callback says yes.
-SUPERVISED="$("$WORK/toolgate" token create --principal admin --tier supervised --expires-in 1d --data-dir "$WORK/shipped-data" | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1)"
 CONFIRM_ARGS='{"plugin":"sync","key":"interval","value":"30"}'
 check "python SDK, legacy mode: a confirm-kind call, confirmed through elicitation on its stream" "$PY" scripts/clients/py_client.py "$URL" "$SUPERVISED" --mode legacy --call set_plugin_config --args "$CONFIRM_ARGS" --elicit accept
 expect '^elicitations: 1' "python SDK (2025-11-25) was asked once"

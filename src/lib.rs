@@ -9,6 +9,7 @@
 pub mod args;
 pub mod argument_checks;
 pub mod cli;
+pub mod clients;
 pub mod compliance;
 pub mod correlation;
 pub mod database;

@@ -74,6 +74,14 @@ fn instruction_tables_in_the_docs() {
     generated_block("docs/instructions.md", "instructions", &toolgate::registry::INSTRUCTIONS.markdown());
 }
 
+/// docs/clients.md's snippets are the ones the server prints and the suite runs.
+#[test]
+fn client_snippets_in_the_docs() {
+    for (name, language, snippet) in toolgate::clients::documented() {
+        generated_block("docs/clients.md", &format!("client {name}"), &format!("```{language}\n{snippet}\n```\n"));
+    }
+}
+
 #[test]
 fn editor_schemas() {
     for (name, schema) in toolgate_catalogue::editor_schemas() {

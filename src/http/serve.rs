@@ -38,10 +38,7 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
         let (record, secret) = credentials.create_token(new).await?;
         let scheme = if config.tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{local}/mcp");
-        let snippet = serde_json::json!({"mcpServers": {"toolgate": {
-            "command": "npx",
-            "args": ["-y", "mcp-remote", url, "--header", format!("Authorization: Bearer {secret}")]
-        }}});
+        let snippet = crate::clients::claude_desktop(&url, &secret);
         println!(
             "toolgate: first start: created {} and the principal `admin` ({FIRST_START_ROLE}).",
             config.database.describe()
@@ -52,7 +49,13 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
             DEMO_TOKEN_SECS / 86_400
         );
         println!("Claude Desktop (claude_desktop_config.json):\n{}\n", serde_json::to_string_pretty(&snippet)?);
-        println!("More tokens: toolgate token create --principal admin --tier readonly {}", config.database.flag());
+        println!("Claude Code:\n    {}\n", crate::clients::claude_code(&url, &secret));
+        println!("Other clients (VS Code, Cursor, the Inspector, cloud connectors): docs/clients.md");
+        let me = crate::clients::this_command();
+        println!("More tokens: {me} token create --principal admin --tier readonly {}", config.database.flag());
+        if me != "toolgate" {
+            println!("(`cargo install --path .` puts `toolgate` on your PATH; until then it is {me})");
+        }
     }
     Ok(repositories)
 }
