@@ -254,6 +254,65 @@ oauth:
         provider.stop()
 
 
+def page_server(host):
+    """A page on another origin (http://HOST:PORT/, an empty HTML page): where a browser-based
+    MCP client would be served from."""
+    root = tempfile.mkdtemp(prefix="toolgate-page-")
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("<!doctype html><title>an MCP client page</title>")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", host, "--directory", root],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    origin = f"http://{host}:{port}"
+    deadline = time.time() + 10
+    while True:
+        try:
+            urllib.request.urlopen(origin + "/index.html", timeout=2).read()
+            return origin, process
+        except OSError:
+            assert time.time() < deadline, f"the page server on {origin} did not start"
+            time.sleep(0.1)
+
+
+# Run in the page: tools/list over fetch, as a browser-based MCP client sends it (a bearer
+# token and the MCP headers: a preflight first), and what the page could read of the answer.
+FETCH_TOOLS = """
+const [url, token, done] = arguments;
+const headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                 "MCP-Protocol-Version": "2025-11-25"};
+if (token) headers["Authorization"] = "Bearer " + token;
+fetch(url, {method: "POST", headers, body: JSON.stringify({jsonrpc: "2.0", id: 1, method: "tools/list"})})
+  .then(async r => done({status: r.status, tools: r.ok ? (await r.json()).result.tools.length : 0,
+                         challenge: r.headers.get("WWW-Authenticate"), correlation: r.headers.get("X-Correlation-Id")}))
+  .catch(e => done({refused: String(e)}));
+"""
+
+
+def cors_from_pages(driver, binary):
+    """A page on a listed origin lists the tools and reads the headers an MCP client needs;
+    a page on any other origin is refused by the browser itself."""
+    # 127.0.0.2 is this machine too, but not an origin the server allows by itself.
+    listed, listed_pages = page_server("127.0.0.2")
+    other, other_pages = page_server("127.0.0.2")
+    server = Server(binary, extra=("--allowed-origin", listed))
+    try:
+        driver.get(listed + "/index.html")
+        answer = driver.execute_async_script(FETCH_TOOLS, server.base + "/mcp", server.token)
+        check(answer.get("status") == 200 and answer["tools"] > 0,
+              f"a page on a listed origin ({listed}) lists the tools over fetch: {answer}")
+        check(bool(answer.get("correlation")), "and reads the exposed headers of the answer")
+        answer = driver.execute_async_script(FETCH_TOOLS, server.base + "/mcp", None)
+        check(answer.get("status") == 401 and "Bearer" in (answer.get("challenge") or ""),
+              f"without a token it reads the 401's WWW-Authenticate: {answer}")
+        driver.get(other + "/index.html")
+        answer = driver.execute_async_script(FETCH_TOOLS, server.base + "/mcp", server.token)
+        check("refused" in answer, f"a page on an origin not listed ({other}) gets nothing: {answer}")
+    finally:
+        server.stop()
+        listed_pages.terminate()
+        other_pages.terminate()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
@@ -366,6 +425,7 @@ def main():
         check("You submitted this request" in error_text(driver), "a self-approval is refused")
         sign_out(driver)
         identity_provider(driver, server.binary, shots)
+        cors_from_pages(driver, server.binary)
         print("console browser test: all checks passed")
     finally:
         driver.quit()

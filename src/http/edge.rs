@@ -21,8 +21,11 @@ fn is_loopback_host(host: &str) -> bool {
     ["localhost", "127.0.0.1", "::1"].iter().any(|l| name.eq_ignore_ascii_case(l))
 }
 
-fn origin_allowed(state: &AppState, origin: &str) -> bool {
-    if state.config.allowed_origins.iter().any(|o| o == origin) {
+/// `--allowed-origin '*'`: every origin (the operator gives up the Origin check).
+pub const ANY_ORIGIN: &str = "*";
+
+pub(super) fn origin_allowed(state: &AppState, origin: &str) -> bool {
+    if state.config.allowed_origins.iter().any(|o| o == origin || o == ANY_ORIGIN) {
         return true;
     }
     match origin.split_once("://") {

@@ -55,11 +55,15 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    if let Some(preflight) = super::cors::preflight(state, request.method(), request.headers()) {
+        return preflight;
+    }
     if let Err(refusal) = edge::check_host_and_origin(state, request.headers(), false) {
         return edge::refuse_mcp(state, refusal);
     }
+    let origin = super::cors::allowed_origin(state, request.headers());
     let response = answer(state, connection, request).await.unwrap_or_else(IntoResponse::into_response);
-    super::oauth_endpoints::challenged(state, response)
+    super::cors::expose(origin, super::oauth_endpoints::challenged(state, response))
 }
 
 async fn answer<B>(

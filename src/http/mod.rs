@@ -9,6 +9,7 @@ mod api;
 mod auth;
 mod auth_failures;
 mod console;
+mod cors;
 mod edge;
 mod error;
 mod listener;
@@ -184,7 +185,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(toolgate_domain::fleet::wire::AGENT_PATH, agents)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .merge(oauth_endpoints::routes())
+        .merge(oauth_endpoints::routes().route_layer(from_fn_with_state(state.clone(), cors::layer)))
         .merge(mcp)
         .merge(guarded)
         .fallback(not_found)

@@ -16,6 +16,7 @@ mod waves;
 mod catalogue_crosscheck;
 mod confirm;
 mod console;
+mod cors;
 mod cross_principal;
 mod decision_table;
 mod engines;
