@@ -11,7 +11,7 @@ use toolgate_domain::Caller;
 use super::era::Era;
 use super::incoming::Incoming;
 use super::jsonrpc as rpc;
-use super::{McpServer, Reply, completion, handshake, lists, prompts, resources, stateless, tasks, tools_call};
+use super::{McpServer, Reply, completion, handshake, listen, lists, prompts, resources, stateless, tasks, tools_call};
 
 /// The methods toolgate answers, in one era or both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,10 +33,11 @@ pub enum Method {
     TasksGet,
     TasksUpdate,
     TasksCancel,
+    SubscriptionsListen,
 }
 
 /// How many methods are counted by name in the metrics (`router::METHOD_LABELS`).
-pub const METHOD_COUNT: usize = 16;
+pub const METHOD_COUNT: usize = 17;
 
 /// Each method's name on the wire, as the metrics count it. `initialize` is answered (it
 /// opens the handshake era) but counted with the names we do not know, as it always was.
@@ -57,6 +58,7 @@ pub const METHOD_NAMES: [(&str, Method); METHOD_COUNT] = [
     ("tasks/get", Method::TasksGet),
     ("tasks/update", Method::TasksUpdate),
     ("tasks/cancel", Method::TasksCancel),
+    ("subscriptions/listen", Method::SubscriptionsListen),
 ];
 
 /// The era a method belongs to.
@@ -83,10 +85,12 @@ impl Method {
             | Method::ResourcesSubscribe
             | Method::ResourcesUnsubscribe
             | Method::LoggingSetLevel => Served::HandshakeOnly,
-            // Discovery and the tasks extension are 2026-07-28's.
-            Method::ServerDiscover | Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
-                Served::StatelessOnly
-            }
+            // Discovery, listening and the tasks extension are 2026-07-28's.
+            Method::ServerDiscover
+            | Method::SubscriptionsListen
+            | Method::TasksGet
+            | Method::TasksUpdate
+            | Method::TasksCancel => Served::StatelessOnly,
             _ => Served::Both,
         }
     }
@@ -129,6 +133,7 @@ pub async fn dispatch(server: &Arc<McpServer>, caller: &Caller, headers: &Header
             resources::subscription(server, caller, id, p, session_id, method == Method::ResourcesSubscribe).await
         }
         Method::CompletionComplete => completion::complete(server, caller, id, p, &era).await,
+        Method::SubscriptionsListen => listen::listen(server, caller, id, p, &era).await,
         Method::TasksGet => {
             tasks::answer_tasks_method(server, caller, id, tasks::TaskMethod::Get, p, era.client_capabilities())
         }

@@ -17,6 +17,7 @@ mod in_flight;
 mod incoming;
 mod input_required;
 pub mod jsonrpc;
+mod listen;
 mod lists;
 mod prompts;
 mod replay;

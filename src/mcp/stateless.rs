@@ -108,12 +108,14 @@ pub fn era_of(
     Ok(Era::Stateless { version: version.to_string(), capabilities: capabilities.clone(), log_level })
 }
 
-/// `server/discover`: what this server speaks and offers.
+/// `server/discover`: what this server speaks and offers. Resources are followed with
+/// `subscriptions/listen`, a stream: not from a server that answers plain JSON only.
 pub fn discover(server: &McpServer, id: &Value) -> Reply {
+    let streams = !server.options.streams.plain_json_only;
     let result = json!({
         "resultType": "complete",
         "supportedVersions": STATELESS_VERSIONS,
-        "capabilities": {"tools": {}, "prompts": {}, "resources": {}, "completions": {},
+        "capabilities": {"tools": {}, "prompts": {}, "resources": {"subscribe": streams}, "completions": {},
                          "extensions": {super::tasks::EXTENSION: {}}},
         "instructions": INSTRUCTIONS,
         "ttlMs": LIST_TTL_MS,

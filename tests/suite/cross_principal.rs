@@ -140,6 +140,25 @@ fn another_principals_executions_tasks_and_sessions_read_as_unknown() {
         ];
         request(s.addr, "POST", &headers, Some(&body.to_string())).json()
     });
+    // Nor listen to it (2026-07-28): the acknowledgement leaves it out, as it leaves out one
+    // that does not exist.
+    for target in [execution.as_str(), unknown_execution] {
+        let uri = format!("execution://{target}");
+        let body =
+            common::modern(10, "subscriptions/listen", json!({"notifications": {"resourceSubscriptions": [uri]}}));
+        let auth = format!("Bearer {bob}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "subscriptions/listen"),
+        ];
+        let (mut stream, first) = common::sse::open_stream(s, &headers, &body.to_string());
+        let acknowledged = match first.contains("acknowledged") {
+            true => first,
+            false => common::sse::read_until(&mut stream, "subscriptions/acknowledged"),
+        };
+        assert!(acknowledged.contains(r#""resourceSubscriptions":[]"#), "{target}: {acknowledged}");
+    }
 
     // An approval's status_url: alice's ticket is not bob's to read.
     let supervised = s.token("alice", "supervised", "1d");

@@ -30,6 +30,7 @@ mod group_tools;
 mod groups;
 mod handlers;
 mod hardening;
+mod listening;
 mod module_graph;
 mod mutual_tls;
 mod oauth;

@@ -258,7 +258,7 @@ fn stateless_era_validation_order() {
     assert_eq!(result["supportedVersions"], json!([MODERN]));
     assert_eq!(
         result["capabilities"],
-        json!({"tools": {}, "prompts": {}, "resources": {}, "completions": {},
+        json!({"tools": {}, "prompts": {}, "resources": {"subscribe": true}, "completions": {},
                "extensions": {"io.modelcontextprotocol/tasks": {}}})
     );
     assert_eq!(result["resultType"], "complete");
