@@ -307,3 +307,22 @@ fn a_reviewer_sees_what_a_held_call_would_touch() {
     assert!(page.body.contains("matches now:"), "a scope is judged now: {}", page.body);
     assert!(page.body.contains("not enrolled"), "an id no agent has says so: {}", page.body);
 }
+
+/// A held bundle is not planned (its later steps act on what the earlier change): the
+/// approvals page shows each of its changing steps with what it touches and how it is undone.
+#[test]
+fn a_held_bundle_shows_what_each_of_its_changes_touches() {
+    let (s, agent) = common::start_with_agent(&[]);
+    let supervised = s.token("admin", "supervised", "1h");
+    let reviewer = reviewer(&s, "rita");
+    let steps = json!([{"definition": "os_facts"}, {"definition": "write_marker", "params": {"name": "b"}},
+                       {"definition": "clear_agent_cache"}]);
+    let held = call_as(&s, &supervised, "execute_bundle", json!({"steps": steps, "agent_ids": [agent]}));
+    let ticket = common::agents::approval_id(&held);
+    let page = get(&s, "/console/approvals", &reviewer.cookie).body;
+    let row = page.split(&format!("id=\"approval-{ticket}\"")).nth(1).expect("the ticket is listed");
+    assert!(row.contains("A bundle is not planned"), "{row}");
+    assert!(row.contains("<code>write_marker</code>") && row.contains("<code>clear_agent_cache</code>"), "{row}");
+    assert!(!row.contains("<code>os_facts</code>"), "a read changes nothing: {row}");
+    assert!(row.contains("Touches: </strong>One file in the agent's work directory"), "{row}");
+}

@@ -52,6 +52,7 @@ fn row(a: &Approval, who: &SignedIn, proof_fresh: bool, touches: Markup, plans: 
             td.touches {
                 (touches)
                 @if let Some((plans, _)) = &plans { (plans) }
+                @if let Some(declared) = super::plans::bundle_declarations(a) { (declared) }
             }
             td { @for rule in rules_behind(&a.tool) { div.muted { (rule) } } }
             td {

@@ -5,11 +5,14 @@
 
 use maud::{Markup, html};
 use serde_json::Value;
+use toolgate_domain::approvals::Approval;
+use toolgate_domain::fleet::instruction::ActionClass;
 use toolgate_domain::groups::Visible;
 
 use toolgate_gate::Reviewing;
 
 use crate::plans::HostPlans;
+use crate::registry::ToolId;
 use crate::services::Services;
 
 /// Hosts named in one group at most; the rest are counted.
@@ -76,6 +79,37 @@ pub fn cell(services: &Services, visible: &Visible, plans: &HostPlans) -> Markup
             }
         }
     }
+}
+
+/// A held bundle's changing steps, each with what it touches and how it is undone. A bundle is
+/// not planned: its later steps act on what the earlier ones change, so plans made now, each
+/// against the host as it is, could not be honoured (the second would always have changed).
+/// The reviewer judges the declarations instead. None for any other ticket.
+pub fn bundle_declarations(ticket: &Approval) -> Option<Markup> {
+    let handler = ToolId::from_name(&ticket.tool)?.meta().handler;
+    if handler != crate::instructions::EXECUTE_BUNDLE_HANDLER {
+        return None;
+    }
+    let arguments: Value = serde_json::from_str(&ticket.canonical_args).ok()?;
+    let set = crate::instructions::instructions();
+    let changes: Vec<_> = arguments["steps"]
+        .as_array()?
+        .iter()
+        .filter_map(|step| set.definition(step["definition"].as_str()?).ok())
+        .filter(|d| d.class == ActionClass::Change)
+        .collect();
+    Some(html! {
+        div.plans {
+            p.muted { "A bundle is not planned: its later steps act on what the earlier ones change. Its changes:" }
+            @for d in &changes {
+                div.plan {
+                    code { (d.name) }
+                    div { strong { "Touches: " } (d.touches.as_deref().unwrap_or("")) }
+                    div { strong { "Undo: " } (d.undo.as_deref().unwrap_or("")) }
+                }
+            }
+        }
+    })
 }
 
 /// The plans cell of the ticket `approval_id` and the digest its form carries; None for a
