@@ -14,8 +14,10 @@
 #   - sign-in through a real OpenID Provider (oidc-provider): the Python SDK's OAuth flow
 #     from the 401 to a call, and tokens for another audience, expired, or too small;
 #   - the official conformance suite (0.1.16 active; alpha --requirements 2025-11-25 and
-#     2026-07-28) against a binary built from tests/conformance/tools.yaml, each run with its
-#     expected-failures file (tests/conformance/expected-failures-*.yml).
+#     2026-07-28, the tasks extension's scenarios with it) against a binary built from
+#     tests/conformance/tools.yaml, each run with its expected-failures file
+#     (tests/conformance/expected-failures-*.yml); the skills extension's (SEP-2640) against
+#     the shipped server (docs/conformance.md).
 # Installs the clients first (scripts/clients/install_clients.sh: npm registry and PyPI only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -167,6 +169,7 @@ check "docs/approvals.md walk-through (ticket, console approval, recall, replay 
 check "sign-in through oidc-provider with the python SDK's OAuth flow (docs/sign-in.md)" bash scripts/clients/sign_in.sh "$WORK/toolgate"
 sed -n 's/^ok: /    /p' "$WORK/last"
 
+SHIPPED_URL="$URL" SHIPPED_TOKEN="$TOKEN"
 start conformance "$WORK/toolgate-conformance"
 conformance() { # label expected-failures [args]
   local label="$1" expected="$2"; shift 2
@@ -182,4 +185,12 @@ conformance() { # label expected-failures [args]
 conformance "0.1.16 active" tests/conformance/expected-failures-active.yml
 CONFORMANCE=alpha conformance "alpha --requirements 2025-11-25" tests/conformance/expected-failures-2025-11-25.yml --requirements 2025-11-25
 CONFORMANCE=alpha conformance "alpha --requirements 2026-07-28" tests/conformance/expected-failures-2026-07-28.yml --requirements 2026-07-28
+# The skills extension's scenarios (SEP-2640), against the shipped server: toolgate declares
+# no skills, so every check is not applicable (docs/conformance.md says why); they run so that
+# the day it declares the extension, they judge it.
+URL="$SHIPPED_URL" TOKEN="$SHIPPED_TOKEN"
+for scenario in sep-2640-skills-directory sep-2640-skills-enumeration sep-2640-skills-manifest; do
+  CONFORMANCE=alpha conformance "alpha $scenario (shipped server)" tests/conformance/expected-failures-2026-07-28.yml --scenario "$scenario"
+  expect 'did not declare the io.modelcontextprotocol/skills extension' "$scenario: not applicable, as docs/conformance.md says"
+done
 echo "client tests: all $OK checks ok"
