@@ -3,9 +3,11 @@
 use deadpool_postgres::GenericClient;
 use toolgate_domain::fleet::instruction::TargetStatus;
 
-use super::{Pg, PgError, rows};
-use crate::fleet_work::{ExecutionHeader, TargetRecord};
+use super::{Pg, PgError, PostgresStore, execute, row, rows};
+use crate::changes::Change;
+use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 use crate::rollouts::RolloutState;
+use crate::rules::existing_execution;
 
 pub(super) fn status_of(text: &str) -> Pg<TargetStatus> {
     TargetStatus::parse(text).map_err(PgError::Invalid)
@@ -66,4 +68,44 @@ pub(super) async fn targets(c: &impl GenericClient, execution_id: &str) -> Pg<Ve
     .iter()
     .map(target_row)
     .collect()
+}
+
+/// Creates the execution and its targets, each in its wave, in one transaction, unless its
+/// idempotency key was used already by the same principal (then nothing is created).
+pub(super) async fn create(store: &PostgresStore, e: &NewExecution, steps: &str, rollout: Option<&str>) -> Pg<Created> {
+    let waves: Vec<i64> = e.waves().collect();
+    let mut c = store.conn().await?;
+    let tx = c.transaction().await?;
+    let key = e.idempotency.as_ref().map(|i| i.key.as_str());
+    let digest = e.idempotency.as_ref().map(|i| i.arguments_digest.as_str());
+    // Under a key, a concurrent retry waits on the unique index and then finds this one.
+    let inserted = execute(
+        &tx,
+        "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest, rollout)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+        &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms, &key, &digest, &rollout],
+    )
+    .await?;
+    if inserted == 0 {
+        let found = row(
+            &tx,
+            "SELECT execution_id, arguments_digest FROM execution WHERE requested_by = $1 AND idempotency_key = $2",
+            &[&e.requested_by, &key],
+        )
+        .await?
+        .ok_or_else(|| PgError::Invalid("an idempotency key's execution vanished".into()))?;
+        let digest_found: Option<String> = found.try_get(1)?;
+        return Ok(existing_execution(found.try_get(0)?, digest_found.as_deref(), digest.unwrap_or("")));
+    }
+    execute(
+        &tx,
+        "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms, wave)
+         SELECT $1, a, 'pending', $3, w FROM unnest($2::text[], $4::bigint[]) AS t(a, w)",
+        &[&e.execution_id, &e.targets, &e.created_at_ms, &waves],
+    )
+    .await?;
+    store.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
+    tx.commit().await?;
+    Ok(Created::New)
 }

@@ -14,8 +14,8 @@ use toolgate_domain::groups::Reach;
 use super::confinement::{readable, reader_groups};
 use crate::Reader;
 
-use super::executions::{HEADER_COLUMNS, header, headers, target_row, targets};
-use super::{Pg, PgError, PostgresStore, execute, pg, relaxed, row, rows};
+use super::executions::{HEADER_COLUMNS, create, header, headers, target_row, targets};
+use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use super::{compliance, responses};
 use crate::ResponsePage;
 use crate::changes::Change;
@@ -23,7 +23,6 @@ use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
     StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
 };
-use crate::rules::existing_execution;
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -33,44 +32,7 @@ impl WorkStore for PostgresStore {
     async fn create_execution(&self, e: NewExecution) -> Result<Created> {
         let steps = serde_json::to_string(&e.steps).map_err(StoreError::backend)?;
         let rollout = e.rollout.map(|r| serde_json::to_string(&r)).transpose().map_err(StoreError::backend)?;
-        let waves: Vec<i64> = e.waves().collect();
-        pg(async {
-            let mut c = self.conn().await?;
-            let tx = c.transaction().await?;
-            let key = e.idempotency.as_ref().map(|i| i.key.as_str());
-            let digest = e.idempotency.as_ref().map(|i| i.arguments_digest.as_str());
-            // Under a key, a concurrent retry waits on the unique index and then finds this one.
-            let inserted = execute(
-                &tx,
-                "INSERT INTO execution (execution_id, kind, steps, scope, requested_by, created_at_ms, deadline_ms, idempotency_key, arguments_digest, rollout)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
-                &[&e.execution_id, &e.kind, &steps, &e.scope, &e.requested_by, &e.created_at_ms, &e.deadline_ms, &key, &digest, &rollout],
-            )
-            .await?;
-            if inserted == 0 {
-                let found = row(
-                    &tx,
-                    "SELECT execution_id, arguments_digest FROM execution WHERE requested_by = $1 AND idempotency_key = $2",
-                    &[&e.requested_by, &key],
-                )
-                .await?
-                .ok_or_else(|| PgError::Invalid("an idempotency key's execution vanished".into()))?;
-                let digest_found: Option<String> = found.try_get(1)?;
-                return Ok(existing_execution(found.try_get(0)?, digest_found.as_deref(), digest.unwrap_or("")));
-            }
-            execute(
-                &tx,
-                "INSERT INTO execution_target (execution_id, agent_id, status, updated_at_ms, wave)
-                 SELECT $1, a, 'pending', $3, w FROM unnest($2::text[], $4::bigint[]) AS t(a, w)",
-                &[&e.execution_id, &e.targets, &e.created_at_ms, &waves],
-            )
-            .await?;
-            self.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
-            tx.commit().await?;
-            Ok(Created::New)
-        })
-        .await
+        pg(create(self, &e, &steps, rollout.as_deref())).await
     }
 
     async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>> {
