@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_domain::fleet::instruction::TargetStatus;
-use toolgate_domain::fleet::wire::RunStep;
+use toolgate_domain::fleet::wire::{RunOrder, RunStep};
 
 use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 use crate::rollouts::RolloutState;
@@ -91,4 +91,35 @@ pub(super) fn create(c: &mut Connection, e: &NewExecution) -> rusqlite::Result<C
     }
     tx.commit()?;
     Ok(Created::New)
+}
+
+/// The run of an execution neither cancelled nor past `now_ms`, and its targets of released
+/// waves not yet sent it.
+pub(super) fn undelivered(
+    c: &Connection,
+    execution_id: &str,
+    now_ms: i64,
+) -> rusqlite::Result<Option<(RunOrder, Vec<String>)>> {
+    let order = c
+        .query_row(
+            "SELECT execution_id, deadline_ms, steps, released_wave FROM execution
+             WHERE execution_id = ?1 AND cancelled_at_ms IS NULL AND deadline_ms > ?2",
+            params![execution_id, now_ms],
+            |r| {
+                let order = RunOrder {
+                    execution_id: r.get(0)?,
+                    deadline_ms: r.get(1)?,
+                    steps: steps_of(&r.get::<_, String>(2)?)?,
+                };
+                Ok((order, r.get::<_, i64>(3)?))
+            },
+        )
+        .optional()?;
+    let Some((order, released_wave)) = order else { return Ok(None) };
+    let mut stmt = c.prepare_cached(
+        "SELECT agent_id FROM execution_target WHERE execution_id = ?1 AND status = 'pending' AND wave <= ?2 ORDER BY agent_id",
+    )?;
+    let targets =
+        stmt.query_map(params![execution_id, released_wave], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(Some((order, targets)))
 }

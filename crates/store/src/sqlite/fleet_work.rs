@@ -18,7 +18,7 @@ use toolgate_domain::groups::Reach;
 use super::confinement::readable;
 use crate::Reader;
 
-use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets};
+use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets, undelivered};
 use super::json_rows::json_path;
 use super::responses::{responses, sql_value, store_result};
 use super::{SqliteStore, without_fsync};
@@ -39,31 +39,7 @@ impl WorkStore for SqliteStore {
 
     async fn undelivered(&self, execution_id: &str, now_ms: i64) -> Result<Option<(RunOrder, Vec<String>)>> {
         let execution_id = execution_id.to_string();
-        self.run(move |c| {
-            let order = c
-                .query_row(
-                    "SELECT execution_id, deadline_ms, steps, released_wave FROM execution
-                     WHERE execution_id = ?1 AND cancelled_at_ms IS NULL AND deadline_ms > ?2",
-                    params![execution_id, now_ms],
-                    |r| {
-                        let order = RunOrder {
-                            execution_id: r.get(0)?,
-                            deadline_ms: r.get(1)?,
-                            steps: steps_of(&r.get::<_, String>(2)?)?,
-                        };
-                        Ok((order, r.get::<_, i64>(3)?))
-                    },
-                )
-                .optional()?;
-            let Some((order, released_wave)) = order else { return Ok(None) };
-            let mut stmt = c.prepare_cached(
-                "SELECT agent_id FROM execution_target WHERE execution_id = ?1 AND status = 'pending' AND wave <= ?2 ORDER BY agent_id",
-            )?;
-            let targets =
-                stmt.query_map(params![execution_id, released_wave], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-            Ok(Some((order, targets)))
-        })
-        .await
+        self.run(move |c| undelivered(c, &execution_id, now_ms)).await
     }
 
     async fn due_for(&self, agent_id: &str, now_ms: i64) -> Result<Vec<RunOrder>> {
