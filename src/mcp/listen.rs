@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use toolgate_domain::Caller;
 use toolgate_domain::audit::TargetType;
-use toolgate_domain::prompts_resources::CompletionSource;
 
 use super::admission::StreamKind;
 use super::era::Era;
@@ -36,12 +35,9 @@ const MAX_RESOURCES: usize = 100;
 
 /// The execution a followed URI names, if it is one of an execution template's.
 fn execution_of(server: &McpServer, target: &str) -> Option<String> {
-    server.prompts_resources.templates.iter().filter(|t| t.spec.list == Some(CompletionSource::ExecutionIds)).find_map(
-        |t| {
-            let variable = t.spec.variables().first()?.to_string();
-            uri::matches(&t.spec.uri_template, target)?.into_iter().find(|(name, _)| *name == variable).map(|(_, v)| v)
-        },
-    )
+    super::resources::execution_templates(server).into_iter().find_map(|(template, variable)| {
+        uri::matches(&template, target)?.into_iter().find(|(name, _)| *name == variable).map(|(_, v)| v)
+    })
 }
 
 pub async fn listen(server: &Arc<McpServer>, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {

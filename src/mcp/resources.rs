@@ -297,19 +297,25 @@ pub async fn subscription(
     Reply::json(StatusCode::OK, rpc::result_raw(id, "{}"))
 }
 
+/// The templates whose instances are executions, with the variable that holds the id: what a
+/// subscription (handshake era) or a listen (2026-07-28) can follow.
+pub(super) fn execution_templates(server: &McpServer) -> Vec<(String, String)> {
+    server
+        .prompts_resources
+        .templates
+        .iter()
+        .filter(|t| t.spec.list == Some(toolgate_domain::prompts_resources::CompletionSource::ExecutionIds))
+        .filter_map(|t| Some((t.spec.uri_template.clone(), t.spec.variables().first()?.to_string())))
+        .collect()
+}
+
 impl McpServer {
     /// Until `stop`: tells each session subscribed to an execution's resource that it changed,
     /// as its agents' responses are stored (`notifications/resources/updated` on its GET
     /// stream). The URIs are those of the templates that list executions.
     pub async fn forward_resource_updates(self: Arc<Self>, stop: toolgate_domain::CancellationToken) {
         let mut updates = self.services.fleet().execution_updates();
-        let templates: Vec<(String, String)> = self
-            .prompts_resources
-            .templates
-            .iter()
-            .filter(|t| t.spec.list == Some(toolgate_domain::prompts_resources::CompletionSource::ExecutionIds))
-            .filter_map(|t| Some((t.spec.uri_template.clone(), t.spec.variables().first()?.to_string())))
-            .collect();
+        let templates = execution_templates(&self);
         loop {
             let execution_id = tokio::select! {
                 _ = stop.cancelled() => return,
