@@ -4,6 +4,7 @@
 //! role-granting tools name (declared in policy.yaml; never a human-only one for an engine).
 
 use serde_json::Value;
+use toolgate_domain::aliases::ArgumentAlias;
 use toolgate_domain::catalogue::ToolMeta;
 use toolgate_domain::denial::ArgumentProblem;
 use toolgate_domain::engines::PrincipalKind;
@@ -63,6 +64,32 @@ impl ArgumentCheck for ServerChecks {
         problems.extend(role_problems(tool, arguments));
         problems.extend(kill_switch_problems(tool, arguments));
         problems
+    }
+
+    /// The only pairs tools.yaml declares: the reference's `plugin` and `action`, which name
+    /// the published definition that runs them (never an action no definition publishes).
+    fn resolve_pair(&self, _alias: &ArgumentAlias, plugin: &str, action: &str) -> Result<String, String> {
+        let set = crate::instructions::instructions();
+        let running: Vec<&str> = set
+            .definitions
+            .iter()
+            .filter(|d| d.plugin == plugin && d.action == action)
+            .map(|d| d.name.as_str())
+            .collect();
+        match running.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => Err(match set.check_plugin(plugin, Some(action)) {
+                Err(unknown) => unknown,
+                Ok(_) => format!(
+                    "no published definition runs plugin `{plugin}` action `{action}`; only definitions run \
+                     (list_definitions {{\"plugin\": \"{plugin}\"}} shows them)"
+                ),
+            }),
+            several => Err(format!(
+                "definitions {} all run plugin `{plugin}` action `{action}`: name one as `definition`",
+                several.join(", ")
+            )),
+        }
     }
 }
 

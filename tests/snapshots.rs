@@ -74,6 +74,13 @@ fn instruction_tables_in_the_docs() {
     generated_block("docs/instructions.md", "instructions", &toolgate::registry::INSTRUCTIONS.markdown());
 }
 
+/// docs/differences.md's list of the reference's argument names is the catalogue's aliases.
+#[test]
+fn aliases_in_the_docs() {
+    let tools = ToolId::ALL.iter().map(|id| (id.meta().name, id.meta().aliases));
+    generated_block("docs/differences.md", "aliases", &toolgate_domain::aliases::markdown(tools));
+}
+
 /// docs/clients.md's snippets are the ones the server prints and the suite runs.
 #[test]
 fn client_snippets_in_the_docs() {
@@ -113,6 +120,10 @@ fn each_tool() {
         // A deciding check other than the permission one is part of what a reviewer reads.
         if !meta.authorization.is_permission() {
             doc["decided_by"] = meta.authorization.explained().into();
+        }
+        // Other names a client may call with are part of what it may do.
+        if !meta.aliases.is_empty() {
+            doc["aliases"] = meta.aliases.iter().map(|a| a.explained()).collect::<Vec<_>>().into();
         }
         if let Some(precondition) = meta.precondition {
             doc["precondition"] = format!("{}: {}", precondition.key(), precondition.explained()).into();

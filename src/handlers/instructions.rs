@@ -27,13 +27,16 @@ pub(crate) fn definition_json(d: &Definition) -> Value {
     })
 }
 
-pub async fn list_definitions(_ctx: &ToolContext, args: args::ListDefinitions) -> ToolResult {
+pub async fn list_definitions(ctx: &ToolContext, args: args::ListDefinitions) -> ToolResult {
+    let switches = ctx.services().fleet().kill_switches();
+    let runs_now = |d: &Definition| !switches.iter().any(|k| k.stops(&d.plugin, &d.action));
     let definitions: Vec<Value> = instructions()
         .definitions
         .iter()
         .filter(|d| args.plugin.as_deref().is_none_or(|p| p == d.plugin))
         .filter(|d| args.class.as_deref().is_none_or(|c| c == d.class.as_str()))
         .filter(|d| args.diagnostic.is_none_or(|diagnostic| diagnostic == d.diagnostic))
+        .filter(|d| args.enabled.is_none_or(|enabled| enabled == runs_now(d)))
         .map(definition_json)
         .collect();
     Ok(ToolOutput::Structured(json!({"count": definitions.len(), "definitions": definitions})))

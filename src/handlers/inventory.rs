@@ -128,6 +128,9 @@ async fn fleet_rows(
 }
 
 pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> ToolResult {
+    if let Some(agent_id) = &args.agent_id {
+        one_agent(ctx, agent_id).await?;
+    }
     let table = table(&args.table)?;
     let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
     let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
@@ -135,7 +138,8 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
         Some(expression) => Some(chosen_agents(ctx, expression).await?),
         None => None,
     };
-    let (rows, next) = fleet_rows(ctx, table, conditions, agents, None, paging(args.offset, args.limit)).await?;
+    let paging = paging(args.offset, args.limit);
+    let (rows, next) = fleet_rows(ctx, table, conditions, agents, args.agent_id.as_deref(), paging).await?;
     let rows: Vec<Map<String, Value>> = rows
         .into_iter()
         .map(|(agent, host, row)| {
@@ -151,7 +155,7 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
 
 pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
     if let Some(agent_id) = &args.agent_id {
-        super::confined::one_agent(ctx, agent_id).await?;
+        one_agent(ctx, agent_id).await?;
     }
     let table = table("installed_software")?;
     let mut wanted: Vec<(&str, &str, Value)> = Vec::new();

@@ -39,6 +39,7 @@ mod packages;
 mod prompts_resources;
 mod quarantine;
 mod reference;
+mod reference_calls;
 mod replicas;
 mod resume;
 mod router_faults;

@@ -32,6 +32,11 @@ pub fn handlers() -> TokenStream {
     quote!(crate::handlers)
 }
 
+/// ArgumentAlias, Conversion.
+pub fn alias_types() -> TokenStream {
+    quote!(::toolgate_domain::aliases)
+}
+
 /// EngineQuota, EngineRules.
 pub fn engine_types() -> TokenStream {
     quote!(::toolgate_domain::engines)

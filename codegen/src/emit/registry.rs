@@ -18,6 +18,22 @@ fn class_tokens(class: OperationClass) -> TokenStream {
     quote!(OperationClass::#v)
 }
 
+fn alias_tokens(alias: &crate::model::AliasSpec) -> TokenStream {
+    let types = paths::alias_types();
+    let (name, stands_for) = (&alias.name, &alias.stands_for);
+    let within = opt_str(alias.within.clone());
+    let conversion = match (&alias.with, alias.one_item_list, alias.values.is_empty()) {
+        (Some(with), ..) => quote!(#types::Conversion::Pair { with: #with }),
+        (None, true, _) => quote!(#types::Conversion::OneItemList),
+        (None, false, false) => {
+            let pairs = alias.values.iter().map(|(from, to)| quote!((#from, #to)));
+            quote!(#types::Conversion::Values(&[#(#pairs),*]))
+        }
+        (None, false, true) => quote!(#types::Conversion::Same),
+    };
+    quote!(#types::ArgumentAlias { name: #name, stands_for: #stands_for, within: #within, conversion: #conversion })
+}
+
 fn opt_str(value: Option<String>) -> TokenStream {
     match value {
         Some(s) => quote!(Some(#s)),
@@ -77,6 +93,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
             None => quote!(None),
         };
         let store_fault_retry_ms = plan.store_fault_retry_ms;
+        let aliases = tool.aliases.iter().map(alias_tokens);
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
         // past 15 GiB).
@@ -110,6 +127,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 agent_data: #agent_data,
                 plan_argument: #plan_argument,
                 store_fault_retry_ms: #store_fault_retry_ms,
+                aliases: &[#(#aliases),*],
             }
         }
     });

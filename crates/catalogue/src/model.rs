@@ -73,6 +73,10 @@ pub struct Tool {
     /// The build checks it is an optional boolean argument (docs/catalogue.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_argument: Option<String>,
+    /// The reference surface's names for some arguments, accepted for the tool's own
+    /// (docs/catalogue.md). Not published: the tool list names each argument once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<AliasSpec>,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,
@@ -285,6 +289,7 @@ pub struct ServerNames {
     pub rbac_administrator_role: Option<String>,
 }
 
+pub use toolgate_domain::aliases::AliasSpec;
 pub use toolgate_domain::catalogue::{Authorization, Precondition, TaskSupport};
 pub use toolgate_domain::prompts_resources::{PromptSpec, ResourceSpec, TemplateSpec};
 pub use toolgate_policy::OperationClass;

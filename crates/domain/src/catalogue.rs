@@ -216,6 +216,9 @@ pub struct ToolMeta {
     /// The boolean argument that makes a call a plan, which needs no approval (tools.yaml
     /// `planArgument`).
     pub plan_argument: Option<&'static str>,
+    /// The reference surface's names for some of its arguments (tools.yaml `aliases`),
+    /// rewritten by the gate before the schema check.
+    pub aliases: &'static [crate::aliases::ArgumentAlias],
 }
 
 impl ToolMeta {

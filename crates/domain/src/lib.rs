@@ -7,6 +7,7 @@
 //! - [`denial`]: every reason the gate refuses a call, typed;
 //! - [`audit`], [`tokens`], [`approvals`], [`records`]: the rows and rules of each area.
 
+pub mod aliases;
 pub mod approvals;
 pub mod audit;
 pub mod caller;

@@ -261,6 +261,7 @@ mod tests {
         sensitive_arguments: &[],
         agent_data: false,
         plan_argument: None,
+        aliases: &[],
         store_fault_retry_ms: 5_000,
         authorization: toolgate_domain::catalogue::Authorization::Permission,
         precondition: None,

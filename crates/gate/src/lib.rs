@@ -12,6 +12,7 @@ mod reviewing;
 use std::sync::Arc;
 
 use serde_json::Value;
+use toolgate_domain::aliases::ArgumentAlias;
 use toolgate_domain::approvals::Approval;
 use toolgate_domain::catalogue::{Authorization, Catalogue, PromptResourceMeta, ToolMeta};
 use toolgate_domain::denial::Denial;
@@ -49,6 +50,25 @@ pub struct Passed {
 pub trait ArgumentCheck: Send + Sync {
     /// Every problem with `arguments` of `tool` (empty: fine, or not a tool it checks).
     fn problems(&self, tool: &ToolMeta, arguments: &Value) -> Vec<toolgate_domain::denial::ArgumentProblem>;
+
+    /// The value a pair alias names (tools.yaml `aliases` with `with`: the reference's
+    /// `plugin` and `action` name an instruction definition), or why there is none.
+    fn resolve_pair(&self, alias: &ArgumentAlias, first: &str, second: &str) -> Result<String, String> {
+        let _ = (first, second);
+        Err(format!(
+            "this server resolves no `{}` from `{}` and `{}`: name `{}`",
+            alias.stands_for, alias.name, second, alias.stands_for
+        ))
+    }
+}
+
+/// A server without argument checks resolves no pair alias.
+struct NoPairs;
+
+impl ArgumentCheck for NoPairs {
+    fn problems(&self, _: &ToolMeta, _: &Value) -> Vec<toolgate_domain::denial::ArgumentProblem> {
+        Vec::new()
+    }
 }
 
 /// What the tier and RBAC made of a call.
@@ -134,6 +154,18 @@ impl Gate {
                 self.authorize(caller, tool)?
             }
         };
+        // The reference's argument names become the tool's own before anything reads them,
+        // so a ticket, the audit row and the handler see one spelling.
+        if !tool.aliases.is_empty() {
+            let resolve = |alias: &ArgumentAlias, first: &str, second: &str| match &self.argument_check {
+                Some(check) => check.resolve_pair(alias, first, second),
+                None => NoPairs.resolve_pair(alias, first, second),
+            };
+            let problems = toolgate_domain::aliases::apply(tool.aliases, &mut arguments, &resolve);
+            if !problems.is_empty() {
+                return Err(self.schemas.refuse(tool, problems));
+            }
+        }
         // Arguments before any approval is looked up, minted or consumed.
         self.schemas.check(tool, &arguments)?;
         if let Some(check) = &self.argument_check {

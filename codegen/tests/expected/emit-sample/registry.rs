@@ -74,6 +74,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         agent_data: false,
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
+        aliases: &[],
     },
     ToolMeta {
         index: 1usize,
@@ -105,6 +106,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         agent_data: false,
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
+        aliases: &[],
     },
     ToolMeta {
         index: 2usize,
@@ -138,6 +140,7 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         agent_data: false,
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
+        aliases: &[],
     },
 ];
 static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [

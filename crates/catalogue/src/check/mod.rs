@@ -2,6 +2,7 @@
 //! its own file as a function from the parsed files to diagnostics; `run` collects them all,
 //! so one build reports every problem.
 
+mod aliases;
 mod authorization;
 mod coverage;
 mod engines;
@@ -122,6 +123,7 @@ pub fn run(
     diagnostics.extend(sensitive::check(&inputs));
     diagnostics.extend(retry::check(&inputs));
     diagnostics.extend(authorization::check(&inputs));
+    diagnostics.extend(aliases::check(&inputs));
     diagnostics.extend(engines::check(&inputs));
     diagnostics.extend(scopes::check(&inputs));
     let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);

@@ -1,0 +1,104 @@
+//! Calls shaped like the reference surface's, on a real server with real agents: each is
+//! answered as the same call with toolgate's own argument names (docs/differences.md), and a
+//! call that gives both names with different values, or a plugin action no definition
+//! publishes, is refused saying which argument and why.
+
+use crate::common;
+
+use common::agents::*;
+use common::call_as;
+use serde_json::{Value, json};
+
+#[test]
+fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
+    let Fleet { s, schemas, agents: _agents, ids, states: _states } = fleet_of_three(FAST);
+    let read = |tool: &str, arguments: Value| structured(&s, &schemas, tool, arguments);
+
+    assert_eq!(read("get_definition", json!({"id": "os_facts"})), read("get_definition", json!({"name": "os_facts"})));
+    let questions = read("list_definitions", json!({"type": "question"}));
+    assert_eq!(questions, read("list_definitions", json!({"class": "read"})));
+    assert!(questions["count"].as_u64().unwrap() > 0, "{questions}");
+    let actions = read("list_definitions", json!({"type": "action"}));
+    assert_eq!(actions, read("list_definitions", json!({"class": "change"})));
+    assert!(actions["definitions"].as_array().unwrap().iter().all(|d| d["class"] == "change"), "{actions}");
+
+    // No kill switch is engaged: every definition runs, none is stopped.
+    let all = read("list_definitions", json!({}));
+    assert_eq!(read("list_definitions", json!({"enabled": true})), all);
+    assert_eq!(read("list_definitions", json!({"enabled": false}))["count"], 0);
+
+    let posture = read("get_fleet_posture_fast", json!({"ttl_seconds": 30}));
+    assert_eq!(posture["online"], 3, "{posture}");
+
+    // The reference's plugin + action run the definition that publishes them.
+    let a = ids["fleet-a"].as_str();
+    let started = read("execute_instruction", json!({"plugin": "host", "action": "facts", "agent_ids": [a]}));
+    let execution = started["execution_id"].as_str().unwrap().to_string();
+    let status = wait_finished(&s, &schemas, &s.token, &execution);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    let rows = read("query_responses", json!({"execution_id": execution}));
+    assert_eq!(rows["definition"], "os_facts", "{rows}");
+    assert_eq!(rows["rows"][0]["values"]["hostname"], "fleet-a", "{rows}");
+
+    let by_reference = read("list_executions", json!({"definition_id": "os_facts"}));
+    assert_eq!(by_reference, read("list_executions", json!({"definition": "os_facts"})));
+    assert_eq!(by_reference["executions"][0]["execution_id"], execution.as_str(), "{by_reference}");
+
+    // A bundle for one agent, its steps named by plugin and action.
+    let steps = json!([{"plugin": "host", "action": "facts"}, {"plugin": "files", "action": "sha256", "params": {"path": PROBE}}]);
+    let bundle = read("execute_bundle", json!({"agent_id": ids["fleet-b"], "steps": steps}));
+    let bundle_id = bundle["bundle_id"].as_str().unwrap().to_string();
+    let status = wait_finished(&s, &schemas, &s.token, &bundle_id);
+    assert_eq!(status["counts"], json!({"succeeded": 1}), "{status}");
+    let listed = read("list_executions", json!({"definition_id": "file_hash"}));
+    let ours = &listed["executions"][0];
+    assert_eq!((&ours["execution_id"], &ours["definitions"]), (&json!(bundle_id), &json!(["os_facts", "file_hash"])));
+    let hashes = read("query_responses", json!({"execution_id": bundle_id, "step": 1}));
+    assert_eq!(hashes["rows"].as_array().unwrap().len(), 1, "{hashes}");
+    assert_eq!(hashes["rows"][0]["hostname"], "fleet-b", "{hashes}");
+
+    // query_inventory for one agent: only that agent's rows.
+    wait_for_table(&s, &schemas, a, "installed_software");
+    let one = read("query_inventory", json!({"table": "installed_software", "agent_id": a, "limit": 1000}));
+    let rows = one["rows"].as_array().unwrap();
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["agent_id"] == a), "{one}");
+    let scoped = json!({"table": "installed_software", "scope": "hostname = \"fleet-a\"", "limit": 1000});
+    assert_eq!(one, read("query_inventory", scoped), "agent_id chooses what a scope of that one host does");
+}
+
+#[test]
+fn two_names_that_disagree_and_actions_no_definition_runs_are_refused_at_the_alias() {
+    let Fleet { s, agents: _agents, ids, .. } = fleet_of_three(FAST);
+    let refused = |tool: &str, arguments: Value| {
+        let v = call_as(&s, &s.token, tool, arguments.clone()).json();
+        let answer = &v["result"]["structuredContent"];
+        assert_eq!(answer["error"], "invalid_arguments", "{tool} {arguments}: {v}");
+        answer["errors"].to_string()
+    };
+    let both = refused("get_definition", json!({"id": "os_facts", "name": "disk_usage"}));
+    assert!(both.contains("/id") && both.contains("different values"), "{both}");
+    // The same value under both names is one argument, not a conflict.
+    let same = call_as(&s, &s.token, "get_definition", json!({"id": "os_facts", "name": "os_facts"})).json();
+    assert_eq!(same["result"]["structuredContent"]["name"], "os_facts", "{same}");
+
+    let a = ids["fleet-a"].as_str();
+    let unknown = refused("execute_instruction", json!({"plugin": "host", "action": "factz", "agent_ids": [a]}));
+    assert!(unknown.contains("has no action `factz`") && unknown.contains("facts"), "{unknown}");
+    let half = refused("execute_instruction", json!({"plugin": "host", "agent_ids": [a]}));
+    assert!(half.contains("give both"), "{half}");
+    let mapped = refused("list_definitions", json!({"type": "sensor"}));
+    assert!(mapped.contains("question, action") || mapped.contains("action, question"), "{mapped}");
+    let targets = refused(
+        "execute_bundle",
+        json!({"agent_id": a, "agent_ids": [ids["fleet-b"]], "steps": [{"definition": "os_facts"}]}),
+    );
+    assert!(targets.contains("/agent_id") && targets.contains("different values"), "{targets}");
+    let step = refused(
+        "execute_bundle",
+        json!({"agent_id": a, "steps": [{"plugin": "host", "action": "facts", "definition": "disk_usage"}]}),
+    );
+    assert!(step.contains("/steps/0/plugin"), "{step}");
+    // Nothing was started by any of them.
+    let listed = common::agents::structured(&s, &common::agents::output_schemas(&s), "list_executions", json!({}));
+    assert_eq!(listed["executions"], json!([]), "{listed}");
+}
