@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::groups::Visible;
-use toolgate_domain::fleet::instruction::{ActionClass, TargetStatus};
+use toolgate_domain::fleet::instruction::{ActionClass, ExecutionState, TargetStatus};
 use toolgate_domain::fleet::rollout::Batch;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{ExecutionHeader, Reader};
@@ -237,10 +237,11 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
     if let Some(name) = &args.definition {
         definition(name)?;
     }
+    let state = args.status.as_deref().map(ExecutionState::parse).transpose().map_err(ToolError::InvalidArguments)?;
     let offset = args.offset.unwrap_or(0).max(0) as usize;
     let limit = args.limit.unwrap_or(50).clamp(1, 200) as usize;
     let work = &ctx.services().work();
-    let mut page = work.executions(args.definition.as_deref(), Some(&reader(ctx)), offset, limit + 1).await?;
+    let mut page = work.executions(args.definition.as_deref(), state, Some(&reader(ctx)), offset, limit + 1).await?;
     let more = page.len() > limit;
     page.truncate(limit);
     let executions: Vec<Value> = page

@@ -70,7 +70,7 @@ pub async fn all(
             // Those the caller may read: its own, and those within its reach (another team's
             // are not offered).
             let reader = toolgate_store::Reader { principal: caller.principal.name.clone(), reach: reach.clone() };
-            let page = services.repositories().work.executions(None, Some(&reader), 0, RECENT_EXECUTIONS).await?;
+            let page = services.repositories().work.executions(None, None, Some(&reader), 0, RECENT_EXECUTIONS).await?;
             page.into_iter().map(|e| e.execution_id).collect()
         }
     };

@@ -184,7 +184,7 @@ async fn a_store_fault_after_an_execution_started_names_it() {
     let breaking = async {
         // Once the execution exists, the store goes away under the call that follows it.
         let started = loop {
-            if let Some(e) = work.executions(None, None, 0, 1).await.unwrap().first() {
+            if let Some(e) = work.executions(None, None, None, 0, 1).await.unwrap().first() {
                 break e.execution_id.clone();
             }
             tokio::task::yield_now().await;

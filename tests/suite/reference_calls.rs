@@ -43,6 +43,9 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
     let by_reference = read("list_executions", json!({"definition_id": "os_facts"}));
     assert_eq!(by_reference, read("list_executions", json!({"definition": "os_facts"})));
     assert_eq!(by_reference["executions"][0]["execution_id"], execution.as_str(), "{by_reference}");
+    let finished = read("list_executions", json!({"definition_id": "os_facts", "status": "finished"}));
+    assert_eq!(finished, by_reference, "it finished");
+    assert_eq!(read("list_executions", json!({"status": "running"}))["executions"], json!([]));
 
     // A bundle for one agent, its steps named by plugin and action.
     let steps = json!([{"plugin": "host", "action": "facts"}, {"plugin": "files", "action": "sha256", "params": {"path": PROBE}}]);

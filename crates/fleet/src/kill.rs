@@ -73,7 +73,7 @@ impl Hub {
         let mut stopped = Vec::new();
         let mut offset = 0;
         while offset < SCANNED_EXECUTIONS {
-            let page = self.work.executions(None, None, offset, SCAN_PAGE).await?;
+            let page = self.work.executions(None, None, None, offset, SCAN_PAGE).await?;
             for header in &page {
                 let waiting = header.counts.iter().any(|(status, n)| *status == TargetStatus::Pending && *n > 0);
                 if !waiting || header.cancelled_at_ms.is_some() || header.deadline_ms <= now {

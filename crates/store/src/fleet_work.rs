@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
-use toolgate_domain::fleet::instruction::TargetStatus;
+use toolgate_domain::fleet::instruction::{ExecutionState, TargetStatus};
 use toolgate_domain::fleet::wire::{QuarantineEnforcement, RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
@@ -225,11 +225,12 @@ pub trait WorkStore: RolloutStore + Send + Sync {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<TargetRecord>>;
-    /// Newest first; `definition` keeps executions with a step of that definition; those
-    /// `reader` may read only (pages are cut after that).
+    /// Newest first; `definition` keeps executions with a step of that definition, `state`
+    /// those running or finished; those `reader` may read only (pages are cut after that).
     async fn executions(
         &self,
         definition: Option<&str>,
+        state: Option<ExecutionState>,
         reader: Option<&Reader>,
         offset: usize,
         limit: usize,
@@ -272,4 +273,14 @@ pub trait WorkStore: RolloutStore + Send + Sync {
     /// (agent id, outcome, when) for one rule or all.
     /// (Confined to the agents `reach` covers, in the query.)
     async fn compliance(&self, rule_id: Option<&str>, reach: &Reach) -> Result<Vec<(String, RuleResult, i64)>>;
+}
+
+/// SQL that holds when `param` (text: `running`, `finished` or NULL) is NULL or is the state
+/// of the row `execution`: running while a target is `pending` or `running` (the states
+/// `TargetStatus::is_final` denies), finished otherwise. Each backend binds `param`.
+pub(crate) fn state_condition(param: &str) -> String {
+    format!(
+        "{param} IS NULL OR EXISTS (SELECT 1 FROM execution_target u WHERE u.execution_id = execution.execution_id \
+         AND u.status IN ('pending', 'running')) = ({param} = 'running')"
+    )
 }

@@ -77,7 +77,7 @@ pub async fn fleet(State(state): State<Arc<AppState>>, who: SignedIn) -> Respons
     let agents: Vec<_> = hub.agent_ids(&all).iter().filter_map(|id| hub.summary(&all, id)).collect();
     let work = &services.repositories().work;
     let (executions, compliance) =
-        match (work.executions(None, None, 0, 50).await, work.compliance(None, &Reach::Fleet).await) {
+        match (work.executions(None, None, None, 0, 50).await, work.compliance(None, &Reach::Fleet).await) {
             (Ok(e), Ok(c)) => (e, c),
             (Err(e), _) | (_, Err(e)) => {
                 return who.unavailable(e);

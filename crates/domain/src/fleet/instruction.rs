@@ -232,6 +232,32 @@ pub fn new_execution_id() -> String {
     format!("exe-{}", crate::secrets::random_hex::<8>())
 }
 
+/// Where a whole execution stands, as list_executions filters it: `running` while a target
+/// is pending or running, `finished` once every target is in a final state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionState {
+    Running,
+    Finished,
+}
+
+impl ExecutionState {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "running" => Ok(ExecutionState::Running),
+            "finished" => Ok(ExecutionState::Finished),
+            other => Err(format!("no execution state `{other}`: running or finished")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionState::Running => "running",
+            ExecutionState::Finished => "finished",
+        }
+    }
+}
+
 /// Where one agent stands in one execution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

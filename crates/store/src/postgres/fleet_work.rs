@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
-use toolgate_domain::fleet::instruction::TargetStatus;
+use toolgate_domain::fleet::instruction::{ExecutionState, TargetStatus};
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
@@ -22,6 +22,7 @@ use crate::changes::Change;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
     StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
+    state_condition,
 };
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
@@ -223,22 +224,25 @@ impl WorkStore for PostgresStore {
     async fn executions(
         &self,
         definition: Option<&str>,
+        state: Option<ExecutionState>,
         reader: Option<&Reader>,
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
         let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let state = state.map(ExecutionState::as_str);
         let groups = reader_groups(reader);
         pg(async {
             let c = self.conn().await?;
             let (limit, offset) = (limit as i64, offset as i64);
-            let (confined, extra) = readable("execution.execution_id", reader, &groups, 4);
+            let (confined, extra) = readable("execution.execution_id", reader, &groups, 5);
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1){confined}
-                 ORDER BY created_at_ms DESC, execution_id LIMIT $2 OFFSET $3"
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}
+                 ORDER BY created_at_ms DESC, execution_id LIMIT $2 OFFSET $3",
+                state_condition("$4::text")
             );
-            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &limit, &offset];
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &limit, &offset, &state];
             params.extend(extra);
             let found = rows(&*c, &sql, &params).await?;
             headers(&*c, found).await

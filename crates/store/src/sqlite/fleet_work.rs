@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
-use toolgate_domain::fleet::instruction::TargetStatus;
+use toolgate_domain::fleet::instruction::{ExecutionState, TargetStatus};
 use toolgate_domain::fleet::wire::{RunOrder, RunResult};
 use toolgate_domain::groups::Reach;
 
@@ -26,6 +26,7 @@ use crate::ResponsePage;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
     StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
+    state_condition,
 };
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
@@ -184,20 +185,24 @@ impl WorkStore for SqliteStore {
     async fn executions(
         &self,
         definition: Option<&str>,
+        state: Option<ExecutionState>,
         reader: Option<&Reader>,
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
         let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let state = state.map(ExecutionState::as_str);
         let (readable, confined) = readable("execution.execution_id", reader);
-        let mut values: Vec<rusqlite::types::Value> = vec![pattern.clone().into(), pattern.into()];
+        let mut values: Vec<rusqlite::types::Value> =
+            vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
         values.extend(confined);
         values.extend([(limit as i64).into(), (offset as i64).into()]);
         self.run(move |c| {
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE (? IS NULL OR steps LIKE ?){readable} \
-                 ORDER BY created_at_ms DESC, execution_id LIMIT ? OFFSET ?"
+                "SELECT {HEADER_COLUMNS} FROM execution WHERE (? IS NULL OR steps LIKE ?) AND ({STATE_IS}){readable} \
+                 ORDER BY created_at_ms DESC, execution_id LIMIT ? OFFSET ?",
+                STATE_IS = state_condition("?3")
             );
             let mut stmt = c.prepare_cached(&sql)?;
             stmt.query_map(rusqlite::params_from_iter(values), |r| header(c, r))?.collect()

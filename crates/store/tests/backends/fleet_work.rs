@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
-use toolgate_domain::fleet::instruction::{ActionClass, StepStatus, TargetStatus};
+use toolgate_domain::fleet::instruction::{ActionClass, ExecutionState, StepStatus, TargetStatus};
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
 use toolgate_domain::groups::Reach;
 use toolgate_store::{ColumnCondition, ColumnValue, NewExecution, Repositories, ResponseQuery, Taken};
@@ -158,9 +158,20 @@ async fn deadlines_cancellation_and_listing(r: Repositories) {
     assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::Running);
     store.expire(1_000).await.unwrap();
     assert_eq!(store.targets("exe-02").await.unwrap()[0].status, TargetStatus::TimedOut);
-    let listed = store.executions(Some("file_hash"), None, 0, 10).await.unwrap();
+    let listed = store.executions(Some("file_hash"), None, None, 0, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert!(store.executions(Some("nothing"), None, 0, 10).await.unwrap().is_empty());
+    assert!(store.executions(Some("nothing"), None, None, 0, 10).await.unwrap().is_empty());
+    // Both ended now: none running. A new one is running until its targets end.
+    let ids_of = |h: Vec<toolgate_store::ExecutionHeader>| h.into_iter().map(|h| h.execution_id).collect::<Vec<_>>();
+    let running = Some(ExecutionState::Running);
+    assert!(store.executions(None, running, None, 0, 10).await.unwrap().is_empty());
+    execution(&r, "exe-04", &ids, 5_000).await;
+    assert_eq!(ids_of(store.executions(None, running, None, 0, 10).await.unwrap()), ["exe-04"]);
+    let finished = ids_of(store.executions(None, Some(ExecutionState::Finished), None, 0, 10).await.unwrap());
+    assert_eq!(finished.len(), 2, "{finished:?}");
+    assert!(!finished.contains(&"exe-04".to_string()), "{finished:?}");
+    store.cancel("exe-04", 60).await.unwrap();
+    assert!(store.executions(None, running, None, 0, 10).await.unwrap().is_empty(), "cancelled before delivery: ended");
 }
 
 async fn quarantine_and_compliance_are_kept_per_agent(r: Repositories) {

@@ -247,7 +247,7 @@ async fn an_execution_is_read_by_its_submitter_or_a_reach_over_every_target(r: R
     let listed = |who: &Reader| {
         let (work, who) = (r.work.clone(), who.clone());
         async move {
-            work.executions(None, Some(&who), 0, 10)
+            work.executions(None, None, Some(&who), 0, 10)
                 .await
                 .unwrap()
                 .into_iter()
