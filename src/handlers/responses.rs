@@ -7,8 +7,10 @@ use toolgate_domain::fleet::compare::ValueKind;
 use toolgate_domain::fleet::instruction::{Definition, ResultColumn, TargetStatus};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
-use toolgate_store::{ColumnCondition, ColumnValue, ResponseQuery};
+use toolgate_store::{ColumnCondition, ColumnValue, DefinitionQuery, ResponseQuery, RowsOf};
 
+#[path = "responses/every_run.rs"]
+mod every_run;
 use super::executions::{header, reader};
 use super::confined::one_agent;
 use super::fleet::paging;
@@ -35,6 +37,63 @@ async fn step_definition(
     };
     let definition = definition(&run.definition)?;
     Ok((step, definition, instructions().columns(definition), finished))
+}
+
+/// Which rows a call reads: one step of one execution, or every step that ran a definition
+/// (the reference's `instruction_id`).
+enum Reading {
+    Step { execution_id: String, step: usize, definition: &'static Definition, finished: bool },
+    EveryRun { definition: &'static Definition },
+}
+
+impl Reading {
+    fn definition(&self) -> &'static Definition {
+        match self {
+            Reading::Step { definition, .. } | Reading::EveryRun { definition } => definition,
+        }
+    }
+
+    fn rows_of(&self) -> RowsOf<'_> {
+        match self {
+            Reading::Step { execution_id, step, .. } => RowsOf::Step { execution_id, step: *step },
+            Reading::EveryRun { definition } => RowsOf::Definition(&definition.name),
+        }
+    }
+}
+
+async fn reading(
+    ctx: &ToolContext,
+    execution_id: Option<&str>,
+    wanted: Option<&str>,
+    step: Option<i64>,
+) -> Result<Reading, ToolError> {
+    match (execution_id, wanted) {
+        (Some(execution_id), wanted) => {
+            let (step, definition, _, finished) = step_definition(ctx, execution_id, step).await?;
+            if let Some(wanted) = wanted.filter(|w| *w != definition.name) {
+                return Err(ToolError::InvalidArguments(format!(
+                    "execution `{execution_id}` step {step} ran `{}`, not `{wanted}`: give execution_id for its rows, \
+                     or definition alone for every run of `{wanted}`",
+                    definition.name
+                )));
+            }
+            Ok(Reading::Step { execution_id: execution_id.to_string(), step, definition, finished })
+        }
+        (None, Some(name)) => {
+            if step.is_some() {
+                return Err(ToolError::InvalidArguments(
+                    "`step` picks a step of execution_id's bundle; with `definition` alone every step that ran it is read"
+                        .into(),
+                ));
+            }
+            Ok(Reading::EveryRun { definition: definition(name)? })
+        }
+        (None, None) => Err(ToolError::InvalidArguments(
+            "give `execution_id` (one execution's rows; list_executions lists them) or `definition` (every run of \
+             it across executions; the reference calls it `instruction_id`)"
+                .into(),
+        )),
+    }
 }
 
 fn column<'a>(columns: &[&'a ResultColumn], definition: &Definition, name: &str) -> Result<&'a ResultColumn, ToolError> {
@@ -72,23 +131,38 @@ fn conditions(
 }
 
 pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> ToolResult {
-    let (step, definition, columns, finished) = step_definition(ctx, &args.execution_id, args.step).await?;
+    let read = reading(ctx, args.execution_id.as_deref(), args.definition.as_deref(), args.step).await?;
     if let Some(agent_id) = &args.agent_id {
         one_agent(ctx, agent_id).await?;
     }
+    let definition = read.definition();
+    let columns = instructions().columns(definition);
     let status = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
+    let conditions = conditions(args.where_, &columns, definition)?;
+    let (_, limit) = paging(None, args.limit);
+    let Reading::Step { execution_id, step, finished, .. } = read else {
+        let query = DefinitionQuery {
+            definition: definition.name.clone(),
+            reader: Some(reader(ctx)),
+            agent_id: args.agent_id,
+            status,
+            conditions,
+            after: args.cursor.as_deref().map(|c| every_run::parse(c, &definition.name)).transpose()?,
+            limit,
+        };
+        return every_run::page(ctx, query, &columns).await;
+    };
     let after = match &args.cursor {
-        Some(cursor) => Cursor::parse(cursor, &args.execution_id, step)?,
+        Some(cursor) => Cursor::parse(cursor, &execution_id, step)?,
         None => 0,
     };
-    let (_, limit) = paging(None, args.limit);
     let query = ResponseQuery {
-        execution_id: args.execution_id.clone(),
+        execution_id: execution_id.clone(),
         reader: Some(reader(ctx)),
         step,
         agent_id: args.agent_id.clone(),
         status,
-        conditions: conditions(args.where_, &columns, definition)?,
+        conditions,
         after,
         limit,
     };
@@ -102,9 +176,9 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         .collect();
     // Where the next page starts: after this one while rows may follow (the limit cut it, or
     // agents are still answering); none once the execution is finished and all was read.
-    let next_cursor = (page.more || !finished).then(|| Cursor::format(&args.execution_id, step, last));
+    let next_cursor = (page.more || !finished).then(|| Cursor::format(&execution_id, step, last));
     Ok(ToolOutput::Structured(json!({
-        "execution_id": args.execution_id,
+        "execution_id": execution_id,
         "definition": definition.name,
         "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
         "rows": rows,
@@ -143,7 +217,9 @@ impl Cursor {
 }
 
 pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateResponses) -> ToolResult {
-    let (step, definition, columns, _) = step_definition(ctx, &args.execution_id, args.step).await?;
+    let read = reading(ctx, args.execution_id.as_deref(), args.definition.as_deref(), args.step).await?;
+    let definition = read.definition();
+    let columns = instructions().columns(definition);
     column(&columns, definition, &args.group_by)?;
     if let Some(of) = &args.of {
         let c = column(&columns, definition, of)?;
@@ -155,16 +231,16 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
         }
     }
     let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
-    let groups = ctx
-        .services()
-        .repositories()
-        .work
-        .aggregate(&args.execution_id, Some(&reader(ctx)), step, &args.group_by, args.of.as_deref(), limit)
-        .await?;
+    let work = &ctx.services().repositories().work;
+    let groups = work.aggregate(read.rows_of(), Some(&reader(ctx)), &args.group_by, args.of.as_deref(), limit).await?;
     let groups: Vec<Value> =
         groups.into_iter().map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max})).collect();
+    let execution_id = match &read {
+        Reading::Step { execution_id, .. } => Some(execution_id.as_str()),
+        Reading::EveryRun { .. } => None,
+    };
     Ok(ToolOutput::Structured(json!({
-        "execution_id": args.execution_id,
+        "execution_id": execution_id,
         "definition": definition.name,
         "group_by": args.group_by,
         "of": args.of,

@@ -60,6 +60,35 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
     assert_eq!(hashes["rows"].as_array().unwrap().len(), 1, "{hashes}");
     assert_eq!(hashes["rows"][0]["hostname"], "fleet-b", "{hashes}");
 
+    // The reference's instruction_id: every run of the definition, the single run on fleet-a
+    // and the bundle's step 0 on fleet-b, each row saying where it came from.
+    let every = read("query_responses", json!({"instruction_id": "os_facts"}));
+    assert_eq!(every, read("query_responses", json!({"definition": "os_facts"})));
+    let mut runs: Vec<(String, i64, String)> = every["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["execution_id"].as_str().unwrap().into(),
+                r["step"].as_i64().unwrap(),
+                r["hostname"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    runs.sort();
+    let mut want = vec![(execution.clone(), 0, "fleet-a".to_string()), (bundle_id.clone(), 0, "fleet-b".to_string())];
+    want.sort();
+    assert_eq!(runs, want, "{every}");
+    let grouped = read("aggregate_responses", json!({"instruction_id": "os_facts", "group_by": "hostname"}));
+    assert_eq!(grouped["execution_id"], Value::Null, "{grouped}");
+    assert_eq!(grouped["groups"].as_array().unwrap().len(), 2, "{grouped}");
+    let paged = read("query_responses", json!({"instruction_id": "os_facts", "limit": 1}));
+    let rest = read("query_responses", json!({"instruction_id": "os_facts", "cursor": paged["next_cursor"]}));
+    assert_eq!(rest["next_cursor"], Value::Null, "{rest}");
+    let both: Vec<&Value> = paged["rows"].as_array().unwrap().iter().chain(rest["rows"].as_array().unwrap()).collect();
+    assert_eq!(both, every["rows"].as_array().unwrap().iter().collect::<Vec<_>>(), "two pages, each row once");
+
     // query_inventory for one agent: only that agent's rows.
     wait_for_table(&s, &schemas, a, "installed_software");
     let one = read("query_inventory", json!({"table": "installed_software", "agent_id": a, "limit": 1000}));
@@ -73,10 +102,17 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
 fn two_names_that_disagree_and_actions_no_definition_runs_are_refused_at_the_alias() {
     let Fleet { s, agents: _agents, ids, .. } = fleet_of_three(FAST);
     let refused = |tool: &str, arguments: Value| {
+        // The gate's refusal names each argument; a handler's says what to send instead.
         let v = call_as(&s, &s.token, tool, arguments.clone()).json();
+        assert_eq!(v["result"]["isError"], true, "{tool} {arguments}: {v}");
         let answer = &v["result"]["structuredContent"];
-        assert_eq!(answer["error"], "invalid_arguments", "{tool} {arguments}: {v}");
-        answer["errors"].to_string()
+        match answer["error"].as_str() {
+            Some(kind) => {
+                assert_eq!(kind, "invalid_arguments", "{v}");
+                answer["errors"].to_string()
+            }
+            None => v["result"]["content"][0]["text"].to_string(),
+        }
     };
     let both = refused("get_definition", json!({"id": "os_facts", "name": "disk_usage"}));
     assert!(both.contains("/id") && both.contains("different values"), "{both}");
@@ -89,6 +125,10 @@ fn two_names_that_disagree_and_actions_no_definition_runs_are_refused_at_the_ali
     assert!(unknown.contains("has no action `factz`") && unknown.contains("facts"), "{unknown}");
     let half = refused("execute_instruction", json!({"plugin": "host", "agent_ids": [a]}));
     assert!(half.contains("give both"), "{half}");
+    let neither = refused("query_responses", json!({"limit": 5}));
+    assert!(neither.contains("instruction_id"), "{neither}");
+    let other = refused("query_responses", json!({"execution_id": "exe-0000000000000000", "definition": "os_facts"}));
+    assert!(other.contains("no execution"), "{other}");
     let mapped = refused("list_definitions", json!({"type": "sensor"}));
     assert!(mapped.contains("question, action") || mapped.contains("action, question"), "{mapped}");
     let targets = refused(

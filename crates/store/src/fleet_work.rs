@@ -10,6 +10,7 @@ use toolgate_domain::fleet::wire::{QuarantineEnforcement, RunOrder, RunResult, R
 use toolgate_domain::groups::Reach;
 
 use crate::ColumnCondition;
+use crate::by_definition::{DefinitionPage, DefinitionQuery, RowsOf};
 use crate::rollouts::{RolloutState, RolloutStore};
 use toolgate_domain::fleet::rollout::Rollout;
 
@@ -238,13 +239,14 @@ pub trait WorkStore: RolloutStore + Send + Sync {
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;
     /// A page of rows in arrival order (each with its agent id) and whether more matched.
     async fn responses(&self, query: ResponseQuery) -> Result<ResponsePage>;
-    /// Rows of one step grouped by a column, biggest groups first (none for a reader that
-    /// may not read the execution).
+    /// Rows of every step that ran a definition, across executions ([`DefinitionQuery`]).
+    async fn definition_responses(&self, query: DefinitionQuery) -> Result<DefinitionPage>;
+    /// Rows of one step, or of every step that ran a definition, grouped by a column, biggest
+    /// groups first (only of the executions `reader` may read).
     async fn aggregate(
         &self,
-        execution_id: &str,
+        rows: RowsOf<'_>,
         reader: Option<&Reader>,
-        step: usize,
         group_by: &str,
         of: Option<&str>,
         limit: usize,

@@ -3,6 +3,7 @@
 //! [`postgres`]. The SQL dialect, row mapping and migrations stay behind the traits.
 
 mod audit_writer;
+mod by_definition;
 mod cached;
 mod certs;
 mod changes;
@@ -25,6 +26,7 @@ mod uploads;
 use std::sync::Arc;
 
 pub use audit_writer::AuditWriter;
+pub use by_definition::{DefinitionPage, DefinitionQuery, DefinitionRow, ResponsePlace, RowsOf};
 pub use cached::{CachedCredential, CachedCredentials};
 pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};

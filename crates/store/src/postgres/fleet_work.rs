@@ -4,15 +4,15 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
-use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::RuleResult;
 use toolgate_domain::fleet::instruction::{ExecutionState, TargetStatus};
 use toolgate_domain::fleet::wire::{RunOrder, RunResult, RunStep};
 use toolgate_domain::groups::Reach;
 
+use super::by_definition;
 use super::confinement::{readable, reader_groups};
-use crate::Reader;
+use crate::{DefinitionPage, DefinitionQuery, Reader, RowsOf};
 
 use super::executions::{HEADER_COLUMNS, create, header, headers, target_row, targets};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
@@ -230,7 +230,7 @@ impl WorkStore for PostgresStore {
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
-        let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let pattern = definition.map(crate::by_definition::steps_pattern);
         let state = state.map(ExecutionState::as_str);
         let groups = reader_groups(reader);
         pg(async {
@@ -278,16 +278,19 @@ impl WorkStore for PostgresStore {
         pg(responses::page(self, q)).await
     }
 
+    async fn definition_responses(&self, query: DefinitionQuery) -> Result<DefinitionPage> {
+        pg(by_definition::page(self, query)).await
+    }
+
     async fn aggregate(
         &self,
-        execution_id: &str,
+        rows: RowsOf<'_>,
         reader: Option<&Reader>,
-        step: usize,
         group_by: &str,
         of: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Group>> {
-        let grouping = responses::Grouping { execution_id, reader, step, group_by, of, limit };
+        let grouping = responses::Grouping { rows, reader, group_by, of, limit };
         pg(responses::aggregate(self, grouping)).await
     }
 

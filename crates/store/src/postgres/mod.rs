@@ -8,6 +8,7 @@
 
 mod approvals;
 mod audit;
+mod by_definition;
 mod certs;
 mod compliance;
 mod confinement;

@@ -8,6 +8,7 @@ use toolgate_domain::fleet::wire::RunResult;
 
 use super::json_rows::{conditions_sql, json_key};
 use super::{Pg, PostgresStore, execute, relaxed, row, rows};
+use crate::RowsOf;
 use crate::changes::Change;
 use crate::fleet_work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken};
 use crate::rules::result_refusal;
@@ -108,18 +109,18 @@ pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<Response
     Ok(ResponsePage { rows: found, more })
 }
 
-/// What [`aggregate`] groups: one step of an execution, as `reader` may read it.
+/// What [`aggregate`] groups: one step of an execution, or every step that ran a definition,
+/// as `reader` may read them.
 pub(super) struct Grouping<'a> {
-    pub execution_id: &'a str,
+    pub rows: RowsOf<'a>,
     pub reader: Option<&'a crate::fleet_work::Reader>,
-    pub step: usize,
     pub group_by: &'a str,
     pub of: Option<&'a str>,
     pub limit: usize,
 }
 
 pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<Group>> {
-    let Grouping { execution_id, reader, step, group_by, of, limit } = g;
+    let Grouping { rows: chosen, reader, group_by, of, limit } = g;
     let group = json_key(group_by)?;
     // jsonb has an order but no min() or max(): the first of the sorted values instead.
     let measure = match of {
@@ -132,11 +133,18 @@ pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<
         "SELECT row -> '{group}' AS g, count(*),
            (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
            (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1]
-         FROM response WHERE execution_id = $1 AND step = $2{confined} GROUP BY g ORDER BY count(*) DESC, g LIMIT $3"
+         FROM response WHERE {source}{confined} GROUP BY g ORDER BY count(*) DESC, g LIMIT $3",
+        source = super::by_definition::ROWS_OF_SQL[matches!(chosen, RowsOf::Definition(_)) as usize]
     );
     let c = store.conn().await?;
-    let (step, limit) = (step as i64, limit as i64);
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&execution_id, &step, &limit];
+    let limit = limit as i64;
+    let (first, second): (Box<dyn ToSql + Sync + Send>, Box<dyn ToSql + Sync + Send>) = match chosen {
+        RowsOf::Step { execution_id, step } => (Box::new(execution_id.to_string()), Box::new(step as i64)),
+        RowsOf::Definition(definition) => {
+            (Box::new(crate::by_definition::steps_pattern(definition)), Box::new(definition.to_string()))
+        }
+    };
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![first.as_ref() as &(dyn ToSql + Sync), second.as_ref(), &limit];
     params.extend(extra);
     rows(&*c, &sql, &params)
         .await?

@@ -8,15 +8,15 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
-use serde_json::Value;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::{ExecutionState, TargetStatus};
 use toolgate_domain::fleet::wire::{RunOrder, RunResult};
 use toolgate_domain::groups::Reach;
 
+use super::by_definition;
 use super::confinement::readable;
-use crate::Reader;
+use crate::{DefinitionPage, DefinitionQuery, Reader, RowsOf};
 
 use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets, undelivered};
 use super::json_rows::json_path;
@@ -191,7 +191,7 @@ impl WorkStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
         // A step names its definition in the steps JSON; the pattern is bound, never spliced.
-        let pattern = definition.map(|d| format!("%\"definition\":{}%", Value::from(d)));
+        let pattern = definition.map(crate::by_definition::steps_pattern);
         let state = state.map(ExecutionState::as_str);
         let (readable, confined) = readable("execution.execution_id", reader);
         let mut values: Vec<rusqlite::types::Value> =
@@ -234,18 +234,21 @@ impl WorkStore for SqliteStore {
         self.run(move |c| responses(c, &query)).await
     }
 
+    async fn definition_responses(&self, query: DefinitionQuery) -> Result<DefinitionPage> {
+        self.run(move |c| by_definition::page(c, &query)).await
+    }
+
     async fn aggregate(
         &self,
-        execution_id: &str,
+        rows: RowsOf<'_>,
         reader: Option<&Reader>,
-        step: usize,
         group_by: &str,
         of: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Group>> {
         let (group_by, of) = (group_by.to_string(), of.map(str::to_string));
+        let (source, mut values) = by_definition::rows_of(rows);
         let (readable, confined) = readable("response.execution_id", reader);
-        let mut values: Vec<rusqlite::types::Value> = vec![execution_id.to_string().into(), (step as i64).into()];
         values.extend(confined);
         values.push((limit as i64).into());
         self.run(move |c| {
@@ -256,7 +259,7 @@ impl WorkStore for SqliteStore {
             };
             let sql = format!(
                 "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}) FROM response \
-                 WHERE execution_id = ? AND step = ?{readable} GROUP BY g ORDER BY count(*) DESC, g LIMIT ?"
+                 WHERE {source}{readable} GROUP BY g ORDER BY count(*) DESC, g LIMIT ?"
             );
             let mut stmt = c.prepare(&sql)?;
             stmt.query_map(rusqlite::params_from_iter(values), |r| {

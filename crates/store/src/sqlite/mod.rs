@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+mod by_definition;
 mod certs;
 mod confinement;
 mod credentials;

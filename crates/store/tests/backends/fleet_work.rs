@@ -5,11 +5,14 @@ use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::instruction::{ActionClass, ExecutionState, StepStatus, TargetStatus};
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
 use toolgate_domain::groups::Reach;
-use toolgate_store::{ColumnCondition, ColumnValue, NewExecution, Repositories, ResponseQuery, Taken};
+use toolgate_store::{
+    ColumnCondition, ColumnValue, DefinitionQuery, NewExecution, Repositories, ResponseQuery, RowsOf, Taken,
+};
 
 crate::matrix!(
     results_are_stored_once_and_read_back_filtered_paged_and_grouped,
     deadlines_cancellation_and_listing,
+    every_run_of_a_definition_is_read_across_executions,
     quarantine_and_compliance_are_kept_per_agent,
     one_result_is_taken_when_the_same_upload_arrives_at_once,
     presence_and_undelivered_runs,
@@ -121,18 +124,76 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
     let size1 = ColumnCondition { column: "size_bytes".into(), equal: true, value: ColumnValue::Integer(1) };
     let one = store.responses(query(vec![size1], 0, 10)).await.unwrap();
     assert_eq!(one.rows[0].agent_id, ids[1]);
-    let groups = store.aggregate("exe-01", None, 0, "sha256", Some("size_bytes"), 10).await.unwrap();
+    let groups = store
+        .aggregate(RowsOf::Step { execution_id: "exe-01", step: 0 }, None, "sha256", Some("size_bytes"), 10)
+        .await
+        .unwrap();
     assert_eq!(
         (groups[0].value.clone(), groups[0].count, groups[0].min.clone(), groups[0].max.clone()),
         (json!("aa"), 2, json!(0), json!(1))
     );
     assert!(
-        store.aggregate("exe-01", None, 0, "sha256'); DROP TABLE response; --", None, 10).await.is_err(),
+        store
+            .aggregate(
+                RowsOf::Step { execution_id: "exe-01", step: 0 },
+                None,
+                "sha256'); DROP TABLE response; --",
+                None,
+                10
+            )
+            .await
+            .is_err(),
         "a column is never spliced raw"
     );
     let steps = store.steps("exe-01").await.unwrap();
     assert_eq!(steps.len(), 4);
     assert_eq!((steps[1].status.as_str(), steps[1].row_count), ("failed", 0));
+}
+
+/// Every run of a definition: its rows across executions, in each bundle at the step that
+/// ran it, paged by place so that each row comes once, and grouped across executions.
+async fn every_run_of_a_definition_is_read_across_executions(r: Repositories) {
+    let ids = with_agents(&r, 2).await;
+    let store = &r.work;
+    for (execution_id, agent, hashes) in [("exe-a", 0, vec!["aa", "bb"]), ("exe-b", 1, vec!["aa"])] {
+        execution(&r, execution_id, &ids, 1_000).await;
+        store.mark_delivered(execution_id, vec![ids[agent].clone()], 20).await.unwrap();
+        let rows = hashes.iter().map(|h| row(json!({"sha256": h}))).collect();
+        let facts = succeeded(vec![row(json!({"hostname": format!("host-{agent}")}))]);
+        let result = RunResult { execution_id: execution_id.into(), steps: vec![succeeded(rows), facts] };
+        assert_eq!(store.save_result(&ids[agent], result, 30).await.unwrap(), Taken::Stored);
+    }
+    let mut after = None;
+    let mut seen = Vec::new();
+    loop {
+        let query =
+            DefinitionQuery { definition: "file_hash".into(), after: after.clone(), limit: 1, ..Default::default() };
+        let page = store.definition_responses(query).await.unwrap();
+        for row in &page.rows {
+            seen.push((row.place.execution_id.clone(), row.place.step, row.values["sha256"].clone()));
+            after = Some(row.place.clone());
+        }
+        if !page.more {
+            break;
+        }
+    }
+    let want = [("exe-a", 0, json!("aa")), ("exe-a", 0, json!("bb")), ("exe-b", 0, json!("aa"))];
+    assert_eq!(seen, want.map(|(e, s, v)| (e.to_string(), s, v)), "each row once, in order");
+    let facts = DefinitionQuery { definition: "os_facts".into(), limit: 10, ..Default::default() };
+    let facts = store.definition_responses(facts).await.unwrap();
+    let steps: Vec<usize> = facts.rows.iter().map(|r| r.place.step).collect();
+    assert_eq!(steps, [1, 1], "a bundle's rows count for the definition its step ran");
+    let one_agent = DefinitionQuery {
+        definition: "file_hash".into(),
+        agent_id: Some(ids[1].clone()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(store.definition_responses(one_agent).await.unwrap().rows.len(), 1);
+    let groups = store.aggregate(RowsOf::Definition("file_hash"), None, "sha256", None, 10).await.unwrap();
+    let counts: Vec<(Value, i64)> = groups.into_iter().map(|g| (g.value, g.count)).collect();
+    assert_eq!(counts, [(json!("aa"), 2), (json!("bb"), 1)]);
+    assert!(store.aggregate(RowsOf::Definition("nothing"), None, "sha256", None, 10).await.unwrap().is_empty());
 }
 
 async fn deadlines_cancellation_and_listing(r: Repositories) {
