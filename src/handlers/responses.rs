@@ -7,7 +7,7 @@ use toolgate_domain::fleet::compare::ValueKind;
 use toolgate_domain::fleet::instruction::{Definition, ResultColumn, TargetStatus};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
-use toolgate_store::{ColumnCondition, ColumnValue, DefinitionQuery, ResponseQuery, RowsOf};
+use toolgate_store::{ColumnCondition, ColumnValue, DefinitionQuery, GroupOrder, ResponseQuery, RowsOf};
 
 #[path = "responses/every_run.rs"]
 mod every_run;
@@ -230,11 +230,22 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
             )));
         }
     }
+    let name = args.aggregate.as_deref().unwrap_or("count");
+    let order = GroupOrder::parse(name).unwrap_or_default();
+    if order != GroupOrder::Count && args.of.is_none() {
+        return Err(ToolError::InvalidArguments(format!(
+            "`aggregate: {name}` orders by the {name} of a column: name it as `of` (an integer column of `{}`)",
+            definition.name
+        )));
+    }
     let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
     let work = &ctx.services().repositories().work;
-    let groups = work.aggregate(read.rows_of(), Some(&reader(ctx)), &args.group_by, args.of.as_deref(), limit).await?;
-    let groups: Vec<Value> =
-        groups.into_iter().map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max})).collect();
+    let (of, reader) = (args.of.as_deref(), reader(ctx));
+    let groups = work.aggregate(read.rows_of(), Some(&reader), &args.group_by, of, order, limit).await?;
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max, "sum": g.sum, "avg": g.avg}))
+        .collect();
     let execution_id = match &read {
         Reading::Step { execution_id, .. } => Some(execution_id.as_str()),
         Reading::EveryRun { .. } => None,
@@ -244,6 +255,7 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
         "definition": definition.name,
         "group_by": args.group_by,
         "of": args.of,
+        "aggregate": name,
         "groups": groups,
     })))
 }

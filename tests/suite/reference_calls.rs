@@ -83,6 +83,11 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
     let grouped = read("aggregate_responses", json!({"instruction_id": "os_facts", "group_by": "hostname"}));
     assert_eq!(grouped["execution_id"], Value::Null, "{grouped}");
     assert_eq!(grouped["groups"].as_array().unwrap().len(), 2, "{grouped}");
+    // The reference's aggregate: the sum of the probe file's size, on the one run of file_hash.
+    let size = "probe of fleet-b\n".len();
+    let summed = json!({"instruction_id": "file_hash", "group_by": "path", "of": "size_bytes", "aggregate": "sum"});
+    let summed = read("aggregate_responses", summed);
+    assert_eq!((&summed["groups"][0]["sum"], &summed["aggregate"]), (&json!(size), &json!("sum")), "{summed}");
     let paged = read("query_responses", json!({"instruction_id": "os_facts", "limit": 1}));
     let rest = read("query_responses", json!({"instruction_id": "os_facts", "cursor": paged["next_cursor"]}));
     assert_eq!(rest["next_cursor"], Value::Null, "{rest}");
@@ -125,6 +130,11 @@ fn two_names_that_disagree_and_actions_no_definition_runs_are_refused_at_the_ali
     assert!(unknown.contains("has no action `factz`") && unknown.contains("facts"), "{unknown}");
     let half = refused("execute_instruction", json!({"plugin": "host", "agent_ids": [a]}));
     assert!(half.contains("give both"), "{half}");
+    let unmeasured = refused(
+        "aggregate_responses",
+        json!({"instruction_id": "os_facts", "group_by": "hostname", "aggregate": "avg"}),
+    );
+    assert!(unmeasured.contains("name it as `of`"), "{unmeasured}");
     let neither = refused("query_responses", json!({"limit": 5}));
     assert!(neither.contains("instruction_id"), "{neither}");
     let other = refused("query_responses", json!({"execution_id": "exe-0000000000000000", "definition": "os_facts"}));

@@ -142,14 +142,57 @@ pub struct ResponsePage {
     pub more: bool,
 }
 
-/// One group of an aggregate: the column's value, how many rows, and the min and max of
-/// another column when one was asked for.
+/// One group of an aggregate: the column's value, how many rows, and the min, max, sum and
+/// average of another column when one was asked for (sum and average of its numbers).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     pub value: Value,
     pub count: i64,
     pub min: Value,
     pub max: Value,
+    pub sum: Value,
+    pub avg: Value,
+}
+
+/// What orders an aggregate's groups (the reference's `aggregate`): biggest first by count, or
+/// by the sum, average or maximum of the measured column; smallest first by its minimum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupOrder {
+    #[default]
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl GroupOrder {
+    pub const NAMES: [&str; 5] = ["count", "sum", "avg", "min", "max"];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        let all = [GroupOrder::Count, GroupOrder::Sum, GroupOrder::Avg, GroupOrder::Min, GroupOrder::Max];
+        Self::NAMES.iter().position(|n| *n == name).map(|i| all[i])
+    }
+
+    /// The ORDER BY of a grouping that selects (value, count, min, max, sum, avg), ties by value.
+    pub(crate) fn order_by(self) -> &'static str {
+        match self {
+            GroupOrder::Count => "2 DESC, 1",
+            GroupOrder::Sum => "5 DESC NULLS LAST, 1",
+            GroupOrder::Avg => "6 DESC NULLS LAST, 1",
+            GroupOrder::Min => "3 ASC NULLS LAST, 1",
+            GroupOrder::Max => "4 DESC NULLS LAST, 1",
+        }
+    }
+}
+
+/// A sum or an average as JSON, the same from either backend: a whole number as an integer.
+pub(crate) fn number(value: Option<f64>) -> Value {
+    match value {
+        Some(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Value::from(n as i64),
+        Some(n) => Value::from(n),
+        None => Value::Null,
+    }
 }
 
 /// How a result was taken.
@@ -249,6 +292,7 @@ pub trait WorkStore: RolloutStore + Send + Sync {
         reader: Option<&Reader>,
         group_by: &str,
         of: Option<&str>,
+        order: GroupOrder,
         limit: usize,
     ) -> Result<Vec<Group>>;
 

@@ -34,9 +34,9 @@ pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
-    Cancelled, Created, ExecutionHeader, Group, Idempotency, NewExecution, QuarantineRecord, Reader, ResponsePage,
-    ResponseQuery, ResponseRow, SILENT_PAST_DEADLINE, StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE,
-    WorkStore,
+    Cancelled, Created, ExecutionHeader, Group, GroupOrder, Idempotency, NewExecution, QuarantineRecord, Reader,
+    ResponsePage, ResponseQuery, ResponseRow, SILENT_PAST_DEADLINE, StepRecord, Taken, TargetRecord,
+    UNRELEASED_AT_DEADLINE, WorkStore,
 };
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
 pub use plugin_secrets::SecretStore;

@@ -12,7 +12,7 @@ use toolgate_domain::groups::Reach;
 
 use super::by_definition;
 use super::confinement::{readable, reader_groups};
-use crate::{DefinitionPage, DefinitionQuery, Reader, RowsOf};
+use crate::{DefinitionPage, DefinitionQuery, GroupOrder, Reader, RowsOf};
 
 use super::executions::{HEADER_COLUMNS, create, header, headers, target_row, targets};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
@@ -288,9 +288,10 @@ impl WorkStore for PostgresStore {
         reader: Option<&Reader>,
         group_by: &str,
         of: Option<&str>,
+        order: GroupOrder,
         limit: usize,
     ) -> Result<Vec<Group>> {
-        let grouping = responses::Grouping { rows, reader, group_by, of, limit };
+        let grouping = responses::Grouping { rows, reader, group_by, of, order, limit };
         pg(responses::aggregate(self, grouping)).await
     }
 

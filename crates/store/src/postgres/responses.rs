@@ -10,7 +10,7 @@ use super::json_rows::{conditions_sql, json_key};
 use super::{Pg, PostgresStore, execute, relaxed, row, rows};
 use crate::RowsOf;
 use crate::changes::Change;
-use crate::fleet_work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken};
+use crate::fleet_work::{Group, GroupOrder, ResponsePage, ResponseQuery, ResponseRow, Taken, number};
 use crate::rules::result_refusal;
 
 pub(super) async fn store_result(store: &PostgresStore, agent_id: &str, result: &RunResult, now_ms: i64) -> Pg<Taken> {
@@ -116,11 +116,12 @@ pub(super) struct Grouping<'a> {
     pub reader: Option<&'a crate::fleet_work::Reader>,
     pub group_by: &'a str,
     pub of: Option<&'a str>,
+    pub order: GroupOrder,
     pub limit: usize,
 }
 
 pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<Group>> {
-    let Grouping { rows: chosen, reader, group_by, of, limit } = g;
+    let Grouping { rows: chosen, reader, group_by, of, order, limit } = g;
     let group = json_key(group_by)?;
     // jsonb has an order but no min() or max(): the first of the sorted values instead.
     let measure = match of {
@@ -132,8 +133,11 @@ pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<
     let sql = format!(
         "SELECT row -> '{group}' AS g, count(*),
            (array_agg({measure} ORDER BY {measure}) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
-           (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1]
-         FROM response WHERE {source}{confined} GROUP BY g ORDER BY count(*) DESC, g LIMIT $3",
+           (array_agg({measure} ORDER BY {measure} DESC) FILTER (WHERE {measure} IS NOT NULL AND {measure} <> 'null'::jsonb))[1],
+           sum({numeric}), avg({numeric})
+         FROM response WHERE {source}{confined} GROUP BY g ORDER BY {} LIMIT $3",
+        order.order_by(),
+        numeric = format!("CASE WHEN jsonb_typeof({measure}) = 'number' THEN ({measure} #>> '{{}}')::float8 END"),
         source = super::by_definition::ROWS_OF_SQL[matches!(chosen, RowsOf::Definition(_)) as usize]
     );
     let c = store.conn().await?;
@@ -151,7 +155,8 @@ pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<
         .iter()
         .map(|r| {
             let value = |i| r.try_get::<_, Option<Value>>(i).map(Option::unwrap_or_default);
-            Ok(Group { value: value(0)?, count: r.try_get(1)?, min: value(2)?, max: value(3)? })
+            let (sum, avg) = (number(r.try_get(4)?), number(r.try_get(5)?));
+            Ok(Group { value: value(0)?, count: r.try_get(1)?, min: value(2)?, max: value(3)?, sum, avg })
         })
         .collect()
 }

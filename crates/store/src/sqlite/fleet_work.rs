@@ -16,7 +16,8 @@ use toolgate_domain::groups::Reach;
 
 use super::by_definition;
 use super::confinement::readable;
-use crate::{DefinitionPage, DefinitionQuery, Reader, RowsOf};
+use crate::fleet_work::number;
+use crate::{DefinitionPage, DefinitionQuery, GroupOrder, Reader, RowsOf};
 
 use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets, undelivered};
 use super::json_rows::json_path;
@@ -244,6 +245,7 @@ impl WorkStore for SqliteStore {
         reader: Option<&Reader>,
         group_by: &str,
         of: Option<&str>,
+        order: GroupOrder,
         limit: usize,
     ) -> Result<Vec<Group>> {
         let (group_by, of) = (group_by.to_string(), of.map(str::to_string));
@@ -257,9 +259,12 @@ impl WorkStore for SqliteStore {
                 Some(column) => format!("json_extract(row, '{}')", json_path(column)?),
                 None => "NULL".into(),
             };
+            let numeric = format!("CASE WHEN typeof({measure}) IN ('integer', 'real') THEN {measure} END");
             let sql = format!(
-                "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}) FROM response \
-                 WHERE {source}{readable} GROUP BY g ORDER BY count(*) DESC, g LIMIT ?"
+                "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}), \
+                 CAST(sum({numeric}) AS REAL), avg({numeric}) FROM response \
+                 WHERE {source}{readable} GROUP BY g ORDER BY {} LIMIT ?",
+                order.order_by()
             );
             let mut stmt = c.prepare(&sql)?;
             stmt.query_map(rusqlite::params_from_iter(values), |r| {
@@ -268,6 +273,8 @@ impl WorkStore for SqliteStore {
                     count: r.get(1)?,
                     min: sql_value(r.get(2)?),
                     max: sql_value(r.get(3)?),
+                    sum: number(r.get(4)?),
+                    avg: number(r.get(5)?),
                 })
             })?
             .collect()

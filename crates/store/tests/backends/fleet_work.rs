@@ -6,7 +6,7 @@ use toolgate_domain::fleet::instruction::{ActionClass, ExecutionState, StepStatu
 use toolgate_domain::fleet::wire::{RunResult, RunStep, StepResult};
 use toolgate_domain::groups::Reach;
 use toolgate_store::{
-    ColumnCondition, ColumnValue, DefinitionQuery, NewExecution, Repositories, ResponseQuery, RowsOf, Taken,
+    ColumnCondition, ColumnValue, DefinitionQuery, GroupOrder, NewExecution, Repositories, ResponseQuery, RowsOf, Taken,
 };
 
 crate::matrix!(
@@ -125,13 +125,21 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
     let one = store.responses(query(vec![size1], 0, 10)).await.unwrap();
     assert_eq!(one.rows[0].agent_id, ids[1]);
     let groups = store
-        .aggregate(RowsOf::Step { execution_id: "exe-01", step: 0 }, None, "sha256", Some("size_bytes"), 10)
+        .aggregate(
+            RowsOf::Step { execution_id: "exe-01", step: 0 },
+            None,
+            "sha256",
+            Some("size_bytes"),
+            GroupOrder::Count,
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(
         (groups[0].value.clone(), groups[0].count, groups[0].min.clone(), groups[0].max.clone()),
         (json!("aa"), 2, json!(0), json!(1))
     );
+    assert_eq!((groups[0].sum.clone(), groups[0].avg.clone()), (json!(1), json!(0.5)), "over size_bytes 0 and 1");
     assert!(
         store
             .aggregate(
@@ -139,6 +147,7 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
                 None,
                 "sha256'); DROP TABLE response; --",
                 None,
+                GroupOrder::Count,
                 10
             )
             .await
@@ -155,10 +164,10 @@ async fn results_are_stored_once_and_read_back_filtered_paged_and_grouped(r: Rep
 async fn every_run_of_a_definition_is_read_across_executions(r: Repositories) {
     let ids = with_agents(&r, 2).await;
     let store = &r.work;
-    for (execution_id, agent, hashes) in [("exe-a", 0, vec!["aa", "bb"]), ("exe-b", 1, vec!["aa"])] {
+    for (execution_id, agent, hashes) in [("exe-a", 0, vec![("aa", 1), ("bb", 10)]), ("exe-b", 1, vec![("aa", 2)])] {
         execution(&r, execution_id, &ids, 1_000).await;
         store.mark_delivered(execution_id, vec![ids[agent].clone()], 20).await.unwrap();
-        let rows = hashes.iter().map(|h| row(json!({"sha256": h}))).collect();
+        let rows = hashes.iter().map(|(h, size)| row(json!({"sha256": h, "size_bytes": size}))).collect();
         let facts = succeeded(vec![row(json!({"hostname": format!("host-{agent}")}))]);
         let result = RunResult { execution_id: execution_id.into(), steps: vec![succeeded(rows), facts] };
         assert_eq!(store.save_result(&ids[agent], result, 30).await.unwrap(), Taken::Stored);
@@ -190,10 +199,37 @@ async fn every_run_of_a_definition_is_read_across_executions(r: Repositories) {
         ..Default::default()
     };
     assert_eq!(store.definition_responses(one_agent).await.unwrap().rows.len(), 1);
-    let groups = store.aggregate(RowsOf::Definition("file_hash"), None, "sha256", None, 10).await.unwrap();
+    let groups =
+        store.aggregate(RowsOf::Definition("file_hash"), None, "sha256", None, GroupOrder::Count, 10).await.unwrap();
     let counts: Vec<(Value, i64)> = groups.into_iter().map(|g| (g.value, g.count)).collect();
     assert_eq!(counts, [(json!("aa"), 2), (json!("bb"), 1)]);
-    assert!(store.aggregate(RowsOf::Definition("nothing"), None, "sha256", None, 10).await.unwrap().is_empty());
+    // Ordered by the size column's statistic instead: bb's 10 outweighs aa's 1 and 2 but for
+    // the count and the smallest minimum.
+    let all_runs = RowsOf::Definition("file_hash");
+    for (order, first, statistic) in [
+        (GroupOrder::Sum, "bb", json!(10)),
+        (GroupOrder::Avg, "bb", json!(10)),
+        (GroupOrder::Max, "bb", json!(10)),
+        (GroupOrder::Min, "aa", json!(1)),
+    ] {
+        let groups = store.aggregate(all_runs, None, "sha256", Some("size_bytes"), order, 10).await.unwrap();
+        let got = match order {
+            GroupOrder::Sum => &groups[0].sum,
+            GroupOrder::Avg => &groups[0].avg,
+            GroupOrder::Max => &groups[0].max,
+            _ => &groups[0].min,
+        };
+        assert_eq!((&groups[0].value, got), (&json!(first), &statistic), "{order:?}");
+    }
+    let aa = store.aggregate(all_runs, None, "sha256", Some("size_bytes"), GroupOrder::Count, 10).await.unwrap();
+    assert_eq!((aa[0].sum.clone(), aa[0].avg.clone()), (json!(3), json!(1.5)));
+    assert!(
+        store
+            .aggregate(RowsOf::Definition("nothing"), None, "sha256", None, GroupOrder::Count, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn deadlines_cancellation_and_listing(r: Repositories) {

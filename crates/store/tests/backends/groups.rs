@@ -9,7 +9,9 @@ use toolgate_domain::fleet::compliance::{ComplianceStatus, RuleResult};
 use toolgate_domain::fleet::wire::RunResult;
 use toolgate_domain::groups::{GroupRefusal, GroupRole, ROOT_GROUP, Reach, Visible};
 use toolgate_domain::records::Change;
-use toolgate_store::{DefinitionQuery, GroupUpdate, NewGroup, Reader, Repositories, ResponseQuery, RowSource, RowsOf};
+use toolgate_store::{
+    DefinitionQuery, GroupOrder, GroupUpdate, NewGroup, Reader, Repositories, ResponseQuery, RowSource, RowsOf,
+};
 
 use crate::fleet::report;
 use crate::fleet_work::{execution, row, succeeded};
@@ -269,8 +271,17 @@ async fn an_execution_is_read_by_its_submitter_or_a_reach_over_every_target(r: R
     assert_eq!(r.work.responses(rows(&bob_on_team)).await.unwrap().rows.len(), 1);
     assert!(r.work.responses(rows(&carol_nowhere)).await.unwrap().rows.is_empty());
     let team_rows = RowsOf::Step { execution_id: "exe-team", step: 0 };
-    assert_eq!(r.work.aggregate(team_rows, Some(&bob_on_team), "sha256", None, 10).await.unwrap().len(), 1);
-    assert!(r.work.aggregate(team_rows, Some(&carol_nowhere), "sha256", None, 10).await.unwrap().is_empty());
+    assert_eq!(
+        r.work.aggregate(team_rows, Some(&bob_on_team), "sha256", None, GroupOrder::Count, 10).await.unwrap().len(),
+        1
+    );
+    assert!(
+        r.work
+            .aggregate(team_rows, Some(&carol_nowhere), "sha256", None, GroupOrder::Count, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // Every run of a definition, across executions, is confined the same way, in the query.
     let every_run = |who: &Reader| DefinitionQuery {
         definition: "file_hash".into(),
@@ -281,8 +292,17 @@ async fn an_execution_is_read_by_its_submitter_or_a_reach_over_every_target(r: R
     assert_eq!(r.work.definition_responses(every_run(&bob_on_team)).await.unwrap().rows.len(), 1);
     assert!(r.work.definition_responses(every_run(&carol_nowhere)).await.unwrap().rows.is_empty());
     let all_runs = RowsOf::Definition("file_hash");
-    assert_eq!(r.work.aggregate(all_runs, Some(&bob_on_team), "sha256", None, 10).await.unwrap().len(), 1);
-    assert!(r.work.aggregate(all_runs, Some(&carol_nowhere), "sha256", None, 10).await.unwrap().is_empty());
+    assert_eq!(
+        r.work.aggregate(all_runs, Some(&bob_on_team), "sha256", None, GroupOrder::Count, 10).await.unwrap().len(),
+        1
+    );
+    assert!(
+        r.work
+            .aggregate(all_runs, Some(&carol_nowhere), "sha256", None, GroupOrder::Count, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Audit rows for a reader confined to a group: its own, and another principal's only when
