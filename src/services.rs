@@ -30,7 +30,16 @@ pub struct Services {
 impl Services {
     /// The services, with a vault that keeps no secrets until [`Services::with_vault`] and the
     /// default upload limits until [`Services::with_upload_limits`].
-    pub fn new(repositories: Repositories, clock: Clock, audit: AuditWriter, fleet: Arc<Hub>) -> Self {
+    pub fn new(mut repositories: Repositories, clock: Clock, audit: AuditWriter, fleet: Arc<Hub>) -> Self {
+        // Whoever follows a ticket's resource hears it decided or consumed (here; another
+        // replica hears of it from the store).
+        let hub = Arc::downgrade(&fleet);
+        let heard: toolgate_store::Heard = Arc::new(move |id: &str| {
+            if let Some(hub) = hub.upgrade() {
+                hub.approval_changed(id);
+            }
+        });
+        repositories.approvals = Arc::new(toolgate_store::HeardApprovals::new(repositories.approvals, heard));
         let vault = Arc::new(Vault::absent(repositories.secrets.clone()));
         // Without durations for the catalogue's classes, minting is refused, naming the class.
         let uploads = crate::deployment::upload_limits(None, &crate::registry::CATALOGUE).unwrap_or(UploadLimits {

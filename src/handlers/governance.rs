@@ -36,6 +36,28 @@ pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingAp
     Ok(ToolOutput::Structured(json!({"count": approvals.len(), "approvals": approvals})))
 }
 
+pub async fn get_approval(ctx: &ToolContext, args: args::GetApproval) -> ToolResult {
+    let services = ctx.services();
+    let ticket = services.approvals().approval(&args.approval_id).await?;
+    // Another principal's ticket, outside a reviewer's grant, reads exactly like an unknown id.
+    let seen = match ticket {
+        Some(ticket) => services.reviewing(ctx.principal()).await?.sees(&ticket).await?.then_some(ticket),
+        None => None,
+    };
+    let Some(a) = seen else {
+        return Err(ToolError::NotFound(format!(
+            "no approval `{}`: list_pending_approvals lists those you may read",
+            args.approval_id
+        )));
+    };
+    Ok(ToolOutput::Structured(json!({
+        "approval_id": a.id, "tool": a.tool, "submitter": a.submitter, "status": a.status.label(),
+        "arguments": a.canonical_args, "submitted_at": a.submitted_at, "expires_at": a.expires_at,
+        "reviewer": a.reviewer, "reviewed_at": a.reviewed_at, "review_comment": a.review_comment,
+        "consumed_at": a.consumed_at,
+    })))
+}
+
 fn refuse_review(ctx: &ToolContext, what: &str) -> ToolResult {
     if ctx.principal().kind == PrincipalKind::Engine {
         return Err(ToolError::Refused {

@@ -2,9 +2,10 @@
 //! polling, where the handshake era has `resources/subscribe` and the session's GET stream.
 //! The answer is a stream: first `notifications/subscriptions/acknowledged` naming what is
 //! followed, then `notifications/resources/updated` each time one of those resources changes
-//! (an execution's agents answer, here or on another replica), each carrying the listen's id.
+//! (an execution's agents answer, an approval ticket is decided or consumed, here or on
+//! another replica), each carrying the listen's id.
 //! A resource is followed only if the caller may read it now (the same gate and confined read
-//! as `resources/read`: another principal's execution is never heard of); lists do not change
+//! as `resources/read`: another principal's execution or ticket is never heard of); lists do not change
 //! while the server runs, so list-changed notifications are never offered. The stream holds a
 //! stream slot of the caller's, and ends, saying why, when the credential that opened it stops
 //! being valid.
@@ -21,24 +22,17 @@ use toolgate_domain::Caller;
 use toolgate_domain::audit::TargetType;
 
 use super::admission::StreamKind;
+use super::changing::{self, Kind};
 use super::era::Era;
 use super::follow::{CredentialWatch, StreamAudit, close_for, frame, holding, stream_closed};
 use super::jsonrpc as rpc;
 use super::request::{Listeners, Request};
 use super::{McpServer, Reply};
-use crate::prompts_resources::uri;
 
 /// The `_meta` key every message of a listen stream carries: the listen request's id.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The most resources one listen follows.
 const MAX_RESOURCES: usize = 100;
-
-/// The execution a followed URI names, if it is one of an execution template's.
-fn execution_of(server: &McpServer, target: &str) -> Option<String> {
-    super::resources::execution_templates(server).into_iter().find_map(|(template, variable)| {
-        uri::matches(&template, target)?.into_iter().find(|(name, _)| *name == variable).map(|(_, v)| v)
-    })
-}
 
 pub async fn listen(server: &Arc<McpServer>, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
     if server.options.streams.plain_json_only {
@@ -66,12 +60,14 @@ pub async fn listen(server: &Arc<McpServer>, caller: &Caller, id: &Value, params
             return request.error(rpc::INVALID_PARAMS, message, None).reply;
         }
     };
-    // Followed: what changes while the server runs (an execution) and the caller may read.
-    let mut followed: BTreeSet<(String, String)> = BTreeSet::new();
+    // Followed: what changes while the server runs (an execution, an approval ticket) and the
+    // caller may read.
+    let templates = changing::followable(server);
+    let mut followed: BTreeSet<(Kind, String, String)> = BTreeSet::new();
     for target in uris {
-        let Some(execution_id) = execution_of(server, target) else { continue };
+        let Some((kind, id)) = changing::followed_by(&templates, target) else { continue };
         if super::resources::read_contents(server, caller, &request, target).await.is_ok() {
-            followed.insert((execution_id, target.to_string()));
+            followed.insert((kind, id, target.to_string()));
         }
     }
     let permit = match server.streams.admit(&caller.principal.name, StreamKind::Channel) {
@@ -79,14 +75,14 @@ pub async fn listen(server: &Arc<McpServer>, caller: &Caller, id: &Value, params
         Err(cap) => return cap.refusal(server, id),
     };
     let meta = json!({SUBSCRIPTION_ID: id});
-    let honoured: Vec<&str> = followed.iter().map(|(_, target)| target.as_str()).collect();
+    let honoured: Vec<&str> = followed.iter().map(|(_, _, target)| target.as_str()).collect();
     let acknowledged = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": {"resourceSubscriptions": honoured}, "_meta": meta}});
     let state = Listening {
         first: Some(acknowledged.to_string()),
         followed,
         meta,
-        updates: server.services().fleet().execution_updates(),
+        updates: changing::Updates::new(server),
         watch: CredentialWatch::new(server.clone(), caller.token_id.clone()),
         audit: StreamAudit::attach(server, caller, (TargetType::McpRequest, &id.to_string()), "listen".into()),
         correlation_id: server.correlation_id(),
@@ -99,10 +95,10 @@ pub async fn listen(server: &Arc<McpServer>, caller: &Caller, id: &Value, params
 
 struct Listening {
     first: Option<String>,
-    /// (execution id, the URI the client named for it).
-    followed: BTreeSet<(String, String)>,
+    /// (what it is, its id, the URI the client named for it).
+    followed: BTreeSet<(Kind, String, String)>,
     meta: Value,
-    updates: tokio::sync::broadcast::Receiver<String>,
+    updates: changing::Updates,
     watch: CredentialWatch,
     audit: StreamAudit,
     correlation_id: String,
@@ -132,12 +128,12 @@ impl Listening {
         loop {
             tokio::select! {
                 update = self.updates.recv() => match update {
-                    Ok(execution_id) => {
+                    Ok((kind, id)) => {
                         let changed: Vec<&str> = self
                             .followed
                             .iter()
-                            .filter(|(e, _)| *e == execution_id)
-                            .map(|(_, target)| target.as_str())
+                            .filter(|(k, i, _)| *k == kind && *i == id)
+                            .map(|(_, _, target)| target.as_str())
                             .collect();
                         if !changed.is_empty() {
                             return Some(self.updated(changed));
@@ -145,7 +141,7 @@ impl Listening {
                     }
                     // Behind: any followed resource may have changed; say so for each.
                     Err(RecvError::Lagged(_)) => {
-                        return Some(self.updated(self.followed.iter().map(|(_, target)| target.as_str()).collect()));
+                        return Some(self.updated(self.followed.iter().map(|(_, _, target)| target.as_str()).collect()));
                     }
                     Err(RecvError::Closed) => {
                         self.ended = true;

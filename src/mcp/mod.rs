@@ -5,6 +5,7 @@
 mod admission;
 mod asking;
 mod back_channel;
+mod changing;
 mod channel;
 mod codes;
 mod completion;

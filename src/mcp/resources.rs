@@ -297,30 +297,18 @@ pub async fn subscription(
     Reply::json(StatusCode::OK, rpc::result_raw(id, "{}"))
 }
 
-/// The templates whose instances are executions, with the variable that holds the id: what a
-/// subscription (handshake era) or a listen (2026-07-28) can follow.
-pub(super) fn execution_templates(server: &McpServer) -> Vec<(String, String)> {
-    server
-        .prompts_resources
-        .templates
-        .iter()
-        .filter(|t| t.spec.list == Some(toolgate_domain::prompts_resources::CompletionSource::ExecutionIds))
-        .filter_map(|t| Some((t.spec.uri_template.clone(), t.spec.variables().first()?.to_string())))
-        .collect()
-}
-
 impl McpServer {
-    /// Until `stop`: tells each session subscribed to an execution's resource that it changed,
-    /// as its agents' responses are stored (`notifications/resources/updated` on its GET
-    /// stream). The URIs are those of the templates that list executions.
+    /// Until `stop`: tells each session subscribed to an execution's or an approval ticket's
+    /// resource that it changed, as its agents' responses are stored or a person decides
+    /// (`notifications/resources/updated` on its GET stream).
     pub async fn forward_resource_updates(self: Arc<Self>, stop: toolgate_domain::CancellationToken) {
-        let mut updates = self.services.fleet().execution_updates();
-        let templates = execution_templates(&self);
+        let mut updates = super::changing::Updates::new(&self);
+        let templates = super::changing::followable(&self);
         loop {
-            let execution_id = tokio::select! {
+            let (kind, id) = tokio::select! {
                 _ = stop.cancelled() => return,
                 update = updates.recv() => match update {
-                    Ok(id) => id,
+                    Ok(changed) => changed,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "resource update notifications fell behind; some were not sent");
                         continue;
@@ -328,8 +316,7 @@ impl McpServer {
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
             };
-            for (template, variable) in &templates {
-                let target = uri::expand(template, &[(variable, &execution_id)]);
+            for target in super::changing::uris(&templates, kind, &id) {
                 let rings = self.sessions.subscribers(&target);
                 if rings.is_empty() {
                     continue;

@@ -1,5 +1,5 @@
 //! The values a completion offers and a template's listed instances come from: agent ids,
-//! definition names, tag keys and values, policy ids, tool names, execution ids. A caller sees
+//! definition names, tag keys and values, policy ids, tool names, execution ids, pending approval ids. A caller sees
 //! a source's values only when it may call the tool that lists them.
 
 use std::collections::BTreeSet;
@@ -13,6 +13,8 @@ use crate::services::Services;
 
 /// How many execution ids a source offers (the newest).
 const RECENT_EXECUTIONS: usize = 200;
+/// How many pending approval ids a source offers (the newest).
+const RECENT_APPROVALS: i64 = 200;
 
 /// What of `source`'s values `caller` may see: none unless its tier and roles allow the
 /// listing tool, and then those of the agents that tool's grant covers.
@@ -72,6 +74,12 @@ pub async fn all(
             let reader = toolgate_store::Reader { principal: caller.principal.name.clone(), reach: reach.clone() };
             let page = services.repositories().work.executions(None, None, Some(&reader), 0, RECENT_EXECUTIONS).await?;
             page.into_iter().map(|e| e.execution_id).collect()
+        }
+        CompletionSource::ApprovalIds => {
+            // The pending tickets the caller sees: its own, and those a reviewer's grant covers.
+            let reviewing = services.reviewing(&caller.principal).await?;
+            let pending = reviewing.tickets(services.approvals(), Some("pending"), None, RECENT_APPROVALS).await?;
+            pending.into_iter().map(|a| a.id).collect()
         }
     };
     Ok(values.into_iter().collect())

@@ -1,6 +1,7 @@
 //! `subscriptions/listen` (2026-07-28, issue 47): a stateless client hears an execution's
-//! resource change as its agents answer, without polling, on one server or across replicas;
-//! one that does not exist is not followed.
+//! resource change as its agents answer, and an approval ticket's as a person decides it and
+//! its recall consumes it, without polling, on one server or across replicas; one that does
+//! not exist, or is another principal's, is not followed.
 
 use serde_json::json;
 
@@ -82,4 +83,111 @@ fn a_change_stored_by_one_replica_reaches_a_listener_on_the_other() {
     agent.signal("-CONT");
     let seen = read_until(&mut stream, "notifications/resources/updated");
     assert!(seen.contains(&format!(r#""uri":"{uri}""#)), "B stored the answer, A's listener heard it: {seen}");
+}
+
+/// An approval ticket's resource: its submitter hears it approved and then consumed by the
+/// recall, without polling; another principal's listen never follows it.
+#[test]
+fn a_listener_hears_its_ticket_approved_and_consumed() {
+    use common::agents::approval_id;
+    use common::console::{approve, reviewer};
+    let s = common::start(&[]);
+    let rita = reviewer(&s, "rita");
+    let arguments = json!({"agent_id": "agt-00000000000000aa", "key": "env"});
+    let id = approval_id(&common::call_as(&s, &s.token, "delete_tag", arguments.clone()));
+    let uri = format!("approval://{id}");
+    let ticket = |token: &str| common::call_as(&s, token, "get_approval", json!({"approval_id": id})).json();
+    assert_eq!(ticket(&s.token)["result"]["structuredContent"]["status"], "pending");
+
+    let listen_as = |token: &str, listen_id: i64| {
+        let auth = format!("Bearer {token}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "subscriptions/listen"),
+        ];
+        let asked = json!({"notifications": {"resourceSubscriptions": [uri, "approval://0123456789abcdef"]}});
+        let (mut stream, first) =
+            open_stream(&s, &headers, &modern(listen_id, "subscriptions/listen", asked).to_string());
+        let acknowledged =
+            if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
+        (stream, acknowledged)
+    };
+    let (mut stream, acknowledged) = listen_as(&s.token, 51);
+    assert!(acknowledged.contains(&format!(r#""resourceSubscriptions":["{uri}"]"#)), "{acknowledged}");
+    // Another principal, who reads approvals but reviews none, neither reads this ticket nor
+    // follows it.
+    s.cli(&["principal", "add", "mallory", "--role", "Viewer"]);
+    let mallory = s.token("mallory", "supervised", "1h");
+    let (_other, theirs) = listen_as(&mallory, 52);
+    assert!(theirs.contains(r#""resourceSubscriptions":[]"#), "{theirs}");
+    assert_eq!(ticket(&mallory)["result"]["isError"], true, "another's ticket reads as unknown");
+
+    assert_eq!(approve(&s, &rita, &id).status, 200);
+    let seen = read_until(&mut stream, "notifications/resources/updated");
+    assert!(seen.contains(&uri), "heard approved: {seen}");
+    assert_eq!(ticket(&s.token)["result"]["structuredContent"]["status"], "approved");
+
+    let mut recall = arguments;
+    recall["approval_id"] = json!(id);
+    common::call_as(&s, &s.token, "delete_tag", recall);
+    let seen = read_until(&mut stream, "notifications/resources/updated");
+    assert!(seen.contains(&uri), "heard consumed: {seen}");
+    assert_eq!(ticket(&s.token)["result"]["structuredContent"]["status"], "consumed");
+}
+
+/// Replicas on one PostgreSQL database: a person approves on replica B's console, the
+/// submitter's listener on A hears it.
+#[test]
+fn a_ticket_decided_on_one_replica_reaches_a_listener_on_the_other() {
+    use common::agents::approval_id;
+    use common::console::{approve, reviewer};
+    use common::replicas::{fresh_database, replicas};
+    let database = fresh_database("listen_approval");
+    let (a, b) = replicas(&database, &[]);
+    let rita = reviewer(&b, "rita");
+    let arguments = json!({"agent_id": "agt-00000000000000aa", "key": "env"});
+    let id = approval_id(&common::call_as(&a, &a.token, "delete_tag", arguments));
+    let uri = format!("approval://{id}");
+    let auth = format!("Bearer {}", a.token);
+    let headers =
+        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "subscriptions/listen")];
+    let listen = modern(9, "subscriptions/listen", json!({"notifications": {"resourceSubscriptions": [uri]}}));
+    let (mut stream, first) = open_stream(&a, &headers, &listen.to_string());
+    let acknowledged =
+        if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
+    assert!(acknowledged.contains(&format!(r#""resourceSubscriptions":["{uri}"]"#)), "{acknowledged}");
+    assert_eq!(approve(&b, &rita, &id).status, 200);
+    let seen = read_until(&mut stream, "notifications/resources/updated");
+    assert!(seen.contains(&format!(r#""uri":"{uri}""#)), "B decided, A's listener heard it: {seen}");
+}
+
+/// The handshake era's subscription follows a ticket the same way: its GET stream hears the
+/// decision.
+#[test]
+fn a_session_subscribed_to_its_ticket_hears_it_rejected() {
+    use common::agents::approval_id;
+    use common::console::{decide, reviewer};
+    use common::sse::open_get;
+    let s = common::start(&[]);
+    let rita = reviewer(&s, "rita");
+    let id = approval_id(&common::call_as(
+        &s,
+        &s.token,
+        "delete_tag",
+        json!({"agent_id": "agt-00000000000000aa", "key": "os"}),
+    ));
+    let sid = common::initialize(&s, &s.token, json!({}));
+    let auth = format!("Bearer {}", s.token);
+    let headers =
+        [("Authorization", auth.as_str()), ("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    let (mut channel, head) = open_get(&s, &[headers[0], headers[1], ("Accept", "text/event-stream")]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let uri = format!("approval://{id}");
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe", "params": {"uri": uri}});
+    let subscribed = common::request(s.addr, "POST", &headers, Some(&body.to_string()));
+    assert_eq!(subscribed.json()["result"], json!({}), "{subscribed:?}");
+    assert_eq!(decide(&s, &rita, &id, "reject", json!({"comment": "not today"})).status, 200);
+    let seen = read_until(&mut channel, "notifications/resources/updated");
+    assert!(seen.contains(&format!("\"uri\":\"{uri}\"")), "{seen}");
 }

@@ -61,6 +61,7 @@ pub enum CompletionSource {
     PolicyIds,
     ToolNames,
     ExecutionIds,
+    ApprovalIds,
 }
 
 impl CompletionSource {
@@ -73,6 +74,7 @@ impl CompletionSource {
             CompletionSource::PolicyIds => "list_policies",
             CompletionSource::ToolNames => "discover_permissions",
             CompletionSource::ExecutionIds => "list_executions",
+            CompletionSource::ApprovalIds => "list_pending_approvals",
         }
     }
 }

@@ -108,6 +108,8 @@ pub struct Hub {
     pub(crate) live_connections: AtomicU64,
     /// The id of each execution an agent's response was just stored for.
     pub(crate) execution_updates: tokio::sync::broadcast::Sender<String>,
+    /// The id of each approval ticket just decided or consumed (here, or on another replica).
+    approval_updates: tokio::sync::broadcast::Sender<String>,
     /// This server's name when it shares its database with other replicas (None: alone).
     pub(crate) replica: Option<std::sync::Arc<str>>,
     /// Tells the other replicas what only the one holding an agent's connection can do.
@@ -195,6 +197,7 @@ impl Hub {
             handshakes: Arc::new(tokio::sync::Semaphore::new(settings.max_handshakes.max(1))),
             live_connections: AtomicU64::new(0),
             execution_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
+            approval_updates: tokio::sync::broadcast::channel(EXECUTION_UPDATES_BUFFER).0,
             replica: None,
             announcer: None,
             elsewhere: RwLock::default(),
@@ -214,6 +217,16 @@ impl Hub {
     /// Hears the id of each execution as its agents' responses are stored.
     pub fn execution_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.execution_updates.subscribe()
+    }
+
+    /// Hears the id of each approval ticket as it is decided or consumed.
+    pub fn approval_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.approval_updates.subscribe()
+    }
+
+    /// A ticket was decided or consumed: its followers are told (nobody following is fine).
+    pub fn approval_changed(&self, approval_id: &str) {
+        drop(self.approval_updates.send(approval_id.to_string()));
     }
 
     /// A place among the connections still in their handshake, or None when all are taken.

@@ -111,6 +111,7 @@ impl Hub {
             }
             Change::Resync => self.resync().await?,
             Change::KillSwitches => drop(self.kill_switches_changed().await?),
+            Change::ApprovalChanged(approval_id) => self.approval_changed(&approval_id),
         }
         Ok(())
     }

@@ -33,6 +33,8 @@ pub enum Change {
     SessionEnded(String),
     /// A plugin kill switch was set: every replica reads the engaged ones again.
     KillSwitches,
+    /// An approval ticket was decided or consumed: whoever follows it hears so.
+    ApprovalChanged(String),
     /// Changes may have been missed (the feed's connection was lost and is back): whoever
     /// keeps something in memory reads it again.
     Resync,
@@ -54,6 +56,7 @@ impl Change {
             Change::Evaluate(ids) => format!("evaluate {ids}"),
             Change::Resync => "resync".into(),
             Change::KillSwitches => "kill-switches".into(),
+            Change::ApprovalChanged(id) => format!("approval {id}"),
         }
     }
 
@@ -73,6 +76,7 @@ impl Change {
             ("answer", false) => Change::ClientAnswer(id),
             ("session-ended", false) => Change::SessionEnded(id),
             ("evaluate", false) => Change::Evaluate(id),
+            ("approval", false) => Change::ApprovalChanged(id),
             _ => return None,
         })
     }

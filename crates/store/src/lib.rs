@@ -12,6 +12,7 @@ mod federated;
 mod filtered;
 mod fleet_work;
 mod groups;
+mod heard;
 mod plugin_secrets;
 pub mod postgres;
 mod replica_state;
@@ -39,6 +40,7 @@ pub use fleet_work::{
     UNRELEASED_AT_DEADLINE, WorkStore,
 };
 pub use groups::{GroupMember, GroupRoleRecord, GroupStore, GroupUpdate, NewGroup, group_labels, subtree};
+pub use heard::{Heard, HeardApprovals};
 pub use plugin_secrets::SecretStore;
 pub use postgres::PostgresStore;
 pub use replica_state::{MAX_ANNOUNCED_BYTES, ReplicaStore, SessionRecord, Shared};

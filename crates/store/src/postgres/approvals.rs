@@ -16,6 +16,7 @@ use toolgate_domain::secrets::random_hex;
 
 use super::{Pg, PgError, PostgresStore, execute, pg, row, rows};
 use crate::ApprovalStore;
+use crate::changes::Change;
 use crate::rules::{CONSUMED_CONCURRENTLY, mint_refusal, plan_binding, recall_refusal, review_refusal};
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -192,6 +193,7 @@ impl ApprovalStore for PostgresStore {
             )
             .await?;
             let decided = just_written(by_id(&tx, review.id, false).await?)?;
+            self.notify(&tx, Change::ApprovalChanged(decided.id.clone())).await?;
             tx.commit().await?;
             Ok(Ok(decided))
         })
@@ -224,7 +226,11 @@ impl ApprovalStore for PostgresStore {
             )
             .await?;
             match consumed {
-                Some(r) => Ok(Recall::Run(Box::new(approval_row(&r)?))),
+                Some(r) => {
+                    // Told after the consuming statement committed (it ran on its own).
+                    self.notify(&*c, Change::ApprovalChanged(id.to_string())).await?;
+                    Ok(Recall::Run(Box::new(approval_row(&r)?)))
+                }
                 None => Ok(CONSUMED_CONCURRENTLY),
             }
         })
