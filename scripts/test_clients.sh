@@ -11,7 +11,8 @@
 #   - the official TypeScript SDK (scripts/clients/ts_client.mjs): connect, list, and a call
 #     with a progress handler; the Python SDK too, in both eras: an instruction on the local
 #     agent streams its progress (SSE) before its result;
-#   - sign-in through a real OpenID Provider (oidc-provider): the Python SDK's OAuth flow
+#   - sign-in through a real OpenID Provider (oidc-provider): the Python SDK's OAuth flow and
+#     the TypeScript SDK v2's on both eras
 #     from the 401 to a call, and tokens for another audience, expired, or too small;
 #   - the official conformance suite (0.1.16 active; alpha --requirements 2025-11-25 and
 #     2026-07-28, the tasks extension's scenarios with it) against a binary built from
@@ -166,7 +167,7 @@ check "python SDK, auto mode: read the agent's resource" "$PY" scripts/clients/p
 expect "^text: .*\"agent_id\":\"$AGENT\"" "python SDK (2026-07-28) read the agent's details from its resource"
 
 check "docs/approvals.md walk-through (ticket, console approval, recall, replay refused)" bash scripts/doc_walkthrough.sh "$WORK/toolgate"
-check "sign-in through oidc-provider with the python SDK's OAuth flow (docs/sign-in.md)" bash scripts/clients/sign_in.sh "$WORK/toolgate"
+check "sign-in through oidc-provider with the python and typescript v2 SDKs' OAuth flows (docs/sign-in.md)" bash scripts/clients/sign_in.sh "$WORK/toolgate"
 sed -n 's/^ok: /    /p' "$WORK/last"
 
 SHIPPED_URL="$URL" SHIPPED_TOKEN="$TOKEN"

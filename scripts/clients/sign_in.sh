@@ -3,7 +3,8 @@
 #   sign_in.sh TOOLGATE_BINARY
 # starts oidc-provider (scripts/clients/oidc_provider.mjs, installed by install_clients.sh)
 # and toolgate with deployment settings that trust it, then runs the official Python SDK's
-# OAuth flow and the bad-token checks (scripts/clients/py_oauth.py). Everything binds 127.0.0.1.
+# OAuth flow and the bad-token checks (scripts/clients/py_oauth.py), and the TypeScript SDK
+# v2's OAuth flow on both eras (scripts/clients/ts2_oauth.mjs). Everything binds 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="$1"
@@ -48,6 +49,14 @@ if ! "$MCP_CLIENTS_DIR/venv/bin/python" scripts/clients/py_oauth.py "$MCP" "$ISS
   echo "--- toolgate"; tail -20 "$WORK/toolgate.err"
   exit 1
 fi
+# The TypeScript SDK v2's OAuth client, on each era it speaks.
+for era in modern legacy; do
+  if ! (cd "$MCP_CLIENTS_DIR" && source ./env.sh && node "$OLDPWD/scripts/clients/ts2_oauth.mjs" "$MCP" --era "$era") 2>"$WORK/ts2.err"; then
+    echo "--- typescript v2 ($era)"; tail -30 "$WORK/ts2.err"
+    echo "--- toolgate"; tail -20 "$WORK/toolgate.err"
+    exit 1
+  fi
+done
 # The audit log names the person: ana was provisioned at her first sign-in.
 "$BIN" principal list --data-dir "$WORK/data" | grep -E "^ana .* ana at $ISSUER \(ana@example.com\)" >/dev/null ||
   { echo "FAIL: ana is not listed with her sign-in"; "$BIN" principal list --data-dir "$WORK/data"; exit 1; }
