@@ -8,7 +8,20 @@ use serde_json::json;
 use crate::common;
 use common::agents::{FAST, fleet_of_three, wait_finished};
 use common::sse::{open_stream, read_until};
-use common::{MODERN, modern};
+use common::{MODERN, Server, modern};
+
+/// A listen with `token` for `uris`, request id `id`: the open stream and the acknowledgement.
+fn listen(s: &Server, token: &str, id: i64, uris: &[&str]) -> (std::net::TcpStream, String) {
+    let auth = format!("Bearer {token}");
+    let headers =
+        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "subscriptions/listen")];
+    let asked = json!({"notifications": {"resourceSubscriptions": uris}});
+    let (mut stream, first) = open_stream(s, &headers, &modern(id, "subscriptions/listen", asked).to_string());
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let acknowledged =
+        if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
+    (stream, acknowledged)
+}
 
 #[test]
 fn a_listener_hears_an_execution_change_and_only_what_it_may_read() {
@@ -22,17 +35,7 @@ fn a_listener_hears_an_execution_change_and_only_what_it_may_read() {
     let uri = format!("execution://{execution}");
     let other = "execution://exe-00000000deadbeef";
 
-    let auth = format!("Bearer {}", s.token);
-    let listen = modern(41, "subscriptions/listen", json!({"notifications": {"resourceSubscriptions": [uri, other]}}));
-    let headers =
-        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "subscriptions/listen")];
-    let (mut stream, first) = open_stream(s, &headers, &listen.to_string());
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
-    let acknowledged = if first.contains("subscriptions/acknowledged") {
-        first
-    } else {
-        read_until(&mut stream, "subscriptions/acknowledged")
-    };
+    let (mut stream, acknowledged) = listen(s, &s.token, 41, &[&uri, other]);
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {
         "notifications": {"resourceSubscriptions": [uri]}, "_meta": {"io.modelcontextprotocol/subscriptionId": 41}}});
     assert!(acknowledged.contains(&ack.to_string()), "only the readable execution is followed: {acknowledged}");
@@ -72,13 +75,7 @@ fn a_change_stored_by_one_replica_reaches_a_listener_on_the_other() {
     let execution = started["result"]["structuredContent"]["execution_id"].as_str().unwrap().to_string();
     let uri = format!("execution://{execution}");
 
-    let auth = format!("Bearer {}", a.token);
-    let headers =
-        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "subscriptions/listen")];
-    let listen = modern(7, "subscriptions/listen", json!({"notifications": {"resourceSubscriptions": [uri]}}));
-    let (mut stream, first) = open_stream(&a, &headers, &listen.to_string());
-    let acknowledged =
-        if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
+    let (mut stream, acknowledged) = listen(&a, &a.token, 7, &[&uri]);
     assert!(acknowledged.contains(&format!(r#""resourceSubscriptions":["{uri}"]"#)), "{acknowledged}");
     agent.signal("-CONT");
     let seen = read_until(&mut stream, "notifications/resources/updated");
@@ -99,27 +96,14 @@ fn a_listener_hears_its_ticket_approved_and_consumed() {
     let ticket = |token: &str| common::call_as(&s, token, "get_approval", json!({"approval_id": id})).json();
     assert_eq!(ticket(&s.token)["result"]["structuredContent"]["status"], "pending");
 
-    let listen_as = |token: &str, listen_id: i64| {
-        let auth = format!("Bearer {token}");
-        let headers = [
-            ("Authorization", auth.as_str()),
-            ("MCP-Protocol-Version", MODERN),
-            ("Mcp-Method", "subscriptions/listen"),
-        ];
-        let asked = json!({"notifications": {"resourceSubscriptions": [uri, "approval://0123456789abcdef"]}});
-        let (mut stream, first) =
-            open_stream(&s, &headers, &modern(listen_id, "subscriptions/listen", asked).to_string());
-        let acknowledged =
-            if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
-        (stream, acknowledged)
-    };
-    let (mut stream, acknowledged) = listen_as(&s.token, 51);
+    let unknown = "approval://0123456789abcdef";
+    let (mut stream, acknowledged) = listen(&s, &s.token, 51, &[&uri, unknown]);
     assert!(acknowledged.contains(&format!(r#""resourceSubscriptions":["{uri}"]"#)), "{acknowledged}");
     // Another principal, who reads approvals but reviews none, neither reads this ticket nor
     // follows it.
     s.cli(&["principal", "add", "mallory", "--role", "Viewer"]);
     let mallory = s.token("mallory", "supervised", "1h");
-    let (_other, theirs) = listen_as(&mallory, 52);
+    let (_other, theirs) = listen(&s, &mallory, 52, &[&uri, unknown]);
     assert!(theirs.contains(r#""resourceSubscriptions":[]"#), "{theirs}");
     assert_eq!(ticket(&mallory)["result"]["isError"], true, "another's ticket reads as unknown");
 
@@ -149,13 +133,7 @@ fn a_ticket_decided_on_one_replica_reaches_a_listener_on_the_other() {
     let arguments = json!({"agent_id": "agt-00000000000000aa", "key": "env"});
     let id = approval_id(&common::call_as(&a, &a.token, "delete_tag", arguments));
     let uri = format!("approval://{id}");
-    let auth = format!("Bearer {}", a.token);
-    let headers =
-        [("Authorization", auth.as_str()), ("MCP-Protocol-Version", MODERN), ("Mcp-Method", "subscriptions/listen")];
-    let listen = modern(9, "subscriptions/listen", json!({"notifications": {"resourceSubscriptions": [uri]}}));
-    let (mut stream, first) = open_stream(&a, &headers, &listen.to_string());
-    let acknowledged =
-        if first.contains("acknowledged") { first } else { read_until(&mut stream, "subscriptions/acknowledged") };
+    let (mut stream, acknowledged) = listen(&a, &a.token, 9, &[&uri]);
     assert!(acknowledged.contains(&format!(r#""resourceSubscriptions":["{uri}"]"#)), "{acknowledged}");
     assert_eq!(approve(&b, &rita, &id).status, 200);
     let seen = read_until(&mut stream, "notifications/resources/updated");

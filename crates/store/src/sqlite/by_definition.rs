@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use super::json_rows::push_conditions;
+use super::responses::Narrowing;
 use crate::by_definition::{
     DefinitionPage, DefinitionQuery, DefinitionRow, ResponsePlace, RowsOf, start_after, steps_pattern,
 };
@@ -27,14 +27,12 @@ pub(super) fn rows_of(rows: RowsOf<'_>) -> (String, Vec<rusqlite::types::Value>)
 
 pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<DefinitionPage> {
     let after = start_after(&q.after);
-    let status = q.status.map(|s| s.as_str().to_string());
     let mut sql = format!(
         "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step, e.created_at_ms FROM response r \
          JOIN execution e ON e.execution_id = r.execution_id \
          JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
          WHERE (r.execution_id, r.step) IN ({STEPS_THAT_RAN}) \
-         AND (e.created_at_ms, r.execution_id, r.step, r.arrival) > (?, ?, ?, ?) \
-         AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)"
+         AND (e.created_at_ms, r.execution_id, r.step, r.arrival) > (?, ?, ?, ?)"
     );
     let mut values: Vec<rusqlite::types::Value> = vec![
         steps_pattern(&q.definition).into(),
@@ -43,17 +41,14 @@ pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<Defi
         after.execution_id.into(),
         (after.step as i64).into(),
         after.arrival.into(),
-        q.agent_id.clone().into(),
-        q.agent_id.clone().into(),
-        status.clone().into(),
-        status.into(),
     ];
-    let (confined, confined_values) = super::confinement::readable("r.execution_id", q.reader.as_ref());
-    sql.push_str(&confined);
-    values.extend(confined_values);
-    push_conditions(&q.conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY e.created_at_ms, r.execution_id, r.step, r.arrival LIMIT ?");
-    values.push((q.limit as i64 + 1).into());
+    let narrowing = Narrowing {
+        agent_id: q.agent_id.as_deref(),
+        status: q.status,
+        reader: q.reader.as_ref(),
+        conditions: &q.conditions,
+    };
+    narrowing.finish(&mut sql, &mut values, "e.created_at_ms, r.execution_id, r.step, r.arrival", q.limit)?;
     let mut stmt = c.prepare_cached(&sql)?;
     let found = stmt.query_map(rusqlite::params_from_iter(values), |r| {
         let place = ResponsePlace {

@@ -9,6 +9,9 @@ use toolgate_domain::fleet::wire::RunResult;
 use super::json_rows::push_conditions;
 use crate::fleet_work::{ResponsePage, ResponseQuery, ResponseRow, Taken};
 use crate::rules::result_refusal;
+use crate::{ColumnCondition, Reader};
+use rusqlite::types::Value as SqlValue;
+use toolgate_domain::fleet::instruction::TargetStatus;
 
 pub(super) fn store_result(
     c: &mut Connection,
@@ -78,27 +81,52 @@ pub(super) fn store_result(
     Ok(Taken::Stored)
 }
 
+/// What every read of responses narrows its own rows by: one agent, the target's status, the
+/// reader's confinement and the column conditions.
+pub(super) struct Narrowing<'a> {
+    pub agent_id: Option<&'a str>,
+    pub status: Option<TargetStatus>,
+    pub reader: Option<&'a Reader>,
+    pub conditions: &'a [ColumnCondition],
+}
+
+impl Narrowing<'_> {
+    /// Appends the narrowing to `sql` (whose tables are `response r` and `execution_target t`)
+    /// and its values, then `order` and the page's limit: one row more than asked, to tell
+    /// whether more match.
+    pub(super) fn finish(
+        &self,
+        sql: &mut String,
+        values: &mut Vec<SqlValue>,
+        order: &str,
+        limit: usize,
+    ) -> rusqlite::Result<()> {
+        let (agent, status) = (self.agent_id.map(str::to_string), self.status.map(|s| s.as_str().to_string()));
+        sql.push_str(" AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)");
+        values.extend([agent.clone().into(), agent.into(), status.clone().into(), status.into()]);
+        let (confined, confined_values) = super::confinement::readable("r.execution_id", self.reader);
+        sql.push_str(&confined);
+        values.extend(confined_values);
+        push_conditions(self.conditions, sql, values)?;
+        sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
+        values.push((limit as i64 + 1).into());
+        Ok(())
+    }
+}
+
 pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<ResponsePage> {
     let mut sql = String::from(
         "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
-         WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ? AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)",
+         WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ?",
     );
-    let status = q.status.map(|s| s.as_str().to_string());
-    let mut values: Vec<rusqlite::types::Value> = vec![
-        q.execution_id.clone().into(),
-        (q.step as i64).into(),
-        q.after.into(),
-        q.agent_id.clone().into(),
-        q.agent_id.clone().into(),
-        status.clone().into(),
-        status.into(),
-    ];
-    let (confined, confined_values) = super::confinement::readable("r.execution_id", q.reader.as_ref());
-    sql.push_str(&confined);
-    values.extend(confined_values);
-    push_conditions(&q.conditions, &mut sql, &mut values)?;
-    sql.push_str(" ORDER BY r.arrival LIMIT ?");
-    values.push((q.limit as i64 + 1).into());
+    let mut values: Vec<SqlValue> = vec![q.execution_id.clone().into(), (q.step as i64).into(), q.after.into()];
+    let narrowing = Narrowing {
+        agent_id: q.agent_id.as_deref(),
+        status: q.status,
+        reader: q.reader.as_ref(),
+        conditions: &q.conditions,
+    };
+    narrowing.finish(&mut sql, &mut values, "r.arrival", q.limit)?;
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows: Vec<ResponseRow> = stmt
         .query_map(rusqlite::params_from_iter(values), |r| {
