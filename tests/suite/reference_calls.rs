@@ -94,6 +94,14 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
     let both: Vec<&Value> = paged["rows"].as_array().unwrap().iter().chain(rest["rows"].as_array().unwrap()).collect();
     assert_eq!(both, every["rows"].as_array().unwrap().iter().collect::<Vec<_>>(), "two pages, each row once");
 
+    // The reference's bundles hold up to 32 steps; the last one's rows are read by its number.
+    let many = vec![json!({"plugin": "host", "action": "facts"}); 32];
+    let long = read("execute_bundle", json!({"agent_id": ids["fleet-c"], "steps": many}));
+    let long_id = long["bundle_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_finished(&s, &schemas, &s.token, &long_id)["counts"], json!({"succeeded": 1}));
+    let last = read("query_responses", json!({"execution_id": long_id, "step": 31}));
+    assert_eq!(last["rows"][0]["hostname"], "fleet-c", "{last}");
+
     // query_inventory for one agent: only that agent's rows.
     wait_for_table(&s, &schemas, a, "installed_software");
     let one = read("query_inventory", json!({"table": "installed_software", "agent_id": a, "limit": 1000}));
