@@ -109,7 +109,7 @@ pub struct Hub {
     /// The id of each execution an agent's response was just stored for.
     pub(crate) execution_updates: tokio::sync::broadcast::Sender<String>,
     /// The id of each approval ticket just decided or consumed (here, or on another replica).
-    approval_updates: tokio::sync::broadcast::Sender<String>,
+    pub(crate) approval_updates: tokio::sync::broadcast::Sender<String>,
     /// This server's name when it shares its database with other replicas (None: alone).
     pub(crate) replica: Option<std::sync::Arc<str>>,
     /// Tells the other replicas what only the one holding an agent's connection can do.
@@ -212,21 +212,6 @@ impl Hub {
             plugin_config: None,
             kill_switches: RwLock::default(),
         })
-    }
-
-    /// Hears the id of each execution as its agents' responses are stored.
-    pub fn execution_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.execution_updates.subscribe()
-    }
-
-    /// Hears the id of each approval ticket as it is decided or consumed.
-    pub fn approval_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.approval_updates.subscribe()
-    }
-
-    /// A ticket was decided or consumed: its followers are told (nobody following is fine).
-    pub fn approval_changed(&self, approval_id: &str) {
-        drop(self.approval_updates.send(approval_id.to_string()));
     }
 
     /// A place among the connections still in their handshake, or None when all are taken.

@@ -23,6 +23,7 @@ pub mod session;
 mod settings;
 mod signing;
 mod sweep;
+mod updates;
 pub mod uploads;
 mod view;
 mod visits;
