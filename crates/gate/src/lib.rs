@@ -53,22 +53,15 @@ pub trait ArgumentCheck: Send + Sync {
 
     /// The value a pair alias names (tools.yaml `aliases` with `with`: the reference's
     /// `plugin` and `action` name an instruction definition), or why there is none.
-    fn resolve_pair(&self, alias: &ArgumentAlias, first: &str, second: &str) -> Result<String, String> {
-        let _ = (first, second);
-        Err(format!(
-            "this server resolves no `{}` from `{}` and `{}`: name `{}`",
-            alias.stands_for, alias.name, second, alias.stands_for
-        ))
+    fn resolve_pair(&self, alias: &ArgumentAlias, _first: &str, _second: &str) -> Result<String, String> {
+        Err(unresolved_pair(alias))
     }
 }
 
-/// A server without argument checks resolves no pair alias.
-struct NoPairs;
-
-impl ArgumentCheck for NoPairs {
-    fn problems(&self, _: &ToolMeta, _: &Value) -> Vec<toolgate_domain::denial::ArgumentProblem> {
-        Vec::new()
-    }
+/// Why a pair alias names nothing on a server that resolves none.
+fn unresolved_pair(alias: &ArgumentAlias) -> String {
+    let target = alias.stands_for;
+    format!("this server resolves no `{target}` from the reference's `{}` and its partner: name `{target}`", alias.name)
 }
 
 /// What the tier and RBAC made of a call.
@@ -159,7 +152,7 @@ impl Gate {
         if !tool.aliases.is_empty() {
             let resolve = |alias: &ArgumentAlias, first: &str, second: &str| match &self.argument_check {
                 Some(check) => check.resolve_pair(alias, first, second),
-                None => NoPairs.resolve_pair(alias, first, second),
+                None => Err(unresolved_pair(alias)),
             };
             let problems = toolgate_domain::aliases::apply(tool.aliases, &mut arguments, &resolve);
             if !problems.is_empty() {

@@ -167,11 +167,16 @@ pub enum GroupOrder {
 }
 
 impl GroupOrder {
-    pub const NAMES: [&str; 5] = ["count", "sum", "avg", "min", "max"];
-
+    /// The order tools.yaml's `aggregate` names.
     pub fn parse(name: &str) -> Option<Self> {
-        let all = [GroupOrder::Count, GroupOrder::Sum, GroupOrder::Avg, GroupOrder::Min, GroupOrder::Max];
-        Self::NAMES.iter().position(|n| *n == name).map(|i| all[i])
+        match name {
+            "count" => Some(GroupOrder::Count),
+            "sum" => Some(GroupOrder::Sum),
+            "avg" => Some(GroupOrder::Avg),
+            "min" => Some(GroupOrder::Min),
+            "max" => Some(GroupOrder::Max),
+            _ => None,
+        }
     }
 
     /// The ORDER BY of a grouping that selects (value, count, min, max, sum, avg), ties by value.
@@ -322,11 +327,14 @@ pub trait WorkStore: RolloutStore + Send + Sync {
 }
 
 /// SQL that holds when `param` (text: `running`, `finished` or NULL) is NULL or is the state
-/// of the row `execution`: running while a target is `pending` or `running` (the states
-/// `TargetStatus::is_final` denies), finished otherwise. Each backend binds `param`.
+/// of the row `execution`: running while a target is in a state `TargetStatus::is_final`
+/// denies, finished otherwise. Each backend binds `param`.
 pub(crate) fn state_condition(param: &str) -> String {
+    let unfinished: Vec<String> =
+        TargetStatus::ALL.iter().filter(|s| !s.is_final()).map(|s| format!("'{}'", s.as_str())).collect();
     format!(
         "{param} IS NULL OR EXISTS (SELECT 1 FROM execution_target u WHERE u.execution_id = execution.execution_id \
-         AND u.status IN ('pending', 'running')) = ({param} = 'running')"
+         AND u.status IN ({})) = ({param} = 'running')",
+        unfinished.join(", ")
     )
 }

@@ -142,13 +142,19 @@ pub(super) async fn aggregate(store: &PostgresStore, g: Grouping<'_>) -> Pg<Vec<
     );
     let c = store.conn().await?;
     let limit = limit as i64;
-    let (first, second): (Box<dyn ToSql + Sync + Send>, Box<dyn ToSql + Sync + Send>) = match chosen {
-        RowsOf::Step { execution_id, step } => (Box::new(execution_id.to_string()), Box::new(step as i64)),
+    // The two values that choose the rows, bound by reference (declared here, set per case).
+    let (step_number, pattern): (i64, String);
+    let source: [&(dyn ToSql + Sync); 2] = match &chosen {
+        RowsOf::Step { execution_id, step } => {
+            step_number = *step as i64;
+            [execution_id, &step_number]
+        }
         RowsOf::Definition(definition) => {
-            (Box::new(crate::by_definition::steps_pattern(definition)), Box::new(definition.to_string()))
+            pattern = crate::by_definition::steps_pattern(definition);
+            [&pattern, definition]
         }
     };
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![first.as_ref() as &(dyn ToSql + Sync), second.as_ref(), &limit];
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![source[0], source[1], &limit];
     params.extend(extra);
     rows(&*c, &sql, &params)
         .await?
