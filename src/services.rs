@@ -17,6 +17,10 @@ use toolgate_store::{
 /// The context every handler receives.
 pub type ToolContext = toolgate_domain::ToolContext<Services>;
 
+/// One page of a listing tool's answer, in bytes, unless `--page-bytes` says: near what a
+/// model's client keeps of a tool result (Claude Code about 25,000 tokens).
+pub const DEFAULT_ANSWER_PAGE_BYTES: usize = 64 << 10;
+
 pub struct Services {
     repositories: Repositories,
     clock: Clock,
@@ -25,6 +29,7 @@ pub struct Services {
     vault: Arc<Vault>,
     uploads: Arc<UploadLimits>,
     trust: Option<Arc<crate::trust::signing::Trust>>,
+    answer_page_bytes: usize,
 }
 
 impl Services {
@@ -48,7 +53,16 @@ impl Services {
             default_ttl_secs: 0,
             retention: Default::default(),
         });
-        Self { repositories, clock, audit, fleet, vault, uploads: Arc::new(uploads), trust: None }
+        Self {
+            repositories,
+            clock,
+            audit,
+            fleet,
+            vault,
+            uploads: Arc::new(uploads),
+            trust: None,
+            answer_page_bytes: DEFAULT_ANSWER_PAGE_BYTES,
+        }
     }
 
     /// The same, with the vault the server opened with its keyring.
@@ -64,6 +78,16 @@ impl Services {
     /// The same, with the agent CA and the code-signing key (a server with a KEK).
     pub fn with_trust(self, trust: Arc<crate::trust::signing::Trust>) -> Self {
         Self { trust: Some(trust), ..self }
+    }
+
+    /// The same, with the size a listing tool's page stays under (`--page-bytes`).
+    pub fn with_answer_page_bytes(self, bytes: usize) -> Self {
+        Self { answer_page_bytes: bytes, ..self }
+    }
+
+    /// How large one page of a listing tool's answer may grow, in bytes (`handlers::pages`).
+    pub fn answer_page_bytes(&self) -> usize {
+        self.answer_page_bytes
     }
 
     /// The agent CA and the code-signing key; None without a key-encryption key.

@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// requests are then not run, each answered with an error.
     #[arg(long, value_name = "BYTES", default_value_t = AnswerLimits::default().max_batch_bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..), env = "TOOLGATE_MAX_BATCH_ANSWER_BYTES")]
     max_batch_answer_bytes: usize,
+    /// The size one page of a listing tool's answer stays under, in bytes: the rows that fit,
+    /// whole, and a cursor for the rest (docs/paging.md). At most --max-answer-bytes; 64 KiB,
+    /// or --max-answer-bytes when that is less, unless given.
+    #[arg(long, value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..), env = "TOOLGATE_PAGE_BYTES")]
+    page_bytes: Option<usize>,
     /// How long a stream lives on while its credential cannot be checked (the store is
     /// down) before it ends with `auth_unavailable`: 60s, 5m.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds, env = "TOOLGATE_STREAM_AUTH_GRACE")]
@@ -194,6 +199,14 @@ fn seconds(text: &str) -> Result<i64, String> {
 
 impl ServeArgs {
     pub fn into_config(self) -> anyhow::Result<Config> {
+        let page_bytes = match self.page_bytes {
+            Some(bytes) if bytes > self.max_answer_bytes => anyhow::bail!(
+                "--page-bytes ({bytes}) is more than --max-answer-bytes ({}): every full page would be refused; lower it, or raise the cap",
+                self.max_answer_bytes
+            ),
+            Some(bytes) => bytes,
+            None => AnswerLimits::default().page_bytes.min(self.max_answer_bytes),
+        };
         let data_dir = self.data_dir.clone();
         let database = crate::database::Database::from_flags(&self.data_dir, self.database.as_deref())?;
         let kek = match (self.kek_file, std::env::var("TOOLGATE_KEK").ok().filter(|t| !t.trim().is_empty())) {
@@ -233,6 +246,7 @@ impl ServeArgs {
             answers: AnswerLimits {
                 max_answer_bytes: self.max_answer_bytes,
                 max_batch_bytes: self.max_batch_answer_bytes,
+                page_bytes,
             },
             auth_failure_window_ms: self.auth_failure_window * 1000,
             audit_retention_ms: self.audit_retention * 1000,

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::{AgentView, Labels};
 
 use super::confined::{one_agent, tag_index, visible};
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -59,7 +60,8 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
     let tags = if tag.is_some() { tag_index(ctx, &visible).await? } else { Default::default() };
     let labels = Labels { tags, ..Default::default() };
     let os = args.os.as_deref().map(str::to_lowercase);
-    let (offset, limit) = paging(args.offset, args.limit);
+    let page = Pager::of(&args, DEFAULT_LIMIT as usize)?;
+    let (offset, limit) = (page.start(), page.limit());
     let keep = |view: &AgentView<'_>| {
         status.is_none_or(|s| view.status == s)
             && os.as_deref().is_none_or(|os| {
@@ -79,8 +81,8 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
         total += 1;
         (total > offset && total <= offset + limit).then(|| agent_row(view))
     });
-    let next = next_offset(offset, agents.len(), total > offset + agents.len());
-    Ok(ToolOutput::Structured(json!({"total": total, "next_offset": next, "agents": agents})))
+    let envelope = Map::from_iter([("total".to_string(), json!(total))]);
+    page.answer(ctx, envelope, "agents", agents, total)
 }
 
 pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -> ToolResult {

@@ -10,7 +10,8 @@ use toolgate_fleet::query::{self, Condition, Filter};
 use toolgate_store::{RowFilter, RowPage, RowSource};
 
 use super::confined::one_agent;
-use super::fleet::{hostname, next_offset, paging};
+use super::fleet::{DEFAULT_LIMIT, hostname};
+use super::pages::Pager;
 use super::scopes::chosen_agents;
 use crate::args;
 use crate::services::ToolContext;
@@ -58,22 +59,20 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
             args.agent_id, table.name
         )));
     };
-    let (offset, limit) = paging(args.offset, args.limit);
+    let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
     let (in_store, rest) = query::split_for_store(conditions);
     let filter = (!rest.is_empty()).then(|| RowFilter::new(move |_: &str, row| query::matches(&rest, row)));
     let source = RowSource { table: table.name.into(), agent_id: Some(args.agent_id.clone()), reach: ctx.reach().clone() };
-    let page = within_budget(store.inventory_rows(&source, &in_store, filter, offset, limit).await?)?;
-    let rows: Vec<Map<String, Value>> = page.rows.into_iter().map(|(_, row)| query::project(row, &columns)).collect();
-    let next = next_offset(offset, rows.len(), page.more);
-    Ok(ToolOutput::Structured(json!({
-        "agent_id": args.agent_id,
-        "table": table.name,
-        "available": status.available,
-        "reason": status.reason,
-        "collected_at_ms": status.collected_at_ms,
-        "rows": rows,
-        "next_offset": next,
-    })))
+    let page = within_budget(store.inventory_rows(&source, &in_store, filter, pager.start(), pager.limit()).await?)?;
+    let rows = page.rows.into_iter().map(|(_, row)| Value::Object(query::project(row, &columns))).collect();
+    let envelope = Map::from_iter([
+        ("agent_id".to_string(), json!(args.agent_id)),
+        ("table".to_string(), json!(table.name)),
+        ("available".to_string(), json!(status.available)),
+        ("reason".to_string(), json!(status.reason)),
+        ("collected_at_ms".to_string(), json!(status.collected_at_ms)),
+    ]);
+    pager.answer(ctx, envelope, "rows", rows, page.matched)
 }
 
 /// A page whose filters ran out of time is refused, with what to do about it, rather than
@@ -96,8 +95,8 @@ async fn fleet_rows(
     conditions: Vec<Condition>,
     agents: Option<HashSet<String>>,
     one_agent: Option<&str>,
-    (offset, limit): (usize, usize),
-) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, Option<usize>), ToolError> {
+    pager: &Pager,
+) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, usize), ToolError> {
     let (in_store, rest) = query::split_for_store(conditions);
     let filter = (agents.is_some() || !rest.is_empty()).then(|| {
         RowFilter::new(move |agent: &str, row: &Map<String, Value>| {
@@ -107,7 +106,8 @@ async fn fleet_rows(
     let fleet = ctx.services().fleet();
     // Confined in the store's query, before the page is cut.
     let source = RowSource { table: table.name.into(), agent_id: one_agent.map(str::to_string), reach: ctx.reach().clone() };
-    let page = within_budget(fleet.store().inventory_rows(&source, &in_store, filter, offset, limit).await?)?;
+    let page =
+        within_budget(fleet.store().inventory_rows(&source, &in_store, filter, pager.start(), pager.limit()).await?)?;
     // Host names of the page's agents only (at most a page of lookups, not a walk of the fleet).
     let mut hostnames: HashMap<String, Option<String>> = HashMap::new();
     for (agent, _) in &page.rows {
@@ -115,7 +115,7 @@ async fn fleet_rows(
             hostnames.insert(agent.clone(), fleet.with_agent(&Visible::All, agent, hostname).flatten());
         }
     }
-    let next = next_offset(offset, page.rows.len(), page.more);
+    let matched = page.matched;
     let rows = page
         .rows
         .into_iter()
@@ -124,7 +124,7 @@ async fn fleet_rows(
             (agent, host, row)
         })
         .collect();
-    Ok((rows, next))
+    Ok((rows, matched))
 }
 
 pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> ToolResult {
@@ -138,19 +138,19 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
         Some(expression) => Some(chosen_agents(ctx, expression).await?),
         None => None,
     };
-    let paging = paging(args.offset, args.limit);
-    let (rows, next) = fleet_rows(ctx, table, conditions, agents, args.agent_id.as_deref(), paging).await?;
-    let rows: Vec<Map<String, Value>> = rows
+    let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
+    let (rows, matched) = fleet_rows(ctx, table, conditions, agents, args.agent_id.as_deref(), &pager).await?;
+    let rows = rows
         .into_iter()
         .map(|(agent, host, row)| {
             let mut out = Map::new();
             out.insert("agent_id".into(), json!(agent));
             out.insert("hostname".into(), json!(host));
             out.extend(query::project(row, &columns));
-            out
+            Value::Object(out)
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({"table": table.name, "rows": rows, "next_offset": next})))
+    pager.answer(ctx, Map::from_iter([("table".to_string(), json!(table.name))]), "rows", rows, matched)
 }
 
 pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
@@ -171,14 +171,14 @@ pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstal
     }
     let filters = wanted.iter().map(|(column, op, value)| Filter { column, op, value });
     let (conditions, _) = checked(table, filters, &[])?;
-    let paging = paging(args.offset, args.limit);
-    let (rows, next) = fleet_rows(ctx, table, conditions, None, args.agent_id.as_deref(), paging).await?;
-    let packages: Vec<Value> = rows
+    let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
+    let (rows, matched) = fleet_rows(ctx, table, conditions, None, args.agent_id.as_deref(), &pager).await?;
+    let packages = rows
         .into_iter()
         .map(|(agent, host, row)| {
             json!({"agent_id": agent, "hostname": host, "name": row.get("name"), "version": row.get("version"),
                    "architecture": row.get("architecture"), "source": row.get("source")})
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({"packages": packages, "next_offset": next})))
+    pager.answer(ctx, Map::new(), "packages", packages, matched)
 }

@@ -7,5 +7,8 @@ pub mod builtin;
 /// catalogue without such handlers, like the conformance suite's, uses none of it.)
 #[allow(dead_code)]
 pub(crate) mod confined;
+/// Pages that fit a model's context, for every listing tool.
+#[allow(dead_code)]
+pub(crate) mod pages;
 
 include!(concat!(env!("OUT_DIR"), "/handler_modules.rs"));

@@ -163,7 +163,8 @@ pub async fn serve(config: Config) -> Result<()> {
     hub.set_rules(rules);
     let mut services = Services::new(repositories, clock, audit, hub.clone())
         .with_vault(vault)
-        .with_upload_limits(config.uploads.clone());
+        .with_upload_limits(config.uploads.clone())
+        .with_answer_page_bytes(config.answers.page_bytes);
     if let Some(trust) = trust {
         services = services.with_trust(trust);
     }

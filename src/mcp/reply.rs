@@ -37,11 +37,17 @@ pub struct AnswerLimits {
     /// A batch's answers together, in bytes; once reached, the batch's remaining requests
     /// are not run and each is answered with an error.
     pub max_batch_bytes: usize,
+    /// One page of a listing tool's answer, in bytes (`--page-bytes`).
+    pub page_bytes: usize,
 }
 
 impl Default for AnswerLimits {
     fn default() -> Self {
-        Self { max_answer_bytes: 4 << 20, max_batch_bytes: 8 << 20 }
+        Self {
+            max_answer_bytes: 4 << 20,
+            max_batch_bytes: 8 << 20,
+            page_bytes: crate::services::DEFAULT_ANSWER_PAGE_BYTES,
+        }
     }
 }
 

@@ -24,23 +24,12 @@ fn dpkg_packages() -> BTreeSet<(String, String)> {
 }
 
 fn reported_packages(s: &Server, schemas: &HashMap<String, Value>, agent_id: &str) -> BTreeSet<(String, String)> {
-    let mut packages = BTreeSet::new();
-    let mut offset = 0;
-    loop {
-        let page = structured(
-            s,
-            schemas,
-            "get_agent_inventory",
-            json!({"agent_id": agent_id, "table": "installed_software", "columns": ["name", "version"], "offset": offset, "limit": 1000}),
-        );
-        for row in page["rows"].as_array().unwrap() {
-            packages.insert((row["name"].as_str().unwrap().to_string(), row["version"].as_str().unwrap().to_string()));
-        }
-        match page["next_offset"].as_u64() {
-            Some(next) => offset = next,
-            None => return packages,
-        }
-    }
+    let arguments =
+        json!({"agent_id": agent_id, "table": "installed_software", "columns": ["name", "version"], "limit": 1000});
+    let rows = every_page(s, schemas, "get_agent_inventory", arguments, "rows");
+    rows.iter()
+        .map(|row| (row["name"].as_str().unwrap().to_string(), row["version"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 fn os_release_pretty_name() -> String {

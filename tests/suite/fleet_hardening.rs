@@ -121,9 +121,10 @@ fn a_change_due_for_an_agent_quarantined_while_offline_never_runs() {
 /// MEDIUM 8: a 15 KB batch of 100 page-sized calls produced a 123 MB answer. Now a batch's
 /// answers stop growing at `--max-batch-answer-bytes` (the remaining requests are not run,
 /// each told so), and one answer larger than `--max-answer-bytes` is replaced by an error
-/// saying how to ask for less. Small caps here, so that a real agent's process table is over
-/// them: a page of 50 installed packages (every Debian host has hundreds) is more than 4 KiB,
-/// and `list_agents` of one agent less.
+/// saying how to ask for less. Small caps here: a listing tool's page shrinks to fit them (a
+/// page of 50 of a real agent's installed packages, every Debian host has hundreds, is more
+/// than 4 KiB), and the answer of a tool that does not page (`discover_permissions`, every
+/// tool the caller may call) is over them.
 #[test]
 fn batch_answers_and_single_answers_are_bounded() {
     let caps = ["--max-batch-answer-bytes", "8192", "--max-answer-bytes", "4096"];
@@ -132,26 +133,25 @@ fn batch_answers_and_single_answers_are_bounded() {
     let states = tempfile::tempdir().unwrap();
     let _agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &states.path().join("big"), Some("big"));
     let agent_id = online_by_hostname(&s, &schemas, 1)["big"].clone();
-    let page = |limit: usize| json!({"agent_id": agent_id, "table": "installed_software", "limit": limit});
+    wait_for_table(&s, &schemas, &agent_id, "installed_software");
+    let page = json!({"agent_id": agent_id, "table": "installed_software", "limit": 50});
+    let paged = common::call_as(&s, &s.token, "get_agent_inventory", page.clone());
+    let body = paged.body.len();
+    let paged = paged.json();
+    let rows = paged["result"]["structuredContent"]["rows"].as_array().expect("a page, not a refusal").len();
+    assert!(body <= 4096 && (1..50).contains(&rows), "{rows} rows in {body} bytes: the page fits the cap");
+    assert!(paged["result"]["structuredContent"]["remaining"].as_u64().unwrap() > 0, "{paged}");
+
     let over_cap = |r: &Value| {
         r["result"]["isError"] == true
             && r["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("more than the 4096"))
     };
-    // The table arrives with the agent's first report.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let single = loop {
-        let r = common::call_as(&s, &s.token, "get_agent_inventory", page(50)).json();
-        if over_cap(&r) || r["result"]["isError"] == false {
-            break r;
-        }
-        assert!(std::time::Instant::now() < deadline, "no packages reported: {r}");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    assert!(over_cap(&single), "50 packages answered whole under a 4 KiB cap: {single}");
+    let single = common::call_as(&s, &s.token, "discover_permissions", json!({})).json();
+    assert!(over_cap(&single), "every tool's permissions answered whole under a 4 KiB cap: {single}");
     let text = single["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("limit") && text.contains("get_agent_inventory"), "{text}");
+    assert!(text.contains("discover_permissions") && text.contains("ask for less"), "{text}");
 
-    let call = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get_agent_inventory", "arguments": page(50)}});
+    let call = |id: usize| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "discover_permissions", "arguments": {}}});
     let answer = s.post(&[], &Value::Array((0..100).map(call).collect()).to_string());
     assert_eq!(answer.status, 200, "{answer:?}");
     // The cap, one answer past it, and a short refusal for each of the (at most 100) others.

@@ -36,6 +36,7 @@ mod mutual_tls;
 mod oauth;
 mod operations;
 mod packages;
+mod paging;
 mod prompts_resources;
 mod quarantine;
 mod reference;

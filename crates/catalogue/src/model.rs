@@ -77,6 +77,10 @@ pub struct Tool {
     /// (docs/catalogue.md). Not published: the tool list names each argument once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<AliasSpec>,
+    /// The array of the answer that pages (docs/catalogue.md): the build adds the `cursor`
+    /// argument and the answer's `next_cursor` and `remaining`, the same for every listing tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<String>,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,

@@ -42,4 +42,4 @@ pub use context::{CancellationToken, Progress, ProgressSink, ToolContext, ToolCo
 pub use denial::Denial;
 pub use error::StoreError;
 pub use log::{LogLevel, LogSink};
-pub use tool::{ToolError, ToolOutput, ToolResult, typed_arguments};
+pub use tool::{Paged, ToolError, ToolOutput, ToolResult, typed_arguments};

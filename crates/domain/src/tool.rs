@@ -63,3 +63,14 @@ pub fn typed_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, ToolE
     serde_json::from_value(arguments)
         .map_err(|e| ToolError::InvalidArguments(format!("arguments do not fit the tool: {e}")))
 }
+
+/// A listing tool's arguments (`pages:` in tools.yaml): which page they ask for. Generated for
+/// every tool that pages; the whole arguments, serialized, are the query a cursor is bound to.
+pub trait Paged: serde::Serialize {
+    /// The previous answer's `next_cursor`.
+    fn cursor(&self) -> Option<&str>;
+    /// Where the page starts, for tools that take an `offset` too.
+    fn offset(&self) -> Option<i64>;
+    /// The most rows the caller wants in one page.
+    fn limit(&self) -> Option<i64>;
+}

@@ -43,7 +43,8 @@ pub(crate) type Cursor = (String, i64);
 pub(crate) type Chunk = Vec<(i64, String, Map<String, Value>)>;
 
 /// Cuts a page out of filtered chunks: `read_after(cursor)` reads the next [`CHUNK_ROWS`]
-/// rows in key order. The page is `over_budget` when the filter's budget ran out first.
+/// rows in key order, to the last (every match is counted). The page is `over_budget` when
+/// the filter's budget ran out first.
 pub(crate) async fn filtered_page<F, Fut>(
     mut read_after: F,
     filter: RowFilter,
@@ -69,13 +70,12 @@ where
         .map_err(|e| StoreError::Unavailable(format!("a filter task failed: {e}")))?;
         cut = back;
         match outcome {
-            Outcome::Full => break,
             Outcome::OverBudget => {
                 cut.page.over_budget = true;
                 break;
             }
-            Outcome::Wanting if last_chunk => break,
-            Outcome::Wanting => {}
+            Outcome::Read if last_chunk => break,
+            Outcome::Read => {}
         }
     }
     Ok(cut.page)
@@ -90,11 +90,9 @@ struct Cut {
 }
 
 enum Outcome {
-    /// The page is full (and `more` is known).
-    Full,
     OverBudget,
-    /// The chunk is used up and the page wants more.
-    Wanting,
+    /// Every row of the chunk was looked at.
+    Read,
 }
 
 impl Cut {
@@ -106,15 +104,16 @@ impl Cut {
             if !(self.keep)(&agent, &row) {
                 continue;
             }
+            // Every match is counted, so that the answer can say how many more there are.
+            self.page.matched += 1;
             if self.skip > 0 {
                 self.skip -= 1;
             } else if self.page.rows.len() < self.limit {
                 self.page.rows.push((agent, row));
             } else {
                 self.page.more = true;
-                return Outcome::Full;
             }
         }
-        Outcome::Wanting
+        Outcome::Read
     }
 }

@@ -260,8 +260,11 @@ pub struct RowSource {
 pub struct RowPage {
     pub rows: Vec<(String, Map<String, Value>)>,
     pub more: bool,
-    /// A [`RowFilter`]'s time budget ran out before the page was full: `rows` is what it
-    /// found so far, `more` unknown.
+    /// Every row that matches, on every page (what the pages after this one hold is
+    /// `matched - offset - rows`).
+    pub matched: usize,
+    /// A [`RowFilter`]'s time budget ran out before every row was looked at: `rows` is what
+    /// it found so far, `more` and `matched` unknown.
     pub over_budget: bool,
 }
 

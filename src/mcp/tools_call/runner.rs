@@ -354,7 +354,7 @@ fn within_answer_cap(server: &McpServer, request: &Request<'_>, meta: &ToolMeta,
     };
     let text = match meta.class {
         OperationClass::Read => format!(
-            "{}'s answer is {size} bytes, more than the {cap} one answer may carry: ask for less (a smaller `limit`, fewer `columns`, a narrower filter or scope) and page with `offset`",
+            "{}'s answer is {size} bytes, more than the {cap} one answer may carry: ask for less (a narrower filter or scope, fewer `columns`, a smaller `limit`)",
             meta.name
         ),
         _ => format!(

@@ -179,6 +179,39 @@ pub fn structured(s: &Server, schemas: &HashMap<String, Value>, tool: &str, argu
     structured_as(s, schemas, &s.token, tool, arguments)
 }
 
+/// Every row of a listing tool's answer, page by page: each page's rows, then the next with
+/// its `next_cursor`, until none. Each page must say, with `remaining`, how many come after it.
+pub fn every_page(
+    s: &Server,
+    schemas: &HashMap<String, Value>,
+    tool: &str,
+    arguments: Value,
+    field: &str,
+) -> Vec<Value> {
+    let mut rows = Vec::new();
+    let mut arguments = arguments;
+    let mut promised: Option<u64> = None;
+    loop {
+        let page = structured(s, schemas, tool, arguments.clone());
+        let found = page[field].as_array().unwrap_or_else(|| panic!("{tool}: no {field}: {page}"));
+        if let Some(promised) = promised {
+            assert_eq!(promised, found.len() as u64 + page["remaining"].as_u64().unwrap(), "{tool}: remaining: {page}");
+        }
+        rows.extend(found.iter().cloned());
+        promised = page["remaining"].as_u64();
+        match page["next_cursor"].as_str() {
+            Some(cursor) => {
+                assert!(!found.is_empty(), "{tool}: an empty page with a cursor: {page}");
+                arguments["cursor"] = json!(cursor);
+            }
+            None => {
+                assert_eq!(promised, Some(0), "{tool}: the last page says none remain: {page}");
+                return rows;
+            }
+        }
+    }
+}
+
 pub fn output_schemas(s: &Server) -> HashMap<String, Value> {
     output_schemas_as(s, &s.token)
 }

@@ -2,7 +2,7 @@
 // change the YAML (or the generator) and rebuild.
 
 #[allow(unused_imports)]
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 ///Arguments of `get_thing`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct GetThing {

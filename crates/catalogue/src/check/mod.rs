@@ -10,6 +10,7 @@ pub mod handlers;
 mod hints;
 pub(crate) mod keywords;
 mod names;
+pub mod pages;
 mod prompts_resources;
 mod refs;
 mod retry;
@@ -109,12 +110,16 @@ pub struct Checked {
 
 /// Runs every rule. `Err` holds the errors and warnings; `Ok` holds the warnings.
 pub fn run(
-    tools: Parsed<Catalogue>,
+    mut tools: Parsed<Catalogue>,
     policy: Parsed<Policy>,
     rust_handlers: Option<&dyn handlers::RustHandlers>,
 ) -> Result<Checked, Vec<Diagnostic>> {
+    let mut diagnostics = pages::check(&Inputs { tools: &tools, policy: &policy });
+    if diagnostics.is_empty() {
+        // Every other rule, and everything emitted, sees the schemas as served.
+        pages::expand(&mut tools.model.tools);
+    }
     let inputs = Inputs { tools: &tools, policy: &policy };
-    let mut diagnostics = Vec::new();
     diagnostics.extend(names::check(&inputs));
     diagnostics.extend(refs::check(&inputs));
     diagnostics.extend(hints::check(&inputs));

@@ -49,6 +49,31 @@ async fn select(
     extra: impl FnOnce(usize) -> String,
     extra_params: &[&(dyn ToSql + Sync)],
 ) -> Pg<Chunk> {
+    let mut out = Vec::new();
+    for r in matching(c, "id, agent_id, row", source, conditions, extra, extra_params).await? {
+        if let Value::Object(found) = r.try_get::<_, Value>(2)? {
+            out.push((r.try_get(0)?, r.try_get(1)?, found));
+        }
+    }
+    Ok(out)
+}
+
+/// How many rows of `table` meet the conditions.
+async fn count(c: &impl GenericClient, source: &RowSource, conditions: &[ColumnCondition]) -> Pg<usize> {
+    let found = matching(c, "COUNT(*)", source, conditions, |_| String::new(), &[]).await?;
+    let counted: i64 = found.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+    Ok(counted.max(0) as usize)
+}
+
+/// `what` of the rows that meet the conditions, confined to the source's reach.
+async fn matching(
+    c: &impl GenericClient,
+    what: &str,
+    source: &RowSource,
+    conditions: &[ColumnCondition],
+    extra: impl FnOnce(usize) -> String,
+    extra_params: &[&(dyn ToSql + Sync)],
+) -> Pg<Vec<tokio_postgres::Row>> {
     let groups = reach_param(&source.reach);
     // $3 is the reach when confined; the conditions follow.
     let confined = if groups.is_some() { format!(" AND agent_id IN ({})", reach_agents(3)) } else { String::new() };
@@ -59,17 +84,11 @@ async fn select(
     }
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT id, agent_id, row FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){confined}{where_sql}{}",
+        "SELECT {what} FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){confined}{where_sql}{}",
         extra(params.len() + 1)
     );
     params.extend_from_slice(extra_params);
-    let mut out = Vec::new();
-    for r in rows(c, &sql, &params).await? {
-        if let Value::Object(found) = r.try_get::<_, Value>(2)? {
-            out.push((r.try_get(0)?, r.try_get(1)?, found));
-        }
-    }
-    Ok(out)
+    rows(c, &sql, &params).await
 }
 
 /// A page of rows, cut in SQL.
@@ -80,14 +99,12 @@ pub(super) async fn page(
     offset: usize,
     limit: usize,
 ) -> Pg<RowPage> {
-    // One more than the page: whether there is a next one.
-    let (page_limit, page_offset) = (limit as i64 + 1, offset as i64);
+    let matched = count(c, source, conditions).await?;
+    let (page_limit, page_offset) = (limit as i64, offset as i64);
     let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n} OFFSET ${}", n + 1);
     let found = select(c, source, conditions, extra, &[&page_limit, &page_offset]).await?;
-    let mut rows: Vec<(String, Map<String, Value>)> = found.into_iter().map(|(_, agent, row)| (agent, row)).collect();
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    Ok(RowPage { rows, more, over_budget: false })
+    let rows: Vec<(String, Map<String, Value>)> = found.into_iter().map(|(_, agent, row)| (agent, row)).collect();
+    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, over_budget: false })
 }
 
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.

@@ -81,15 +81,15 @@ pub(super) fn page(
     limit: usize,
 ) -> rusqlite::Result<RowPage> {
     let (mut sql, mut values) = select(source, conditions)?;
-    // One more than the page: whether there is a next one.
+    let count = format!("SELECT COUNT(*) FROM ({sql})");
+    let matched: i64 = c.prepare_cached(&count)?.query_row(rusqlite::params_from_iter(values.clone()), |r| r.get(0))?;
     sql.push_str(" ORDER BY agent_id, rowid LIMIT ? OFFSET ?");
-    values.push((limit as i64 + 1).into());
+    values.push((limit as i64).into());
     values.push((offset as i64).into());
-    let mut rows: Vec<(String, Map<String, Value>)> =
+    let rows: Vec<(String, Map<String, Value>)> =
         read(c, &sql, values)?.into_iter().map(|(_, agent, row)| (agent, row)).collect();
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    Ok(RowPage { rows, more, over_budget: false })
+    let matched = matched.max(0) as usize;
+    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, over_budget: false })
 }
 
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.
