@@ -6,6 +6,7 @@ use toolgate_domain::audit::{AuditEvent, AuditOutcome, TargetType};
 use toolgate_domain::certs::normalized_serial;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
+use super::pages::Pager;
 use crate::args;
 use crate::trust::signing::FrameSigner;
 use crate::services::ToolContext;
@@ -14,12 +15,11 @@ use crate::services::ToolContext;
 const DEFAULT_LISTED: usize = 200;
 
 pub async fn list_issued_certs(ctx: &ToolContext, args: args::ListIssuedCerts) -> ToolResult {
-    let limit = args.limit.map_or(DEFAULT_LISTED, |l| l as usize);
-    let offset = args.offset.map_or(0, |o| o as usize);
-    let (certificates, total) = ctx.services().repositories().certs.issued(ctx.reach(), limit, offset).await?;
-    let next = offset + certificates.len();
-    let next_offset = (next < total as usize).then_some(next);
-    Ok(ToolOutput::Structured(json!({"total": total, "next_offset": next_offset, "certificates": certificates})))
+    let pager = Pager::of(&args, DEFAULT_LISTED)?;
+    let (certificates, total) =
+        ctx.services().repositories().certs.issued(ctx.reach(), pager.limit(), pager.start()).await?;
+    let certificates = certificates.iter().map(|certificate| json!(certificate)).collect();
+    pager.answer(ctx, json!({"total": total}), "certificates", certificates, total as usize)
 }
 
 /// Revokes one certificate of an agent the caller may see. Its own audit row says how it

@@ -11,7 +11,8 @@ use toolgate_policy::did_you_mean;
 
 use super::confined::visible;
 use super::executions::resolve_targets;
-use super::fleet::{next_offset, paging};
+use super::fleet::DEFAULT_LIMIT;
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -42,6 +43,7 @@ async fn active_agents(ctx: &ToolContext) -> Result<Vec<String>, ToolError> {
 }
 
 pub async fn list_policies(ctx: &ToolContext, args: args::ListPolicies) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let set = ctx.services().fleet().rules();
     let results = ctx.services().work().compliance(None, ctx.reach()).await?;
     let policies: Vec<Value> = set
@@ -61,7 +63,8 @@ pub async fn list_policies(ctx: &ToolContext, args: args::ListPolicies) -> ToolR
             })
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({"source": set.source, "policies": policies})))
+    let (policies, count) = pager.window(policies);
+    pager.answer(ctx, json!({"source": set.source}), "policies", policies, count)
 }
 
 pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetComplianceSummary) -> ToolResult {
@@ -72,29 +75,27 @@ pub async fn get_compliance_summary(ctx: &ToolContext, args: args::GetCompliance
     let active: HashSet<String> = active_agents(ctx).await?.into_iter().collect();
     let results: Vec<_> = results.into_iter().filter(|(agent, _, _)| active.contains(agent)).collect();
     let [compliant, non_compliant, unknown] = tally(results.iter().map(|(_, r, _)| r));
-    let (offset, limit) = paging(args.offset, args.limit);
+    let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
     let fleet = ctx.services().fleet();
     let matching: Vec<_> = results.iter().filter(|(_, r, _)| wanted.is_none_or(|w| r.status == w)).collect();
-    let agents: Vec<Value> = matching
+    let (page, count) = pager.window(matching);
+    let agents: Vec<Value> = page
         .iter()
-        .skip(offset)
-        .take(limit)
         .map(|(agent_id, r, at)| {
             json!({"agent_id": agent_id, "hostname": fleet.hostname(&Visible::All, agent_id), "status": r.status, "evidence": r.evidence, "evaluated_at_ms": at})
         })
         .collect();
-    let next = next_offset(offset, agents.len(), matching.len() > offset + agents.len());
-    Ok(ToolOutput::Structured(json!({
+    let envelope = json!({
         "policy_id": rule.id,
         "description": rule.description,
         "counts": {"compliant": compliant, "non_compliant": non_compliant, "unknown": unknown},
         "not_evaluated": active.len() as i64 - results.len() as i64,
-        "agents": agents,
-        "next_offset": next,
-    })))
+    });
+    pager.answer(ctx, envelope, "agents", agents, count)
 }
 
-pub async fn get_fleet_compliance(ctx: &ToolContext, _args: args::GetFleetCompliance) -> ToolResult {
+pub async fn get_fleet_compliance(ctx: &ToolContext, args: args::GetFleetCompliance) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let set = ctx.services().fleet().rules();
     let rules: Vec<&Rule> = set.rules.iter().filter(|r| r.enabled).collect();
     let active: HashSet<String> = active_agents(ctx).await?.into_iter().collect();
@@ -123,13 +124,14 @@ pub async fn get_fleet_compliance(ctx: &ToolContext, _args: args::GetFleetCompli
         .collect();
     let fully = per_agent.values().filter(|(ok, _)| *ok == rules.len()).count();
     let violations = per_agent.values().filter(|(_, bad)| *bad).count();
-    Ok(ToolOutput::Structured(json!({
+    let (per_rule, count) = pager.window(per_rule);
+    let envelope = json!({
         "rules": rules.len(),
         "agents": active.len(),
         "fully_compliant": if rules.is_empty() { 0 } else { fully },
         "with_violations": violations,
-        "per_rule": per_rule,
-    })))
+    });
+    pager.answer(ctx, envelope, "per_rule", per_rule, count)
 }
 
 pub async fn evaluate_compliance(ctx: &ToolContext, args: args::EvaluateCompliance) -> ToolResult {

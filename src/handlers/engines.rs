@@ -10,6 +10,7 @@ use toolgate_domain::tokens::PrincipalRecord;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::RevokeEngine;
 
+use super::pages::Pager;
 use crate::args;
 use crate::identities::{self, engine_id, refused};
 use crate::services::ToolContext;
@@ -72,14 +73,17 @@ pub async fn create_engine_principal(ctx: &ToolContext, args: args::CreateEngine
 
 pub async fn list_engine_principals(ctx: &ToolContext, args: args::ListEnginePrincipals) -> ToolResult {
     let services = ctx.services();
+    let pager = Pager::of(&args, usize::MAX)?;
     let records = services.repositories().engines.engines(args.include_revoked.unwrap_or(true)).await?;
+    // Only this page's engines are looked up.
+    let (records, count) = pager.window(records);
     let mut listed = Vec::with_capacity(records.len());
     for record in &records {
         if let Some(principal) = services.credentials().principal(&record.principal_id).await? {
             listed.push(engine_json(ctx, record, &principal).await?);
         }
     }
-    Ok(ToolOutput::Structured(json!({"count": listed.len(), "engine_principals": listed})))
+    pager.answer(ctx, json!({"count": count}), "engine_principals", listed, count)
 }
 
 pub async fn get_engine_principal(ctx: &ToolContext, args: args::GetEnginePrincipal) -> ToolResult {

@@ -17,8 +17,9 @@ mod starting;
 pub(crate) use starting::resolve_targets;
 use starting::{Run, Started, audit_steps, start, step};
 use super::confined::one_agent;
-use super::fleet::{next_offset, paging};
+use super::fleet::DEFAULT_LIMIT;
 use crate::instructions::definition;
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -195,9 +196,9 @@ pub(crate) fn poll_verdict(tool: &'static str, finished: bool) -> Value {
 pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionStatus) -> ToolResult {
     let header = header(ctx, &args.execution_id).await?;
     let wanted = args.status.as_deref().map(TargetStatus::parse).transpose().map_err(ToolError::InvalidArguments)?;
-    let (offset, limit) = paging(args.offset, args.limit);
+    let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
     // Paged in SQL: clients poll this, and an execution may target ten thousand agents.
-    let page = ctx.services().work().targets_page(&args.execution_id, wanted, offset, limit).await?;
+    let page = ctx.services().work().targets_page(&args.execution_id, wanted, pager.start(), pager.limit()).await?;
     let agents: Vec<Value> = page
         .iter()
         .map(|t| {
@@ -213,8 +214,7 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
     let (counts, targeted, finished) = counts(&header);
     let responded = header.counts.iter().filter(|(s, _)| s.is_final()).map(|(_, n)| n).sum::<i64>();
     let matching: i64 = header.counts.iter().filter(|(s, _)| wanted.is_none_or(|w| *s == w)).map(|(_, n)| n).sum();
-    let next = next_offset(offset, agents.len(), matching as usize > offset + agents.len());
-    Ok(ToolOutput::Structured(json!({
+    let envelope = json!({
         "execution_id": header.execution_id,
         "kind": header.kind,
         "definitions": definitions(&header),
@@ -226,11 +226,10 @@ pub async fn get_execution_status(ctx: &ToolContext, args: args::GetExecutionSta
         "responded": responded,
         "finished": finished,
         "counts": counts,
-        "agents": agents,
         "rollout": rollout(&header),
-        "next_offset": next,
         "retry_after_ms": poll_verdict("get_execution_status", finished),
-    })))
+    });
+    pager.answer(ctx, envelope, "agents", agents, matching.max(0) as usize)
 }
 
 pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> ToolResult {
@@ -238,12 +237,12 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
         definition(name)?;
     }
     let state = args.status.as_deref().map(ExecutionState::parse).transpose().map_err(ToolError::InvalidArguments)?;
-    let offset = args.offset.unwrap_or(0).max(0) as usize;
-    let limit = args.limit.unwrap_or(50).clamp(1, 200) as usize;
+    let pager = Pager::of(&args, 50)?;
     let work = &ctx.services().work();
-    let mut page = work.executions(args.definition.as_deref(), state, Some(&reader(ctx)), offset, limit + 1).await?;
-    let more = page.len() > limit;
-    page.truncate(limit);
+    let reader = reader(ctx);
+    let definition = args.definition.as_deref();
+    let page = work.executions(definition, state, Some(&reader), pager.start(), pager.limit()).await?;
+    let total = work.count_executions(definition, state, Some(&reader)).await?;
     let executions: Vec<Value> = page
         .iter()
         .map(|h| {
@@ -261,8 +260,7 @@ pub async fn list_executions(ctx: &ToolContext, args: args::ListExecutions) -> T
             })
         })
         .collect();
-    let next = next_offset(offset, executions.len(), more);
-    Ok(ToolOutput::Structured(json!({"executions": executions, "next_offset": next})))
+    pager.answer(ctx, json!({}), "executions", executions, total)
 }
 
 /// How many `already_ran` entries a cancellation lists.
@@ -295,6 +293,7 @@ pub async fn cancel_execution(ctx: &ToolContext, args: args::CancelExecution) ->
 }
 
 pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let header = header(ctx, &args.bundle_id).await?;
     if let Some(agent_id) = &args.agent_id {
         one_agent(ctx, agent_id).await?;
@@ -336,12 +335,13 @@ pub async fn get_bundle_result(ctx: &ToolContext, args: args::GetBundleResult) -
             json!({"step": i, "definition": definition, "expected": expected, "received": received, "succeeded": succeeded})
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({
+    let (agents, count) = pager.window(agents);
+    let envelope = json!({
         "bundle_id": header.execution_id,
         "steps": names,
         "step_counts": step_counts,
         "finished": finished,
-        "agents": agents,
         "retry_after_ms": poll_verdict("get_bundle_result", finished),
-    })))
+    });
+    pager.answer(ctx, envelope, "agents", agents, count)
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use toolgate_domain::fleet::AgentStatus;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_fleet::{AgentView, Labels};
@@ -38,11 +38,6 @@ fn agent_row(view: &AgentView<'_>) -> Value {
 /// (offset, limit) from a tool's optional paging arguments.
 pub(crate) fn paging(offset: Option<i64>, limit: Option<i64>) -> (usize, usize) {
     (offset.unwrap_or(0).max(0) as usize, limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 1000) as usize)
-}
-
-/// The next page's offset, or None at the end.
-pub(crate) fn next_offset(offset: usize, shown: usize, more: bool) -> Option<usize> {
-    more.then_some(offset + shown)
 }
 
 pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResult {
@@ -81,7 +76,7 @@ pub async fn list_agents(ctx: &ToolContext, args: args::ListAgents) -> ToolResul
         total += 1;
         (total > offset && total <= offset + limit).then(|| agent_row(view))
     });
-    let envelope = Map::from_iter([("total".to_string(), json!(total))]);
+    let envelope = json!({"total": total});
     page.answer(ctx, envelope, "agents", agents, total)
 }
 
@@ -116,6 +111,7 @@ pub async fn get_agent_details(ctx: &ToolContext, args: args::GetAgentDetails) -
 }
 
 pub async fn search_agents_by_tag(ctx: &ToolContext, args: args::SearchAgentsByTag) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let visible = visible(ctx).await?;
     let labels = Labels { tags: tag_index(ctx, &visible).await?, ..Default::default() };
     let agents = ctx.services().fleet().each_labelled(&visible, &labels, |view| {
@@ -124,7 +120,8 @@ pub async fn search_agents_by_tag(ctx: &ToolContext, args: args::SearchAgentsByT
             json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status, "value": value})
         })
     });
-    Ok(ToolOutput::Structured(json!({"count": agents.len(), "agents": agents})))
+    let (agents, count) = pager.window(agents);
+    pager.answer(ctx, json!({"count": count}), "agents", agents, count)
 }
 
 pub async fn get_fleet_posture_fast(ctx: &ToolContext, args: args::GetFleetPostureFast) -> ToolResult {

@@ -9,6 +9,7 @@ use toolgate_domain::tokens::{MAX_TOKEN_DAYS, MAX_TOKEN_SECS, NewToken, TokenRec
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::Decision;
 
+use super::pages::Pager;
 use crate::args;
 use crate::registry::ToolId;
 use crate::services::ToolContext;
@@ -19,6 +20,7 @@ const NON_INTERACTIVE: &str = "approver_assurance_required:non_interactive_sessi
 const ENGINE: &str = "approver_assurance_required:engine_principal";
 
 pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingApprovals) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let status = args.status.unwrap_or_else(|| "pending".into());
     // A reviewer reads the tickets its grant covers (all of them fleet-wide, those within its
     // groups on groups); everyone reads their own, another principal's reading as if there
@@ -26,6 +28,7 @@ pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingAp
     let services = ctx.services();
     let reviewing = services.reviewing(ctx.principal()).await?;
     let approvals = reviewing.tickets(services.approvals(), Some(&status), args.submitted_by.as_deref(), 1000).await?;
+    let (approvals, count) = pager.window(approvals);
     let approvals: Vec<Value> = approvals
         .into_iter()
         .map(|a| {
@@ -33,7 +36,7 @@ pub async fn list_pending_approvals(ctx: &ToolContext, args: args::ListPendingAp
                    "arguments": a.canonical_args, "submitted_at": a.submitted_at, "expires_at": a.expires_at, "reviewer": a.reviewer})
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({"count": approvals.len(), "approvals": approvals})))
+    pager.answer(ctx, json!({"count": count}), "approvals", approvals, count)
 }
 
 pub async fn get_approval(ctx: &ToolContext, args: args::GetApproval) -> ToolResult {
@@ -80,6 +83,9 @@ pub async fn reject_request(ctx: &ToolContext, _args: args::RejectRequest) -> To
 }
 
 pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> ToolResult {
+    // Walked by row id, newest first: this call's own row, and every other written while a
+    // client pages, shifts nothing.
+    let pager = Pager::of(&args, 100)?;
     // A reader whose grant reaches only some groups reads its own calls and the rows about
     // its agents (all of a row's agents must be its own); the store's query holds the rule.
     let reader = Reader { principal: ctx.principal().name.clone(), reach: ctx.reach().clone() };
@@ -93,10 +99,12 @@ pub async fn query_audit_log(ctx: &ToolContext, args: args::QueryAuditLog) -> To
         target_type: args.target_type,
         agent_id: args.agent_id,
         reader: Some(reader),
-        limit: args.limit.unwrap_or(100),
+        limit: pager.limit() as i64,
+        before_id: pager.below(),
     };
-    let entries = ctx.services().audit_log().query(&filter).await?;
-    Ok(ToolOutput::Structured(json!({"count": entries.len(), "entries": entries})))
+    let page = ctx.services().audit_log().page(&filter).await?;
+    let entries = page.entries.into_iter().map(|(id, entry)| (id, json!(entry))).collect();
+    pager.answer_keyed(ctx, json!({"count": page.matched}), "entries", entries, page.matched)
 }
 
 fn token_json(t: &TokenRecord, now: i64) -> Value {
@@ -104,11 +112,12 @@ fn token_json(t: &TokenRecord, now: i64) -> Value {
            "expires_at": t.expires_at, "state": t.state(now).label()})
 }
 
-pub async fn list_api_tokens(ctx: &ToolContext, _args: args::ListApiTokens) -> ToolResult {
+pub async fn list_api_tokens(ctx: &ToolContext, args: args::ListApiTokens) -> ToolResult {
     let now = ctx.services().clock().now_secs();
-    let tokens = ctx.services().credentials().tokens(Some(&ctx.principal().name)).await?;
+    let pager = Pager::of(&args, usize::MAX)?;
+    let (tokens, count) = pager.window(ctx.services().credentials().tokens(Some(&ctx.principal().name)).await?);
     let tokens: Vec<Value> = tokens.iter().map(|t| token_json(t, now)).collect();
-    Ok(ToolOutput::Structured(json!({"count": tokens.len(), "tokens": tokens})))
+    pager.answer(ctx, json!({"count": count}), "tokens", tokens, count)
 }
 
 pub async fn create_api_token(ctx: &ToolContext, args: args::CreateApiToken) -> ToolResult {

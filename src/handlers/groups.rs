@@ -13,6 +13,7 @@ use toolgate_policy::did_you_mean;
 use toolgate_store::{GroupUpdate, NewGroup};
 
 use super::confined::{one_agent, visible};
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -80,13 +81,17 @@ fn change(ctx: &ToolContext) -> Change<'_> {
     Change { at: ctx.services().clock().now_secs(), by: &ctx.principal().name }
 }
 
-pub async fn list_management_groups(ctx: &ToolContext, _args: args::ListManagementGroups) -> ToolResult {
+pub async fn list_management_groups(ctx: &ToolContext, args: args::ListManagementGroups) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let groups = ctx.services().groups().management_groups().await?;
     let mine: Vec<&ManagementGroup> = groups.iter().filter(|g| within(&groups, ctx.reach(), &g.id)).collect();
-    Ok(ToolOutput::Structured(json!({"count": mine.len(), "groups": mine})))
+    let (mine, count) = pager.window(mine);
+    let mine = mine.into_iter().map(|group| json!(group)).collect();
+    pager.answer(ctx, json!({"count": count}), "groups", mine, count)
 }
 
 pub async fn get_management_group(ctx: &ToolContext, args: args::GetManagementGroup) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let (groups, group) = visible_group(ctx, &args.group_id).await?;
     let children: Vec<&str> =
         groups.iter().filter(|g| g.parent_id.as_deref() == Some(&group.id)).map(|g| g.id.as_str()).collect();
@@ -102,11 +107,12 @@ pub async fn get_management_group(ctx: &ToolContext, args: args::GetManagementGr
             toolgate_domain::groups::Visible::All => ctx.services().fleet().enrolled(),
         },
     };
+    let (members, count) = pager.window(members);
     let members: Vec<Value> = members
         .into_iter()
         .map(|m| json!({"agent_id": m.agent_id, "explicit": m.explicit, "by_rule": m.by_rule}))
         .collect();
-    Ok(ToolOutput::Structured(json!({"group": group, "children": children, "agents": agents, "members": members})))
+    pager.answer(ctx, json!({"group": group, "children": children, "agents": agents}), "members", members, count)
 }
 
 pub async fn create_management_group(ctx: &ToolContext, args: args::CreateManagementGroup) -> ToolResult {
@@ -183,12 +189,13 @@ pub async fn remove_management_group_member(ctx: &ToolContext, args: args::Remov
 
 pub async fn list_management_group_roles(ctx: &ToolContext, args: args::ListManagementGroupRoles) -> ToolResult {
     visible_group(ctx, &args.group_id).await?;
-    let roles = ctx.services().groups().group_roles(Some(&args.group_id)).await?;
+    let pager = Pager::of(&args, usize::MAX)?;
+    let (roles, count) = pager.window(ctx.services().groups().group_roles(Some(&args.group_id)).await?);
     let roles: Vec<Value> = roles
         .into_iter()
         .map(|r| json!({"principal": r.principal, "role": r.role, "granted_at": r.granted_at, "granted_by": r.granted_by}))
         .collect();
-    Ok(ToolOutput::Structured(json!({"group_id": args.group_id, "roles": roles})))
+    pager.answer(ctx, json!({"group_id": args.group_id}), "roles", roles, count)
 }
 
 /// A role policy.yaml declares, and (for an owner confined to its groups) one that grants

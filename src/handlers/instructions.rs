@@ -5,6 +5,7 @@ use toolgate_domain::fleet::instruction::Definition;
 use toolgate_domain::{ToolOutput, ToolResult};
 
 use crate::instructions::{definition, instructions};
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -28,6 +29,7 @@ pub(crate) fn definition_json(d: &Definition) -> Value {
 }
 
 pub async fn list_definitions(ctx: &ToolContext, args: args::ListDefinitions) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let switches = ctx.services().fleet().kill_switches();
     let runs_now = |d: &Definition| !switches.iter().any(|k| k.stops(&d.plugin, &d.action));
     let definitions: Vec<Value> = instructions()
@@ -39,14 +41,16 @@ pub async fn list_definitions(ctx: &ToolContext, args: args::ListDefinitions) ->
         .filter(|d| args.enabled.is_none_or(|enabled| enabled == runs_now(d)))
         .map(definition_json)
         .collect();
-    Ok(ToolOutput::Structured(json!({"count": definitions.len(), "definitions": definitions})))
+    let (definitions, count) = pager.window(definitions);
+    pager.answer(ctx, json!({"count": count}), "definitions", definitions, count)
 }
 
 pub async fn get_definition(_ctx: &ToolContext, args: args::GetDefinition) -> ToolResult {
     Ok(ToolOutput::Structured(definition_json(definition(&args.name)?)))
 }
 
-pub async fn discover_instructions(_ctx: &ToolContext, _args: args::DiscoverInstructions) -> ToolResult {
+pub async fn discover_instructions(ctx: &ToolContext, args: args::DiscoverInstructions) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let list: Vec<Value> = instructions()
         .definitions
         .iter()
@@ -64,10 +68,12 @@ pub async fn discover_instructions(_ctx: &ToolContext, _args: args::DiscoverInst
                get_execution_status (no sooner than retry_after_ms) until finished, then read rows with \
                query_responses or group them with aggregate_responses. Changing instructions need \
                approval at the supervised tier; execute_bundle runs several in order.";
-    Ok(ToolOutput::Structured(json!({"instructions": list, "how_to_run": how})))
+    let (list, count) = pager.window(list);
+    pager.answer(ctx, json!({"how_to_run": how}), "instructions", list, count)
 }
 
-pub async fn discover_plugins(_ctx: &ToolContext, _args: args::DiscoverPlugins) -> ToolResult {
+pub async fn discover_plugins(ctx: &ToolContext, args: args::DiscoverPlugins) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let set = instructions();
     let plugins: Vec<Value> = set
         .plugins
@@ -96,6 +102,7 @@ pub async fn discover_plugins(_ctx: &ToolContext, _args: args::DiscoverPlugins) 
             json!({"plugin": p.plugin, "description": p.description, "actions": actions})
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({"plugins": plugins})))
+    let (plugins, count) = pager.window(plugins);
+    pager.answer(ctx, json!({}), "plugins", plugins, count)
 }
 

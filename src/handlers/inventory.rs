@@ -65,13 +65,8 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     let source = RowSource { table: table.name.into(), agent_id: Some(args.agent_id.clone()), reach: ctx.reach().clone() };
     let page = within_budget(store.inventory_rows(&source, &in_store, filter, pager.start(), pager.limit()).await?)?;
     let rows = page.rows.into_iter().map(|(_, row)| Value::Object(query::project(row, &columns))).collect();
-    let envelope = Map::from_iter([
-        ("agent_id".to_string(), json!(args.agent_id)),
-        ("table".to_string(), json!(table.name)),
-        ("available".to_string(), json!(status.available)),
-        ("reason".to_string(), json!(status.reason)),
-        ("collected_at_ms".to_string(), json!(status.collected_at_ms)),
-    ]);
+    let envelope = json!({"agent_id": args.agent_id, "table": table.name, "available": status.available,
+                          "reason": status.reason, "collected_at_ms": status.collected_at_ms});
     pager.answer(ctx, envelope, "rows", rows, page.matched)
 }
 
@@ -150,7 +145,7 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
             Value::Object(out)
         })
         .collect();
-    pager.answer(ctx, Map::from_iter([("table".to_string(), json!(table.name))]), "rows", rows, matched)
+    pager.answer(ctx, json!({"table": table.name}), "rows", rows, matched)
 }
 
 pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
@@ -180,5 +175,5 @@ pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstal
                    "architecture": row.get("architecture"), "source": row.get("source")})
         })
         .collect();
-    pager.answer(ctx, Map::new(), "packages", packages, matched)
+    pager.answer(ctx, json!({}), "packages", packages, matched)
 }

@@ -23,6 +23,9 @@ const FRAMING_BYTES: usize = 2048;
 /// before it is made: `v1.`, the start, `.`, 32 hex digits, in unpadded base64.
 const LONGEST_CURSOR: usize = (3 + 20 + 1 + 32usize).div_ceil(3) * 4 - 1;
 
+/// A store limit that cuts no row, for listings paged in memory.
+pub const EVERY_ROW: usize = i64::MAX as usize;
+
 /// Where one page starts and how many rows it may hold at most.
 #[derive(Debug)]
 pub struct Pager {
@@ -77,26 +80,60 @@ impl Pager {
         (all.into_iter().skip(self.start).take(self.limit).collect(), total)
     }
 
-    /// The answer: `envelope` with `field` holding the first of `rows` (this page's, from
+    /// The answer: `envelope` (an object of the tool's other fields) with `field` holding the first of `rows` (this page's, from
     /// `start`) that fit the budget, the cursor for the rest and how many remain of `total`
     /// (every row that matches, on every page).
-    pub fn answer(
+    pub fn answer(self, ctx: &ToolContext, envelope: Value, field: &str, rows: Vec<Value>, total: usize) -> ToolResult {
+        let before = total.saturating_sub(self.start);
+        let start = self.start;
+        self.finish(ctx, envelope, field, rows, before, |kept| start + kept)
+    }
+
+    /// The answer of a listing walked by key, newest first (rows arriving between pages
+    /// shift no offset): each row with its key, the next page starting below the last shown.
+    /// `matched` counts the rows from this page's start on. The page starts below
+    /// [`Pager::below`].
+    pub fn answer_keyed(
         self,
         ctx: &ToolContext,
-        mut envelope: Map<String, Value>,
+        envelope: Value,
+        field: &str,
+        rows: Vec<(i64, Value)>,
+        matched: usize,
+    ) -> ToolResult {
+        let keys: Vec<i64> = rows.iter().map(|(key, _)| *key).collect();
+        let rows = rows.into_iter().map(|(_, row)| row).collect();
+        self.finish(ctx, envelope, field, rows, matched, |kept| keys[kept - 1].max(0) as usize)
+    }
+
+    /// The key a keyed page starts below (none: from the newest).
+    pub fn below(&self) -> Option<i64> {
+        (self.start > 0).then_some(self.start as i64)
+    }
+
+    fn finish(
+        self,
+        ctx: &ToolContext,
+        envelope: Value,
         field: &str,
         rows: Vec<Value>,
-        total: usize,
+        from_start: usize,
+        next_start: impl FnOnce(usize) -> usize,
     ) -> ToolResult {
         let budget = ctx.services().answer_page_bytes();
+        // The fields the tool answers besides the page (a JSON object).
+        let mut envelope = match envelope {
+            Value::Object(fields) => fields,
+            _ => Map::new(),
+        };
         envelope.insert(field.to_string(), json!([]));
         envelope.insert("next_cursor".into(), json!("c".repeat(LONGEST_CURSOR)));
-        envelope.insert("remaining".into(), json!(total));
+        envelope.insert("remaining".into(), json!(from_start));
         let rows = fitting(rows, budget.saturating_sub(FRAMING_BYTES + answer_bytes(&envelope)));
-        let end = self.start + rows.len();
-        let remaining = total.saturating_sub(end);
+        let remaining = from_start.saturating_sub(rows.len());
+        let next = (remaining > 0 && !rows.is_empty()).then(|| self.cursor(next_start(rows.len())));
         envelope.insert(field.to_string(), Value::Array(rows));
-        envelope.insert("next_cursor".into(), if remaining > 0 { json!(self.cursor(end)) } else { Value::Null });
+        envelope.insert("next_cursor".into(), json!(next));
         envelope.insert("remaining".into(), json!(remaining));
         Ok(ToolOutput::Structured(Value::Object(envelope)))
     }
@@ -104,6 +141,13 @@ impl Pager {
     fn cursor(&self, start: usize) -> String {
         URL_SAFE_NO_PAD.encode(format!("v1.{start}.{}", self.query))
     }
+}
+
+/// The first of `rows` that fit the page budget beside `envelope` (the answer's other
+/// fields, each at its largest): for a listing with a cursor of its own (`query_responses`).
+pub fn fit(ctx: &ToolContext, envelope: &Value, rows: Vec<Value>) -> Vec<Value> {
+    let budget = ctx.services().answer_page_bytes();
+    fitting(rows, budget.saturating_sub(FRAMING_BYTES + answer_bytes(envelope)))
 }
 
 /// The first of `rows` whose answer stays within `room` bytes; always the first row, so a

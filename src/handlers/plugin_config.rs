@@ -4,6 +4,7 @@ use serde_json::json;
 use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -12,11 +13,11 @@ fn change(ctx: &ToolContext) -> Change<'_> {
 }
 
 pub async fn list_plugin_config(ctx: &ToolContext, args: args::ListPluginConfig) -> ToolResult {
-    let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
-    let mut entries = ctx.services().plugin_config().list(args.plugin.as_deref().filter(|p| !p.is_empty())).await?;
-    let truncated = entries.len() > limit;
-    entries.truncate(limit);
-    Ok(ToolOutput::Structured(json!({ "count": entries.len(), "truncated": truncated, "entries": entries })))
+    let pager = Pager::of(&args, 100)?;
+    let entries = ctx.services().plugin_config().list(args.plugin.as_deref().filter(|p| !p.is_empty())).await?;
+    let (entries, count) = pager.window(entries);
+    let entries = entries.iter().map(|entry| json!(entry)).collect();
+    pager.answer(ctx, json!({"count": count}), "entries", entries, count)
 }
 
 pub async fn get_plugin_config(ctx: &ToolContext, args: args::GetPluginConfig) -> ToolResult {

@@ -5,6 +5,7 @@ use serde_json::json;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use super::confined::{one_agent, visible};
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -55,7 +56,8 @@ pub async fn release_quarantine(ctx: &ToolContext, args: args::ReleaseQuarantine
     set(ctx, &args.agent_id, false, None).await
 }
 
-pub async fn list_quarantined_devices(ctx: &ToolContext, _args: args::ListQuarantinedDevices) -> ToolResult {
+pub async fn list_quarantined_devices(ctx: &ToolContext, args: args::ListQuarantinedDevices) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let visible = visible(ctx).await?;
     let devices = ctx.services().fleet().each(&visible, |view| {
         let (wanted, reported) = view.quarantine();
@@ -65,5 +67,6 @@ pub async fn list_quarantined_devices(ctx: &ToolContext, _args: args::ListQuaran
                    "reason": view.quarantine_reason(), "enforcement": enforcement(view)})
         })
     });
-    Ok(ToolOutput::Structured(json!({"count": devices.len(), "devices": devices})))
+    let (devices, count) = pager.window(devices);
+    pager.answer(ctx, json!({"count": count}), "devices", devices, count)
 }

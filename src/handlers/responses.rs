@@ -14,6 +14,7 @@ mod every_run;
 use super::executions::{header, reader};
 use super::confined::one_agent;
 use super::fleet::paging;
+use super::pages::{EVERY_ROW, Pager, fit};
 use crate::instructions::{definition, instructions};
 use crate::args;
 use crate::services::ToolContext;
@@ -167,26 +168,34 @@ pub async fn query_responses(ctx: &ToolContext, args: args::QueryResponses) -> T
         limit,
     };
     let page = ctx.services().work().responses(query).await?;
-    let last = page.rows.last().map_or(after, |r| r.arrival);
     let fleet = ctx.services().fleet();
+    let arrivals: Vec<i64> = page.rows.iter().map(|r| r.arrival).collect();
     let rows: Vec<Value> = page
         .rows
         .into_iter()
         .map(|r| json!({"agent_id": r.agent_id, "hostname": fleet.hostname(&Visible::All, &r.agent_id), "values": r.values}))
         .collect();
-    // Where the next page starts: after this one while rows may follow (the limit cut it, or
-    // agents are still answering); none once the execution is finished and all was read.
-    let next_cursor = (page.more || !finished).then(|| Cursor::format(&execution_id, step, last));
-    Ok(ToolOutput::Structured(json!({
+    let mut answer = json!({
         "execution_id": execution_id,
         "definition": definition.name,
         "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-        "rows": rows,
-        "next_cursor": next_cursor,
-        "result_truncated_by_cap": page.more,
+        "next_cursor": Cursor::format(&execution_id, step, i64::MAX),
+        "result_truncated_by_cap": true,
+        "remaining": page.matched,
         // More responses may arrive while agents are still answering: poll no sooner.
         "retry_after_ms": super::executions::poll_verdict("query_responses", finished),
-    })))
+    });
+    let rows = fit(ctx, &answer, rows);
+    let cut = rows.len() < arrivals.len();
+    let last = rows.len().checked_sub(1).map_or(after, |i| arrivals[i]);
+    // Where the next page starts: after this one while rows may follow (the limit or the
+    // budget cut it, or agents are still answering); none once finished and all was read.
+    let more = page.more || cut;
+    answer["next_cursor"] = json!((more || !finished).then(|| Cursor::format(&execution_id, step, last)));
+    answer["result_truncated_by_cap"] = json!(more);
+    answer["remaining"] = json!(page.matched.saturating_sub(rows.len()));
+    answer["rows"] = Value::Array(rows);
+    Ok(ToolOutput::Structured(answer))
 }
 
 /// A place in an execution step's arrival order, as `query_responses` hands it out: opaque to
@@ -238,10 +247,12 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
             definition.name
         )));
     }
-    let limit = args.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let pager = Pager::of(&args, 100)?;
     let work = &ctx.services().repositories().work;
     let (of, reader) = (args.of.as_deref(), reader(ctx));
-    let groups = work.aggregate(read.rows_of(), Some(&reader), &args.group_by, of, order, limit).await?;
+    // Every group (SQL groups every row before it can order them): paged here.
+    let groups = work.aggregate(read.rows_of(), Some(&reader), &args.group_by, of, order, EVERY_ROW).await?;
+    let (groups, count) = pager.window(groups);
     let groups: Vec<Value> = groups
         .into_iter()
         .map(|g| json!({"value": g.value, "count": g.count, "min": g.min, "max": g.max, "sum": g.sum, "avg": g.avg}))
@@ -250,12 +261,12 @@ pub async fn aggregate_responses(ctx: &ToolContext, args: args::AggregateRespons
         Reading::Step { execution_id, .. } => Some(execution_id.as_str()),
         Reading::EveryRun { .. } => None,
     };
-    Ok(ToolOutput::Structured(json!({
+    let envelope = json!({
         "execution_id": execution_id,
         "definition": definition.name,
         "group_by": args.group_by,
         "of": args.of,
         "aggregate": name,
-        "groups": groups,
-    })))
+    });
+    pager.answer(ctx, envelope, "groups", groups, count)
 }

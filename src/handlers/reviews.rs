@@ -8,6 +8,7 @@ use toolgate_domain::secrets::sha256_hex;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::RecordDecision;
 
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -68,16 +69,20 @@ pub async fn open_access_review(ctx: &ToolContext, args: args::OpenAccessReview)
     Ok(ToolOutput::Structured(summary(&campaign, &grants)))
 }
 
-pub async fn list_access_reviews(ctx: &ToolContext, _args: args::ListAccessReviews) -> ToolResult {
-    let all = ctx.services().repositories().reviews.reviews().await?;
-    let campaigns: Vec<Value> = all.iter().map(|(c, g)| summary(c, g)).collect();
-    Ok(ToolOutput::Structured(json!({"count": campaigns.len(), "campaigns": campaigns})))
+pub async fn list_access_reviews(ctx: &ToolContext, args: args::ListAccessReviews) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
+    let (page, count) = pager.window(ctx.services().repositories().reviews.reviews().await?);
+    let campaigns: Vec<Value> = page.iter().map(|(c, g)| summary(c, g)).collect();
+    pager.answer(ctx, json!({"count": count}), "campaigns", campaigns, count)
 }
 
 pub async fn get_access_review(ctx: &ToolContext, args: args::GetAccessReview) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let (campaign, grants) = campaign(ctx, &args.campaign_id).await?;
+    let summary = summary(&campaign, &grants);
+    let (grants, count) = pager.window(grants);
     let listed: Vec<Value> = grants.iter().map(grant_json).collect();
-    Ok(ToolOutput::Structured(json!({"campaign": summary(&campaign, &grants), "grants": listed})))
+    pager.answer(ctx, json!({"campaign": summary}), "grants", listed, count)
 }
 
 pub async fn record_attestation(ctx: &ToolContext, args: args::RecordAttestation) -> ToolResult {

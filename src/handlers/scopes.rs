@@ -10,6 +10,7 @@ use toolgate_fleet::TagIndex;
 
 use super::confined::{labels, visible};
 use super::fleet::hostname;
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -61,7 +62,8 @@ pub async fn preview_scope_targets(ctx: &ToolContext, args: args::PreviewScopeTa
     let visible = visible(ctx).await?;
     let labels = labels(ctx, &visible).await?;
     let scope = parsed(&args.expression, &labels.tags).map_err(|e| refused(&args.expression, &e))?;
-    let limit = args.limit.unwrap_or(20).clamp(1, 1000) as usize;
+    let pager = Pager::of(&args, 20)?;
+    let (start, limit) = (pager.start(), pager.limit());
     let (mut count, mut online) = (0usize, 0usize);
     let agents = ctx.services().fleet().each_labelled(&visible, &labels, |view| {
         if !scope.matches(view) {
@@ -69,9 +71,11 @@ pub async fn preview_scope_targets(ctx: &ToolContext, args: args::PreviewScopeTa
         }
         count += 1;
         online += usize::from(view.status == AgentStatus::Online);
-        (count <= limit).then(|| json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status}))
+        (count > start && count <= start + limit)
+            .then(|| json!({"agent_id": view.agent_id, "hostname": hostname(view), "status": view.status}))
     });
-    Ok(ToolOutput::Structured(json!({"canonical": scope.canonical(), "count": count, "online": online, "agents": agents})))
+    let envelope = json!({"canonical": scope.canonical(), "count": count, "online": online});
+    pager.answer(ctx, envelope, "agents", agents, count)
 }
 
 pub async fn discover_scope_kinds(ctx: &ToolContext, _args: args::DiscoverScopeKinds) -> ToolResult {

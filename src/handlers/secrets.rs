@@ -4,6 +4,7 @@
 use serde_json::json;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
+use super::pages::Pager;
 use crate::args;
 use crate::sealing::vault::VaultError;
 use crate::services::ToolContext;
@@ -53,9 +54,11 @@ pub async fn delete_plugin_secret(ctx: &ToolContext, args: args::DeletePluginSec
 }
 
 pub async fn list_plugin_secrets(ctx: &ToolContext, args: args::ListPluginSecrets) -> ToolResult {
+    let pager = Pager::of(&args, usize::MAX)?;
     let plugin = args.plugin.as_deref().filter(|p| !p.is_empty());
-    let secrets = ctx.services().vault().list(plugin).await.map_err(refused)?;
-    Ok(ToolOutput::Structured(json!({"count": secrets.len(), "secrets": secrets})))
+    let (secrets, count) = pager.window(ctx.services().vault().list(plugin).await.map_err(refused)?);
+    let secrets = secrets.iter().map(|secret| json!(secret)).collect();
+    pager.answer(ctx, json!({"count": count}), "secrets", secrets, count)
 }
 
 pub async fn get_kek_status(ctx: &ToolContext, _args: args::GetKekStatus) -> ToolResult {

@@ -7,6 +7,7 @@ use toolgate_domain::records::Change;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use super::confined::one_agent;
+use super::pages::Pager;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -43,8 +44,10 @@ async fn ensure_may_change(ctx: &ToolContext, key: &str) -> Result<(), ToolError
 
 pub async fn get_tags(ctx: &ToolContext, args: args::GetTags) -> ToolResult {
     one_agent(ctx, &args.agent_id).await?;
-    let tags = ctx.services().tags().agent_tags(&args.agent_id).await?;
-    Ok(ToolOutput::Structured(json!({ "agent_id": args.agent_id, "tags": tags })))
+    let pager = Pager::of(&args, usize::MAX)?;
+    let (tags, count) = pager.window(ctx.services().tags().agent_tags(&args.agent_id).await?);
+    let tags = tags.iter().map(|tag| json!(tag)).collect();
+    pager.answer(ctx, json!({"agent_id": args.agent_id}), "tags", tags, count)
 }
 
 pub async fn set_tag(ctx: &ToolContext, args: args::SetTag) -> ToolResult {

@@ -7,6 +7,7 @@ use toolgate_domain::uploads::{NewGrant, UploadGrant};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
 use super::confined;
+use super::pages::{EVERY_ROW, Pager};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -113,11 +114,12 @@ pub async fn mint_upload_grant(ctx: &ToolContext, args: args::MintUploadGrant) -
 
 pub async fn list_upload_grants(ctx: &ToolContext, args: args::ListUploadGrants) -> ToolResult {
     let services = ctx.services();
-    let limit = args.limit.map_or(DEFAULT_LISTED, |l| l as usize);
-    let grants = services.repositories().uploads.grants(ctx.reach(), args.agent_id.as_deref(), limit).await?;
+    let pager = Pager::of(&args, DEFAULT_LISTED)?;
+    let grants = services.repositories().uploads.grants(ctx.reach(), args.agent_id.as_deref(), EVERY_ROW).await?;
+    let (grants, count) = pager.window(grants);
     let now = services.clock().now_ms();
     let shown: Vec<Value> = grants.iter().map(|g| shown(g, now)).collect();
-    Ok(ToolOutput::Structured(json!({"count": shown.len(), "grants": shown})))
+    pager.answer(ctx, json!({"count": count}), "grants", shown, count)
 }
 
 pub async fn revoke_upload_grant(ctx: &ToolContext, args: args::RevokeUploadGrant) -> ToolResult {

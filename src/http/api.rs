@@ -126,6 +126,7 @@ async fn audit(
         agent_id: q.get("agent_id").cloned(),
         reader: Some(audit_reader(&state, reviewer.principal)),
         limit,
+        before_id: None,
     };
     let rows = state.services.audit_log().query(&filter).await?;
     Ok(ok(json!({"entries": rows})))

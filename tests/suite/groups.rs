@@ -104,9 +104,10 @@ fn two_teams_each_see_and_act_on_their_own_three_agents_only() {
         for e in audit["entries"].as_array().unwrap() {
             assert!(e["principal"] == me || (!about(e).is_empty() && about(e).is_subset(&mine)), "{e}");
         }
-        let theirs = structured_as(s, schemas, token, "query_audit_log", json!({"principal": "admin", "limit": 1000}));
-        let tagged: BTreeSet<String> = theirs["entries"].as_array().unwrap().iter().flat_map(about).collect();
-        assert_eq!(tagged, mine, "the administrator's rows about the team's agents: {theirs}");
+        let theirs = json!({"principal": "admin", "limit": 1000});
+        let theirs = every_page_as(s, schemas, token, "query_audit_log", theirs, "entries");
+        let tagged: BTreeSet<String> = theirs.iter().flat_map(about).collect();
+        assert_eq!(tagged, mine, "the administrator's rows about the team's agents: {theirs:?}");
         let other_agent = t.of(if team == 'a' { 'b' } else { 'a' }).pop_first().unwrap();
         let none = structured_as(s, schemas, token, "query_audit_log", json!({"agent_id": other_agent}));
         assert_eq!(none["count"], 0, "no row about the other team's agents: {none}");

@@ -222,9 +222,9 @@ fn every_answered_state_change_is_audited_across_a_crash() {
         assert_eq!(last.json()["result"]["isError"], false, "{last:?}");
         answered.push("last".into());
         let restarted = common::start_in(dir, &[]);
-        let audit =
-            call_as(&restarted, &restarted.token, "query_audit_log", json!({"action": "mcp.set_tag", "limit": 1000}));
-        let rows = audit.json()["result"]["structuredContent"]["entries"].as_array().unwrap().clone();
+        let schemas = common::agents::output_schemas(&restarted);
+        let audit = json!({"action": "mcp.set_tag", "limit": 1000});
+        let rows = common::agents::every_page(&restarted, &schemas, "query_audit_log", audit, "entries");
         let missing: Vec<&String> = answered
             .iter()
             .filter(|key| !rows.iter().any(|r| r["target"].as_str().is_some_and(|t| t.contains(&format!("\"{key}\"")))))

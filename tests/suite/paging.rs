@@ -130,3 +130,93 @@ fn a_smaller_budget_makes_smaller_pages_and_a_cursor_pages_only_its_own_query() 
     assert_eq!(second["rows"][0]["name"], package_name(shown), "{second}");
     assert_eq!(second["remaining"], json!(ROWS - shown - 3));
 }
+
+/// The read tools whose arrays stay small whatever the fleet's size, each with why; every
+/// other read tool with an array at the root of its answer pages.
+const BOUNDED: &[(&str, &str)] = &[
+    ("get_kek_status", "the keyring's versions: one per rotation of the key-encryption key"),
+    ("discover_permissions", "one entry per tool of the catalogue and role of policy.yaml"),
+    ("get_engine_principal", "one principal's roles and credentials"),
+    ("list_engine_roles", "the roles policy.yaml declares"),
+    ("audit_engine_no_admin", "engine principals holding an administrator permission: a finding expected empty"),
+    ("get_agent_details", "one agent's inventory tables (get_tags pages its tags: they are listed here too)"),
+    ("list_inventory_tables", "the inventory tables the agent declares"),
+    ("discover_scope_kinds", "the scope attributes, examples and tag keys"),
+    ("get_fleet_posture_fast", "one count per operating system"),
+    ("get_definition", "one definition's declared columns"),
+];
+
+fn output_schema(meta: &toolgate_domain::catalogue::ToolMeta) -> Value {
+    meta.output_schema.map(|s| serde_json::from_str(s).unwrap()).unwrap_or(Value::Null)
+}
+
+#[test]
+fn every_read_tool_with_a_list_pages_unless_its_list_is_bounded() {
+    use toolgate::registry::ToolId;
+    for id in ToolId::ALL {
+        let meta = id.meta();
+        let schema = output_schema(meta);
+        let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+        let lists = properties.values().any(|p| p["type"] == "array");
+        // query_responses pages by a cursor of its own (an arrival order agents add to).
+        let pages = meta.pages.is_some() || meta.name == "query_responses";
+        let bounded = BOUNDED.iter().any(|(name, _)| *name == meta.name);
+        if meta.class == toolgate_policy::OperationClass::Read && lists {
+            assert!(pages != bounded, "{}: pages: {pages}, listed as bounded: {bounded}", meta.name);
+        }
+    }
+}
+
+/// Each listing tool, called as its example call shows on a real agent's server with a 1 KiB
+/// page: each answer within it (or one row alone), every page followed to the last, no row
+/// twice, and each page's `remaining` what the pages after it hold.
+#[test]
+fn every_listing_tool_pages_within_a_small_budget() {
+    use toolgate::registry::ToolId;
+    let s = common::start(&[FAST, &["--page-bytes", "1024"][..]].concat());
+    let schemas = output_schemas(&s);
+    let states = tempfile::tempdir().unwrap();
+    let _agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &states.path().join("one"), Some("one"));
+    let agent_id = online_by_hostname(&s, &schemas, 1)["one"].clone();
+    wait_for_table(&s, &schemas, &agent_id, "installed_software");
+    let mut paged = 0;
+    for id in ToolId::ALL {
+        let meta = id.meta();
+        let Some(field) = meta.pages else { continue };
+        let mut arguments: Value = meta.example_arguments.map_or(json!({}), |a| serde_json::from_str(a).unwrap());
+        if arguments.get("agent_id").is_some() {
+            arguments["agent_id"] = json!(agent_id);
+        }
+        if arguments.get("table").is_some() {
+            arguments["table"] = json!("installed_software");
+        }
+        let (mut seen, mut pages, mut promised) = (BTreeSet::new(), 0, None::<u64>);
+        loop {
+            let answer = common::call_as(&s, &s.token, meta.name, arguments.clone());
+            let size = answer.body.len();
+            let body = answer.json();
+            let page = &body["result"]["structuredContent"];
+            if body["result"]["isError"] != false {
+                assert_eq!(pages, 0, "{}: a later page failed: {body}", meta.name);
+                break;
+            }
+            let rows = page[field].as_array().unwrap_or_else(|| panic!("{}: no {field}: {page}", meta.name)).clone();
+            assert!(size <= 1024 || rows.len() == 1, "{}: {size} bytes for {} rows", meta.name, rows.len());
+            let remaining = page["remaining"].as_u64().unwrap();
+            if let Some(promised) = promised {
+                assert_eq!(promised, rows.len() as u64 + remaining, "{}: page {pages}: {page}", meta.name);
+            }
+            for row in &rows {
+                assert!(seen.insert(row.to_string()), "{}: a row twice: {row}", meta.name);
+            }
+            pages += 1;
+            promised = Some(remaining);
+            match page["next_cursor"].as_str() {
+                Some(cursor) if remaining > 0 => arguments["cursor"] = json!(cursor),
+                _ => break,
+            }
+        }
+        paged += usize::from(pages > 1);
+    }
+    assert!(paged >= 5, "only {paged} tools had more than one page at 1 KiB");
+}

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::agents::{
-    PATIENCE, approval_id, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
+    PATIENCE, approval_id, every_page, mint, output_schemas, spawn_agent_to, structured, structured_as, wait_finished,
 };
 use common::console::{approve, approved_on, reviewer};
 use common::replicas::{fresh_database, replicas};
@@ -235,18 +235,12 @@ fn a_replica_killed_mid_load_loses_nothing_it_acknowledged() {
     assert!(acknowledged.len() > 8, "the load ran: {}", acknowledged.len());
 
     // Every acknowledged write is there, with its audit row.
-    let tags = structured(&b, &schemas, "get_tags", json!({"agent_id": agent_id}));
-    let kept: std::collections::HashSet<&str> =
-        tags["tags"].as_array().unwrap().iter().filter_map(|t| t["key"].as_str()).collect();
+    let tags = every_page(&b, &schemas, "get_tags", json!({"agent_id": agent_id}), "tags");
+    let kept: std::collections::HashSet<&str> = tags.iter().filter_map(|t| t["key"].as_str()).collect();
     let lost: Vec<&String> = acknowledged.iter().filter(|k| !kept.contains(k.as_str())).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
-    let audit = structured(
-        &b,
-        &schemas,
-        "query_audit_log",
-        json!({"action": "mcp.set_tag", "result": "success", "limit": 1000}),
-    );
-    let audited = audit["entries"].as_array().unwrap().len();
+    let audit = json!({"action": "mcp.set_tag", "result": "success", "limit": 1000});
+    let audited = every_page(&b, &schemas, "query_audit_log", audit, "entries").len();
     assert!(audited >= acknowledged.len(), "{audited} audit rows for {} acknowledged writes", acknowledged.len());
     eprintln!(
         "figure: {} writes acknowledged across the kill of A, all kept, {audited} audit rows",

@@ -88,6 +88,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         };
         let sensitive = &plan.sensitive;
         let agent_data = tool.agent_data;
+        let pages = opt_str(tool.pages.clone());
         let plan_argument = match &tool.plan_argument {
             Some(name) => quote!(Some(#name)),
             None => quote!(None),
@@ -125,6 +126,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 decisions: &[#(#row),*],
                 sensitive_arguments: &[#(#sensitive),*],
                 agent_data: #agent_data,
+                pages: #pages,
                 plan_argument: #plan_argument,
                 store_fault_retry_ms: #store_fault_retry_ms,
                 aliases: &[#(#aliases),*],

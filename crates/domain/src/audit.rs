@@ -205,6 +205,8 @@ pub struct AuditFilter {
     /// only ([`crate::groups::Reader`]); `None` reads every row (the server, the console).
     pub reader: Option<crate::groups::Reader>,
     pub limit: i64,
+    /// Only rows older than this one (by the store's row id): where the next page starts.
+    pub before_id: Option<i64>,
 }
 
 /// Where audit events go: the batching writer, or (on the console) straight to the store.

@@ -205,6 +205,8 @@ pub struct ToolMeta {
     /// Its result carries text the agents reported: marked untrusted wherever it is shown
     /// (tools.yaml `agentData`).
     pub agent_data: bool,
+    /// The array of its answer that pages (tools.yaml `pages`): the rows a page holds.
+    pub pages: Option<&'static str>,
     /// The `retry_after_ms` a transient store fault answers with (policy.yaml
     /// `store_fault_retry`: the seeds' 5 s, and 2 s for the plugin-config and token-rotation
     /// families).

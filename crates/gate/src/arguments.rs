@@ -260,6 +260,7 @@ mod tests {
         decisions: &[],
         sensitive_arguments: &[],
         agent_data: false,
+        pages: None,
         plan_argument: None,
         aliases: &[],
         store_fault_retry_ms: 5_000,

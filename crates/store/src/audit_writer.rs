@@ -187,6 +187,9 @@ mod tests {
         async fn query(&self, _: &AuditFilter) -> Result<Vec<AuditEvent>, StoreError> {
             Ok(Vec::new())
         }
+        async fn page(&self, _: &AuditFilter) -> Result<crate::AuditPage, StoreError> {
+            Ok(crate::AuditPage::default())
+        }
         async fn prune(&self, _: i64) -> Result<u64, StoreError> {
             Ok(0)
         }

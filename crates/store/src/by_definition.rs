@@ -51,6 +51,8 @@ pub struct DefinitionRow {
 pub struct DefinitionPage {
     pub rows: Vec<DefinitionRow>,
     pub more: bool,
+    /// The rows that match after the query's `after`, this page's among them.
+    pub matched: usize,
 }
 
 /// The LIKE pattern that finds the executions with a step of `definition` in their steps

@@ -140,6 +140,9 @@ pub struct ResponseRow {
 pub struct ResponsePage {
     pub rows: Vec<ResponseRow>,
     pub more: bool,
+    /// The rows that match after the query's `after`, this page's among them (counted in
+    /// the same statement, before its limit).
+    pub matched: usize,
 }
 
 /// One group of an aggregate: the column's value, how many rows, and the min, max, sum and
@@ -284,6 +287,13 @@ pub trait WorkStore: RolloutStore + Send + Sync {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>>;
+    /// How many executions [`WorkStore::executions`] finds on every page.
+    async fn count_executions(
+        &self,
+        definition: Option<&str>,
+        state: Option<ExecutionState>,
+        reader: Option<&Reader>,
+    ) -> Result<usize>;
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>>;
     /// A page of rows in arrival order (each with its agent id) and whether more matched.
     async fn responses(&self, query: ResponseQuery) -> Result<ResponsePage>;

@@ -49,7 +49,7 @@ pub use rollouts::{RolloutState, RolloutStore, RolloutUnderWay};
 pub use sqlite::SqliteStore;
 pub use toolgate_domain::StoreError;
 pub use traits::{
-    ApprovalStore, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, HealthStore,
+    ApprovalStore, AuditPage, AuditStore, ColumnCondition, ColumnValue, CredentialStore, FleetStore, HealthStore,
     PluginConfigStore, RowPage, RowSource, SignInRecord, SignInStore, StoreGauges, TagStore,
 };
 pub use uploads::{Claim, Finished, StoredContent, Swept, UploadStore};

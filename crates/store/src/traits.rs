@@ -169,6 +169,14 @@ pub trait ApprovalStore: Send + Sync {
     ) -> Result<Recall>;
 }
 
+/// A page of the audit log, newest first: each row with its id (the next page is the rows
+/// older than the last one's), and how many rows match in all.
+#[derive(Debug, Default)]
+pub struct AuditPage {
+    pub entries: Vec<(i64, AuditEvent)>,
+    pub matched: usize,
+}
+
 #[async_trait]
 pub trait AuditStore: Send + Sync {
     /// Writes a batch in one transaction (the audit writer's unit of work). `durable`: the
@@ -178,6 +186,8 @@ pub trait AuditStore: Send + Sync {
     async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<()>;
     /// Newest first.
     async fn query(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>>;
+    /// The same rows with their ids, and how many match on every page (a listing's page).
+    async fn page(&self, filter: &AuditFilter) -> Result<AuditPage>;
     /// Deletes the rows older than `before_ms` (the retention); returns how many.
     async fn prune(&self, before_ms: i64) -> Result<u64>;
 }

@@ -45,9 +45,7 @@ pub(super) async fn page(ctx: &ToolContext, query: DefinitionQuery, columns: &[&
     let definition = query.definition.clone();
     let page = ctx.services().work().definition_responses(query).await?;
     let fleet = ctx.services().fleet();
-    // More rows may come (a run still going, a new one), but the pages already read stay
-    // read: the cursor is offered while the limit cut the page.
-    let next_cursor = page.more.then(|| page.rows.last().map(|r| format(&definition, &r.place))).flatten();
+    let places: Vec<ResponsePlace> = page.rows.iter().map(|r| r.place.clone()).collect();
     let rows: Vec<Value> = page
         .rows
         .into_iter()
@@ -56,15 +54,26 @@ pub(super) async fn page(ctx: &ToolContext, query: DefinitionQuery, columns: &[&
                    "execution_id": r.place.execution_id, "step": r.place.step})
         })
         .collect();
-    Ok(ToolOutput::Structured(json!({
+    let longest = places.iter().map(|place| format(&definition, place)).max_by_key(String::len);
+    let mut answer = json!({
         "execution_id": null,
         "definition": definition,
         "columns": columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-        "rows": rows,
-        "next_cursor": next_cursor,
-        "result_truncated_by_cap": page.more,
+        "next_cursor": longest,
+        "result_truncated_by_cap": true,
+        "remaining": page.matched,
         "retry_after_ms": null,
-    })))
+    });
+    let rows = super::fit(ctx, &answer, rows);
+    // More rows may come (a run still going, a new one), but the pages already read stay
+    // read: the cursor is offered while the limit or the budget cut the page.
+    let more = page.more || rows.len() < places.len();
+    let next_cursor = more.then(|| rows.len().checked_sub(1).map(|i| format(&definition, &places[i]))).flatten();
+    answer["next_cursor"] = json!(next_cursor);
+    answer["result_truncated_by_cap"] = json!(more);
+    answer["remaining"] = json!(page.matched.saturating_sub(rows.len()));
+    answer["rows"] = Value::Array(rows);
+    Ok(ToolOutput::Structured(answer))
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ pub async fn audit(State(state): State<Arc<AppState>>, who: SignedIn, Query(q): 
         agent_id: text("agent_id"),
         reader: Some(crate::http::api::audit_reader(&state, who.1.clone())),
         limit: PAGE_ROWS,
+        before_id: None,
     };
     let rows = match state.services.audit_log().query(&filter).await {
         Ok(rows) => rows,

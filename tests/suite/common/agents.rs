@@ -188,11 +188,23 @@ pub fn every_page(
     arguments: Value,
     field: &str,
 ) -> Vec<Value> {
+    every_page_as(s, schemas, &s.token, tool, arguments, field)
+}
+
+/// [`every_page`], called with `token`.
+pub fn every_page_as(
+    s: &Server,
+    schemas: &HashMap<String, Value>,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+    field: &str,
+) -> Vec<Value> {
     let mut rows = Vec::new();
     let mut arguments = arguments;
     let mut promised: Option<u64> = None;
     loop {
-        let page = structured(s, schemas, tool, arguments.clone());
+        let page = structured_as(s, schemas, token, tool, arguments.clone());
         let found = page[field].as_array().unwrap_or_else(|| panic!("{tool}: no {field}: {page}"));
         if let Some(promised) = promised {
             assert_eq!(promised, found.len() as u64 + page["remaining"].as_u64().unwrap(), "{tool}: remaining: {page}");

@@ -40,7 +40,7 @@ pub(super) async fn page(store: &PostgresStore, q: DefinitionQuery) -> Pg<Defini
     params.extend(extra);
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step::bigint, e.created_at_ms FROM response r
+        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step::bigint, e.created_at_ms, COUNT(*) OVER () FROM response r
          JOIN execution e ON e.execution_id = r.execution_id
          JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
          WHERE {rows_of}
@@ -51,8 +51,9 @@ pub(super) async fn page(store: &PostgresStore, q: DefinitionQuery) -> Pg<Defini
         rows_of = ROWS_OF_SQL[1].replace("(execution_id, step)", "(r.execution_id, r.step)"),
     );
     params.push(&limit);
-    let mut found = Vec::new();
+    let (mut found, mut matched) = (Vec::new(), 0);
     for r in rows(&*c, &sql, &params).await? {
+        matched = r.try_get::<_, i64>(6)?.max(0) as usize;
         if let Value::Object(values) = r.try_get::<_, Value>(1)? {
             let place = ResponsePlace {
                 arrival: r.try_get(2)?,
@@ -65,5 +66,5 @@ pub(super) async fn page(store: &PostgresStore, q: DefinitionQuery) -> Pg<Defini
     }
     let more = found.len() > q.limit;
     found.truncate(q.limit);
-    Ok(DefinitionPage { rows: found, more })
+    Ok(DefinitionPage { rows: found, more, matched })
 }

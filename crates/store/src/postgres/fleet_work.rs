@@ -250,6 +250,30 @@ impl WorkStore for PostgresStore {
         .await
     }
 
+    async fn count_executions(
+        &self,
+        definition: Option<&str>,
+        state: Option<ExecutionState>,
+        reader: Option<&Reader>,
+    ) -> Result<usize> {
+        let pattern = definition.map(crate::by_definition::steps_pattern);
+        let state = state.map(ExecutionState::as_str);
+        let groups = reader_groups(reader);
+        pg(async {
+            let c = self.conn().await?;
+            let (confined, extra) = readable("execution.execution_id", reader, &groups, 3);
+            let sql = format!(
+                "SELECT COUNT(*) FROM execution WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}",
+                state_condition("$2::text")
+            );
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &state];
+            params.extend(extra);
+            let counted: i64 = rows(&*c, &sql, &params).await?.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+            Ok(counted.max(0) as usize)
+        })
+        .await
+    }
+
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>> {
         pg(async {
             let c = self.conn().await?;

@@ -92,21 +92,22 @@ pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<Response
     params.extend(extra);
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
+        "SELECT r.agent_id, r.row, r.arrival, COUNT(*) OVER () FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
          WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){confined}{where_sql}
          ORDER BY r.arrival LIMIT ${}",
         params.len() + 1,
     );
     params.push(&limit);
-    let mut found = Vec::new();
+    let (mut found, mut matched) = (Vec::new(), 0);
     for r in rows(&*c, &sql, &params).await? {
+        matched = r.try_get::<_, i64>(3)?.max(0) as usize;
         if let Value::Object(values) = r.try_get::<_, Value>(1)? {
             found.push(ResponseRow { agent_id: r.try_get(0)?, values, arrival: r.try_get(2)? });
         }
     }
     let more = found.len() > q.limit;
     found.truncate(q.limit);
-    Ok(ResponsePage { rows: found, more })
+    Ok(ResponsePage { rows: found, more, matched })
 }
 
 /// What [`aggregate`] groups: one step of an execution, or every step that ran a definition,

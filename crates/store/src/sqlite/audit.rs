@@ -11,8 +11,8 @@ use toolgate_domain::audit::{AuditEvent, AuditFilter};
 
 use super::confinement::{reach_agents, reach_param};
 use super::{SqliteStore, without_fsync};
-use crate::AuditStore;
 use crate::audit_writer::{agents_json, agents_of};
+use crate::{AuditPage, AuditStore};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -66,6 +66,74 @@ fn readable_rows(groups: &str) -> String {
     )
 }
 
+/// The rows `f` asks for, as SQL after `SELECT … FROM audit`, and its parameters: `?7` is the
+/// limit, `?10` and `?11` the confined reader, `?12` the id the rows are older than.
+fn filtered(f: &AuditFilter) -> (String, impl rusqlite::Params) {
+    let reader = f.reader.as_ref().and_then(|r| reach_param(&r.reach).map(|groups| (r.principal.clone(), groups)));
+    let confined = match reader {
+        Some(_) => readable_rows("?11"),
+        None => "1".into(),
+    };
+    let (me, groups) = reader.unzip();
+    let sql = format!(
+        "WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms <= ?2) AND (?3 IS NULL OR principal = ?3)
+           AND (?4 IS NULL OR substr(action, 1, length(?4)) = ?4) AND (?5 IS NULL OR result = ?5)
+           AND (?6 IS NULL OR correlation_id = ?6) AND (?8 IS NULL OR target_type = ?8)
+           AND (?9 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.agents) j WHERE j.value = ?9))
+           AND (?10 IS NULL OR ?11 IS NULL OR {confined}) AND (?12 IS NULL OR id < ?12)"
+    );
+    let params = (
+        f.since_ms,
+        f.until_ms,
+        f.principal.clone(),
+        f.action_prefix.clone(),
+        f.result.clone(),
+        f.correlation_id.clone(),
+        f.limit,
+        f.target_type.clone(),
+        f.agent_id.clone(),
+        me,
+        groups,
+        f.before_id,
+    );
+    (sql, params)
+}
+
+/// The rows, newest first, each with its id.
+fn select(c: &rusqlite::Connection, f: &AuditFilter) -> rusqlite::Result<Vec<(i64, AuditEvent)>> {
+    let (filter, params) = filtered(f);
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents, id
+         FROM audit {filter} ORDER BY id DESC LIMIT ?7"
+    ))?;
+    let rows = stmt.query_map(params, |r| {
+        let event = AuditEvent {
+            at_ms: r.get(0)?,
+            principal: r.get(1)?,
+            token_id: r.get(2)?,
+            action: r.get(3)?,
+            target: r.get(4)?,
+            target_type: r.get(8)?,
+            result: r.get(5)?,
+            detail: r.get(6)?,
+            correlation_id: r.get(7)?,
+            replica: None,
+            agents: agents_of(r.get(9)?),
+        };
+        Ok((r.get(10)?, event))
+    })?;
+    rows.collect()
+}
+
+/// How many rows match, on every page (the limit aside).
+fn count(c: &rusqlite::Connection, f: &AuditFilter) -> rusqlite::Result<usize> {
+    let (filter, params) = filtered(f);
+    // ?7 (the limit) is not used by the count; naming it keeps the numbering.
+    let sql = format!("SELECT COUNT(*) FROM audit {filter} AND (?7 IS NULL OR 1)");
+    let counted: i64 = c.prepare_cached(&sql)?.query_row(params, |r| r.get(0))?;
+    Ok(counted.max(0) as usize)
+}
+
 #[async_trait]
 impl AuditStore for SqliteStore {
     async fn append(&self, events: Arc<[AuditEvent]>, durable: bool) -> Result<()> {
@@ -76,55 +144,12 @@ impl AuditStore for SqliteStore {
 
     async fn query(&self, f: &AuditFilter) -> Result<Vec<AuditEvent>> {
         let f = f.clone();
-        let reader = f.reader.as_ref().and_then(|r| reach_param(&r.reach).map(|groups| (r.principal.clone(), groups)));
-        let confined = match reader {
-            Some(_) => readable_rows("?11"),
-            None => "1".into(),
-        };
-        let (me, groups) = reader.unzip();
-        self.run(move |c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "SELECT at_ms, principal, token_id, action, target, result, detail, correlation_id, target_type, agents FROM audit
-                 WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms <= ?2) AND (?3 IS NULL OR principal = ?3)
-                   AND (?4 IS NULL OR substr(action, 1, length(?4)) = ?4) AND (?5 IS NULL OR result = ?5)
-                   AND (?6 IS NULL OR correlation_id = ?6) AND (?8 IS NULL OR target_type = ?8)
-                   AND (?9 IS NULL OR EXISTS (SELECT 1 FROM json_each(audit.agents) j WHERE j.value = ?9))
-                   AND (?10 IS NULL OR ?11 IS NULL OR {confined})
-                 ORDER BY id DESC LIMIT ?7"
-            ))?;
-            let rows = stmt.query_map(
-                params![
-                    f.since_ms,
-                    f.until_ms,
-                    f.principal,
-                    f.action_prefix,
-                    f.result,
-                    f.correlation_id,
-                    f.limit,
-                    f.target_type,
-                    f.agent_id,
-                    me,
-                    groups
-                ],
-                |r| {
-                    Ok(AuditEvent {
-                        at_ms: r.get(0)?,
-                        principal: r.get(1)?,
-                        token_id: r.get(2)?,
-                        action: r.get(3)?,
-                        target: r.get(4)?,
-                        target_type: r.get(8)?,
-                        result: r.get(5)?,
-                        detail: r.get(6)?,
-                        correlation_id: r.get(7)?,
-                        replica: None,
-                        agents: agents_of(r.get(9)?),
-                    })
-                },
-            )?;
-            rows.collect()
-        })
-        .await
+        self.run(move |c| Ok(select(c, &f)?.into_iter().map(|(_, event)| event).collect())).await
+    }
+
+    async fn page(&self, f: &AuditFilter) -> Result<AuditPage> {
+        let f = f.clone();
+        self.run(move |c| Ok(AuditPage { entries: select(c, &f)?, matched: count(c, &f)? })).await
     }
 
     async fn prune(&self, before_ms: i64) -> Result<u64> {

@@ -28,7 +28,7 @@ pub(super) fn rows_of(rows: RowsOf<'_>) -> (String, Vec<rusqlite::types::Value>)
 pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<DefinitionPage> {
     let after = start_after(&q.after);
     let mut sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step, e.created_at_ms FROM response r \
+        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step, e.created_at_ms, COUNT(*) OVER () FROM response r \
          JOIN execution e ON e.execution_id = r.execution_id \
          JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
          WHERE (r.execution_id, r.step) IN ({STEPS_THAT_RAN}) \
@@ -57,11 +57,12 @@ pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<Defi
             step: r.get::<_, i64>(4)? as usize,
             started_at_ms: r.get(5)?,
         };
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, place))
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, place, r.get::<_, i64>(6)?))
     })?;
-    let mut rows = Vec::new();
+    let (mut rows, mut matched) = (Vec::new(), 0);
     for item in found {
-        let (agent_id, text, place) = item?;
+        let (agent_id, text, place, counted) = item?;
+        matched = counted.max(0) as usize;
         // A row that is not a JSON object was never stored so; it is skipped, as per step.
         if let Ok(values) = serde_json::from_str(&text) {
             rows.push(DefinitionRow { place, agent_id, values });
@@ -69,5 +70,5 @@ pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<Defi
     }
     let more = rows.len() > q.limit;
     rows.truncate(q.limit);
-    Ok(DefinitionPage { rows, more })
+    Ok(DefinitionPage { rows, more, matched })
 }

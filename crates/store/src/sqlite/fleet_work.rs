@@ -211,6 +211,29 @@ impl WorkStore for SqliteStore {
         .await
     }
 
+    async fn count_executions(
+        &self,
+        definition: Option<&str>,
+        state: Option<ExecutionState>,
+        reader: Option<&Reader>,
+    ) -> Result<usize> {
+        let pattern = definition.map(crate::by_definition::steps_pattern);
+        let state = state.map(ExecutionState::as_str);
+        let (readable, confined) = readable("execution.execution_id", reader);
+        let mut values: Vec<rusqlite::types::Value> =
+            vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
+        values.extend(confined);
+        self.run(move |c| {
+            let sql = format!(
+                "SELECT COUNT(*) FROM execution WHERE (? IS NULL OR steps LIKE ?) AND ({STATE_IS}){readable}",
+                STATE_IS = state_condition("?3")
+            );
+            let counted: i64 = c.prepare_cached(&sql)?.query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
+            Ok(counted.max(0) as usize)
+        })
+        .await
+    }
+
     async fn steps(&self, execution_id: &str) -> Result<Vec<StepRecord>> {
         let execution_id = execution_id.to_string();
         self.run(move |c| {

@@ -116,7 +116,7 @@ impl Narrowing<'_> {
 
 pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<ResponsePage> {
     let mut sql = String::from(
-        "SELECT r.agent_id, r.row, r.arrival FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
+        "SELECT r.agent_id, r.row, r.arrival, COUNT(*) OVER () FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
          WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ?",
     );
     let mut values: Vec<SqlValue> = vec![q.execution_id.clone().into(), (q.step as i64).into(), q.after.into()];
@@ -128,12 +128,14 @@ pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<R
     };
     narrowing.finish(&mut sql, &mut values, "r.arrival", q.limit)?;
     let mut stmt = c.prepare_cached(&sql)?;
+    let mut matched = 0;
     let mut rows: Vec<ResponseRow> = stmt
         .query_map(rusqlite::params_from_iter(values), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
         })?
         .filter_map(|r| {
-            r.map(|(agent_id, text, arrival)| {
+            r.map(|(agent_id, text, arrival, counted)| {
+                matched = counted.max(0) as usize;
                 serde_json::from_str(&text).ok().map(|values| ResponseRow { agent_id, values, arrival })
             })
             .transpose()
@@ -141,7 +143,7 @@ pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<R
         .collect::<rusqlite::Result<_>>()?;
     let more = rows.len() > q.limit;
     rows.truncate(q.limit);
-    Ok(ResponsePage { rows, more })
+    Ok(ResponsePage { rows, more, matched })
 }
 
 pub(super) fn sql_value(v: rusqlite::types::Value) -> Value {
