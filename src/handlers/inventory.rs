@@ -14,6 +14,9 @@ use super::fleet::{DEFAULT_LIMIT, hostname};
 use super::pages::Pager;
 use super::scopes::chosen_agents;
 use crate::args;
+
+#[path = "inventory/every_table.rs"]
+mod every_table;
 use crate::services::ToolContext;
 
 fn table(name: &str) -> Result<&'static Table, ToolError> {
@@ -48,7 +51,11 @@ pub async fn list_inventory_tables(ctx: &ToolContext, _args: args::ListInventory
 
 pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventory) -> ToolResult {
     one_agent(ctx, &args.agent_id).await?;
-    let table = table(&args.table)?;
+    let Some(table) = args.table.as_deref() else {
+        no_columns_without_a_table(&args.filters, &args.columns)?;
+        return every_table::of_one_agent(ctx, &args).await;
+    };
+    let table = self::table(table)?;
     let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
     let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
     let store = ctx.services().fleet().store();
@@ -83,14 +90,25 @@ fn within_budget(page: RowPage) -> Result<RowPage, ToolError> {
     Ok(page)
 }
 
-/// Rows of `table` across the fleet (or `agents`), each with its agent id and host name.
+/// Filters and columns name one table's columns: without a table they mean nothing.
+fn no_columns_without_a_table<F, C>(filters: &Option<F>, columns: &Option<C>) -> Result<(), ToolError> {
+    if filters.is_some() || columns.is_some() {
+        return Err(ToolError::InvalidArguments(
+            "`filters` and `columns` name a table's columns: give `table` with them (list_inventory_tables lists the tables and their columns)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Rows of `table` across the fleet (or `agents`), each with its agent id and host name, the
+/// `limit` from `offset` of those that match, and how many match.
 async fn fleet_rows(
     ctx: &ToolContext,
     table: &'static Table,
     conditions: Vec<Condition>,
     agents: Option<HashSet<String>>,
     one_agent: Option<&str>,
-    pager: &Pager,
+    (offset, limit): (usize, usize),
 ) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, usize), ToolError> {
     let (in_store, rest) = query::split_for_store(conditions);
     let filter = (agents.is_some() || !rest.is_empty()).then(|| {
@@ -101,8 +119,7 @@ async fn fleet_rows(
     let fleet = ctx.services().fleet();
     // Confined in the store's query, before the page is cut.
     let source = RowSource { table: table.name.into(), agent_id: one_agent.map(str::to_string), reach: ctx.reach().clone() };
-    let page =
-        within_budget(fleet.store().inventory_rows(&source, &in_store, filter, pager.start(), pager.limit()).await?)?;
+    let page = within_budget(fleet.store().inventory_rows(&source, &in_store, filter, offset, limit).await?)?;
     // Host names of the page's agents only (at most a page of lookups, not a walk of the fleet).
     let mut hostnames: HashMap<String, Option<String>> = HashMap::new();
     for (agent, _) in &page.rows {
@@ -126,15 +143,20 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
     if let Some(agent_id) = &args.agent_id {
         one_agent(ctx, agent_id).await?;
     }
-    let table = table(&args.table)?;
-    let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
-    let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
     let agents = match &args.scope {
         Some(expression) => Some(chosen_agents(ctx, expression).await?),
         None => None,
     };
     let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
-    let (rows, matched) = fleet_rows(ctx, table, conditions, agents, args.agent_id.as_deref(), &pager).await?;
+    let Some(table) = args.table.as_deref() else {
+        no_columns_without_a_table(&args.filters, &args.columns)?;
+        return every_table::across_the_fleet(ctx, agents, args.agent_id.as_deref(), pager).await;
+    };
+    let table = self::table(table)?;
+    let filters = args.filters.iter().flatten().map(|f| Filter { column: &f.column, op: &f.op, value: &f.value });
+    let (conditions, columns) = checked(table, filters, args.columns.as_deref().unwrap_or_default())?;
+    let paging = (pager.start(), pager.limit());
+    let (rows, matched) = fleet_rows(ctx, table, conditions, agents, args.agent_id.as_deref(), paging).await?;
     let rows = rows
         .into_iter()
         .map(|(agent, host, row)| {
@@ -167,7 +189,8 @@ pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstal
     let filters = wanted.iter().map(|(column, op, value)| Filter { column, op, value });
     let (conditions, _) = checked(table, filters, &[])?;
     let pager = Pager::of(&args, DEFAULT_LIMIT as usize)?;
-    let (rows, matched) = fleet_rows(ctx, table, conditions, None, args.agent_id.as_deref(), &pager).await?;
+    let paging = (pager.start(), pager.limit());
+    let (rows, matched) = fleet_rows(ctx, table, conditions, None, args.agent_id.as_deref(), paging).await?;
     let packages = rows
         .into_iter()
         .map(|(agent, host, row)| {

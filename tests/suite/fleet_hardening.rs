@@ -133,9 +133,18 @@ fn batch_answers_and_single_answers_are_bounded() {
     let states = tempfile::tempdir().unwrap();
     let _agent = spawn_agent(&s, Some(&mint(&s, &["--uses", "1"])), &states.path().join("big"), Some("big"));
     let agent_id = online_by_hostname(&s, &schemas, 1)["big"].clone();
-    wait_for_table(&s, &schemas, &agent_id, "installed_software");
     let page = json!({"agent_id": agent_id, "table": "installed_software", "limit": 50});
-    let paged = common::call_as(&s, &s.token, "get_agent_inventory", page.clone());
+    // The table arrives with the agent's first report (get_agent_details, which says so, is
+    // itself over these caps).
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let paged = loop {
+        let answer = common::call_as(&s, &s.token, "get_agent_inventory", page.clone());
+        if answer.json()["result"]["isError"] == false {
+            break answer;
+        }
+        assert!(std::time::Instant::now() < deadline, "no packages reported: {}", answer.body);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     let body = paged.body.len();
     let paged = paged.json();
     let rows = paged["result"]["structuredContent"]["rows"].as_array().expect("a page, not a refusal").len();

@@ -114,6 +114,43 @@ fn reference_shaped_reads_are_answered_as_with_toolgates_names() {
         (&by_scope["rows"], &by_scope["remaining"]),
         "agent_id chooses what a scope of that one host does"
     );
+
+    // query_inventory's `plugin` is the table; a name that is no table is refused naming them.
+    let by_plugin = read("query_inventory", json!({"plugin": "installed_software", "agent_id": a, "limit": 1000}));
+    assert_eq!((&by_plugin["rows"], &by_plugin["remaining"]), (&one["rows"], &one["remaining"]));
+    let unknown = call_as(&s, &s.token, "query_inventory", json!({"plugin": "software"})).json();
+    let text = unknown["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(unknown["result"]["isError"] == true && text.contains("installed_software"), "{unknown}");
+
+    // get_agent_inventory as the reference calls it, with agent_id alone: every table the agent
+    // reported, and their rows in the tables' order, each naming its table.
+    let whole = read("get_agent_inventory", json!({"agent_id": a, "limit": 1000}));
+    let reported: Vec<&str> =
+        whole["tables"].as_array().unwrap().iter().map(|t| t["table"].as_str().unwrap()).collect();
+    assert!(reported.contains(&"installed_software") && reported.contains(&"processes"), "{reported:?}");
+    let rows = whole["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| reported.contains(&r["table"].as_str().unwrap())), "every row names its table");
+    let software = read("get_agent_inventory", json!({"agent_id": a, "table": "installed_software", "limit": 1000}));
+    let software = software["rows"].as_array().unwrap();
+    let first: Vec<Value> = rows.iter().take(software.len().min(rows.len())).cloned().collect();
+    let expected: Vec<Value> = software
+        .iter()
+        .take(first.len())
+        .map(|r| {
+            let mut tagged = r.clone();
+            tagged["table"] = json!("installed_software");
+            tagged
+        })
+        .collect();
+    assert_eq!(first, expected, "the first table's rows first, as the table alone gives them");
+    let with_filter = json!({"agent_id": a, "filters": [{"column": "name", "op": "=", "value": "bash"}]});
+    let refused = call_as(&s, &s.token, "get_agent_inventory", with_filter).json();
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("give `table`"), "{refused}");
+    // The fleet's whole inventory, as query_inventory without a table: every row names its table.
+    let fleet = read("query_inventory", json!({"limit": 50}));
+    assert!(fleet["rows"].as_array().unwrap().iter().all(|r| r["table"].is_string() && r["agent_id"].is_string()));
+    assert!(fleet["remaining"].as_u64().unwrap() > 0, "{fleet}");
 }
 
 #[test]
