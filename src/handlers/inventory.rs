@@ -73,7 +73,8 @@ pub async fn get_agent_inventory(ctx: &ToolContext, args: args::GetAgentInventor
     let page = within_budget(store.inventory_rows(&source, &in_store, filter, pager.start(), pager.limit()).await?)?;
     let rows = page.rows.into_iter().map(|(_, row)| Value::Object(query::project(row, &columns))).collect();
     let envelope = json!({"agent_id": args.agent_id, "table": table.name, "available": status.available,
-                          "reason": status.reason, "collected_at_ms": status.collected_at_ms});
+                          "reason": status.reason, "collected_at_ms": status.collected_at_ms,
+                          "remaining_exact": page.counted_all});
     pager.answer(ctx, envelope, "rows", rows, page.matched)
 }
 
@@ -100,6 +101,14 @@ fn no_columns_without_a_table<F, C>(filters: &Option<F>, columns: &Option<C>) ->
     Ok(())
 }
 
+/// How many rows match: every one, or (`exact` false) a lower bound, when a filter matched
+/// row by row stopped counting a while past the page.
+#[derive(Clone, Copy)]
+struct Matched {
+    rows: usize,
+    exact: bool,
+}
+
 /// Rows of `table` across the fleet (or `agents`), each with its agent id and host name, the
 /// `limit` from `offset` of those that match, and how many match.
 async fn fleet_rows(
@@ -109,7 +118,7 @@ async fn fleet_rows(
     agents: Option<HashSet<String>>,
     one_agent: Option<&str>,
     (offset, limit): (usize, usize),
-) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, usize), ToolError> {
+) -> Result<(Vec<(String, Option<String>, Map<String, Value>)>, Matched), ToolError> {
     let (in_store, rest) = query::split_for_store(conditions);
     let filter = (agents.is_some() || !rest.is_empty()).then(|| {
         RowFilter::new(move |agent: &str, row: &Map<String, Value>| {
@@ -127,7 +136,7 @@ async fn fleet_rows(
             hostnames.insert(agent.clone(), fleet.with_agent(&Visible::All, agent, hostname).flatten());
         }
     }
-    let matched = page.matched;
+    let matched = Matched { rows: page.matched, exact: page.counted_all };
     let rows = page
         .rows
         .into_iter()
@@ -167,7 +176,8 @@ pub async fn query_inventory(ctx: &ToolContext, args: args::QueryInventory) -> T
             Value::Object(out)
         })
         .collect();
-    pager.answer(ctx, json!({"table": table.name}), "rows", rows, matched)
+    let envelope = json!({"table": table.name, "remaining_exact": matched.exact});
+    pager.answer(ctx, envelope, "rows", rows, matched.rows)
 }
 
 pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstalledSoftware) -> ToolResult {
@@ -198,5 +208,5 @@ pub async fn query_installed_software(ctx: &ToolContext, args: args::QueryInstal
                    "architecture": row.get("architecture"), "source": row.get("source")})
         })
         .collect();
-    pager.answer(ctx, json!({}), "packages", packages, matched)
+    pager.answer(ctx, json!({"remaining_exact": matched.exact}), "packages", packages, matched.rows)
 }

@@ -60,7 +60,11 @@ fn pages(s: &common::Server, tool: &str, arguments: Value, field: &str, budget: 
         assert!(!found.is_empty(), "{tool}: an empty page: {body}");
         rows.extend(found.iter().cloned());
         let remaining = page["remaining"].as_u64().unwrap() as usize;
-        assert_eq!(rows.len() + remaining, ROWS, "{tool}: page {calls} counts what remains");
+        // A filter matched row by row counts a while past the page: a lower bound then.
+        match page["remaining_exact"] == false {
+            false => assert_eq!(rows.len() + remaining, ROWS, "{tool}: page {calls} counts what remains"),
+            true => assert!(rows.len() + remaining < ROWS && remaining > 0, "{tool}: page {calls}: a lower bound"),
+        }
         match page["next_cursor"].as_str() {
             Some(cursor) => arguments["cursor"] = json!(cursor),
             None => return (rows, calls),

@@ -15,6 +15,10 @@ use crate::RowPage;
 pub(crate) const CHUNK_ROWS: usize = 512;
 /// What matching in Rust may cost one call, summed over its chunks, unless the caller says.
 pub const FILTER_BUDGET: Duration = Duration::from_secs(2);
+/// Rows looked at past a full page to count what remains: a filter matched row by row over a
+/// large table would otherwise read all of it for every page. Beyond them the count is a
+/// lower bound ([`RowPage::counted_all`] false).
+pub(crate) const COUNT_AHEAD_ROWS: usize = 2 * CHUNK_ROWS;
 /// How many rows are matched between two looks at the clock.
 const ROWS_PER_CLOCK_LOOK: usize = 64;
 
@@ -56,7 +60,8 @@ where
     Fut: Future<Output = Result<Chunk, StoreError>>,
 {
     let deadline = Instant::now() + filter.budget;
-    let mut cut = Cut { page: RowPage::default(), keep: filter.keep, skip: offset, limit };
+    let page = RowPage { counted_all: true, ..RowPage::default() };
+    let mut cut = Cut { page, keep: filter.keep, skip: offset, limit, ahead: COUNT_AHEAD_ROWS };
     let mut after = None;
     loop {
         let chunk = read_after(after.take()).await?;
@@ -74,6 +79,10 @@ where
                 cut.page.over_budget = true;
                 break;
             }
+            Outcome::Counted => {
+                cut.page.counted_all = false;
+                break;
+            }
             Outcome::Read if last_chunk => break,
             Outcome::Read => {}
         }
@@ -87,10 +96,14 @@ struct Cut {
     keep: Keep,
     skip: usize,
     limit: usize,
+    /// Rows still to look at once the page is full, to count what remains.
+    ahead: usize,
 }
 
 enum Outcome {
     OverBudget,
+    /// The page is full and [`COUNT_AHEAD_ROWS`] more were looked at.
+    Counted,
     /// Every row of the chunk was looked at.
     Read,
 }
@@ -101,10 +114,16 @@ impl Cut {
             if i % ROWS_PER_CLOCK_LOOK == 0 && Instant::now() >= deadline {
                 return Outcome::OverBudget;
             }
+            if self.page.more {
+                if self.ahead == 0 {
+                    return Outcome::Counted;
+                }
+                self.ahead -= 1;
+            }
             if !(self.keep)(&agent, &row) {
                 continue;
             }
-            // Every match is counted, so that the answer can say how many more there are.
+            // Matches are counted, so that the answer can say how many more there are.
             self.page.matched += 1;
             if self.skip > 0 {
                 self.skip -= 1;

@@ -271,8 +271,11 @@ pub struct RowPage {
     pub rows: Vec<(String, Map<String, Value>)>,
     pub more: bool,
     /// Every row that matches, on every page (what the pages after this one hold is
-    /// `matched - offset - rows`).
+    /// `matched - offset - rows`); a lower bound when not `counted_all`.
     pub matched: usize,
+    /// `matched` counts every row that matches: false when a filter matched row by row
+    /// stopped counting a while past the page (`filtered::COUNT_AHEAD_ROWS`).
+    pub counted_all: bool,
     /// A [`RowFilter`]'s time budget ran out before every row was looked at: `rows` is what
     /// it found so far, `more` and `matched` unknown.
     pub over_budget: bool,

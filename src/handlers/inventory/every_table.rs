@@ -11,7 +11,7 @@ use toolgate_domain::ToolError;
 use toolgate_domain::fleet::inventory::TABLES;
 
 use super::super::pages::Pager;
-use super::fleet_rows;
+use super::{Matched, fleet_rows};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -24,14 +24,14 @@ async fn rows_of_every_table(
     agents: Option<HashSet<String>>,
     one_agent: Option<&str>,
     pager: &Pager,
-) -> Result<(Vec<TableRow>, usize), ToolError> {
-    let (mut page, mut before) = (Vec::new(), 0);
+) -> Result<(Vec<TableRow>, Matched), ToolError> {
+    let (mut page, mut before) = (Vec::new(), Matched { rows: 0, exact: true });
     for table in TABLES {
         // A table the page does not reach is only counted (a limit of none).
-        let (skip, wanted) = (pager.start().saturating_sub(before), pager.limit() - page.len());
+        let (skip, wanted) = (pager.start().saturating_sub(before.rows), pager.limit() - page.len());
         let (rows, matched) = fleet_rows(ctx, table, Vec::new(), agents.clone(), one_agent, (skip, wanted)).await?;
         page.extend(rows.into_iter().map(|(agent, host, row)| (table.name, agent, host, row)));
-        before += matched;
+        before = Matched { rows: before.rows + matched.rows, exact: before.exact && matched.exact };
     }
     Ok((page, before))
 }
@@ -58,8 +58,8 @@ pub(super) async fn of_one_agent(ctx: &ToolContext, args: &args::GetAgentInvento
     let (rows, total) = rows_of_every_table(ctx, None, Some(&args.agent_id), &pager).await?;
     let rows = rows.into_iter().map(|(table, _, _, row)| Value::Object(with_table(table, row))).collect();
     let envelope = json!({"agent_id": args.agent_id, "table": null, "available": null, "reason": null,
-                          "collected_at_ms": null, "tables": tables});
-    pager.answer(ctx, envelope, "rows", rows, total)
+                          "collected_at_ms": null, "tables": tables, "remaining_exact": total.exact});
+    pager.answer(ctx, envelope, "rows", rows, total.rows)
 }
 
 /// `query_inventory` without `table`: a page of every table's rows across the fleet (or the
@@ -81,5 +81,5 @@ pub(super) async fn across_the_fleet(
             Value::Object(out)
         })
         .collect();
-    pager.answer(ctx, json!({"table": null}), "rows", rows, total)
+    pager.answer(ctx, json!({"table": null, "remaining_exact": total.exact}), "rows", rows, total.rows)
 }

@@ -104,7 +104,7 @@ pub(super) async fn page(
     let extra = |n: usize| format!(" ORDER BY agent_id, id LIMIT ${n} OFFSET ${}", n + 1);
     let found = select(c, source, conditions, extra, &[&page_limit, &page_offset]).await?;
     let rows: Vec<(String, Map<String, Value>)> = found.into_iter().map(|(_, agent, row)| (agent, row)).collect();
-    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, over_budget: false })
+    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, counted_all: true, over_budget: false })
 }
 
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.

@@ -89,7 +89,7 @@ pub(super) fn page(
     let rows: Vec<(String, Map<String, Value>)> =
         read(c, &sql, values)?.into_iter().map(|(_, agent, row)| (agent, row)).collect();
     let matched = matched.max(0) as usize;
-    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, over_budget: false })
+    Ok(RowPage { more: matched > offset + rows.len(), rows, matched, counted_all: true, over_budget: false })
 }
 
 /// The next [`CHUNK_ROWS`] rows after `after`, for a filter that runs outside the store.

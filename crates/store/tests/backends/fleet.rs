@@ -126,6 +126,15 @@ async fn a_filter_runs_in_chunks_outside_the_store_within_its_budget(r: Reposito
     loop {
         let page = store.inventory_rows(&fleet_rows(None), &[], Some(every_7th()), offset, 50).await.unwrap();
         assert!(!page.over_budget);
+        // 2,400 rows, 342 kept: counted to the end within COUNT_AHEAD_ROWS (1,024) past the
+        // page only near the end; a lower bound before, never more than there are.
+        let counted = offset + page.rows.len() + 1024 / 7;
+        match page.counted_all {
+            true => assert_eq!(page.matched, 342, "offset {offset}"),
+            false => {
+                assert!(page.matched < 342 && page.matched >= counted.min(342) - 2, "offset {offset}: {}", page.matched)
+            }
+        }
         seen.extend(page.rows.iter().map(|(agent, row)| (agent.clone(), row["port"].as_i64().unwrap())));
         offset += page.rows.len();
         if !page.more {
