@@ -80,9 +80,9 @@ impl Pager {
         (all.into_iter().skip(self.start).take(self.limit).collect(), total)
     }
 
-    /// The answer: `envelope` (an object of the tool's other fields) with `field` holding the first of `rows` (this page's, from
-    /// `start`) that fit the budget, the cursor for the rest and how many remain of `total`
-    /// (every row that matches, on every page).
+    /// The answer: `envelope` (an object of the tool's other fields) with `field` holding the
+    /// first of `rows` (this page's, from `start`) that fit the budget, the cursor for the
+    /// rest and how many remain of `total` (every row that matches, on every page).
     pub fn answer(self, ctx: &ToolContext, envelope: Value, field: &str, rows: Vec<Value>, total: usize) -> ToolResult {
         let before = total.saturating_sub(self.start);
         let start = self.start;

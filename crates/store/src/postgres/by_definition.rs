@@ -39,21 +39,24 @@ pub(super) async fn page(store: &PostgresStore, q: DefinitionQuery) -> Pg<Defini
     ];
     params.extend(extra);
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
-    let sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step::bigint, e.created_at_ms, COUNT(*) OVER () FROM response r
+    let from_where = format!(
+        "FROM response r
          JOIN execution e ON e.execution_id = r.execution_id
          JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
          WHERE {rows_of}
          AND (e.created_at_ms, r.execution_id, r.step, r.arrival) > ($3, $4, $5, $6)
-         AND ($7::text IS NULL OR r.agent_id = $7) AND ($8::text IS NULL OR t.status = $8){confined}{where_sql}
-         ORDER BY e.created_at_ms, r.execution_id, r.step, r.arrival LIMIT ${}",
-        params.len() + 1,
+         AND ($7::text IS NULL OR r.agent_id = $7) AND ($8::text IS NULL OR t.status = $8){confined}{where_sql}",
         rows_of = ROWS_OF_SQL[1].replace("(execution_id, step)", "(r.execution_id, r.step)"),
     );
+    let matched = super::count(&*c, &format!("SELECT COUNT(*) {from_where}"), &params).await?;
+    let sql = format!(
+        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step::bigint, e.created_at_ms {from_where}
+         ORDER BY e.created_at_ms, r.execution_id, r.step, r.arrival LIMIT ${}",
+        params.len() + 1,
+    );
     params.push(&limit);
-    let (mut found, mut matched) = (Vec::new(), 0);
+    let mut found = Vec::new();
     for r in rows(&*c, &sql, &params).await? {
-        matched = r.try_get::<_, i64>(6)?.max(0) as usize;
         if let Value::Object(values) = r.try_get::<_, Value>(1)? {
             let place = ResponsePlace {
                 arrival: r.try_get(2)?,

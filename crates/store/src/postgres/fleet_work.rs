@@ -28,6 +28,24 @@ use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
+/// The executions [`WorkStore::executions`] lists, as a WHERE clause and its parameters: a
+/// step names its definition in the steps JSON (the pattern is bound, never spliced), and
+/// only those `reader` may read.
+fn executions_filter<'a>(
+    pattern: &'a Option<String>,
+    state: &'a Option<&'static str>,
+    reader: Option<&'a Reader>,
+    groups: &'a Option<Vec<String>>,
+) -> (String, Vec<Param<'a>>) {
+    let (confined, extra) = readable("execution.execution_id", reader, groups, 3);
+    let sql = format!("WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}", state_condition("$2::text"));
+    let mut params: Vec<Param<'a>> = vec![pattern, state];
+    params.extend(extra);
+    (sql, params)
+}
+
 #[async_trait]
 impl WorkStore for PostgresStore {
     async fn create_execution(&self, e: NewExecution) -> Result<Created> {
@@ -229,21 +247,18 @@ impl WorkStore for PostgresStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
-        // A step names its definition in the steps JSON; the pattern is bound, never spliced.
-        let pattern = definition.map(crate::by_definition::steps_pattern);
-        let state = state.map(ExecutionState::as_str);
+        let (pattern, state) = (definition.map(crate::by_definition::steps_pattern), state.map(ExecutionState::as_str));
         let groups = reader_groups(reader);
         pg(async {
             let c = self.conn().await?;
             let (limit, offset) = (limit as i64, offset as i64);
-            let (confined, extra) = readable("execution.execution_id", reader, &groups, 5);
+            let (filter, mut params) = executions_filter(&pattern, &state, reader, &groups);
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}
-                 ORDER BY created_at_ms DESC, execution_id LIMIT $2 OFFSET $3",
-                state_condition("$4::text")
+                "SELECT {HEADER_COLUMNS} FROM execution {filter} ORDER BY created_at_ms DESC, execution_id LIMIT ${} OFFSET ${}",
+                params.len() + 1,
+                params.len() + 2
             );
-            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &limit, &offset, &state];
-            params.extend(extra);
+            params.extend([&limit as &(dyn tokio_postgres::types::ToSql + Sync), &offset]);
             let found = rows(&*c, &sql, &params).await?;
             headers(&*c, found).await
         })
@@ -256,20 +271,13 @@ impl WorkStore for PostgresStore {
         state: Option<ExecutionState>,
         reader: Option<&Reader>,
     ) -> Result<usize> {
-        let pattern = definition.map(crate::by_definition::steps_pattern);
-        let state = state.map(ExecutionState::as_str);
+        let (pattern, state) = (definition.map(crate::by_definition::steps_pattern), state.map(ExecutionState::as_str));
         let groups = reader_groups(reader);
         pg(async {
             let c = self.conn().await?;
-            let (confined, extra) = readable("execution.execution_id", reader, &groups, 3);
-            let sql = format!(
-                "SELECT COUNT(*) FROM execution WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}",
-                state_condition("$2::text")
-            );
-            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&pattern, &state];
-            params.extend(extra);
-            let counted: i64 = rows(&*c, &sql, &params).await?.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
-            Ok(counted.max(0) as usize)
+            let (filter, params) = executions_filter(&pattern, &state, reader, &groups);
+            let sql = format!("SELECT COUNT(*) FROM execution {filter}");
+            super::count(&*c, &sql, &params).await
         })
         .await
     }

@@ -50,7 +50,8 @@ async fn select(
     extra_params: &[&(dyn ToSql + Sync)],
 ) -> Pg<Chunk> {
     let mut out = Vec::new();
-    for r in matching(c, "id, agent_id, row", source, conditions, extra, extra_params).await? {
+    for r in matching(c, "SELECT id, agent_id, row FROM inventory_row", source, conditions, extra, extra_params).await?
+    {
         if let Value::Object(found) = r.try_get::<_, Value>(2)? {
             out.push((r.try_get(0)?, r.try_get(1)?, found));
         }
@@ -58,14 +59,20 @@ async fn select(
     Ok(out)
 }
 
-/// How many rows of `table` meet the conditions.
+/// How many rows of `table` meet the conditions: without conditions, the counts each agent's
+/// report stored beside its rows (one per agent, not one per row).
 async fn count(c: &impl GenericClient, source: &RowSource, conditions: &[ColumnCondition]) -> Pg<usize> {
-    let found = matching(c, "COUNT(*)", source, conditions, |_| String::new(), &[]).await?;
+    let what = match conditions.is_empty() {
+        true => "SELECT COALESCE(SUM(row_count), 0)::bigint FROM inventory_table",
+        false => "SELECT COUNT(*) FROM inventory_row",
+    };
+    let found = matching(c, what, source, conditions, |_| String::new(), &[]).await?;
     let counted: i64 = found.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
     Ok(counted.max(0) as usize)
 }
 
-/// `what` of the rows that meet the conditions, confined to the source's reach.
+/// `what` (a SELECT … FROM a table with `table_name` and `agent_id`) of the rows that meet the
+/// conditions, confined to the source's reach.
 async fn matching(
     c: &impl GenericClient,
     what: &str,
@@ -84,7 +91,7 @@ async fn matching(
     }
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
     let sql = format!(
-        "SELECT {what} FROM inventory_row WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){confined}{where_sql}{}",
+        "{what} WHERE table_name = $1 AND ($2::text IS NULL OR agent_id = $2){confined}{where_sql}{}",
         extra(params.len() + 1)
     );
     params.extend_from_slice(extra_params);

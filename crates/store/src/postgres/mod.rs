@@ -290,6 +290,16 @@ pub(crate) async fn rows(
     Ok(c.query(&statement, params).await?)
 }
 
+/// The one number a `SELECT COUNT(*) …` (or a sum cast to bigint) answers, as a count.
+pub(crate) async fn count(
+    c: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Pg<usize> {
+    let counted: i64 = rows(c, sql, params).await?.first().map(|r| r.try_get(0)).transpose()?.unwrap_or(0);
+    Ok(counted.max(0) as usize)
+}
+
 pub(crate) async fn row(
     c: &impl GenericClient,
     sql: &str,

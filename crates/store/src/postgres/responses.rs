@@ -91,16 +91,16 @@ pub(super) async fn page(store: &PostgresStore, q: ResponseQuery) -> Pg<Response
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q.execution_id, &step, &q.agent_id, &status, &q.after];
     params.extend(extra);
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
-    let sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival, COUNT(*) OVER () FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
-         WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){confined}{where_sql}
-         ORDER BY r.arrival LIMIT ${}",
-        params.len() + 1,
+    let from_where = format!(
+        "FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id
+         WHERE r.execution_id = $1 AND r.step = $2 AND r.arrival > $5 AND ($3::text IS NULL OR r.agent_id = $3) AND ($4::text IS NULL OR t.status = $4){confined}{where_sql}"
     );
+    let matched = super::count(&*c, &format!("SELECT COUNT(*) {from_where}"), &params).await?;
+    let sql =
+        format!("SELECT r.agent_id, r.row, r.arrival {from_where} ORDER BY r.arrival LIMIT ${}", params.len() + 1);
     params.push(&limit);
-    let (mut found, mut matched) = (Vec::new(), 0);
+    let mut found = Vec::new();
     for r in rows(&*c, &sql, &params).await? {
-        matched = r.try_get::<_, i64>(3)?.max(0) as usize;
         if let Value::Object(values) = r.try_get::<_, Value>(1)? {
             found.push(ResponseRow { agent_id: r.try_get(0)?, values, arrival: r.try_get(2)? });
         }

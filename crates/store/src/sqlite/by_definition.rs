@@ -27,13 +27,14 @@ pub(super) fn rows_of(rows: RowsOf<'_>) -> (String, Vec<rusqlite::types::Value>)
 
 pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<DefinitionPage> {
     let after = start_after(&q.after);
-    let mut sql = format!(
-        "SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step, e.created_at_ms, COUNT(*) OVER () FROM response r \
+    let from_where = format!(
+        "FROM response r \
          JOIN execution e ON e.execution_id = r.execution_id \
          JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
          WHERE (r.execution_id, r.step) IN ({STEPS_THAT_RAN}) \
          AND (e.created_at_ms, r.execution_id, r.step, r.arrival) > (?, ?, ?, ?)"
     );
+    let mut sql = format!("SELECT r.agent_id, r.row, r.arrival, r.execution_id, r.step, e.created_at_ms {from_where}");
     let mut values: Vec<rusqlite::types::Value> = vec![
         steps_pattern(&q.definition).into(),
         q.definition.clone().into(),
@@ -48,6 +49,7 @@ pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<Defi
         reader: q.reader.as_ref(),
         conditions: &q.conditions,
     };
+    let matched = narrowing.count(c, &from_where, values.clone())?;
     narrowing.finish(&mut sql, &mut values, "e.created_at_ms, r.execution_id, r.step, r.arrival", q.limit)?;
     let mut stmt = c.prepare_cached(&sql)?;
     let found = stmt.query_map(rusqlite::params_from_iter(values), |r| {
@@ -57,12 +59,11 @@ pub(super) fn page(c: &Connection, q: &DefinitionQuery) -> rusqlite::Result<Defi
             step: r.get::<_, i64>(4)? as usize,
             started_at_ms: r.get(5)?,
         };
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, place, r.get::<_, i64>(6)?))
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, place))
     })?;
-    let (mut rows, mut matched) = (Vec::new(), 0);
+    let mut rows = Vec::new();
     for item in found {
-        let (agent_id, text, place, counted) = item?;
-        matched = counted.max(0) as usize;
+        let (agent_id, text, place) = item?;
         // A row that is not a JSON object was never stored so; it is skipped, as per step.
         if let Ok(values) = serde_json::from_str(&text) {
             rows.push(DefinitionRow { place, agent_id, values });

@@ -33,6 +33,24 @@ use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+/// The executions [`WorkStore::executions`] lists, as a WHERE clause and its values: a step
+/// names its definition in the steps JSON (the pattern is bound, never spliced), and only
+/// those `reader` may read.
+fn executions_filter(
+    definition: Option<&str>,
+    state: Option<ExecutionState>,
+    reader: Option<&Reader>,
+) -> (String, Vec<rusqlite::types::Value>) {
+    let pattern = definition.map(crate::by_definition::steps_pattern);
+    let state = state.map(ExecutionState::as_str);
+    let (readable, confined) = readable("execution.execution_id", reader);
+    let mut values: Vec<rusqlite::types::Value> =
+        vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
+    values.extend(confined);
+    let sql = format!("WHERE (? IS NULL OR steps LIKE ?) AND ({}){readable}", state_condition("?3"));
+    (sql, values)
+}
+
 #[async_trait]
 impl WorkStore for SqliteStore {
     async fn create_execution(&self, execution: NewExecution) -> Result<Created> {
@@ -191,19 +209,11 @@ impl WorkStore for SqliteStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<ExecutionHeader>> {
-        // A step names its definition in the steps JSON; the pattern is bound, never spliced.
-        let pattern = definition.map(crate::by_definition::steps_pattern);
-        let state = state.map(ExecutionState::as_str);
-        let (readable, confined) = readable("execution.execution_id", reader);
-        let mut values: Vec<rusqlite::types::Value> =
-            vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
-        values.extend(confined);
+        let (filter, mut values) = executions_filter(definition, state, reader);
         values.extend([(limit as i64).into(), (offset as i64).into()]);
         self.run(move |c| {
             let sql = format!(
-                "SELECT {HEADER_COLUMNS} FROM execution WHERE (? IS NULL OR steps LIKE ?) AND ({STATE_IS}){readable} \
-                 ORDER BY created_at_ms DESC, execution_id LIMIT ? OFFSET ?",
-                STATE_IS = state_condition("?3")
+                "SELECT {HEADER_COLUMNS} FROM execution {filter} ORDER BY created_at_ms DESC, execution_id LIMIT ? OFFSET ?"
             );
             let mut stmt = c.prepare_cached(&sql)?;
             stmt.query_map(rusqlite::params_from_iter(values), |r| header(c, r))?.collect()
@@ -217,17 +227,9 @@ impl WorkStore for SqliteStore {
         state: Option<ExecutionState>,
         reader: Option<&Reader>,
     ) -> Result<usize> {
-        let pattern = definition.map(crate::by_definition::steps_pattern);
-        let state = state.map(ExecutionState::as_str);
-        let (readable, confined) = readable("execution.execution_id", reader);
-        let mut values: Vec<rusqlite::types::Value> =
-            vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
-        values.extend(confined);
+        let (filter, values) = executions_filter(definition, state, reader);
         self.run(move |c| {
-            let sql = format!(
-                "SELECT COUNT(*) FROM execution WHERE (? IS NULL OR steps LIKE ?) AND ({STATE_IS}){readable}",
-                STATE_IS = state_condition("?3")
-            );
+            let sql = format!("SELECT COUNT(*) FROM execution {filter}");
             let counted: i64 = c.prepare_cached(&sql)?.query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
             Ok(counted.max(0) as usize)
         })

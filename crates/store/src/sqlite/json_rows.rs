@@ -43,9 +43,29 @@ fn select(
     source: &RowSource,
     conditions: &[ColumnCondition],
 ) -> rusqlite::Result<(String, Vec<rusqlite::types::Value>)> {
-    let mut sql = String::from(
-        "SELECT rowid, agent_id, row FROM inventory_row WHERE table_name = ? AND (? IS NULL OR agent_id = ?)",
-    );
+    matching("SELECT rowid, agent_id, row FROM inventory_row", source, conditions)
+}
+
+/// How many rows match: without conditions, the counts each agent's report stored beside its
+/// rows (one per agent, not one per row: a fleet's users table is 240,000 rows).
+fn count(c: &Connection, source: &RowSource, conditions: &[ColumnCondition]) -> rusqlite::Result<usize> {
+    let what = match conditions.is_empty() {
+        true => "SELECT COALESCE(SUM(row_count), 0) FROM inventory_table",
+        false => "SELECT COUNT(*) FROM inventory_row",
+    };
+    let (sql, values) = matching(what, source, conditions)?;
+    let counted: i64 = c.prepare_cached(&sql)?.query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
+    Ok(counted.max(0) as usize)
+}
+
+/// `what` (a SELECT … FROM a table with `table_name` and `agent_id`) of the rows of the
+/// source's table, agent and reach that meet the conditions.
+fn matching(
+    what: &str,
+    source: &RowSource,
+    conditions: &[ColumnCondition],
+) -> rusqlite::Result<(String, Vec<rusqlite::types::Value>)> {
+    let mut sql = format!("{what} WHERE table_name = ? AND (? IS NULL OR agent_id = ?)");
     let agent_id = source.agent_id.clone();
     let mut values: Vec<rusqlite::types::Value> =
         vec![source.table.clone().into(), agent_id.clone().into(), agent_id.into()];
@@ -80,15 +100,13 @@ pub(super) fn page(
     offset: usize,
     limit: usize,
 ) -> rusqlite::Result<RowPage> {
+    let matched = count(c, source, conditions)?;
     let (mut sql, mut values) = select(source, conditions)?;
-    let count = format!("SELECT COUNT(*) FROM ({sql})");
-    let matched: i64 = c.prepare_cached(&count)?.query_row(rusqlite::params_from_iter(values.clone()), |r| r.get(0))?;
     sql.push_str(" ORDER BY agent_id, rowid LIMIT ? OFFSET ?");
     values.push((limit as i64).into());
     values.push((offset as i64).into());
     let rows: Vec<(String, Map<String, Value>)> =
         read(c, &sql, values)?.into_iter().map(|(_, agent, row)| (agent, row)).collect();
-    let matched = matched.max(0) as usize;
     Ok(RowPage { more: matched > offset + rows.len(), rows, matched, counted_all: true, over_budget: false })
 }
 

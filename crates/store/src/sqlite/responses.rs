@@ -101,24 +101,35 @@ impl Narrowing<'_> {
         order: &str,
         limit: usize,
     ) -> rusqlite::Result<()> {
+        self.narrow(sql, values)?;
+        sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
+        values.push((limit as i64 + 1).into());
+        Ok(())
+    }
+
+    /// How many rows `from_where` (`FROM response r JOIN execution_target t … WHERE …`, with
+    /// its `values`) holds, narrowed: every page's, the rows themselves never read.
+    pub(super) fn count(&self, c: &Connection, from_where: &str, mut values: Vec<SqlValue>) -> rusqlite::Result<usize> {
+        let mut sql = format!("SELECT COUNT(*) {from_where}");
+        self.narrow(&mut sql, &mut values)?;
+        let counted: i64 = c.prepare_cached(&sql)?.query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
+        Ok(counted.max(0) as usize)
+    }
+
+    fn narrow(&self, sql: &mut String, values: &mut Vec<SqlValue>) -> rusqlite::Result<()> {
         let (agent, status) = (self.agent_id.map(str::to_string), self.status.map(|s| s.as_str().to_string()));
         sql.push_str(" AND (? IS NULL OR r.agent_id = ?) AND (? IS NULL OR t.status = ?)");
         values.extend([agent.clone().into(), agent.into(), status.clone().into(), status.into()]);
         let (confined, confined_values) = super::confinement::readable("r.execution_id", self.reader);
         sql.push_str(&confined);
         values.extend(confined_values);
-        push_conditions(self.conditions, sql, values)?;
-        sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
-        values.push((limit as i64 + 1).into());
-        Ok(())
+        push_conditions(self.conditions, sql, values)
     }
 }
 
 pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<ResponsePage> {
-    let mut sql = String::from(
-        "SELECT r.agent_id, r.row, r.arrival, COUNT(*) OVER () FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
-         WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ?",
-    );
+    const FROM_WHERE: &str = "FROM response r JOIN execution_target t ON t.execution_id = r.execution_id AND t.agent_id = r.agent_id \
+         WHERE r.execution_id = ? AND r.step = ? AND r.arrival > ?";
     let mut values: Vec<SqlValue> = vec![q.execution_id.clone().into(), (q.step as i64).into(), q.after.into()];
     let narrowing = Narrowing {
         agent_id: q.agent_id.as_deref(),
@@ -126,16 +137,16 @@ pub(super) fn responses(c: &Connection, q: &ResponseQuery) -> rusqlite::Result<R
         reader: q.reader.as_ref(),
         conditions: &q.conditions,
     };
+    let matched = narrowing.count(c, FROM_WHERE, values.clone())?;
+    let mut sql = format!("SELECT r.agent_id, r.row, r.arrival {FROM_WHERE}");
     narrowing.finish(&mut sql, &mut values, "r.arrival", q.limit)?;
     let mut stmt = c.prepare_cached(&sql)?;
-    let mut matched = 0;
     let mut rows: Vec<ResponseRow> = stmt
         .query_map(rusqlite::params_from_iter(values), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
         })?
         .filter_map(|r| {
-            r.map(|(agent_id, text, arrival, counted)| {
-                matched = counted.max(0) as usize;
+            r.map(|(agent_id, text, arrival)| {
                 serde_json::from_str(&text).ok().map(|values| ResponseRow { agent_id, values, arrival })
             })
             .transpose()
