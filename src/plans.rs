@@ -71,13 +71,18 @@ pub async fn read(
         after: 0,
         limit: MAX_PLAN_ROWS,
     };
+    // The targets before their rows: an agent's rows and its final status are stored in one
+    // transaction, so a target read as succeeded has its rows in the read after. The other
+    // way round, a plan stored between the two reads was bound as an empty plan, and the
+    // approved change then refused as `plan_changed`.
+    let targets = store.work.targets(execution_id).await?;
     let mut rows: BTreeMap<String, Vec<Map<String, Value>>> = BTreeMap::new();
     for row in store.work.responses(query).await?.rows {
         rows.entry(row.agent_id).or_default().push(row.values);
     }
     let mut plans = HostPlans { execution_id: execution_id.to_string(), definition, ..HostPlans::default() };
     let mut groups: BTreeMap<String, PlanGroup> = BTreeMap::new();
-    for target in store.work.targets(execution_id).await? {
+    for target in targets {
         match target.status {
             TargetStatus::Succeeded => {
                 let planned = rows.remove(&target.agent_id).unwrap_or_default();
