@@ -3,8 +3,11 @@
 use deadpool_postgres::GenericClient;
 use toolgate_domain::fleet::instruction::TargetStatus;
 
+use super::confinement::readable;
 use super::{Pg, PgError, PostgresStore, execute, row, rows};
+use crate::Reader;
 use crate::changes::Change;
+use crate::fleet_work::state_condition;
 use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 use crate::rollouts::RolloutState;
 use crate::rules::existing_execution;
@@ -108,4 +111,22 @@ pub(super) async fn create(store: &PostgresStore, e: &NewExecution, steps: &str,
     store.notify(&tx, Change::ExecutionCreated(e.execution_id.clone())).await?;
     tx.commit().await?;
     Ok(Created::New)
+}
+
+pub(super) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
+/// The executions [`crate::WorkStore::executions`] lists, as a WHERE clause and its parameters: a
+/// step names its definition in the steps JSON (the pattern is bound, never spliced), and
+/// only those `reader` may read.
+pub(super) fn executions_filter<'a>(
+    pattern: &'a Option<String>,
+    state: &'a Option<&'static str>,
+    reader: Option<&'a Reader>,
+    groups: &'a Option<Vec<String>>,
+) -> (String, Vec<Param<'a>>) {
+    let (confined, extra) = readable("execution.execution_id", reader, groups, 3);
+    let sql = format!("WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}", state_condition("$2::text"));
+    let mut params: Vec<Param<'a>> = vec![pattern, state];
+    params.extend(extra);
+    (sql, params)
 }

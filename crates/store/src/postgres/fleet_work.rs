@@ -14,7 +14,7 @@ use super::by_definition;
 use super::confinement::{readable, reader_groups};
 use crate::{DefinitionPage, DefinitionQuery, GroupOrder, Reader, RowsOf};
 
-use super::executions::{HEADER_COLUMNS, create, header, headers, target_row, targets};
+use super::executions::{HEADER_COLUMNS, create, executions_filter, header, headers, target_row, targets};
 use super::{Pg, PostgresStore, execute, pg, relaxed, row, rows};
 use super::{compliance, responses};
 use crate::ResponsePage;
@@ -22,29 +22,10 @@ use crate::changes::Change;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
     StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
-    state_condition,
 };
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
-
-type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
-
-/// The executions [`WorkStore::executions`] lists, as a WHERE clause and its parameters: a
-/// step names its definition in the steps JSON (the pattern is bound, never spliced), and
-/// only those `reader` may read.
-fn executions_filter<'a>(
-    pattern: &'a Option<String>,
-    state: &'a Option<&'static str>,
-    reader: Option<&'a Reader>,
-    groups: &'a Option<Vec<String>>,
-) -> (String, Vec<Param<'a>>) {
-    let (confined, extra) = readable("execution.execution_id", reader, groups, 3);
-    let sql = format!("WHERE ($1::text IS NULL OR steps LIKE $1) AND ({}){confined}", state_condition("$2::text"));
-    let mut params: Vec<Param<'a>> = vec![pattern, state];
-    params.extend(extra);
-    (sql, params)
-}
 
 #[async_trait]
 impl WorkStore for PostgresStore {

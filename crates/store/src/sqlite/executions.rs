@@ -5,9 +5,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use toolgate_domain::fleet::instruction::TargetStatus;
 use toolgate_domain::fleet::wire::{RunOrder, RunStep};
 
+use super::confinement::readable;
+use crate::Reader;
+use crate::fleet_work::state_condition;
 use crate::fleet_work::{Created, ExecutionHeader, NewExecution, TargetRecord};
 use crate::rollouts::RolloutState;
 use crate::rules::existing_execution;
+use toolgate_domain::fleet::instruction::ExecutionState;
 
 pub(super) fn status_of(text: &str) -> rusqlite::Result<TargetStatus> {
     TargetStatus::parse(text).map_err(rusqlite::Error::InvalidColumnName)
@@ -122,4 +126,22 @@ pub(super) fn undelivered(
     let targets =
         stmt.query_map(params![execution_id, released_wave], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
     Ok(Some((order, targets)))
+}
+
+/// The executions [`crate::WorkStore::executions`] lists, as a WHERE clause and its values: a step
+/// names its definition in the steps JSON (the pattern is bound, never spliced), and only
+/// those `reader` may read.
+pub(super) fn executions_filter(
+    definition: Option<&str>,
+    state: Option<ExecutionState>,
+    reader: Option<&Reader>,
+) -> (String, Vec<rusqlite::types::Value>) {
+    let pattern = definition.map(crate::by_definition::steps_pattern);
+    let state = state.map(ExecutionState::as_str);
+    let (readable, confined) = readable("execution.execution_id", reader);
+    let mut values: Vec<rusqlite::types::Value> =
+        vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
+    values.extend(confined);
+    let sql = format!("WHERE (? IS NULL OR steps LIKE ?) AND ({}){readable}", state_condition("?3"));
+    (sql, values)
 }

@@ -16,40 +16,21 @@ use toolgate_domain::groups::Reach;
 
 use super::by_definition;
 use super::confinement::readable;
-use crate::fleet_work::number;
 use crate::{DefinitionPage, DefinitionQuery, GroupOrder, Reader, RowsOf};
 
-use super::executions::{HEADER_COLUMNS, create, header, steps_of, target_row, targets, undelivered};
-use super::json_rows::json_path;
-use super::responses::{responses, sql_value, store_result};
+use super::executions::{
+    HEADER_COLUMNS, create, executions_filter, header, steps_of, target_row, targets, undelivered,
+};
+use super::responses::{responses, store_result};
 use super::{SqliteStore, without_fsync};
 use crate::ResponsePage;
 use crate::fleet_work::{
     Cancelled, Created, ExecutionHeader, Group, NewExecution, QuarantineRecord, ResponseQuery, SILENT_PAST_DEADLINE,
     StepRecord, Taken, TargetRecord, UNRELEASED_AT_DEADLINE, WorkStore, enforcement_from, enforcement_text,
-    state_condition,
 };
 use toolgate_domain::fleet::wire::QuarantineEnforcement;
 
 type Result<T> = std::result::Result<T, StoreError>;
-
-/// The executions [`WorkStore::executions`] lists, as a WHERE clause and its values: a step
-/// names its definition in the steps JSON (the pattern is bound, never spliced), and only
-/// those `reader` may read.
-fn executions_filter(
-    definition: Option<&str>,
-    state: Option<ExecutionState>,
-    reader: Option<&Reader>,
-) -> (String, Vec<rusqlite::types::Value>) {
-    let pattern = definition.map(crate::by_definition::steps_pattern);
-    let state = state.map(ExecutionState::as_str);
-    let (readable, confined) = readable("execution.execution_id", reader);
-    let mut values: Vec<rusqlite::types::Value> =
-        vec![pattern.clone().into(), pattern.into(), state.map(str::to_string).into()];
-    values.extend(confined);
-    let sql = format!("WHERE (? IS NULL OR steps LIKE ?) AND ({}){readable}", state_condition("?3"));
-    (sql, values)
-}
 
 #[async_trait]
 impl WorkStore for SqliteStore {
@@ -278,33 +259,8 @@ impl WorkStore for SqliteStore {
         let (readable, confined) = readable("response.execution_id", reader);
         values.extend(confined);
         values.push((limit as i64).into());
-        self.run(move |c| {
-            let group = json_path(&group_by)?;
-            let measure = match &of {
-                Some(column) => format!("json_extract(row, '{}')", json_path(column)?),
-                None => "NULL".into(),
-            };
-            let numeric = format!("CASE WHEN typeof({measure}) IN ('integer', 'real') THEN {measure} END");
-            let sql = format!(
-                "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}), \
-                 CAST(sum({numeric}) AS REAL), avg({numeric}) FROM response \
-                 WHERE {source}{readable} GROUP BY g ORDER BY {} LIMIT ?",
-                order.order_by()
-            );
-            let mut stmt = c.prepare(&sql)?;
-            stmt.query_map(rusqlite::params_from_iter(values), |r| {
-                Ok(Group {
-                    value: sql_value(r.get(0)?),
-                    count: r.get(1)?,
-                    min: sql_value(r.get(2)?),
-                    max: sql_value(r.get(3)?),
-                    sum: number(r.get(4)?),
-                    avg: number(r.get(5)?),
-                })
-            })?
-            .collect()
-        })
-        .await
+        let source = format!("{source}{readable}");
+        self.run(move |c| super::responses::aggregate(c, &group_by, of.as_deref(), order, &source, values)).await
     }
 
     async fn set_quarantine(&self, agent_id: &str, wanted: bool, reason: Option<&str>) -> Result<()> {

@@ -6,8 +6,9 @@ use serde_json::Value;
 use toolgate_domain::fleet::instruction::target_status;
 use toolgate_domain::fleet::wire::RunResult;
 
-use super::json_rows::push_conditions;
-use crate::fleet_work::{ResponsePage, ResponseQuery, ResponseRow, Taken};
+use super::json_rows::{json_path, push_conditions};
+use crate::GroupOrder;
+use crate::fleet_work::{Group, ResponsePage, ResponseQuery, ResponseRow, Taken, number};
 use crate::rules::result_refusal;
 use crate::{ColumnCondition, Reader};
 use rusqlite::types::Value as SqlValue;
@@ -166,4 +167,40 @@ pub(super) fn sql_value(v: rusqlite::types::Value) -> Value {
         V::Text(t) => Value::from(t),
         V::Blob(_) => Value::Null,
     }
+}
+
+/// Groups of the rows `source` (a condition on `response`, with its `values`, the limit
+/// last) by one column, with the min, max, sum and average of another.
+pub(super) fn aggregate(
+    c: &Connection,
+    group_by: &str,
+    of: Option<&str>,
+    order: GroupOrder,
+    source: &str,
+    values: Vec<SqlValue>,
+) -> rusqlite::Result<Vec<Group>> {
+    let group = json_path(group_by)?;
+    let measure = match of {
+        Some(column) => format!("json_extract(row, '{}')", json_path(column)?),
+        None => "NULL".into(),
+    };
+    let numeric = format!("CASE WHEN typeof({measure}) IN ('integer', 'real') THEN {measure} END");
+    let sql = format!(
+        "SELECT json_extract(row, '{group}') g, count(*), min({measure}), max({measure}), \
+         CAST(sum({numeric}) AS REAL), avg({numeric}) FROM response \
+         WHERE {source} GROUP BY g ORDER BY {} LIMIT ?",
+        order.order_by()
+    );
+    let mut stmt = c.prepare(&sql)?;
+    stmt.query_map(rusqlite::params_from_iter(values), |r| {
+        Ok(Group {
+            value: sql_value(r.get(0)?),
+            count: r.get(1)?,
+            min: sql_value(r.get(2)?),
+            max: sql_value(r.get(3)?),
+            sum: number(r.get(4)?),
+            avg: number(r.get(5)?),
+        })
+    })?
+    .collect()
 }
