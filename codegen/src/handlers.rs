@@ -6,15 +6,17 @@ use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use quote::ToTokens;
 use toolgate_catalogue::check::Inputs;
-use toolgate_catalogue::check::handlers::{RustHandlers, expected_signature};
+use toolgate_catalogue::check::handler_scan::read_module;
+use toolgate_catalogue::check::handlers::{ModuleRead, Outline, RustHandlers, handler_problem, takes_context};
 use toolgate_catalogue::diag::Diagnostic;
 use toolgate_catalogue::source::Pos;
 
 /// The handlers under one directory, each module file parsed once.
 pub struct SynHandlers {
     dir: PathBuf,
-    modules: RefCell<HashMap<Vec<String>, ModuleFile>>,
+    modules: RefCell<HashMap<Vec<String>, (String, ModuleRead)>>,
 }
 
 impl SynHandlers {
@@ -23,22 +25,43 @@ impl SynHandlers {
     }
 }
 
-struct ModuleFile {
-    path: PathBuf,
-    display: String,
-    ast: Option<syn::File>,
+/// A syn function's outline, for the rule the scan of `toolgate check` shares.
+fn outline(f: &syn::ItemFn) -> Outline {
+    let params = f
+        .sig
+        .inputs
+        .iter()
+        .map(|a| match a {
+            syn::FnArg::Typed(t) => t.ty.to_token_stream().to_string(),
+            syn::FnArg::Receiver(_) => "self".into(),
+        })
+        .collect();
+    let returns = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => Some(ty.to_token_stream().to_string()),
+        syn::ReturnType::Default => None,
+    };
+    Outline {
+        public: matches!(f.vis, syn::Visibility::Public(_)),
+        is_async: f.sig.asyncness.is_some(),
+        params,
+        returns,
+    }
 }
 
-fn module_file(dir: &Path, module: &[String]) -> ModuleFile {
-    let rel = module.join("/");
-    let candidates = [format!("{rel}.rs"), format!("{rel}/mod.rs")];
-    for candidate in &candidates {
-        let path = dir.join(candidate);
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            return ModuleFile { path, display: format!("src/handlers/{candidate}"), ast: syn::parse_file(&text).ok() };
-        }
+/// A module file's top-level functions, parsed with syn.
+fn parsed(text: &str) -> ModuleRead {
+    match syn::parse_file(text) {
+        Ok(ast) => ModuleRead::Functions(
+            ast.items
+                .iter()
+                .filter_map(|item| match item {
+                    syn::Item::Fn(f) => Some((f.sig.ident.to_string(), outline(f))),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        Err(_) => ModuleRead::Unreadable,
     }
-    ModuleFile { path: dir.join(&candidates[0]), display: format!("src/handlers/{}", candidates[0]), ast: None }
 }
 
 impl RustHandlers for SynHandlers {
@@ -50,56 +73,9 @@ impl RustHandlers for SynHandlers {
         function: &str,
         struct_name: &str,
     ) -> Option<Diagnostic> {
-        let tool = &inputs.tools.model.tools[i];
         let mut modules = self.modules.borrow_mut();
-        let file = modules.entry(module.to_vec()).or_insert_with(|| module_file(&self.dir, module));
-        let signature = expected_signature(function, struct_name);
-        match &file.ast {
-            None if !file.path.exists() => Some(
-                inputs
-                    .tool_error(
-                        i,
-                        "/handler",
-                        format!("handler `{}` not found: {} does not exist", tool.handler, file.display),
-                    )
-                    .help(format!("create {} with\n    {signature} {{ ... }}", file.display)),
-            ),
-            None => Some(
-                inputs
-                    .tool_error(
-                        i,
-                        "/handler",
-                        format!("handler `{}`: {} does not parse as Rust", tool.handler, file.display),
-                    )
-                    .help("fix the syntax error (cargo check shows it)"),
-            ),
-            Some(ast) => {
-                let found = ast.items.iter().find_map(|item| match item {
-                    syn::Item::Fn(f) if f.sig.ident == function => Some(f),
-                    _ => None,
-                });
-                match found {
-                    None => Some(
-                        inputs
-                            .tool_error(
-                                i,
-                                "/handler",
-                                format!("handler `{}` not found in {}", tool.handler, file.display),
-                            )
-                            .help(format!("add to {}:\n    {signature} {{ ... }}", file.display)),
-                    ),
-                    Some(f) => signature_problem(f, struct_name).map(|problem| {
-                        inputs
-                            .tool_error(
-                                i,
-                                "/handler",
-                                format!("handler `{}` in {} {problem}", tool.handler, file.display),
-                            )
-                            .help(format!("write it as\n    {signature}"))
-                    }),
-                }
-            }
-        }
+        let (display, read) = modules.entry(module.to_vec()).or_insert_with(|| read_module(&self.dir, module, parsed));
+        handler_problem(inputs, i, display, read, function, struct_name)
     }
 
     fn finish(&self, used: &BTreeSet<(Vec<String>, String)>, diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
@@ -107,50 +83,6 @@ impl RustHandlers for SynHandlers {
         files.push(self.dir.clone());
         files
     }
-}
-
-fn last_segment(ty: &syn::Type) -> Option<String> {
-    match ty {
-        syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
-        _ => None,
-    }
-}
-
-fn signature_problem(f: &syn::ItemFn, struct_name: &str) -> Option<String> {
-    if !matches!(f.vis, syn::Visibility::Public(_)) {
-        return Some("is not `pub`".into());
-    }
-    if f.sig.asyncness.is_none() {
-        return Some("is not `async`".into());
-    }
-    let params: Vec<&syn::Type> = f
-        .sig
-        .inputs
-        .iter()
-        .filter_map(|a| match a {
-            syn::FnArg::Typed(t) => Some(&*t.ty),
-            syn::FnArg::Receiver(_) => None,
-        })
-        .collect();
-    if params.len() != 2 || f.sig.inputs.len() != 2 {
-        return Some(format!(
-            "takes {} parameters; dispatch passes two (the context and the arguments)",
-            f.sig.inputs.len()
-        ));
-    }
-    let ctx_ok = matches!(params[0], syn::Type::Reference(r) if r.mutability.is_none() && last_segment(&r.elem).as_deref() == Some("ToolContext"));
-    if !ctx_ok {
-        return Some("must take `&ToolContext` first".into());
-    }
-    if last_segment(params[1]).as_deref() != Some(struct_name) {
-        return Some(format!("must take `args::{struct_name}` second"));
-    }
-    let returns_ok =
-        matches!(&f.sig.output, syn::ReturnType::Type(_, ty) if last_segment(ty).as_deref() == Some("ToolResult"));
-    if !returns_ok {
-        return Some("must return `ToolResult`".into());
-    }
-    None
 }
 
 /// Handler-shaped functions (`pub async fn` taking `&ToolContext`) that no tool names.
@@ -196,8 +128,8 @@ fn unused_handlers(dir: &Path, used: &BTreeSet<(Vec<String>, String)>, out: &mut
             };
             for item in &ast.items {
                 let syn::Item::Fn(f) = item else { continue };
-                let takes_ctx = matches!(f.sig.inputs.first(), Some(syn::FnArg::Typed(t)) if matches!(&*t.ty, syn::Type::Reference(r) if last_segment(&r.elem).as_deref() == Some("ToolContext")));
-                if !(matches!(f.vis, syn::Visibility::Public(_)) && f.sig.asyncness.is_some() && takes_ctx) {
+                let shape = outline(f);
+                if !(shape.public && shape.is_async && takes_context(&shape)) {
                     continue;
                 }
                 let name = f.sig.ident.to_string();

@@ -52,3 +52,36 @@ fn fixtures() {
     }
     assert!(failures.is_empty(), "{} fixture(s) differ:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// `toolgate check` finds handlers by a scan, the build with syn: every fixture's handler
+/// errors are the same, word for word and position for position.
+#[test]
+fn the_scan_of_toolgate_check_reports_what_the_build_reports() {
+    use toolgate_catalogue::check::handler_scan::ScannedHandlers;
+    use toolgate_catalogue::check::handlers::RustHandlers;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let case = entry.unwrap().path();
+        if !case.join("handlers").is_dir() {
+            continue;
+        }
+        let build: Vec<String> = run(&case).lines().filter(|l| l.contains(": error: ")).map(str::to_string).collect();
+        let read = |path: PathBuf, name: &str| SourceFile::new(name, std::fs::read_to_string(path).unwrap());
+        let policy_path =
+            if case.join("policy.yaml").exists() { case.join("policy.yaml") } else { root.join("policy.yaml") };
+        let files = toolgate_catalogue::Inputs {
+            tools: read(case.join("tools.yaml"), "tools.yaml"),
+            policy: read(policy_path, "policy.yaml"),
+        };
+        let scanned = ScannedHandlers::new(&case.join("handlers"));
+        let diagnostics = match toolgate_catalogue::check(&files, Some(&scanned as &dyn RustHandlers)) {
+            Ok(checked) => checked.warnings,
+            Err(all) => all,
+        };
+        let scan: Vec<String> = diagnostics.iter().filter(|d| d.is_error()).map(|d| d.one_line()).collect();
+        assert_eq!(scan, build, "{}", case.display());
+        compared += usize::from(!build.is_empty());
+    }
+    assert!(compared >= 1, "no fixture with handlers pins a handler error");
+}

@@ -84,3 +84,42 @@ fn the_benchmarks_generated_catalogue_checks_clean() {
     let said = String::from_utf8_lossy(&checked.stdout).into_owned() + &String::from_utf8_lossy(&checked.stderr);
     assert!(checked.status.success() && said.contains(" 0 errors"), "{said}");
 }
+
+/// `toolgate check` finds the handlers again (issue 48): a catalogue naming a function that is
+/// not there fails `check` at the entry's `handler` line, with the closest function, as the
+/// build does; the project's own catalogue checks clean with its handlers read.
+#[test]
+fn toolgate_check_refuses_a_handler_that_is_not_there() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    let handlers = dir.path().join("src/handlers");
+    std::fs::create_dir_all(&handlers).unwrap();
+    for file in ["plugin_config.rs", "mod.rs"] {
+        std::fs::copy(format!("{root}/src/handlers/{file}"), handlers.join(file)).unwrap();
+    }
+    let tools = std::fs::read_to_string(format!("{root}/tools.yaml")).unwrap();
+    let wrong = "plugin_config::delete_plugin_config_nowhere";
+    let edited = tools.replacen("handler: plugin_config::delete_plugin_config\n", &format!("handler: {wrong}\n"), 1);
+    assert_ne!(edited, tools, "tools.yaml names plugin_config::delete_plugin_config");
+    let line = edited.lines().position(|l| l.ends_with(wrong)).unwrap() + 1;
+    std::fs::write(dir.path().join("tools.yaml"), edited).unwrap();
+    std::fs::copy(format!("{root}/policy.yaml"), dir.path().join("policy.yaml")).unwrap();
+    let check = |tools: &str, policy: &str| {
+        let out =
+            std::process::Command::new(common::bin()).args(["check", "--tools", tools, "--policy", policy]).output();
+        let out = out.unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, said) =
+        check(dir.path().join("tools.yaml").to_str().unwrap(), dir.path().join("policy.yaml").to_str().unwrap());
+    assert!(!ok, "{said}");
+    let expected =
+        format!("handler `{wrong}` not found in src/handlers/plugin_config.rs; did you mean `delete_plugin_config`?");
+    assert!(said.contains(&expected), "{said}");
+    assert!(said.contains(&format!("tools.yaml:{line}:5")), "line {line}: {said}");
+    let (ok, said) = check(&format!("{root}/tools.yaml"), &format!("{root}/policy.yaml"));
+    assert!(ok && said.contains(" 0 errors") && !said.contains("handlers not checked"), "{said}");
+}

@@ -1,7 +1,8 @@
-//! Rule 8: every `handler` names a builtin or a Rust function, and (with a [`RustHandlers`],
-//! the build's: it parses `src/handlers/` with syn) that function exists as a `pub async fn`
-//! with the signature dispatch calls. The error prints the exact function to add, and where.
-//! Without one (`toolgate check` at run time) the signatures are the build's to check.
+//! Rule 8: every `handler` names a builtin or a Rust function, and (with a [`RustHandlers`]:
+//! the build's parses `src/handlers/` with syn, `toolgate check`'s scans its text) that
+//! function exists as a `pub async fn` with the signature dispatch calls. The error prints the
+//! exact function to add, where, and the closest handler of that module; both readers give it
+//! word for word, from [`handler_problem`].
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -136,4 +137,112 @@ pub fn check(inputs: &Inputs, rust: Option<&dyn RustHandlers>) -> Report {
 
     let files = rust.map(|rust| rust.finish(&used, &mut diagnostics)).unwrap_or_default();
     Report { diagnostics, handlers, files }
+}
+
+/// A function's outline, as either reader of the handlers' Rust sees it (the build's syn, or
+/// `toolgate check`'s scan): enough to say what dispatch cannot call.
+#[derive(Clone, Debug, Default)]
+pub struct Outline {
+    pub public: bool,
+    pub is_async: bool,
+    /// Each parameter's type as written (a receiver is `self`).
+    pub params: Vec<String>,
+    /// The return type as written, when there is one.
+    pub returns: Option<String>,
+}
+
+/// A type's last path segment without generics or a reference: `&crate::ToolContext` →
+/// `ToolContext`, `args :: GetThing` → `GetThing`.
+fn last_segment(ty: &str) -> &str {
+    let ty = ty.trim().trim_start_matches('&').trim_start();
+    let ty = ty.strip_prefix("mut ").unwrap_or(ty);
+    let ty = ty.split('<').next().unwrap_or(ty);
+    ty.rsplit("::").next().unwrap_or(ty).trim()
+}
+
+/// What keeps dispatch from calling `function` as `signature`, if anything.
+pub fn signature_problem(outline: &Outline, struct_name: &str) -> Option<String> {
+    if !outline.public {
+        return Some("is not `pub`".into());
+    }
+    if !outline.is_async {
+        return Some("is not `async`".into());
+    }
+    if outline.params.len() != 2 || outline.params.iter().any(|p| p.trim().ends_with("self")) {
+        return Some(format!(
+            "takes {} parameters; dispatch passes two (the context and the arguments)",
+            outline.params.len()
+        ));
+    }
+    let ctx = outline.params[0].trim();
+    if !(ctx.starts_with('&') && !ctx[1..].trim_start().starts_with("mut ") && last_segment(ctx) == "ToolContext") {
+        return Some("must take `&ToolContext` first".into());
+    }
+    if outline.params[1].trim().starts_with('&') || last_segment(&outline.params[1]) != struct_name {
+        return Some(format!("must take `args::{struct_name}` second"));
+    }
+    if outline.returns.as_deref().map(last_segment) != Some("ToolResult") {
+        return Some("must return `ToolResult`".into());
+    }
+    None
+}
+
+/// Whether an outline takes a `&ToolContext` first: handler-shaped when public and async.
+pub fn takes_context(outline: &Outline) -> bool {
+    outline.params.first().is_some_and(|p| p.trim().starts_with('&') && last_segment(p) == "ToolContext")
+}
+
+/// One module file of `src/handlers/` as a reader found it.
+pub enum ModuleRead {
+    /// Neither `area.rs` nor `area/mod.rs` exists.
+    Missing,
+    /// It exists but could not be read as Rust.
+    Unreadable,
+    /// Its top-level functions, by name.
+    Functions(Vec<(String, Outline)>),
+}
+
+/// The diagnostic for tool `i`'s handler `function` in the module file shown as `display`,
+/// the same whichever reader found it.
+pub fn handler_problem(
+    inputs: &Inputs,
+    i: usize,
+    display: &str,
+    read: &ModuleRead,
+    function: &str,
+    struct_name: &str,
+) -> Option<Diagnostic> {
+    let handler = &inputs.tool(i).handler;
+    let signature = expected_signature(function, struct_name);
+    let error = |message: String| inputs.tool_error(i, "/handler", message);
+    match read {
+        ModuleRead::Missing => Some(
+            error(format!("handler `{handler}` not found: {display} does not exist"))
+                .help(format!("create {display} with\n    {signature} {{ ... }}")),
+        ),
+        ModuleRead::Unreadable => Some(
+            error(format!("handler `{handler}`: {display} does not parse as Rust"))
+                .help("fix the syntax error (cargo check shows it)"),
+        ),
+        ModuleRead::Functions(functions) => match functions.iter().find(|(name, _)| name == function) {
+            None => {
+                let handlers = functions
+                    .iter()
+                    .filter(|(_, o)| o.public && o.is_async && takes_context(o))
+                    .map(|(name, _)| name.as_str());
+                let closest = match crate::diag::closest(function, handlers).first() {
+                    Some(name) => format!("; did you mean `{name}`?"),
+                    None => String::new(),
+                };
+                Some(
+                    error(format!("handler `{handler}` not found in {display}{closest}"))
+                        .help(format!("add to {display}:\n    {signature} {{ ... }}")),
+                )
+            }
+            Some((_, outline)) => signature_problem(outline, struct_name).map(|problem| {
+                error(format!("handler `{handler}` in {display} {problem}"))
+                    .help(format!("write it as\n    {signature}"))
+            }),
+        },
+    }
 }

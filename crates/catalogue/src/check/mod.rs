@@ -6,6 +6,7 @@ mod aliases;
 mod authorization;
 mod coverage;
 mod engines;
+pub mod handler_scan;
 pub mod handlers;
 mod hints;
 pub(crate) mod keywords;
