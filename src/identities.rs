@@ -50,12 +50,15 @@ pub async fn mint(
     store: &Repositories,
     catalogue: &'static Catalogue,
     id: &str,
-    name: Option<&str>,
-    ttl_days: Option<i64>,
-    tier: Option<&str>,
+    asked: Credential<'_>,
     now: i64,
 ) -> Result<(TokenRecord, String), ToolError> {
+    let Credential { name, ttl_days, tier, toolsets } = asked;
     live_engine(store, id).await?;
+    let toolsets = toolsets
+        .map(|t| toolgate_domain::toolsets::canonical(t, catalogue.toolsets))
+        .transpose()
+        .map_err(|e| ToolError::InvalidArguments(format!("toolsets: {e}")))?;
     let tier = match tier.or(catalogue.engines.credential_tier) {
         Some(tier) if catalogue.tier(tier).is_some() => tier,
         Some(tier) => {
@@ -69,8 +72,25 @@ pub async fn mint(
     };
     let days = ttl_days.unwrap_or(MAX_TOKEN_DAYS).clamp(1, MAX_TOKEN_DAYS);
     let name = name.map_or_else(|| format!("{id} credential"), str::to_string);
-    let new = NewToken { principal: id, tier: Some(tier), name: &name, now, expires_at: now + days * 86_400 };
+    let new = NewToken {
+        principal: id,
+        tier: Some(tier),
+        name: &name,
+        now,
+        expires_at: now + days * 86_400,
+        toolsets: toolsets.as_deref(),
+    };
     Ok(store.credentials.create_token(new).await?)
+}
+
+/// What a new engine credential is asked to be; each absent part has its default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Credential<'a> {
+    pub name: Option<&'a str>,
+    pub ttl_days: Option<i64>,
+    pub tier: Option<&'a str>,
+    /// The toolsets its client is shown when it chooses none (docs/toolsets.md).
+    pub toolsets: Option<&'a str>,
 }
 
 /// What a rotation made.

@@ -123,6 +123,10 @@ enum TokenCommand {
         expires_in: String,
         #[arg(long, default_value = "cli")]
         name: String,
+        /// The toolsets its client is shown when its requests choose none (tools.yaml names,
+        /// comma-separated, or all / dynamic; default: its tier's). docs/toolsets.md.
+        #[arg(long)]
+        toolsets: Option<String>,
     },
     /// List every token (never the secrets).
     List,
@@ -353,8 +357,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Token { store, command } => runtime()?.block_on(async {
             let store = console::open(&store).await?;
             let text = match command {
-                TokenCommand::Create { principal, tier, api: _, expires_in, name } => {
-                    console::token_create(&store, &principal, tier.as_deref(), &expires_in, &name).await
+                TokenCommand::Create { principal, tier, api: _, expires_in, name, toolsets } => {
+                    let asked = console::NewCredential {
+                        tier: tier.as_deref(),
+                        expires_in: &expires_in,
+                        name: &name,
+                        toolsets: toolsets.as_deref(),
+                    };
+                    console::token_create(&store, &principal, asked).await
                 }
                 TokenCommand::List => console::token_list(&store).await,
                 TokenCommand::Revoke { id } => console::token_revoke(&store, &id).await,

@@ -7,7 +7,10 @@
 use std::path::Path;
 
 use serde_json::Value;
-use toolgate::registry::{POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, Tier, ToolId};
+use toolgate::registry::{
+    POLICY_MATRIX_MD, TOOLS_LIST_ALL, TOOLS_LIST_BY_TIER, TOOLS_LIST_DEFAULT_BY_TIER, TOOLS_LIST_DYNAMIC_BY_TIER, Tier,
+    ToolId,
+};
 
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
@@ -37,6 +40,25 @@ fn tools_list_per_tier() {
         }
         insta::assert_snapshot!("tools_list__all", pretty(TOOLS_LIST_ALL));
     });
+}
+
+/// What each tier is shown when it chooses nothing, and with `dynamic` (docs/toolsets.md),
+/// within issue 48's targets: a default list of at most 24 KiB, a dynamic one of at most 8 KiB,
+/// and a whole list no larger per tool than before toolsets (1,723 bytes, 94 tools in 161,962).
+#[test]
+fn tools_list_chosen_per_tier_and_within_their_budgets() {
+    settings().bind(|| {
+        for tier in Tier::ALL {
+            let (default, dynamic) =
+                (TOOLS_LIST_DEFAULT_BY_TIER[tier.index()], TOOLS_LIST_DYNAMIC_BY_TIER[tier.index()]);
+            insta::assert_snapshot!(format!("tools_list__{}__default", tier.name()), pretty(default));
+            insta::assert_snapshot!(format!("tools_list__{}__dynamic", tier.name()), pretty(dynamic));
+            assert!(default.len() <= 24 * 1024, "{}: the default list is {} bytes", tier.name(), default.len());
+            assert!(dynamic.len() <= 8 * 1024, "{}: the dynamic list is {} bytes", tier.name(), dynamic.len());
+        }
+    });
+    let per_tool = TOOLS_LIST_ALL.len() / ToolId::ALL.len();
+    assert!(per_tool <= 1723, "the whole list is {} bytes, {per_tool} per tool", TOOLS_LIST_ALL.len());
 }
 
 #[test]

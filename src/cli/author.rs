@@ -217,14 +217,19 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
         if let Some(page) = explain_prompt_resource(name, &checked) {
             return Ok(page);
         }
+        if let Some(page) = super::toolsets::explain(name, &checked) {
+            return Ok(page);
+        }
         let model = &checked.tools.model;
         let names = catalogue
             .iter()
             .map(|t| t.name.as_str())
             .chain(model.prompts.iter().map(|p| p.name.as_str()))
             .chain(model.resources.iter().map(|r| r.name.as_str()))
-            .chain(model.resource_templates.iter().map(|t| t.name.as_str()));
-        bail!("no tool, prompt or resource named `{name}`; {}", toolgate_policy::did_you_mean(name, names));
+            .chain(model.resource_templates.iter().map(|t| t.name.as_str()))
+            .chain(model.toolsets.iter().map(|t| t.name.as_str()))
+            .chain(["toolsets"]);
+        bail!("no tool, prompt, resource or toolset named `{name}`; {}", toolgate_policy::did_you_mean(name, names));
     };
     let tool = &catalogue[index];
     let plan = &checked.plans[index];
@@ -250,6 +255,9 @@ pub fn explain(name: &str, files: &CatalogueFiles) -> Result<String> {
         let _ = writeln!(out, "  override    {} waived: {}", o.hint.key(), o.reason);
     }
     let _ = writeln!(out, "  handler     {}", tool.handler);
+    if let Some(set) = &tool.toolset {
+        let _ = writeln!(out, "  toolset     {set} (`toolgate explain {set}`)");
+    }
     tiers_and_roles(&mut out, policy_model, &tool.securable, &tool.operation);
     let schema = Value::Object(plan.published_input_schema.clone());
     let required: Vec<&str> = schema

@@ -85,13 +85,26 @@ pub fn parse_duration(text: &str) -> Result<i64> {
 }
 
 /// `tier: None` makes an API credential (approvals, audit), for principals who may approve.
-pub async fn token_create(
-    store: &Repositories,
-    principal: &str,
-    tier: Option<&str>,
-    expires_in: &str,
-    name: &str,
-) -> Result<String> {
+/// `toolgate token create`'s choices.
+pub struct NewCredential<'a> {
+    /// None: an API credential without MCP tier.
+    pub tier: Option<&'a str>,
+    pub expires_in: &'a str,
+    pub name: &'a str,
+    /// The toolsets its client is shown when it chooses none (docs/toolsets.md).
+    pub toolsets: Option<&'a str>,
+}
+
+pub async fn token_create(store: &Repositories, principal: &str, asked: NewCredential<'_>) -> Result<String> {
+    let NewCredential { tier, expires_in, name, toolsets } = asked;
+    if toolsets.is_some() && tier.is_none() {
+        bail!("--toolsets chooses what an MCP client is shown: an API credential (--api) has no tools");
+    }
+    let toolsets = match toolsets.map(|t| toolgate_domain::toolsets::canonical(t, CATALOGUE.toolsets)) {
+        Some(Err(e)) => bail!("--toolsets: {e}"),
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
     if let Some(tier) = tier.filter(|t| CATALOGUE.tier(t).is_none()) {
         bail!("no tier `{tier}`; {}", toolgate_policy::did_you_mean(tier, CATALOGUE.tier_names()));
     }
@@ -113,8 +126,10 @@ pub async fn token_create(
         );
     }
     let now = Clock::default().now_secs();
-    let (record, secret) =
-        store.credentials.create_token(NewToken { principal, tier, name, now, expires_at: now + seconds }).await?;
+    let (record, secret) = store
+        .credentials
+        .create_token(NewToken { principal, tier, name, now, expires_at: now + seconds, toolsets: toolsets.as_deref() })
+        .await?;
     let kind = tier.map_or("API credential, no MCP tier".to_string(), |t| format!("tier {t}"));
     Ok(format!(
         "created {} for `{principal}` ({kind}, expires in {expires_in}); the secret is shown only now:\n\n    {secret}\n",

@@ -56,6 +56,9 @@ pub enum EngineCommand {
         days: Option<i64>,
         #[arg(long)]
         name: Option<String>,
+        /// The toolsets its client is shown when it chooses none (tools.yaml names, comma-separated).
+        #[arg(long)]
+        toolsets: Option<String>,
     },
     /// Rotate its newest live credential (or --token): both work until confirmed or the overlap ends.
     Rotate {
@@ -147,9 +150,14 @@ pub async fn run(
             }
             Ok(out)
         }
-        EngineCommand::Mint { principal_id, tier, days, name } => {
-            let (token, secret) =
-                identities::mint(store, &CATALOGUE, &principal_id, name.as_deref(), days, tier.as_deref(), now).await?;
+        EngineCommand::Mint { principal_id, tier, days, name, toolsets } => {
+            let asked = identities::Credential {
+                name: name.as_deref(),
+                ttl_days: days,
+                tier: tier.as_deref(),
+                toolsets: toolsets.as_deref(),
+            };
+            let (token, secret) = identities::mint(store, &CATALOGUE, &principal_id, asked, now).await?;
             let detail = format!("credential {} minted, expires {}", token.id, token.expires_at);
             audit(store, "console.engine_mint_credential", &principal_id, detail).await;
             Ok(format!("minted {} for {principal_id}; the secret is shown only now:\n\n    {secret}\n", token.id))

@@ -119,14 +119,19 @@ pub async fn revoke_engine_principal(ctx: &ToolContext, args: args::RevokeEngine
 pub async fn mint_engine_credential(ctx: &ToolContext, args: args::MintEngineCredential) -> ToolResult {
     let services = ctx.services();
     let now = services.clock().now_secs();
-    let (id, name, tier) = (&args.principal_id, args.name.as_deref(), args.tier.as_deref());
-    let (token, secret) =
-        identities::mint(services.repositories(), services.catalogue(), id, name, args.ttl_days, tier, now).await?;
+    let id = &args.principal_id;
+    let asked = identities::Credential {
+        name: args.name.as_deref(),
+        ttl_days: args.ttl_days,
+        tier: args.tier.as_deref(),
+        toolsets: args.toolsets.as_deref(),
+    };
+    let (token, secret) = identities::mint(services.repositories(), services.catalogue(), id, asked, now).await?;
     let tier = token.tier.clone().unwrap_or_default();
     let detail = format!("credential {} minted, tier {tier}, expires {}", token.id, token.expires_at);
     audit_change(ctx, "engine.mint_credential", id, detail).await;
     Ok(ToolOutput::Structured(json!({
-        "principal_id": id, "token_id": token.id, "secret": secret, "tier": tier,
+        "principal_id": id, "token_id": token.id, "secret": secret, "tier": tier, "toolsets": token.toolsets,
         "expires_at": token.expires_at, "note": "the secret is shown only now",
     })))
 }

@@ -129,16 +129,23 @@ pub async fn create_api_token(ctx: &ToolContext, args: args::CreateApiToken) -> 
             now + MAX_TOKEN_SECS
         )));
     }
+    let toolsets = args
+        .toolsets
+        .as_deref()
+        .map(|t| toolgate_domain::toolsets::canonical(t, ctx.services().catalogue().toolsets))
+        .transpose()
+        .map_err(|e| ToolError::InvalidArguments(format!("toolsets: {e}")))?;
     let new = NewToken {
         principal: &ctx.principal().name,
         tier: Some(&args.mcp_tier),
         name: &args.name,
         now,
         expires_at: args.expires_at,
+        toolsets: toolsets.as_deref(),
     };
     let (record, secret) = ctx.services().credentials().create_token(new).await?;
     Ok(ToolOutput::Structured(json!({"token_id": record.id, "secret": secret, "tier": record.tier, "expires_at": record.expires_at,
-        "note": "the secret is shown only now"})))
+        "toolsets": record.toolsets, "note": "the secret is shown only now"})))
 }
 
 /// The caller's own token, or (for a principal administrator, policy.yaml `server`) anyone's.

@@ -9,6 +9,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use toolgate_domain::tokens::{Authentication, PrincipalRecord, TokenRecord};
+use toolgate_domain::toolsets;
 use toolgate_domain::{Caller, CredentialKind};
 
 use super::admission::Connection;
@@ -75,12 +76,16 @@ type McpIdentity = Result<Arc<Caller>, String>;
 
 fn mcp_identity(state: &AppState, token: &TokenRecord, principal: &PrincipalRecord) -> McpIdentity {
     let Some(tier_name) = &token.tier else { return Err(token.id.clone()) };
+    let catalogue = state.services.catalogue();
+    let tier = catalogue.tier(tier_name);
+    let tier_default = tier.and_then(|t| catalogue.tier_toolsets.get(t.index).copied()).unwrap_or_default();
     Ok(Arc::new(Caller {
         principal: principal.principal(),
         token_id: token.id.clone(),
-        tier: state.services.catalogue().tier(tier_name),
+        tier,
         tier_name: tier_name.clone(),
         credential: CredentialKind::Token,
+        toolsets: token.toolsets.as_deref().and_then(|t| toolsets::stored(t, catalogue.toolsets, tier_default)),
     }))
 }
 

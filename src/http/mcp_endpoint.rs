@@ -22,8 +22,47 @@ use crate::mcp::{Payload, Reply, jsonrpc};
 /// The MCP endpoint's paths.
 pub const MCP_PATHS: [&str; 4] = ["/mcp", "/mcp/", "/mcp/v1", "/mcp/v1/"];
 
+/// The endpoint with a choice of toolsets in its path (docs/toolsets.md): `/mcp/x/fleet,executions`.
+pub const TOOLSETS_PATH: &str = "/mcp/x/{toolsets}";
+
 pub fn is_mcp_path(path: &str) -> bool {
-    MCP_PATHS.contains(&path)
+    MCP_PATHS.contains(&path) || toolsets_in_path(path).is_some()
+}
+
+/// The toolsets `/mcp/x/{toolsets}` names (percent-decoded), if that is the path.
+fn toolsets_in_path(path: &str) -> Option<String> {
+    let chosen = path.strip_prefix("/mcp/x/")?;
+    let chosen = chosen.strip_suffix('/').unwrap_or(chosen);
+    if chosen.is_empty() || chosen.contains('/') {
+        return None;
+    }
+    Some(percent_encoding::percent_decode_str(chosen).decode_utf8_lossy().into_owned())
+}
+
+/// The path's choice of toolsets as the request's `X-MCP-Toolsets`, where the MCP layer reads
+/// it; a request that makes two different choices is refused.
+fn path_choice_as_header(path: &str, headers: &mut axum::http::HeaderMap) -> Result<(), ApiError> {
+    let Some(chosen) = toolsets_in_path(path) else { return Ok(()) };
+    let name = crate::mcp::TOOLSETS_HEADER;
+    match headers.get(name).map(|v| v.to_str().unwrap_or_default()) {
+        Some(header) if header.trim() != chosen.trim() => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "conflicting_toolsets",
+            format!("the path chooses the toolsets `{chosen}` and the {name} header `{header}`: make one choice"),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            let value = HeaderValue::from_str(&chosen).map_err(|_| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_toolsets",
+                    "the path's toolsets are not a valid header value",
+                )
+            })?;
+            headers.insert(name, value);
+            Ok(())
+        }
+    }
 }
 
 /// The MCP endpoint as a route of the router (in-process callers; the listener calls
@@ -103,7 +142,8 @@ where
         Err(refusal) => return Ok(over_quota(state, refusal)),
     };
     let (parts, body) = request.into_parts();
-    let headers = parts.headers;
+    let mut headers = parts.headers;
+    path_choice_as_header(parts.uri.path(), &mut headers)?;
     if parts.method == Method::DELETE {
         return Ok(held(render(state.mcp.end_session(&caller, &headers).await), slot));
     }

@@ -168,6 +168,7 @@ pub fn agent_router(state: Arc<AppState>) -> Router {
 pub fn router(state: Arc<AppState>) -> Router {
     // The MCP endpoint does the edge's work itself (see mcp_endpoint::exchange).
     let mcp = mcp_endpoint::MCP_PATHS.iter().fold(Router::new(), |r, path| r.route(path, any(mcp_endpoint::mcp)));
+    let mcp = mcp.route(mcp_endpoint::TOOLSETS_PATH, any(mcp_endpoint::mcp));
     let guarded = Router::new()
         .merge(api::routes())
         .merge(tokens_api::routes())

@@ -33,8 +33,14 @@ pub async fn bootstrap(config: &Config, local: SocketAddr, clock: &Clock) -> Res
         let now = clock.now_secs();
         credentials.put_principal("admin", &[FIRST_START_ROLE.to_string()], now).await?;
         let tier = DEMO_TOKEN_TIER.name();
-        let new =
-            NewToken { principal: "admin", tier: Some(tier), name: "demo", now, expires_at: now + DEMO_TOKEN_SECS };
+        let new = NewToken {
+            principal: "admin",
+            tier: Some(tier),
+            name: "demo",
+            now,
+            expires_at: now + DEMO_TOKEN_SECS,
+            toolsets: None,
+        };
         let (record, secret) = credentials.create_token(new).await?;
         let scheme = if config.tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{local}/mcp");

@@ -134,7 +134,14 @@ mod tests {
         let clock = Clock::stopped_at(1_800_000_000_000);
         let now = clock.now_secs();
         store.credentials.put_principal("alice", &[], now).await.unwrap();
-        let new = NewToken { principal: "alice", tier: Some("readonly"), name: "t", now, expires_at: now + 86_400 };
+        let new = NewToken {
+            principal: "alice",
+            tier: Some("readonly"),
+            name: "t",
+            now,
+            expires_at: now + 86_400,
+            toolsets: None,
+        };
         let (token, _) = store.credentials.create_token(new).await.unwrap();
         let (successor, _) = store.credentials.rotate_token(&token, 60, token.expires_at, now).await.unwrap();
         let (audit, writer) = AuditWriter::start(store.audit.clone());

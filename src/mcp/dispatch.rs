@@ -116,12 +116,16 @@ pub async fn dispatch(server: &Arc<McpServer>, caller: &Caller, headers: &Header
         return method_not_found(era.not_found_status(), &id, &name);
     };
     let (id, p) = (&id, params.as_ref());
+    // A choice of toolsets that names no toolset is refused whatever the method.
+    if let Err(wrong) = super::chosen::requested(server.services.catalogue(), caller, headers) {
+        return Reply::error(era.status(rpc::INVALID_PARAMS), id, rpc::INVALID_PARAMS, &wrong.to_string(), None);
+    }
     match method {
-        Method::Initialize => handshake::initialize(server, caller, id, p).await,
+        Method::Initialize => handshake::initialize(server, caller, headers, id, p).await,
         Method::Ping => Reply::json(StatusCode::OK, rpc::result_raw(id, "{}")),
         Method::ServerDiscover => stateless::discover(server, id),
         Method::LoggingSetLevel => handshake::set_log_level(server, caller, headers, id, p),
-        Method::ToolsList => lists::list_tools(server, caller, id, p, &era),
+        Method::ToolsList => lists::list_tools(server, caller, headers, id, p, &era),
         Method::ToolsCall => tools_call::tools_call(server, caller, headers, id, params, &era).await,
         Method::PromptsList => prompts::list(server, caller, id, p, &era).await,
         Method::PromptsGet => prompts::get(server, caller, id, params, &era).await,

@@ -32,6 +32,9 @@ pub struct InSession {
     pub log_level: Option<LogLevel>,
     /// Every frame its streams sent, for resumption.
     pub ring: Arc<Ring>,
+    /// The toolsets its `initialize` chose, and those `enable_toolset` added.
+    pub toolsets: Option<toolgate_domain::toolsets::Toolsets>,
+    pub enabled: toolgate_domain::toolsets::Toolsets,
 }
 
 impl Era {

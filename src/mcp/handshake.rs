@@ -41,6 +41,8 @@ pub async fn session(
                 capabilities: s.client_capabilities,
                 log_level: s.log_level,
                 ring: s.ring,
+                toolsets: s.toolsets,
+                enabled: s.enabled,
             };
             Ok(Some((session, s.version)))
         }
@@ -119,7 +121,13 @@ pub fn set_log_level(
     }
 }
 
-pub async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>) -> Reply {
+pub async fn initialize(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<&Value>,
+) -> Reply {
     if server.shutdown.is_cancelled() {
         let data = json!({"correlation_id": server.correlation_id(), "retry_after_ms": 1000,
                           "remediation": "the server is stopping: connect again once it (or another replica) is up"});
@@ -149,6 +157,9 @@ pub async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params:
             Ok(id) => id,
             Err(cap) => return session_cap_full(server, caller, id, cap),
         };
+    // Checked by dispatch before any method ran.
+    let chosen = super::chosen::requested(server.services.catalogue(), caller, headers).ok().flatten();
+    server.sessions.choose(&session_id, chosen);
     server.share_session(&session_id, &caller.principal.name, version, &capabilities).await;
     audit_session(server, caller, "session.open", &session_id);
     crate::metrics::session_opened();
@@ -160,7 +171,8 @@ pub async fn initialize(server: &McpServer, caller: &Caller, id: &Value, params:
 /// none (`--mcp-no-streaming`) does not offer them.
 fn server_description(server: &McpServer, version: &str, in_session: bool) -> Value {
     let mut capabilities = json!({
-        "tools": {"listChanged": false},
+        // A session's list grows with enable_toolset, announced on its GET stream.
+        "tools": {"listChanged": in_session && !server.services.catalogue().toolsets.is_empty()},
         "prompts": {"listChanged": false},
         "resources": {"subscribe": in_session, "listChanged": false},
         "completions": {},

@@ -10,6 +10,12 @@ use toolgate_domain::redact::truncated;
 use toolgate_gate::Gate;
 use toolgate_policy::Decision;
 
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use toolgate_domain::toolsets::{AddToList, ToolListing, Toolsets};
+
+use super::chosen::{self, ChosenLists};
 use super::era::Era;
 use super::jsonrpc as rpc;
 use super::request::Request;
@@ -24,26 +30,47 @@ pub struct ListResults {
     pub stateless: [Bytes; 3],
 }
 
-/// Per tier (in policy.yaml's order), then one for an undeclared tier.
-pub fn precompute(gate: &Gate, server_info: &Value, options: Options) -> Vec<ListResults> {
-    let meta = json!({META_SERVER_INFO: server_info});
-    let stateless_head =
-        Bytes::from(format!(r#"{{"_meta":{meta},"cacheScope":"private","resultType":"complete","tools":"#));
-    let stateless_tail = Bytes::from(format!(r#","ttlMs":{LIST_TTL_MS}}}"#));
-    let list = |tools: Bytes| ListResults {
-        handshake: [Bytes::from_static(br#"{"tools":"#), tools.clone(), Bytes::from_static(b"}")],
-        stateless: [stateless_head.clone(), tools, stateless_tail.clone()],
-    };
-    (0..=TIER_COUNT)
+/// What every tools/list result wraps its `tools` array in, by era.
+pub struct ListFrame {
+    stateless_head: Bytes,
+    stateless_tail: Bytes,
+}
+
+impl ListFrame {
+    pub fn new(server_info: &Value) -> Self {
+        let meta = json!({META_SERVER_INFO: server_info});
+        ListFrame {
+            stateless_head: Bytes::from(format!(
+                r#"{{"_meta":{meta},"cacheScope":"private","resultType":"complete","tools":"#
+            )),
+            stateless_tail: Bytes::from(format!(r#","ttlMs":{LIST_TTL_MS}}}"#)),
+        }
+    }
+
+    pub fn wrap(&self, tools: Bytes) -> ListResults {
+        ListResults {
+            handshake: [Bytes::from_static(br#"{"tools":"#), tools.clone(), Bytes::from_static(b"}")],
+            stateless: [self.stateless_head.clone(), tools, self.stateless_tail.clone()],
+        }
+    }
+}
+
+/// Per tier (in policy.yaml's order), then one for an undeclared tier: every tool each may
+/// see; and what lists of chosen toolsets are made from.
+pub fn precompute(gate: &Gate, frame: &ListFrame, options: Options) -> (Vec<ListResults>, ChosenLists) {
+    let lists = (0..=TIER_COUNT)
         .map(|t| {
             let tools = match (options.list_all_tools, t < TIER_COUNT) {
                 (true, _) => TOOLS_LIST_ALL,
                 (false, true) => TOOLS_LIST_BY_TIER[t],
                 (false, false) => "[]",
             };
-            list(without_read_only_refusals(gate, tools))
+            frame.wrap(without_read_only_refusals(gate, tools))
         })
-        .collect()
+        .collect();
+    let all = without_read_only_refusals(gate, TOOLS_LIST_ALL);
+    let chosen = ChosenLists::new(gate.catalogue(), std::str::from_utf8(&all).expect("JSON is UTF-8"));
+    (lists, chosen)
 }
 
 /// Read-only mode hides what it would refuse; the refusal at call time still stands.
@@ -98,8 +125,41 @@ pub(super) fn refuse_cursor(request: &Request<'_>, method: &str, params: Option<
     })
 }
 
-/// tools/list, in both eras, from the precomputed bytes of the caller's tier.
-pub(super) fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params: Option<&Value>, era: &Era) -> Reply {
+/// What a call's client is shown, and in a session how `enable_toolset` adds to it: the
+/// session's enabled toolsets grow and its GET stream hears `notifications/tools/list_changed`
+/// when its list changed.
+pub(super) fn listing(server: &Arc<McpServer>, caller: &Caller, headers: &HeaderMap, era: &Era) -> ToolListing {
+    let catalogue = server.services.catalogue();
+    let own = chosen::requested(catalogue, caller, headers).ok().flatten();
+    let shown = chosen::shown(catalogue, caller, own, era);
+    let add = era.session().map(|session| {
+        let base = own.or(session.toolsets).unwrap_or_else(|| chosen::standing(catalogue, caller));
+        let (server, sid, principal) = (server.clone(), session.id.clone(), caller.principal.name.clone());
+        Arc::new(move |more: Toolsets| match server.sessions.enable(&sid, &principal, more) {
+            Some((before, now, ring)) => {
+                if base.union(before) != base.union(now) {
+                    ring.push(super::replay::CHANNEL, LIST_CHANGED, false);
+                }
+                base.union(now)
+            }
+            None => base.union(more),
+        }) as Arc<AddToList>
+    });
+    ToolListing::new(shown, add)
+}
+
+const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+
+/// tools/list, in both eras: the precomputed bytes of the caller's tier when it is shown
+/// every toolset, else those of its choice.
+pub(super) fn list_tools(
+    server: &McpServer,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &Value,
+    params: Option<&Value>,
+    era: &Era,
+) -> Reply {
     if params.and_then(|p| p.get("cursor")).is_some_and(|c| !c.is_null()) {
         return Reply::error(
             era.status(rpc::INVALID_PARAMS),
@@ -109,6 +169,15 @@ pub(super) fn list_tools(server: &McpServer, caller: &Caller, id: &Value, params
             None,
         );
     }
-    let lists = server.list_for(caller.tier);
+    let catalogue = server.services.catalogue();
+    let own = chosen::requested(catalogue, caller, headers).ok().flatten();
+    let shown = chosen::shown(catalogue, caller, own, era);
+    // `--list-all-tools`: the whole catalogue, whatever the client chose.
+    if server.options.list_all_tools || server.chosen_lists.is_everything(shown) {
+        let lists = server.list_for(caller.tier);
+        return Reply::shared_result(id, if era.describes_results() { &lists.stateless } else { &lists.handshake });
+    }
+    let tools = server.chosen_lists.array(catalogue, caller.tier.map(|t| t.index), shown);
+    let lists = server.list_frame.wrap(tools);
     Reply::shared_result(id, if era.describes_results() { &lists.stateless } else { &lists.handshake })
 }

@@ -7,6 +7,7 @@ mod asking;
 mod back_channel;
 mod changing;
 mod channel;
+mod chosen;
 mod codes;
 mod completion;
 mod dispatch;
@@ -43,6 +44,7 @@ use toolgate_gate::{Gate, SchemaError};
 use toolgate_policy::TierRules;
 
 pub use admission::StreamLimits;
+pub use chosen::TOOLSETS_HEADER;
 pub use codes::denial_code;
 pub use headers::{SESSION_ID, header_value};
 pub use lists::ListResults;
@@ -104,6 +106,9 @@ pub struct McpServer {
     /// 2026-07-28 tasks (the tasks extension), by id.
     tasks: Arc<tasks::Tasks>,
     lists: Vec<ListResults>,
+    /// What lists of chosen toolsets are made from (and those made).
+    chosen_lists: chosen::ChosenLists,
+    list_frame: lists::ListFrame,
     /// Prompts, resources and templates, read from the catalogue once.
     prompts_resources: crate::prompts_resources::PromptsResources,
     server_info: Value,
@@ -126,7 +131,8 @@ impl McpServer {
             .with_argument_check(Arc::new(crate::argument_checks::ServerChecks))
             .with_deciders(deciders);
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
-        let lists = lists::precompute(&gate, &server_info, options);
+        let list_frame = lists::ListFrame::new(&server_info);
+        let (lists, chosen_lists) = lists::precompute(&gate, &list_frame, options);
         let correlations = crate::correlation::Correlations::new(services.clock().clone());
         Ok(Self {
             services,
@@ -141,6 +147,8 @@ impl McpServer {
             shared: None,
             tasks: Arc::default(),
             lists,
+            chosen_lists,
+            list_frame,
             prompts_resources: crate::prompts_resources::PromptsResources::load(catalogue),
             server_info,
             options,

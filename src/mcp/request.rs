@@ -98,4 +98,6 @@ pub struct Listeners {
     pub log: LogSink,
     pub client: ClientRequests,
     pub cancellation: CancellationToken,
+    /// What the client's tool list holds, and how `enable_toolset` adds to it.
+    pub listing: toolgate_domain::toolsets::ToolListing,
 }

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use toolgate_domain::secrets::random_hex;
 
+use toolgate_domain::toolsets::Toolsets;
+
 use super::replay::Ring;
 
 /// How many sessions may live, and for how long without a request.
@@ -44,6 +46,10 @@ pub struct Session {
     pub ring: Arc<Ring>,
     /// When it was last written down in a shared database (replicas; see `replicas.rs`).
     pub shared_seen_ms: i64,
+    /// The toolsets `initialize` chose (None: it chose none; see `chosen.rs`).
+    pub toolsets: Option<Toolsets>,
+    /// The toolsets `enable_toolset` added.
+    pub enabled: Toolsets,
 }
 
 #[derive(Default)]
@@ -109,6 +115,8 @@ impl Sessions {
             log_level: None,
             ring: Arc::new(Ring::within(self.rings.clone(), super::replay::ALL_RINGS_BYTES)),
             shared_seen_ms: now_ms,
+            toolsets: None,
+            enabled: Toolsets::NONE,
         }
     }
 
@@ -143,6 +151,23 @@ impl Sessions {
             }
             _ => false,
         }
+    }
+
+    /// Records the toolsets the session's `initialize` chose.
+    pub fn choose(&self, id: &str, toolsets: Option<Toolsets>) {
+        if let Some(session) = self.inner.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
+            session.toolsets = toolsets;
+        }
+    }
+
+    /// Adds `more` to the principal's session's enabled toolsets: (those enabled before, and
+    /// now, its ring); None when it is not the principal's live session.
+    pub fn enable(&self, id: &str, principal: &str, more: Toolsets) -> Option<(Toolsets, Toolsets, Arc<Ring>)> {
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let session = map.get_mut(id).filter(|s| s.principal == principal)?;
+        let before = session.enabled;
+        session.enabled = before.union(more);
+        Some((before, session.enabled, session.ring.clone()))
     }
 
     /// The server is stopping: every session's GET channel ends (`session_terminated`);

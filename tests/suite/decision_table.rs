@@ -80,6 +80,7 @@ async fn the_decisions_by_role_are_the_gates() {
                         tier: Some(tier.rules()),
                         tier_name: tier.name().into(),
                         credential: Default::default(),
+                        toolsets: None,
                     };
                     let tier_decision = match CATALOGUE.decision(meta, Some(tier.rules())) {
                         toolgate_policy::Decision::ApprovalRequired => "approval",

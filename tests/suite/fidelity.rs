@@ -56,7 +56,7 @@ fn a_retried_execution_with_its_key_runs_once() {
 fn the_audit_target_types_offered_are_the_ones_written() {
     use toolgate_domain::audit::TargetType;
     let s = start(&[]);
-    let listed = s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
+    let listed = s.post(&[("X-MCP-Toolsets", "oversight")], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
     let tool = listed["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "query_audit_log").unwrap();
     let offered = &tool["inputSchema"]["properties"]["target_type"]["enum"];
     let written: Vec<&str> = TargetType::ALL.iter().map(|t| t.label()).collect();

@@ -253,7 +253,7 @@ fn invalid_arguments_never_touch_a_ticket() {
 #[test]
 fn read_only_mode_on_both_eras() {
     let (s, agent) = start_with_agent(&["--read-only"]);
-    let listed = s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
+    let listed = s.post(&[("X-MCP-Toolsets", "all")], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
     let names: Vec<&str> =
         listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"get_tags") && !names.contains(&"set_tag"), "{names:?}");

@@ -55,5 +55,6 @@ mod testbed;
 mod testbed_reads;
 mod tls;
 mod tokens_api;
+mod toolsets;
 mod trust;
 mod uploads;

@@ -148,6 +148,8 @@ const BOUNDED: &[(&str, &str)] = &[
     ("discover_scope_kinds", "the scope attributes, examples and tag keys"),
     ("get_fleet_posture_fast", "one count per operating system"),
     ("get_definition", "one definition's declared columns"),
+    ("find_tools", "at most `limit` (25) matches, 5 schemas, and one entry per toolset"),
+    ("enable_toolset", "one toolset's tools"),
 ];
 
 fn output_schema(meta: &toolgate_domain::catalogue::ToolMeta) -> Value {

@@ -52,7 +52,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
     let now = Clock::default().now_secs();
     credentials.put_principal("admin", &["Administrator".into()], now).await.unwrap();
     credentials.put_principal("alice", &["Operator".into()], now).await.unwrap();
-    let token = |principal, tier| NewToken { principal, tier, name: "t", now, expires_at: now + 3600 };
+    let token = |principal, tier| NewToken { principal, tier, name: "t", now, expires_at: now + 3600, toolsets: None };
     let (_, operator) = credentials.create_token(token("alice", Some("operator"))).await.unwrap();
     let (_, reviewer) = credentials.create_token(token("admin", None)).await.unwrap();
     let (audit, _writer) = AuditWriter::start(repositories.audit.clone());
@@ -329,7 +329,14 @@ async fn a_certs_fault_on_revoke_is_audited_as_a_failure_not_a_denial() {
     let now = Clock::default().now_secs();
     let credentials = &repositories.credentials;
     credentials.put_principal("rita", &["Administrator".into()], now).await.unwrap();
-    let new = NewToken { principal: "admin", tier: Some("supervised"), name: "s", now, expires_at: now + 3600 };
+    let new = NewToken {
+        principal: "admin",
+        tier: Some("supervised"),
+        name: "s",
+        now,
+        expires_at: now + 3600,
+        toolsets: None,
+    };
     let (_, supervised) = credentials.create_token(new).await.unwrap();
     let call = |arguments: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "revoke_certificate", "arguments": arguments}});

@@ -26,7 +26,7 @@ fn handshake_negotiates_and_mints_sessions() {
         assert_eq!(result["protocolVersion"], answered, "asked {asked}");
         assert_eq!(
             result["capabilities"],
-            json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false},
+            json!({"tools": {"listChanged": true}, "prompts": {"listChanged": false},
                    "resources": {"subscribe": true, "listChanged": false}, "completions": {}, "logging": {}}),
             "declares only what exists"
         );
@@ -143,7 +143,8 @@ fn tools_list_by_tier_and_era() {
     let names = |v: &Value| -> Vec<String> {
         v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
     };
-    let legacy = s.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
+    let every = [("X-MCP-Toolsets", "all")];
+    let legacy = s.post(&every, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).json();
     let operator = names(&legacy["result"]);
     assert!(
         operator.contains(&"set_tag".to_string()) && !operator.contains(&"delete_plugin_config".to_string()),
@@ -154,11 +155,13 @@ fn tools_list_by_tier_and_era() {
     let r = request(
         s.addr,
         "POST",
-        &[("Authorization", &format!("Bearer {readonly}"))],
+        &[("Authorization", &format!("Bearer {readonly}")), every[0]],
         Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
     );
     assert!(!names(&r.json()["result"]).contains(&"set_tag".to_string()));
-    let r = s.rpc(&modern_headers("tools/list", None), modern(2, "tools/list", json!({})));
+    let mut headers = modern_headers("tools/list", None);
+    headers.push(every[0]);
+    let r = s.rpc(&headers, modern(2, "tools/list", json!({})));
     let result = &r.json()["result"];
     assert_eq!(names(result), operator, "same tools in both eras");
     assert_eq!((result["resultType"].as_str(), result["cacheScope"].as_str()), (Some("complete"), Some("private")));
@@ -167,7 +170,7 @@ fn tools_list_by_tier_and_era() {
     let r = s.post(&[], r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"abc"}}"#);
     assert_eq!(r.error_code(), -32602, "no pagination: any cursor is invalid");
     let all = start(&["--list-all-tools"]);
-    let r = all.post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    let r = all.post(&every, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
     assert_eq!(names(&r.json()["result"]).len(), toolgate::registry::ToolId::ALL.len());
 }
 

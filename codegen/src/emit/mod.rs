@@ -7,6 +7,7 @@ mod dispatch;
 mod matrix;
 mod paths;
 mod registry;
+mod toolsets;
 pub use toolgate_catalogue::tools_list;
 
 use proc_macro2::TokenStream;
@@ -53,5 +54,11 @@ pub fn all(checked: &Checked, paths: &SourcePaths) -> Vec<OutputFile> {
         files.push(OutputFile { name: format!("tools_list.{tier}.json"), contents: bytes });
     }
     files.push(OutputFile { name: "tools_list.all.json".into(), contents: tools_list::full(checked) });
+    for (tier, bytes) in tools_list::per_tier_chosen(checked, tools_list::Chosen::Default) {
+        files.push(OutputFile { name: format!("tools_list.{tier}.default.json"), contents: bytes });
+    }
+    for (tier, bytes) in tools_list::per_tier_chosen(checked, tools_list::Chosen::Dynamic) {
+        files.push(OutputFile { name: format!("tools_list.{tier}.dynamic.json"), contents: bytes });
+    }
     files
 }

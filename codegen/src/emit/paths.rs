@@ -41,3 +41,8 @@ pub fn alias_types() -> TokenStream {
 pub fn engine_types() -> TokenStream {
     quote!(::toolgate_domain::engines)
 }
+
+/// ToolsetMeta, Toolsets.
+pub fn toolset_types() -> TokenStream {
+    quote!(::toolgate_domain::toolsets)
+}

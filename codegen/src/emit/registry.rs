@@ -95,6 +95,11 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         };
         let store_fault_retry_ms = plan.store_fault_retry_ms;
         let aliases = tool.aliases.iter().map(alias_tokens);
+        let toolset = match super::toolsets::index_of(checked, tool) {
+            Some(i) => quote!(Some(#i)),
+            None => quote!(None),
+        };
+        let keywords = &tool.keywords;
         // The tool's matrix row, written out: a reference into MATRIX from each of N statics
         // makes const evaluation copy the matrix N times (a 10,000-tool catalogue took rustc
         // past 15 GiB).
@@ -130,6 +135,8 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 plan_argument: #plan_argument,
                 store_fault_retry_ms: #store_fault_retry_ms,
                 aliases: &[#(#aliases),*],
+                toolset: #toolset,
+                keywords: &[#(#keywords),*],
             }
         }
     });
@@ -174,10 +181,15 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         });
         quote!([#(#cells),*])
     });
-    let tools_list_files = tier_names.iter().map(|t| {
-        let file = format!("/tools_list.{t}.json");
-        quote!(include_str!(concat!(env!("OUT_DIR"), #file)))
-    });
+    let list_files = |suffix: &str| {
+        let files = tier_names.iter().map(|t| {
+            let file = format!("/tools_list.{t}{suffix}.json");
+            quote!(include_str!(concat!(env!("OUT_DIR"), #file)))
+        });
+        quote!([#(#files),*])
+    };
+    let (tools_list_files, default_files, dynamic_files) =
+        (list_files(""), list_files(".default"), list_files(".dynamic"));
     let (tools_path, policy_path) = (&sources.tools, &sources.policy);
     let (catalogue_types, policy_types) = (paths::catalogue_types(), paths::policy_types());
     let engine_types = paths::engine_types();
@@ -234,6 +246,7 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
     let close_with_undecided = policy.access_reviews.close_with_undecided;
     let reviewer = permission(&names.reviewer_permission);
     let principal_admin = permission(&names.principal_admin_permission);
+    let toolsets = super::toolsets::emit(checked);
 
     quote! {
         #[allow(unused_imports)]
@@ -316,7 +329,13 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
         pub static FLEET_ONLY: [&str; #fleet_only_count] = [#(#fleet_only),*];
 
         /// The `tools` array each tier sees (Deny tools hidden), as served.
-        pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = [#(#tools_list_files),*];
+        pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = #tools_list_files;
+
+        /// What each tier is shown when nothing is chosen (its default toolsets), and with
+        /// `dynamic` (the core toolsets): for the snapshots and the figures; the server puts
+        /// the same bytes together from each tool's entry.
+        pub static TOOLS_LIST_DEFAULT_BY_TIER: [&str; TIER_COUNT] = #default_files;
+        pub static TOOLS_LIST_DYNAMIC_BY_TIER: [&str; TIER_COUNT] = #dynamic_files;
 
         /// The whole catalogue's `tools` array.
         pub static TOOLS_LIST_ALL: &str = include_str!(concat!(env!("OUT_DIR"), "/tools_list.all.json"));
@@ -359,7 +378,11 @@ pub fn emit(checked: &Checked, sources: &SourcePaths) -> TokenStream {
                 credential_tier: #credential_tier,
             },
             close_reviews_with_undecided: #close_with_undecided,
+            toolsets: &TOOLSETS,
+            tier_toolsets: &TIER_TOOLSETS,
         };
+
+        #toolsets
 
         /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
         pub static TOOLS_YAML: &str = include_str!(#tools_path);

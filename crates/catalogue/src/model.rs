@@ -10,6 +10,10 @@ use serde_json::{Map, Value};
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(title = "toolgate tools.yaml")]
 pub struct Catalogue {
+    /// The groups a client chooses its tool list by (docs/toolsets.md). When any is declared,
+    /// every tool names exactly one in `toolset`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolsets: Vec<ToolsetSpec>,
     /// The tools, in the order `tools/list` serves them.
     pub tools: Vec<Tool>,
     /// The prompts, in the order `prompts/list` serves them.
@@ -21,6 +25,22 @@ pub struct Catalogue {
     /// URI templates, in the order `resources/templates/list` serves them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_templates: Vec<TemplateSpec>,
+}
+
+/// One toolset: a group of tools a client may choose to see.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsetSpec {
+    /// 1-32 characters of `[a-z0-9_]`, unique; `all`, `default` and `dynamic` are the choices'
+    /// own words and cannot name a toolset.
+    pub name: String,
+    /// The display name.
+    pub title: String,
+    /// One line: what an administrator does with these tools.
+    pub description: String,
+    /// Listed in every choice, `dynamic` included: the tools a client finds the others with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub core: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -81,6 +101,13 @@ pub struct Tool {
     /// argument and the answer's `next_cursor` and `remaining`, the same for every listing tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<String>,
+    /// The toolset it belongs to (declared under `toolsets`): required when any is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<String>,
+    /// Words an administrator might use for what the tool does that its title, description
+    /// and argument names do not say (`find_tools` matches them; never published).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
     /// The fixed result of a `builtin::static` tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<StaticResult>,
@@ -314,6 +341,10 @@ pub struct TierDef {
     /// Patterns among the allowed ones that need a human's approval first.
     #[serde(default)]
     pub approval: Vec<Rule>,
+    /// The toolsets a client of this tier sees when neither its credential nor its request
+    /// chooses (tools.yaml `toolsets`; the core ones always). Absent: every toolset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolsets: Vec<String>,
     /// Patterns among the allowed ones that need no approval but run only once the client's
     /// own user confirms (elicitation, or 2026-07-28's input_required): a safety net, never
     /// a person's approval. A pair may not need both.

@@ -25,6 +25,9 @@ pub struct Caller {
     /// The tier the token names, declared or not (for messages).
     pub tier_name: String,
     pub credential: CredentialKind,
+    /// The toolsets its credential shows when a request chooses none (tools.yaml `toolsets`;
+    /// None: its tier's).
+    pub toolsets: Option<crate::toolsets::Toolsets>,
 }
 
 /// How a caller proved who it is.

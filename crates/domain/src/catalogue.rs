@@ -221,6 +221,10 @@ pub struct ToolMeta {
     /// The reference surface's names for some of its arguments (tools.yaml `aliases`),
     /// rewritten by the gate before the schema check.
     pub aliases: &'static [crate::aliases::ArgumentAlias],
+    /// Its toolset's index in [`Catalogue::toolsets`] (None: the catalogue declares none).
+    pub toolset: Option<u8>,
+    /// tools.yaml `keywords`: more words `find_tools` matches.
+    pub keywords: &'static [&'static str],
 }
 
 impl ToolMeta {
@@ -274,6 +278,10 @@ pub struct Catalogue {
     pub engines: crate::engines::EngineRules,
     /// policy.yaml `access_reviews.close_with_undecided`.
     pub close_reviews_with_undecided: bool,
+    /// tools.yaml `toolsets`, in its order.
+    pub toolsets: &'static [crate::toolsets::ToolsetMeta],
+    /// Each tier's default toolsets (policy.yaml `tiers[].toolsets`, the core ones included).
+    pub tier_toolsets: &'static [crate::toolsets::Toolsets],
 }
 
 impl Catalogue {

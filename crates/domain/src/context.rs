@@ -94,6 +94,7 @@ pub struct ToolContext<S> {
     task: crate::TaskStarter,
     cancellation: CancellationToken,
     reach: crate::groups::Reach,
+    listing: crate::toolsets::ToolListing,
     /// The approval ticket this call consumed, if it needed one.
     approval_id: Option<String>,
 }
@@ -110,6 +111,7 @@ impl<S> Clone for ToolContext<S> {
             task: self.task.clone(),
             cancellation: self.cancellation.clone(),
             reach: self.reach.clone(),
+            listing: self.listing.clone(),
             approval_id: self.approval_id.clone(),
         }
     }
@@ -140,6 +142,7 @@ impl<S> ToolContext<S> {
                 tier: None,
                 tier_name: String::new(),
                 credential: Default::default(),
+                toolsets: None,
             },
             correlation_id: "req-test".into(),
             progress: ProgressSink::none(),
@@ -149,6 +152,7 @@ impl<S> ToolContext<S> {
             cancellation: CancellationToken::new(),
             // No agent until the gate (or a test) says which: forgetting it must hide, never show.
             reach: crate::groups::Reach::Groups(Vec::new().into()),
+            listing: Default::default(),
             approval_id: None,
         }
     }
@@ -200,6 +204,11 @@ impl<S> ToolContext<S> {
     }
 
     /// The approval ticket this call consumed (a person approved it), if any.
+    /// What the client's tool list holds (tools.yaml `toolsets`), and how to add to it.
+    pub fn listing(&self) -> &crate::toolsets::ToolListing {
+        &self.listing
+    }
+
     pub fn approval_id(&self) -> Option<&str> {
         self.approval_id.as_deref()
     }
@@ -217,6 +226,7 @@ pub struct ToolContextBuilder<S> {
     task: crate::TaskStarter,
     cancellation: CancellationToken,
     reach: crate::groups::Reach,
+    listing: crate::toolsets::ToolListing,
     approval_id: Option<String>,
 }
 
@@ -285,6 +295,11 @@ impl<S> ToolContextBuilder<S> {
     }
 
     /// The approval ticket the call consumed.
+    pub fn listing(mut self, listing: crate::toolsets::ToolListing) -> Self {
+        self.listing = listing;
+        self
+    }
+
     pub fn approval_id(mut self, id: Option<String>) -> Self {
         self.approval_id = id;
         self
@@ -301,6 +316,7 @@ impl<S> ToolContextBuilder<S> {
             task: self.task,
             cancellation: self.cancellation,
             reach: self.reach,
+            listing: self.listing,
             approval_id: self.approval_id,
         }
     }

@@ -33,6 +33,7 @@ pub mod targets;
 pub mod text;
 pub mod tokens;
 pub mod tool;
+pub mod toolsets;
 pub mod uploads;
 
 pub use caller::{Caller, CredentialKind, Principal};

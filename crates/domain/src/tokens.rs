@@ -41,6 +41,9 @@ pub struct TokenRecord {
     pub created_at: i64,
     pub expires_at: i64,
     pub revoked_at: Option<i64>,
+    /// The toolsets its client is shown when a request chooses none (tools.yaml names,
+    /// separated by commas; None: its tier's default). docs/toolsets.md.
+    pub toolsets: Option<String>,
 }
 
 /// A token's state at a moment.
@@ -93,6 +96,8 @@ pub struct NewToken<'a> {
     pub name: &'a str,
     pub now: i64,
     pub expires_at: i64,
+    /// [`TokenRecord::toolsets`].
+    pub toolsets: Option<&'a str>,
 }
 
 /// How a credential rotation ended.

@@ -263,6 +263,8 @@ mod tests {
         pages: None,
         plan_argument: None,
         aliases: &[],
+        toolset: None,
+        keywords: &[],
         store_fault_retry_ms: 5_000,
         authorization: toolgate_domain::catalogue::Authorization::Permission,
         precondition: None,
@@ -288,6 +290,8 @@ mod tests {
             credential_tier: None,
         },
         close_reviews_with_undecided: false,
+        toolsets: &[],
+        tier_toolsets: &[],
     };
 
     #[test]

@@ -255,7 +255,14 @@ mod tests {
         let cached = CachedCredentials::new(Arc::new(store.clone()), clock.clone(), 1000);
         let now = clock.now_secs();
         store.put_principal("alice", &["Viewer".into()], now).await.unwrap();
-        let new = |name| NewToken { principal: "alice", tier: Some("readonly"), name, now, expires_at: now + 3600 };
+        let new = |name| NewToken {
+            principal: "alice",
+            tier: Some("readonly"),
+            name,
+            now,
+            expires_at: now + 3600,
+            toolsets: None,
+        };
         let (a, secret_a) = store.create_token(new("a")).await.unwrap();
         let valid = |x: &Authentication| matches!(x, Authentication::Valid { .. });
         assert!(valid(&cached.authenticate(&secret_a, now).await.unwrap()));
@@ -286,7 +293,14 @@ mod tests {
         let cached = CachedCredentials::new(Arc::new(store.clone()), clock.clone(), 10_000);
         let now = clock.now_secs();
         store.put_principal("alice", &["Viewer".into()], now).await.unwrap();
-        let new = |name, expires_at| NewToken { principal: "alice", tier: Some("readonly"), name, now, expires_at };
+        let new = |name, expires_at| NewToken {
+            principal: "alice",
+            tier: Some("readonly"),
+            name,
+            now,
+            expires_at,
+            toolsets: None,
+        };
         let (a, secret_a) = store.create_token(new("a", now + 3600)).await.unwrap();
         let (_, secret_b) = store.create_token(new("b", now + 12)).await.unwrap();
         assert!(cached.cached(&secret_a).is_none(), "nothing is cached before the first authentication");

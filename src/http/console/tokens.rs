@@ -139,7 +139,14 @@ pub async fn create(
     };
     let services = &state.services;
     let now_secs = services.clock().now_secs();
-    let new = NewToken { principal: &who.0.principal, tier, name, now: now_secs, expires_at: now_secs + days * 86_400 };
+    let new = NewToken {
+        principal: &who.0.principal,
+        tier,
+        name,
+        now: now_secs,
+        expires_at: now_secs + days * 86_400,
+        toolsets: None,
+    };
     match services.credentials().create_token(new).await {
         Ok((record, secret)) => {
             let detail =

@@ -111,8 +111,9 @@ async fn run_and_audit(
     id: &Value,
     params: Option<Value>,
     era: &Era,
-    listeners: Listeners,
+    mut listeners: Listeners,
 ) -> Reply {
+    listeners.listing = super::lists::listing(server, caller, headers, era);
     let request = Request { id, era, correlation_id: server.correlation_id(), listeners };
     let mut params = params.unwrap_or(Value::Null);
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();

@@ -182,6 +182,7 @@ pub async fn prepare(
         .approval_id(approval_id)
         .correlation_id(request.correlation_id.clone())
         .progress(request.listeners.progress.clone())
+        .listing(request.listeners.listing.clone())
         .log(request.listeners.log.clone());
     let ctx = match (task, &round) {
         (Some(hooks), _) => builder.client(hooks.client).task(hooks.starter).cancellation(hooks.cancellation),

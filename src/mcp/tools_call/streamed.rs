@@ -166,7 +166,7 @@ pub async fn answer_streaming(
         })),
         None => ClientRequests::default(),
     };
-    let listeners = Listeners { progress, log, client, cancellation: cancellation.clone() };
+    let listeners = Listeners { progress, log, client, cancellation: cancellation.clone(), ..Listeners::default() };
     let detach = Detach { cancellation: cancellation.clone(), finished: false };
     // The task outlives the request: it carries the exchange's correlation id along.
     let correlation_id = server.correlation_id();

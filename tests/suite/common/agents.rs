@@ -228,12 +228,16 @@ pub fn output_schemas(s: &Server) -> HashMap<String, Value> {
     output_schemas_as(s, &s.token)
 }
 
-/// The output schemas of the tools `token`'s tier lists.
+/// The output schemas of every tool `token`'s tier lists (every toolset chosen).
 pub fn output_schemas_as(s: &Server, token: &str) -> HashMap<String, Value> {
     let listed = super::request(
         s.addr,
         "POST",
-        &[("Authorization", &format!("Bearer {token}")), ("MCP-Protocol-Version", "2025-11-25")],
+        &[
+            ("Authorization", &format!("Bearer {token}")),
+            ("MCP-Protocol-Version", "2025-11-25"),
+            ("X-MCP-Toolsets", "all"),
+        ],
         Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string()),
     )
     .json();

@@ -76,6 +76,8 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
         aliases: &[],
+        toolset: None,
+        keywords: &[],
     },
     ToolMeta {
         index: 1usize,
@@ -109,6 +111,8 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
         aliases: &[],
+        toolset: None,
+        keywords: &[],
     },
     ToolMeta {
         index: 2usize,
@@ -144,6 +148,8 @@ pub static TOOLS: [ToolMeta; TOOL_COUNT] = [
         plan_argument: None,
         store_fault_retry_ms: 5000u64,
         aliases: &[],
+        toolset: None,
+        keywords: &[],
     },
 ];
 static TOOLS_BY_NAME: [(&str, ToolId); TOOL_COUNT] = [
@@ -240,6 +246,17 @@ pub static TOOLS_LIST_BY_TIER: [&str; TIER_COUNT] = [
     include_str!(concat!(env!("OUT_DIR"), "/tools_list.readonly.json")),
     include_str!(concat!(env!("OUT_DIR"), "/tools_list.supervised.json")),
 ];
+/// What each tier is shown when nothing is chosen (its default toolsets), and with
+/// `dynamic` (the core toolsets): for the snapshots and the figures; the server puts
+/// the same bytes together from each tool's entry.
+pub static TOOLS_LIST_DEFAULT_BY_TIER: [&str; TIER_COUNT] = [
+    include_str!(concat!(env!("OUT_DIR"), "/tools_list.readonly.default.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/tools_list.supervised.default.json")),
+];
+pub static TOOLS_LIST_DYNAMIC_BY_TIER: [&str; TIER_COUNT] = [
+    include_str!(concat!(env!("OUT_DIR"), "/tools_list.readonly.dynamic.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/tools_list.supervised.dynamic.json")),
+];
 /// The whole catalogue's `tools` array.
 pub static TOOLS_LIST_ALL: &str = include_str!(
     concat!(env!("OUT_DIR"), "/tools_list.all.json")
@@ -292,7 +309,19 @@ pub static CATALOGUE: Catalogue = Catalogue {
         credential_tier: None,
     },
     close_reviews_with_undecided: false,
+    toolsets: &TOOLSETS,
+    tier_toolsets: &TIER_TOOLSETS,
 };
+#[allow(unused_imports)]
+use ::toolgate_domain::toolsets::{ToolsetMeta, Toolsets};
+/// tools.yaml `toolsets`, in its order.
+pub static TOOLSETS: [ToolsetMeta; 0usize] = [];
+/// Each tier's default toolsets (policy.yaml `tiers[].toolsets` and the core ones; every
+/// toolset when the tier names none).
+pub static TIER_TOOLSETS: [Toolsets; 2usize] = [
+    Toolsets(18446744073709551615u64),
+    Toolsets(18446744073709551615u64),
+];
 /// The files this binary was built from, for `toolgate explain` and `toolgate check`.
 pub static TOOLS_YAML: &str = include_str!("/x/tools.yaml");
 pub static POLICY_YAML: &str = include_str!("/x/policy.yaml");

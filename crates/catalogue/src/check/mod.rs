@@ -18,6 +18,7 @@ mod retry;
 mod schemas;
 mod scopes;
 mod sensitive;
+pub mod toolsets;
 
 use serde_json::{Map, Value};
 
@@ -132,6 +133,7 @@ pub fn run(
     diagnostics.extend(aliases::check(&inputs));
     diagnostics.extend(engines::check(&inputs));
     diagnostics.extend(scopes::check(&inputs));
+    diagnostics.extend(toolsets::check(&inputs));
     let (entry_diagnostics, prompts_resources) = prompts_resources::check(&inputs);
     diagnostics.extend(entry_diagnostics);
     let handler_report = handlers::check(&inputs, rust_handlers);
@@ -141,6 +143,7 @@ pub fn run(
     let plans: Vec<ToolPlan> =
         (0..tools.model.tools.len()).map(|i| plan(&inputs, i, &handler_report.handlers[i], &struct_names[i])).collect();
     diagnostics.extend(schemas::check_argument_types(&inputs, &plans));
+    diagnostics.extend(toolsets::budget(&inputs, &plans));
     crate::diag::sort(&mut diagnostics);
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(diagnostics);

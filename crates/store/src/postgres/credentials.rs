@@ -14,7 +14,7 @@ use crate::rules::token_refusal;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
-const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at";
+const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at, toolsets";
 
 /// The columns [`principal_row`] reads.
 const PRINCIPAL_COLUMNS: &str = "name, roles, created_at, kind";
@@ -39,6 +39,7 @@ fn token_row(r: &tokio_postgres::Row) -> Pg<TokenRecord> {
         created_at: r.try_get(4)?,
         expires_at: r.try_get(5)?,
         revoked_at: r.try_get(6)?,
+        toolsets: r.try_get(7)?,
     })
 }
 
@@ -88,8 +89,8 @@ async fn insert_token(c: &impl GenericClient, new: NewToken<'_>) -> Pg<(TokenRec
     let id = format!("tok_{}", random_hex::<8>());
     execute(
         c,
-        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&id, &new.name, &new.principal, &new.tier, &hash_secret(&secret), &new.now, &new.expires_at],
+        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at, toolsets) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[&id, &new.name, &new.principal, &new.tier, &hash_secret(&secret), &new.now, &new.expires_at, &new.toolsets],
     )
     .await?;
     let record = TokenRecord {
@@ -100,6 +101,7 @@ async fn insert_token(c: &impl GenericClient, new: NewToken<'_>) -> Pg<(TokenRec
         created_at: new.now,
         expires_at: new.expires_at,
         revoked_at: None,
+        toolsets: new.toolsets.map(str::to_string),
     };
     Ok((record, secret))
 }
@@ -225,6 +227,7 @@ impl CredentialStore for PostgresStore {
                 name: &name,
                 now,
                 expires_at: successor_expires_at,
+                toolsets: predecessor.toolsets.as_deref(),
             };
             let (successor, secret) = insert_token(&tx, new).await?;
             execute(&tx, "UPDATE api_token SET rotated_from = $2 WHERE id = $1", &[&successor.id, &predecessor.id])

@@ -66,6 +66,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0019_quarantine_enforcement", include_str!("../../migrations/postgres/0019_quarantine_enforcement.sql")),
     ("0020_approval_plans", include_str!("../../migrations/postgres/0020_approval_plans.sql")),
     ("0021_rollouts", include_str!("../../migrations/postgres/0021_rollouts.sql")),
+    ("0022_token_toolsets", include_str!("../../migrations/postgres/0022_token_toolsets.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -15,7 +15,7 @@ use crate::rules::token_refusal;
 
 type Result<T> = std::result::Result<T, StoreError>;
 
-const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at";
+const TOKEN_COLUMNS: &str = "id, name, principal, tier, created_at, expires_at, revoked_at, toolsets";
 
 fn roles_of(text: String) -> Vec<String> {
     text.split(',').filter(|r| !r.is_empty()).map(str::to_string).collect()
@@ -53,6 +53,7 @@ fn token_row(r: &rusqlite::Row) -> rusqlite::Result<TokenRecord> {
         created_at: r.get(4)?,
         expires_at: r.get(5)?,
         revoked_at: r.get(6)?,
+        toolsets: r.get(7)?,
     })
 }
 
@@ -92,8 +93,8 @@ fn insert_token(conn: &Connection, new: &OwnedToken) -> rusqlite::Result<(TokenR
     let secret = new_secret(TOKEN_PREFIX);
     let id = format!("tok_{}", random_hex::<8>());
     conn.execute(
-        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, new.name, new.principal, new.tier, hash_secret(&secret), new.now, new.expires_at],
+        "INSERT INTO api_token (id, name, principal, tier, secret_hash, created_at, expires_at, toolsets) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id, new.name, new.principal, new.tier, hash_secret(&secret), new.now, new.expires_at, new.toolsets],
     )?;
     let record = TokenRecord {
         id,
@@ -103,6 +104,7 @@ fn insert_token(conn: &Connection, new: &OwnedToken) -> rusqlite::Result<(TokenR
         created_at: new.now,
         expires_at: new.expires_at,
         revoked_at: None,
+        toolsets: new.toolsets.clone(),
     };
     Ok((record, secret))
 }
@@ -114,6 +116,7 @@ struct OwnedToken {
     name: String,
     now: i64,
     expires_at: i64,
+    toolsets: Option<String>,
 }
 
 #[async_trait]
@@ -179,6 +182,7 @@ impl CredentialStore for SqliteStore {
             name: new.name.into(),
             now: new.now,
             expires_at: new.expires_at,
+            toolsets: new.toolsets.map(str::to_string),
         };
         self.run(move |c| insert_token(c, &new)).await
     }
@@ -231,6 +235,7 @@ impl CredentialStore for SqliteStore {
                 name: format!("{} (rotated)", predecessor.name),
                 now,
                 expires_at: successor_expires_at,
+                toolsets: predecessor.toolsets.clone(),
             };
             let (successor, secret) = insert_token(&tx, &new)?;
             tx.execute("UPDATE api_token SET rotated_from = ?2 WHERE id = ?1", params![successor.id, predecessor.id])?;
@@ -310,7 +315,8 @@ mod tests {
     async fn the_secret_is_never_stored_in_clear() {
         let store = SqliteStore::open_in_memory().unwrap();
         store.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
-        let new = NewToken { principal: "alice", tier: Some("readonly"), name: "t", now: 0, expires_at: 100 };
+        let new =
+            NewToken { principal: "alice", tier: Some("readonly"), name: "t", now: 0, expires_at: 100, toolsets: None };
         let (_, secret) = store.create_token(new).await.unwrap();
         let tail = secret[TOKEN_PREFIX.len()..].to_string();
         let stored: String =

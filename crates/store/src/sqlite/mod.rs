@@ -66,6 +66,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0028_audit_without_indexes", include_str!("../../migrations/sqlite/0028_audit_without_indexes.sql")),
     ("0029_approval_plans", include_str!("../../migrations/sqlite/0029_approval_plans.sql")),
     ("0030_rollouts", include_str!("../../migrations/sqlite/0030_rollouts.sql")),
+    ("0031_token_toolsets", include_str!("../../migrations/sqlite/0031_token_toolsets.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

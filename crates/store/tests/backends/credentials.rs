@@ -13,7 +13,7 @@ crate::matrix!(
 );
 
 fn new_token<'a>(principal: &'a str, tier: Option<&'a str>, now: i64, expires_at: i64) -> NewToken<'a> {
-    NewToken { principal, tier, name: "t", now, expires_at }
+    NewToken { principal, tier, name: "t", now, expires_at, toolsets: None }
 }
 
 async fn tokens_authenticate_until_revoked_or_expired(r: Repositories) {
@@ -38,8 +38,12 @@ async fn tokens_authenticate_until_revoked_or_expired(r: Repositories) {
 async fn rotation_is_confirmed_only_with_the_successor_secret(r: Repositories) {
     let store = &r.credentials;
     store.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
-    let (old, _) = store.create_token(new_token("alice", Some("readonly"), 0, 10_000)).await.unwrap();
+    let chosen = NewToken { toolsets: Some("fleet,executions"), ..new_token("alice", Some("readonly"), 0, 10_000) };
+    let (old, _) = store.create_token(chosen).await.unwrap();
+    assert_eq!(store.token(&old.id).await.unwrap().unwrap().toolsets.as_deref(), Some("fleet,executions"));
     let (new, secret) = store.rotate_token(&old, 100, old.expires_at, 10).await.unwrap();
+    assert_eq!(new.toolsets.as_deref(), Some("fleet,executions"), "a successor shows what its predecessor did");
+    assert_eq!(store.token(&new.id).await.unwrap().unwrap().toolsets, new.toolsets);
     assert_eq!(store.token(&old.id).await.unwrap().unwrap().expires_at, 110, "overlap shortens the old one");
     assert_eq!(store.confirm_rotation(&new.id, "tg_wrong", "alice", 20).await.unwrap(), None);
     assert_eq!(store.confirm_rotation(&new.id, &secret, "bob", 20).await.unwrap(), None);

@@ -55,7 +55,14 @@ async fn engines_are_owned_by_people_and_revoked_with_their_credentials(r: Repos
     assert_eq!((principal.kind, principal.roles.len()), (PrincipalKind::Engine, 0));
     assert_eq!(r.credentials.principal("alice").await.unwrap().unwrap().kind, PrincipalKind::Person);
 
-    let token = |name| NewToken { principal: "engine:ci", tier: Some("readonly"), name, now: 100, expires_at: 10_000 };
+    let token = |name| NewToken {
+        principal: "engine:ci",
+        tier: Some("readonly"),
+        name,
+        now: 100,
+        expires_at: 10_000,
+        toolsets: None,
+    };
     let (_, first) = r.credentials.create_token(token("a")).await.unwrap();
     let (_, second) = r.credentials.create_token(token("b")).await.unwrap();
     assert!(matches!(r.credentials.authenticate(&first, 200).await.unwrap(), Authentication::Valid { .. }));
@@ -118,7 +125,14 @@ async fn a_rotation_is_confirmed_once_or_lapses_by_itself(r: Repositories) {
     let c = &r.credentials;
     c.put_principal("alice", &[], 0).await.unwrap();
     r.engines.create_engine(engine("engine:ci", "alice")).await.unwrap().unwrap();
-    let token = |name| NewToken { principal: "engine:ci", tier: Some("readonly"), name, now: 100, expires_at: 100_000 };
+    let token = |name| NewToken {
+        principal: "engine:ci",
+        tier: Some("readonly"),
+        name,
+        now: 100,
+        expires_at: 100_000,
+        toolsets: None,
+    };
     let (first, first_secret) = c.create_token(token("a")).await.unwrap();
     let (second, second_secret) = c.rotate_token(&first, 1_000, 200_000, 200).await.unwrap();
     assert_eq!(second.expires_at, 200_000);

@@ -139,7 +139,7 @@ async fn postgres_replicas_hear_each_others_changes() {
     }
     while heard_by_b.try_recv().is_ok() {}
     b.credentials.put_principal("alice", &["Viewer".into()], 0).await.unwrap();
-    let new = NewToken { principal: "alice", tier: None, name: "t", now: 0, expires_at: 100 };
+    let new = NewToken { principal: "alice", tier: None, name: "t", now: 0, expires_at: 100, toolsets: None };
     let (token, _) = b.credentials.create_token(new).await.unwrap();
     b.credentials.revoke_token(&token.id, 1).await.unwrap();
     let (_, secret) = b.fleet.create_enrollment_token(i64::MAX, 1, 0).await.unwrap();

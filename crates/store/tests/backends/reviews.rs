@@ -50,7 +50,14 @@ async fn a_campaign_snapshots_decides_and_closes_all_at_once(r: Repositories) {
     };
     r.engines.create_engine(engine).await.unwrap().unwrap();
     c.put_principal("engine:ci", &["Viewer".into()], 0).await.unwrap();
-    let token = |principal, tier| NewToken { principal, tier: Some(tier), name: "t", now: 0, expires_at: 1_000 };
+    let token = |principal, tier| NewToken {
+        principal,
+        tier: Some(tier),
+        name: "t",
+        now: 0,
+        expires_at: 1_000,
+        toolsets: None,
+    };
     let (bobs, bobs_secret) = c.create_token(token("bob", "operator")).await.unwrap();
     let (expired, _) = c.create_token(NewToken { expires_at: 5, ..token("bob", "readonly") }).await.unwrap();
 
