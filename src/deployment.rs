@@ -58,6 +58,7 @@ pub fn load(explicit: Option<&Path>, data_dir: &Path, catalogue: &Catalogue) -> 
         tiers: catalogue.tiers.iter().map(|t| (t.name, t.scope)).collect(),
         roles: catalogue.role_names().collect(),
         retention_classes: classes.iter().map(String::as_str).collect(),
+        toolsets: catalogue.toolsets.iter().map(|t| t.name).collect(),
     };
     let file = SourceFile::new(name.clone(), text);
     let deployment = toolgate_catalogue::deployment::check(&file, &policy).map_err(|diagnostics| {

@@ -215,7 +215,7 @@ pub async fn oauth_caller(
         tier: Some(verified.tier),
         tier_name: verified.tier.name.to_string(),
         credential: CredentialKind::AccessToken,
-        toolsets: None,
+        toolsets: server.client_toolsets(&verified),
     });
     let expires_ms = verified.claims.exp.unwrap_or_default().saturating_mul(1000);
     state.oauth_callers.put(key, caller.clone(), expires_ms, now_ms);

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::value::RawValue;
 use toolgate_domain::Caller;
@@ -24,12 +24,14 @@ use super::era::Era;
 
 /// The header a client chooses its toolsets with (github-mcp-server's convention).
 pub const TOOLSETS_HEADER: &str = "x-mcp-toolsets";
+/// The same, parsed once: every request looks it up.
+const TOOLSETS_HEADER_NAME: HeaderName = HeaderName::from_static(TOOLSETS_HEADER);
 /// How many (tier, choice) lists are kept.
 pub const MAX_CACHED: usize = 256;
 
 /// The request's own choice, if it makes one.
 pub fn requested(catalogue: &Catalogue, caller: &Caller, headers: &HeaderMap) -> Result<Option<Toolsets>, ChoiceError> {
-    let Some(value) = headers.get(TOOLSETS_HEADER) else {
+    let Some(value) = headers.get(TOOLSETS_HEADER_NAME) else {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or("\u{fffd}");

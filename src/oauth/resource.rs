@@ -3,7 +3,7 @@
 //! identity-provider groups bring.
 
 use base64::Engine;
-use toolgate_catalogue::deployment::{Deployment, GroupRoleMapping, IssuerSettings, Provisioning};
+use toolgate_catalogue::deployment::{ClientToolsets, Deployment, GroupRoleMapping, IssuerSettings, Provisioning};
 use toolgate_domain::Clock;
 use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::groups::GroupRole;
@@ -201,6 +201,8 @@ pub struct ResourceServer {
     /// The scope a 401's challenge asks for.
     pub challenge_scope: &'static str,
     group_roles: Vec<GroupRoleMapping>,
+    /// Each OAuth client's default toolsets (deployment `oauth.client_toolsets`).
+    client_toolsets: Vec<ClientToolsets>,
     catalogue: &'static Catalogue,
     /// The console's client, and the index of the issuer it signs people in through.
     pub console: Option<(usize, ConsoleClient)>,
@@ -272,6 +274,7 @@ impl ResourceServer {
             issuers,
             challenge_scope,
             group_roles: oauth.group_roles.clone(),
+            client_toolsets: oauth.client_toolsets.clone(),
             catalogue,
             console,
         })
@@ -317,6 +320,16 @@ impl ResourceServer {
     /// The first tier's scope (in policy.yaml's order) that allows `securable:operation`.
     pub fn scope_allowing(&self, securable: &str, operation: &str) -> Option<&'static str> {
         self.catalogue.tiers.iter().filter(|t| t.decide(securable, operation) != Decision::Deny).find_map(|t| t.scope)
+    }
+
+    /// The toolsets the deployment settings give the token's client (its `client_id`, RFC
+    /// 9068, or `azp`) when its requests choose none; None: its tier's.
+    pub fn client_toolsets(&self, verified: &Verified) -> Option<toolgate_domain::toolsets::Toolsets> {
+        let claim = |name: &str| verified.claims.other.get(name).and_then(serde_json::Value::as_str);
+        let client = claim("client_id").or_else(|| claim("azp"))?;
+        let chosen = self.client_toolsets.iter().find(|c| c.client_id == client)?;
+        let tier_default = self.catalogue.tier_toolsets.get(verified.tier.index).copied().unwrap_or_default();
+        toolgate_domain::toolsets::stored(&chosen.toolsets, self.catalogue.toolsets, tier_default)
     }
 
     /// The roles a person's groups bring (fleet-wide, or on a management group), each with

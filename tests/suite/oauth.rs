@@ -437,3 +437,35 @@ fn an_opaque_token_is_checked_by_the_issuers_introspection() {
     assert_eq!(r.status, 503, "{r:?}");
     assert!(r.body.contains("introspection") && r.body.contains("401"), "{r:?}");
 }
+
+/// An OAuth client's default toolsets come from the deployment settings (docs/toolsets.md):
+/// the token's `client_id`, or else `azp`, picks them; any other client gets its tier's.
+#[test]
+fn an_oauth_clients_toolsets_come_from_the_deployment_settings() {
+    let issuer = Issuer::start();
+    let port = free_port();
+    let chosen = format!("{MAPPING}  client_toolsets:\n    - {{client_id: claude, toolsets: \"oversight\"}}\n");
+    let s = with_settings(&settings(port, &issuer.url, "", &chosen), port, &[]);
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let listed = |claim: &str, client: &str| {
+        let mut claims = issuer.claims("u-ana", &resource, "openid toolgate:readonly");
+        claims[claim] = json!(client);
+        let auth = format!("Bearer {}", issuer.sign(&claims));
+        let r = request(
+            s.addr,
+            "POST",
+            &[("Authorization", &auth)],
+            Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+        );
+        let tools = r.json()["result"]["tools"].as_array().cloned().unwrap_or_else(|| panic!("{r:?}"));
+        tools.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let claude = listed("client_id", "claude");
+    assert!(
+        claude.contains(&"query_audit_log".to_string()) && !claude.contains(&"list_agents".to_string()),
+        "{claude:?}"
+    );
+    assert_eq!(listed("azp", "claude"), claude, "azp names the client when client_id is absent");
+    let other = listed("client_id", "someone-else");
+    assert!(other.contains(&"list_agents".to_string()) && !other.contains(&"query_audit_log".to_string()), "{other:?}");
+}

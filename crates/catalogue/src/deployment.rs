@@ -49,6 +49,20 @@ pub struct OAuthSettings {
     /// Roles a person holds while the identity provider says they are in a group.
     #[serde(default)]
     pub group_roles: Vec<GroupRoleMapping>,
+    /// What each OAuth client is shown when its requests choose no toolsets
+    /// (docs/toolsets.md): the client is the access token's `client_id` (RFC 9068) or `azp`.
+    #[serde(default)]
+    pub client_toolsets: Vec<ClientToolsets>,
+}
+
+/// One OAuth client's default toolsets.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClientToolsets {
+    /// The client id its access tokens carry.
+    pub client_id: String,
+    /// tools.yaml toolset names, comma-separated, or `all`, `default`, `dynamic`.
+    pub toolsets: String,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -159,6 +173,8 @@ pub struct PolicyNames<'a> {
     pub tiers: Vec<(&'a str, Option<&'a str>)>,
     pub roles: Vec<&'a str>,
     pub retention_classes: Vec<&'a str>,
+    /// tools.yaml's toolsets.
+    pub toolsets: Vec<&'a str>,
 }
 
 /// A checked file: its settings, with durations in seconds.
@@ -325,6 +341,20 @@ pub fn check(file: &SourceFile, policy: &PolicyNames) -> Result<Deployment, Vec<
                 errors.push(
                     error(&format!("/oauth/group_roles/{i}/role"), format!("role `{}` is not declared", mapping.role))
                         .help(toolgate_policy::did_you_mean(&mapping.role, policy.roles.iter().copied())),
+                );
+            }
+        }
+        let words = || policy.toolsets.iter().copied().chain(["all", "default", "dynamic"]);
+        for (i, client) in oauth.client_toolsets.iter().enumerate() {
+            let named: Vec<&str> = client.toolsets.split(',').map(str::trim).filter(|w| !w.is_empty()).collect();
+            let at = format!("/oauth/client_toolsets/{i}/toolsets");
+            if named.is_empty() {
+                errors.push(error(&at, "toolsets is empty: name toolsets, or `all`, `default`, `dynamic`".into()));
+            }
+            for name in named.into_iter().filter(|n| !words().any(|w| w == *n)) {
+                errors.push(
+                    error(&at, format!("client `{}`: unknown toolset `{name}`", client.client_id))
+                        .help(toolgate_policy::did_you_mean(name, words())),
                 );
             }
         }

@@ -5,6 +5,7 @@ fn policy() -> PolicyNames<'static> {
         tiers: vec![("readonly", Some("toolgate:readonly")), ("operator", Some("toolgate:operator")), ("local", None)],
         roles: vec!["Administrator", "Operator"],
         retention_classes: vec!["standard", "extended", "transient"],
+        toolsets: vec!["discovery", "fleet", "executions"],
     }
 }
 
@@ -89,4 +90,23 @@ fn upload_settings_are_checked_at_their_place() {
     let good = check(&SourceFile::new("toolgate.yaml", "uploads:\n  retention: {standard: 7d}\n"), &policy()).unwrap();
     assert_eq!(good.uploads.retention["standard"], 7 * 86_400);
     assert_eq!(good.uploads.retention["transient"], 86_400, "the others keep their defaults");
+}
+
+#[test]
+fn an_oauth_clients_toolsets_are_names_the_catalogue_declares() {
+    let head = "public_url: https://toolgate.example.com\noauth:\n  issuers:\n    - issuer: https://idp.example.com\n  client_toolsets:\n";
+    let good = format!(
+        "{head}    - {{client_id: claude, toolsets: \"fleet, executions\"}}\n    - {{client_id: cli, toolsets: dynamic}}\n"
+    );
+    assert!(problems(&good).is_empty(), "{:?}", problems(&good));
+    let bad = format!(
+        "{head}    - {{client_id: claude, toolsets: \"fleet,executoins\"}}\n    - {{client_id: cli, toolsets: \" , \"}}\n"
+    );
+    assert_eq!(
+        problems(&bad),
+        vec![
+            "toolgate.yaml:6:37: error: client `claude`: unknown toolset `executoins` (help: did you mean `executions`?)",
+            "toolgate.yaml:7:34: error: toolsets is empty: name toolsets, or `all`, `default`, `dynamic`",
+        ]
+    );
 }
