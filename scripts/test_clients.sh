@@ -73,12 +73,12 @@ expect '^isError: False' "python SDK call succeeded"
 expect '^BEGIN_UNTRUSTED_AGENT_DATA$' "python SDK got list_agents' agent-reported text marked untrusted"
 expect '^END_UNTRUSTED_AGENT_DATA$' "python SDK got the end of the untrusted block"
 check "python SDK, legacy mode: connect, list, call list_plugin_config" "$PY" scripts/clients/py_client.py "$URL" "$TOKEN" --mode legacy --call list_plugin_config --args '{}'
+expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11-25"
+expect '^isError: False' "python SDK legacy call succeeded"
 # Toolsets (docs/toolsets.md): the dynamic list, grown by enable_toolset in a session, and
 # the client told through notifications/tools/list_changed on its GET stream.
 check "python SDK, legacy mode: the dynamic list grows with enable_toolset and list_changed" "$PY" scripts/clients/py_toolsets.py "$URL/x/dynamic" "$TOKEN" executions execute_instruction
 expect '^notifications/tools/list_changed: received' "python SDK heard the list change"
-expect '^protocolVersion: 2025-11-25' "python SDK legacy mode negotiated 2025-11-25"
-expect '^isError: False' "python SDK legacy call succeeded"
 check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN" --strict
 expect '^tools: [1-9]' "inspector listed the tools without schema errors"
 absent 'schemaFindings' "inspector's strict lint found nothing to warn of either"
