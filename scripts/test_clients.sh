@@ -82,7 +82,8 @@ expect '^notifications/tools/list_changed: received' "python SDK heard the list 
 check "inspector CLI: tools/list --strict" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN" --strict
 expect '^tools: [1-9]' "inspector listed the tools without schema errors"
 absent 'schemaFindings' "inspector's strict lint found nothing to warn of either"
-CALL=set_tag ARGS="{\"agent_id\":\"$AGENT\",\"key\":\"env\",\"value\":\"prod\"}" check "inspector CLI: tools/call set_tag" bash scripts/clients/inspector_list.sh "$URL" "$TOKEN"
+# The Inspector calls only what it listed: it chooses the toolset it calls from (the path).
+CALL=set_tag ARGS="{\"agent_id\":\"$AGENT\",\"key\":\"env\",\"value\":\"prod\"}" check "inspector CLI: tools/call set_tag from /mcp/x/targeting" bash scripts/clients/inspector_list.sh "$URL/x/targeting" "$TOKEN"
 expect '^isError: False' "inspector call succeeded"
 
 # Claude Desktop's entry exactly as the first start printed it: mcp-remote (pinned) with its
