@@ -132,7 +132,7 @@ pub async fn enable_toolset(ctx: &ToolContext, args: args::EnableToolset) -> Too
         None => {
             let names = ctx.listing().shown().union(Toolsets::of(index)).names(catalogue.toolsets).join(",");
             let how = format!(
-                "Requests of protocol 2026-07-28 carry no session, so each request chooses its own list: send the header `X-MCP-Toolsets: {names}` (or use the endpoint /mcp/x/{names}) and list again. These tools can be called by name already."
+                "This request has no session (protocol 2026-07-28, or a client that keeps none), so each request chooses its own list: send the header `X-MCP-Toolsets: {names}` (or use the endpoint /mcp/x/{names}) and list again. These tools can be called by name already."
             );
             (false, how)
         }

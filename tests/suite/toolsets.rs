@@ -103,13 +103,11 @@ fn a_call_outside_the_chosen_toolsets_is_decided_by_the_gate_alone() {
     assert_eq!(hidden["error"]["message"], refused["error"]["message"], "{hidden}");
 }
 
-/// find_tools ranks the tool an administrator needs among its first three for at least 90% of
-/// the questions in tests/data/find_tools_questions.tsv (written from the docs' use cases).
-#[test]
-fn find_tools_ranks_the_needed_tool_in_its_first_three_for_nine_questions_in_ten() {
+/// The share of `questions` (question<TAB>tool lines) whose tool find_tools ranks in its first
+/// three, and the misses.
+fn first_three_rate(questions: &str) -> (usize, usize, Vec<String>) {
     let s = start(&[]);
     let token = s.token("admin", "supervised", "1d");
-    let questions = include_str!("../data/find_tools_questions.tsv");
     let (mut asked, mut misses) = (0, Vec::new());
     for line in questions.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let (question, expected) = line.split_once('\t').unwrap_or_else(|| panic!("no tab: {line}"));
@@ -122,10 +120,27 @@ fn find_tools_ranks_the_needed_tool_in_its_first_three_for_nine_questions_in_ten
             misses.push(format!("{question} -> {expected}, got {top:?}"));
         }
     }
+    (100 * (asked - misses.len()) / asked.max(1), asked, misses)
+}
+
+/// find_tools ranks the tool an administrator needs among its first three for at least 90% of
+/// the questions in tests/data/find_tools_questions.tsv (written from the docs' use cases).
+#[test]
+fn find_tools_ranks_the_needed_tool_in_its_first_three_for_nine_questions_in_ten() {
+    let (hit, asked, misses) = first_three_rate(include_str!("../data/find_tools_questions.tsv"));
     assert!(asked >= 60, "only {asked} questions");
-    let hit = 100 * (asked - misses.len()) / asked;
     eprintln!("find_tools: {hit}% of {asked} questions in the first three; missed:\n{}", misses.join("\n"));
     assert!(hit >= 90, "{hit}% of {asked}; missed:\n{}", misses.join("\n"));
+}
+
+/// The questions it was not tuned to (tests/data/find_tools_holdout.tsv): 80% on 2026-12-05,
+/// below the 90% issue 48 asks for (it stays open). Held to 75% so that no change makes it worse
+/// unseen; raise the floor as the ranking improves.
+#[test]
+fn find_tools_on_questions_it_was_not_tuned_to_does_not_get_worse() {
+    let (hit, asked, misses) = first_three_rate(include_str!("../data/find_tools_holdout.tsv"));
+    eprintln!("find_tools, held out: {hit}% of {asked} in the first three; missed:\n{}", misses.join("\n"));
+    assert!(asked >= 100 && hit >= 75, "{hit}% of {asked}; missed:\n{}", misses.join("\n"));
 }
 
 /// A credential's default (`toolgate token create --toolsets`) is what its client sees when

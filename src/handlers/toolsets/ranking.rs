@@ -4,7 +4,8 @@
 //! - Words: lower case, split at anything but letters and digits, a few English endings
 //!   taken off (`services` → `servic`, `restarting` → `restart`), common words dropped, and
 //!   the fleet's synonyms mapped to one word (`host`, `machine`, `device`… → `agent`).
-//! - A tool's words, by field: its name and title (3; their first word, the verb, 1.5), its `keywords` (2.5), its toolset's
+//! - A tool's words, by field: its name and title (3 shared by the things they name, at least
+//!   1.5 each; their first word, the verb, 1.5), its `keywords` (2.5), its toolset's
 //!   name and title (1.5), its description (1), its argument names and its toolset's
 //!   description (0.8).
 //! - A query word scores the best weight among the fields holding it (a shared prefix of 5
@@ -63,6 +64,8 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("remov", "delet"),
     ("erase", "delet"),
     ("abort", "cancel"),
+    ("down", "offline"),
+    ("unreachable", "offline"),
     ("stop", "cancel"),
     ("label", "tag"),
     ("history", "audit"),
@@ -73,7 +76,7 @@ const SYNONYMS: &[(&str, &str)] = &[
 /// The words of a text, as the ranking compares them.
 pub fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
+        .filter(|w| w.len() > 1) // `s` of `agent's`
         .map(|w| w.to_lowercase())
         .filter(|w| !STOP_WORDS.contains(&w.as_str()))
         .map(|w| {
@@ -166,14 +169,19 @@ fn tool_words(catalogue: &Catalogue, tool: &ToolMeta) -> HashMap<String, f64> {
     let mut held: HashMap<String, f64> = HashMap::new();
     // A name or title starts with its verb (list, get, set…): questions say the same thing
     // with many verbs, and name the thing itself, which weighs more.
+    // The fewer things a name speaks of, the more it is about each (`list_agents` is about
+    // agents; `get_agent_tags` less so): BM25F's field-length normalisation, on names.
     for text in [tool.name, tool.title] {
         let mut named = words(text).into_iter();
         if let Some(verb) = named.next() {
             let entry = held.entry(verb).or_default();
             *entry = entry.max(1.5);
         }
-        for word in named {
-            held.insert(word, 3.0);
+        let things: Vec<String> = named.collect();
+        let weight = 3.0 / (things.len().max(1) as f64).sqrt();
+        for word in things {
+            let entry = held.entry(word).or_default();
+            *entry = entry.max(weight.max(1.5));
         }
     }
     let mut add = |text: &str, weight: f64| {
