@@ -2,26 +2,22 @@
 //! function found and its signature compared with the one dispatch calls; handler-shaped
 //! functions no tool names are warned about.
 
-use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use quote::ToTokens;
 use toolgate_catalogue::check::Inputs;
-use toolgate_catalogue::check::handler_scan::read_module;
-use toolgate_catalogue::check::handlers::{ModuleRead, Outline, RustHandlers, handler_problem, takes_context};
+use toolgate_catalogue::check::handler_scan::HandlerFiles;
+use toolgate_catalogue::check::handlers::{ModuleRead, Outline, RustHandlers, takes_context};
 use toolgate_catalogue::diag::Diagnostic;
 use toolgate_catalogue::source::Pos;
 
 /// The handlers under one directory, each module file parsed once.
-pub struct SynHandlers {
-    dir: PathBuf,
-    modules: RefCell<HashMap<Vec<String>, (String, ModuleRead)>>,
-}
+pub struct SynHandlers(HandlerFiles);
 
 impl SynHandlers {
     pub fn new(dir: &Path) -> Self {
-        Self { dir: dir.to_path_buf(), modules: RefCell::default() }
+        Self(HandlerFiles::new(dir, parsed))
     }
 }
 
@@ -73,14 +69,12 @@ impl RustHandlers for SynHandlers {
         function: &str,
         struct_name: &str,
     ) -> Option<Diagnostic> {
-        let mut modules = self.modules.borrow_mut();
-        let (display, read) = modules.entry(module.to_vec()).or_insert_with(|| read_module(&self.dir, module, parsed));
-        handler_problem(inputs, i, display, read, function, struct_name)
+        self.0.problem(inputs, i, module, function, struct_name)
     }
 
     fn finish(&self, used: &BTreeSet<(Vec<String>, String)>, diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
-        let mut files = unused_handlers(&self.dir, used, diagnostics);
-        files.push(self.dir.clone());
+        let mut files = unused_handlers(self.0.dir(), used, diagnostics);
+        files.push(self.0.dir().to_path_buf());
         files
     }
 }

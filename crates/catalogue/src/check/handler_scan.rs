@@ -11,15 +11,45 @@ use super::Inputs;
 use super::handlers::{ModuleRead, Outline, RustHandlers, handler_problem};
 use crate::diag::Diagnostic;
 
-/// The handlers under one directory (`src/handlers/` beside tools.yaml), each file read once.
-pub struct ScannedHandlers {
+/// The module files under one directory, each read once by `read` (a scan, or the build's
+/// syn), and the diagnostic of each tool's handler in them.
+pub struct HandlerFiles {
     dir: PathBuf,
+    read: fn(&str) -> ModuleRead,
     modules: RefCell<HashMap<Vec<String>, (String, ModuleRead)>>,
 }
 
+impl HandlerFiles {
+    pub fn new(dir: &Path, read: fn(&str) -> ModuleRead) -> Self {
+        Self { dir: dir.to_path_buf(), read, modules: RefCell::default() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What is wrong with tool `i`'s handler `module::function`, if anything.
+    pub fn problem(
+        &self,
+        inputs: &Inputs,
+        i: usize,
+        module: &[String],
+        function: &str,
+        struct_name: &str,
+    ) -> Option<Diagnostic> {
+        let mut modules = self.modules.borrow_mut();
+        let (display, read) =
+            modules.entry(module.to_vec()).or_insert_with(|| read_module(&self.dir, module, self.read));
+        handler_problem(inputs, i, display, read, function, struct_name)
+    }
+}
+
+/// The handlers under `src/handlers/` beside tools.yaml, found by a scan.
+pub struct ScannedHandlers(HandlerFiles);
+
 impl ScannedHandlers {
     pub fn new(dir: &Path) -> Self {
-        Self { dir: dir.to_path_buf(), modules: RefCell::default() }
+        Self(HandlerFiles::new(dir, |text| ModuleRead::Functions(top_level_functions(text))))
     }
 }
 
@@ -44,11 +74,7 @@ impl RustHandlers for ScannedHandlers {
         function: &str,
         struct_name: &str,
     ) -> Option<Diagnostic> {
-        let mut modules = self.modules.borrow_mut();
-        let (display, read) = modules
-            .entry(module.to_vec())
-            .or_insert_with(|| read_module(&self.dir, module, |text| ModuleRead::Functions(top_level_functions(text))));
-        handler_problem(inputs, i, display, read, function, struct_name)
+        self.0.problem(inputs, i, module, function, struct_name)
     }
 
     fn finish(&self, _used: &BTreeSet<(Vec<String>, String)>, _diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
