@@ -83,6 +83,11 @@ impl ChosenLists {
         ChosenLists { entries, cache: Mutex::default(), declared }
     }
 
+    /// Whether two choices show the same declared toolsets.
+    pub fn same(&self, a: Toolsets, b: Toolsets) -> bool {
+        a.0 & self.declared.0 == b.0 & self.declared.0
+    }
+
     /// Whether `chosen` holds every declared toolset (the tier's whole list then serves).
     pub fn is_everything(&self, chosen: Toolsets) -> bool {
         self.declared.0 & chosen.0 == self.declared.0

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 use toolgate_domain::Caller;
+use toolgate_domain::catalogue::Catalogue;
 use toolgate_domain::redact::truncated;
 use toolgate_gate::Gate;
 use toolgate_policy::Decision;
@@ -71,6 +72,12 @@ pub fn precompute(gate: &Gate, frame: &ListFrame, options: Options) -> (Vec<List
     let all = without_read_only_refusals(gate, TOOLS_LIST_ALL);
     let chosen = ChosenLists::new(gate.catalogue(), std::str::from_utf8(&all).expect("JSON is UTF-8"));
     (lists, chosen)
+}
+
+/// Each tier's default list, from the entries the choices are made of.
+pub fn tier_defaults(catalogue: &Catalogue, chosen: &ChosenLists, frame: &ListFrame) -> Vec<ListResults> {
+    let tiers = catalogue.tiers.iter();
+    tiers.map(|t| frame.wrap(chosen.array(catalogue, Some(t.index), catalogue.tier_toolsets[t.index]))).collect()
 }
 
 /// Read-only mode hides what it would refuse; the refusal at call time still stands.
@@ -175,6 +182,12 @@ pub(super) fn list_tools(
     // `--list-all-tools`: the whole catalogue, whatever the client chose.
     if server.options.list_all_tools || server.chosen_lists.is_everything(shown) {
         let lists = server.list_for(caller.tier);
+        return Reply::shared_result(id, if era.describes_results() { &lists.stateless } else { &lists.handshake });
+    }
+    if let Some(tier) = caller.tier
+        && server.chosen_lists.same(shown, catalogue.tier_toolsets[tier.index])
+    {
+        let lists = &server.default_lists[tier.index];
         return Reply::shared_result(id, if era.describes_results() { &lists.stateless } else { &lists.handshake });
     }
     let tools = server.chosen_lists.array(catalogue, caller.tier.map(|t| t.index), shown);

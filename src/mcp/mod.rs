@@ -108,6 +108,9 @@ pub struct McpServer {
     lists: Vec<ListResults>,
     /// What lists of chosen toolsets are made from (and those made).
     chosen_lists: chosen::ChosenLists,
+    /// Each tier's default list (its toolsets of policy.yaml), made at start: what most
+    /// clients ask for, served without the choices' cache.
+    default_lists: Vec<ListResults>,
     list_frame: lists::ListFrame,
     /// Prompts, resources and templates, read from the catalogue once.
     prompts_resources: crate::prompts_resources::PromptsResources,
@@ -133,6 +136,7 @@ impl McpServer {
         let server_info = json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")});
         let list_frame = lists::ListFrame::new(&server_info);
         let (lists, chosen_lists) = lists::precompute(&gate, &list_frame, options);
+        let default_lists = lists::tier_defaults(catalogue, &chosen_lists, &list_frame);
         let correlations = crate::correlation::Correlations::new(services.clock().clone());
         Ok(Self {
             services,
@@ -148,6 +152,7 @@ impl McpServer {
             tasks: Arc::default(),
             lists,
             chosen_lists,
+            default_lists,
             list_frame,
             prompts_resources: crate::prompts_resources::PromptsResources::load(catalogue),
             server_info,

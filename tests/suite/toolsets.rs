@@ -44,6 +44,10 @@ fn the_tier_default_is_the_fleet_and_the_core_and_a_header_or_path_chooses_more(
     for name in &default {
         assert!(["fleet", "discovery"].contains(&toolset_of(name).as_str()), "{name} is in the default list");
     }
+    // What the server serves is what the snapshots pin (the demo token is operator-tier).
+    let tier = toolgate::registry::Tier::from_name("operator").unwrap();
+    let generated: Value = serde_json::from_str(toolgate::registry::TOOLS_LIST_DEFAULT_BY_TIER[tier.index()]).unwrap();
+    assert_eq!(names(&json!({"result": {"tools": generated}})), default);
     let everything = names(&list_at(&s, "/mcp", &[("X-MCP-Toolsets", "all")]).json());
     assert!(everything.len() > default.len() + 20, "{} vs {}", everything.len(), default.len());
 
