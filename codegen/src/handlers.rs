@@ -6,19 +6,19 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use quote::ToTokens;
-use toolgate_catalogue::check::Inputs;
 use toolgate_catalogue::check::handler_scan::HandlerFiles;
-use toolgate_catalogue::check::handlers::{ModuleRead, Outline, RustHandlers, takes_context};
+use toolgate_catalogue::check::handlers::{ModuleRead, Outline, takes_context};
 use toolgate_catalogue::diag::Diagnostic;
 use toolgate_catalogue::source::Pos;
 
-/// The handlers under one directory, each module file parsed once.
-pub struct SynHandlers(HandlerFiles);
-
-impl SynHandlers {
-    pub fn new(dir: &Path) -> Self {
-        Self(HandlerFiles::new(dir, parsed))
-    }
+/// The handlers under one directory, each module file parsed once with syn; the handler-shaped
+/// functions no tool names are warned about at the end.
+pub fn syn_handlers(dir: &Path) -> HandlerFiles {
+    HandlerFiles::new(dir, parsed, |dir, used, diagnostics| {
+        let mut files = unused_handlers(dir, used, diagnostics);
+        files.push(dir.to_path_buf());
+        files
+    })
 }
 
 /// A syn function's outline, for the rule the scan of `toolgate check` shares.
@@ -57,25 +57,6 @@ fn parsed(text: &str) -> ModuleRead {
                 .collect(),
         ),
         Err(_) => ModuleRead::Unreadable,
-    }
-}
-
-impl RustHandlers for SynHandlers {
-    fn problem(
-        &self,
-        inputs: &Inputs,
-        i: usize,
-        module: &[String],
-        function: &str,
-        struct_name: &str,
-    ) -> Option<Diagnostic> {
-        self.0.problem(inputs, i, module, function, struct_name)
-    }
-
-    fn finish(&self, used: &BTreeSet<(Vec<String>, String)>, diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
-        let mut files = unused_handlers(self.0.dir(), used, diagnostics);
-        files.push(self.0.dir().to_path_buf());
-        files
     }
 }
 

@@ -28,7 +28,7 @@ pub struct Inputs {
 /// `Err` carries every error and warning; `Ok` the warnings.
 pub fn check(inputs: &Inputs) -> Result<Checked, Vec<Diagnostic>> {
     let files = toolgate_catalogue::Inputs { tools: inputs.tools.clone(), policy: inputs.policy.clone() };
-    let rust = inputs.handlers_dir.as_deref().map(handlers::SynHandlers::new);
+    let rust = inputs.handlers_dir.as_deref().map(handlers::syn_handlers);
     toolgate_catalogue::check(&files, rust.as_ref().map(|r| r as &dyn rules::handlers::RustHandlers))
 }
 

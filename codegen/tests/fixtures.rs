@@ -57,7 +57,7 @@ fn fixtures() {
 /// errors are the same, word for word and position for position.
 #[test]
 fn the_scan_of_toolgate_check_reports_what_the_build_reports() {
-    use toolgate_catalogue::check::handler_scan::ScannedHandlers;
+    use toolgate_catalogue::check::handler_scan::scanned_handlers;
     use toolgate_catalogue::check::handlers::RustHandlers;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut compared = 0;
@@ -74,7 +74,7 @@ fn the_scan_of_toolgate_check_reports_what_the_build_reports() {
             tools: read(case.join("tools.yaml"), "tools.yaml"),
             policy: read(policy_path, "policy.yaml"),
         };
-        let scanned = ScannedHandlers::new(&case.join("handlers"));
+        let scanned = scanned_handlers(&case.join("handlers"));
         let diagnostics = match toolgate_catalogue::check(&files, Some(&scanned as &dyn RustHandlers)) {
             Ok(checked) => checked.warnings,
             Err(all) => all,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use toolgate_catalogue::check::handler_scan::ScannedHandlers;
+use toolgate_catalogue::check::handler_scan::scanned_handlers;
 use toolgate_catalogue::check::handlers::RustHandlers;
 use toolgate_catalogue::policy::{self, Decision};
 use toolgate_catalogue::{Checked, Diagnostic, Inputs, SourceFile};
@@ -85,7 +85,7 @@ pub fn check(tools: &Path, policy: &Path) -> Result<bool> {
     let (tools_file, policy_file) = (read(tools)?, read(policy)?);
     let inputs = Inputs { tools: tools_file, policy: policy_file };
     let handlers_dir = tools.parent().unwrap_or(Path::new(".")).join("src/handlers");
-    let scanned = handlers_dir.is_dir().then(|| ScannedHandlers::new(&handlers_dir));
+    let scanned = handlers_dir.is_dir().then(|| scanned_handlers(&handlers_dir));
     let result = toolgate_catalogue::check(&inputs, scanned.as_ref().map(|s| s as &dyn RustHandlers));
     let diagnostics = match &result {
         Ok(checked) => checked.warnings.clone(),

@@ -11,46 +11,28 @@ use super::Inputs;
 use super::handlers::{ModuleRead, Outline, RustHandlers, handler_problem};
 use crate::diag::Diagnostic;
 
+/// What a reader says once every handler was looked for: warnings, and the files it read.
+pub type Finish = fn(&Path, &BTreeSet<(Vec<String>, String)>, &mut Vec<Diagnostic>) -> Vec<PathBuf>;
+
 /// The module files under one directory, each read once by `read` (a scan, or the build's
-/// syn), and the diagnostic of each tool's handler in them.
+/// syn), the diagnostic of each tool's handler in them, and `finish` at the end.
 pub struct HandlerFiles {
     dir: PathBuf,
     read: fn(&str) -> ModuleRead,
+    finish: Finish,
     modules: RefCell<HashMap<Vec<String>, (String, ModuleRead)>>,
 }
 
 impl HandlerFiles {
-    pub fn new(dir: &Path, read: fn(&str) -> ModuleRead) -> Self {
-        Self { dir: dir.to_path_buf(), read, modules: RefCell::default() }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// What is wrong with tool `i`'s handler `module::function`, if anything.
-    pub fn problem(
-        &self,
-        inputs: &Inputs,
-        i: usize,
-        module: &[String],
-        function: &str,
-        struct_name: &str,
-    ) -> Option<Diagnostic> {
-        let mut modules = self.modules.borrow_mut();
-        let (display, read) =
-            modules.entry(module.to_vec()).or_insert_with(|| read_module(&self.dir, module, self.read));
-        handler_problem(inputs, i, display, read, function, struct_name)
+    pub fn new(dir: &Path, read: fn(&str) -> ModuleRead, finish: Finish) -> Self {
+        Self { dir: dir.to_path_buf(), read, finish, modules: RefCell::default() }
     }
 }
 
-/// The handlers under `src/handlers/` beside tools.yaml, found by a scan.
-pub struct ScannedHandlers(HandlerFiles);
-
-impl ScannedHandlers {
-    pub fn new(dir: &Path) -> Self {
-        Self(HandlerFiles::new(dir, |text| ModuleRead::Functions(top_level_functions(text))))
-    }
+/// The handlers under `src/handlers/` beside tools.yaml, found by a scan (`toolgate check`):
+/// errors only; the build warns about handlers no tool uses.
+pub fn scanned_handlers(dir: &Path) -> HandlerFiles {
+    HandlerFiles::new(dir, |text| ModuleRead::Functions(top_level_functions(text)), |_, _, _| Vec::new())
 }
 
 /// `area.rs` or `area/mod.rs`, as the build looks for it: (what messages call it, what it holds).
@@ -65,7 +47,7 @@ pub fn read_module(dir: &Path, module: &[String], read: impl Fn(&str) -> ModuleR
     (format!("src/handlers/{}", candidates[0]), ModuleRead::Missing)
 }
 
-impl RustHandlers for ScannedHandlers {
+impl RustHandlers for HandlerFiles {
     fn problem(
         &self,
         inputs: &Inputs,
@@ -74,11 +56,14 @@ impl RustHandlers for ScannedHandlers {
         function: &str,
         struct_name: &str,
     ) -> Option<Diagnostic> {
-        self.0.problem(inputs, i, module, function, struct_name)
+        let mut modules = self.modules.borrow_mut();
+        let (display, read) =
+            modules.entry(module.to_vec()).or_insert_with(|| read_module(&self.dir, module, self.read));
+        handler_problem(inputs, i, display, read, function, struct_name)
     }
 
-    fn finish(&self, _used: &BTreeSet<(Vec<String>, String)>, _diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
-        Vec::new()
+    fn finish(&self, used: &BTreeSet<(Vec<String>, String)>, diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+        (self.finish)(&self.dir, used, diagnostics)
     }
 }
 
