@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, engines, fleet, groups};
+use toolgate::cli::{CatalogueFiles, ServeArgs, author, console, engines, fleet, groups, tokens};
 use toolgate::database::StoreArgs;
 
 /// toolgate: an MCP server whose tools are compiled from tools.yaml and policy.yaml.
@@ -35,7 +35,7 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
         #[command(subcommand)]
-        command: TokenCommand,
+        command: tokens::TokenCommand,
     },
     /// Add, list and remove principals (the owners of tokens) and their roles.
     Principal {
@@ -104,34 +104,6 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
-}
-
-#[derive(Subcommand)]
-enum TokenCommand {
-    /// Create a token for a principal; the secret is printed once.
-    Create {
-        #[arg(long)]
-        principal: String,
-        /// The MCP tier (readonly, operator, supervised).
-        #[arg(long, required_unless_present = "api", conflicts_with = "api")]
-        tier: Option<String>,
-        /// A credential without MCP tier, for the approval and audit API (administrators).
-        #[arg(long)]
-        api: bool,
-        /// How long it lives (at most 90d): 30d, 12h, 90m.
-        #[arg(long, default_value = "30d")]
-        expires_in: String,
-        #[arg(long, default_value = "cli")]
-        name: String,
-        /// The toolsets its client is shown when its requests choose none (tools.yaml names,
-        /// comma-separated, or all / dynamic; default: its tier's). docs/toolsets.md.
-        #[arg(long)]
-        toolsets: Option<String>,
-    },
-    /// List every token (never the secrets).
-    List,
-    /// Revoke a token by id.
-    Revoke { id: String },
 }
 
 #[derive(Subcommand)]
@@ -354,23 +326,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }?;
             Ok(print_out(&text))
         }),
-        Command::Token { store, command } => runtime()?.block_on(async {
-            let store = console::open(&store).await?;
-            let text = match command {
-                TokenCommand::Create { principal, tier, api: _, expires_in, name, toolsets } => {
-                    let asked = console::NewCredential {
-                        tier: tier.as_deref(),
-                        expires_in: &expires_in,
-                        name: &name,
-                        toolsets: toolsets.as_deref(),
-                    };
-                    console::token_create(&store, &principal, asked).await
-                }
-                TokenCommand::List => console::token_list(&store).await,
-                TokenCommand::Revoke { id } => console::token_revoke(&store, &id).await,
-            }?;
-            Ok(print_out(&text))
-        }),
+        Command::Token { store, command } => {
+            runtime()?.block_on(async { Ok(print_out(&tokens::run(&console::open(&store).await?, command).await?)) })
+        }
         Command::EnrollToken { store, command } => runtime()?.block_on(async {
             let store = console::open(&store).await?;
             let text = match command {

@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod groups;
 pub mod kek;
 pub mod serve;
+pub mod tokens;
 mod toolsets;
 
 pub use author::CatalogueFiles;
