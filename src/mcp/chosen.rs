@@ -66,6 +66,8 @@ impl ChosenLists {
     /// From the generated array (in catalogue order) with read-only mode's refusals already out.
     pub fn new(catalogue: &Catalogue, all_tools: &str) -> Self {
         let raw: Vec<&RawValue> = serde_json::from_str(all_tools).expect("the generated tools/list is JSON");
+        // By name, once: a catalogue of thousands of tools starts without a search per entry.
+        let index: HashMap<&str, usize> = catalogue.tools.iter().map(|t| (t.name, t.index)).collect();
         let mut entries = vec![Bytes::new(); catalogue.tools.len()];
         for entry in raw {
             #[derive(serde::Deserialize)]
@@ -74,8 +76,8 @@ impl ChosenLists {
                 name: &'a str,
             }
             let named: Named = serde_json::from_str(entry.get()).expect("every entry has a name");
-            if let Some(tool) = catalogue.tools.iter().find(|t| t.name == named.name) {
-                entries[tool.index] = Bytes::copy_from_slice(entry.get().as_bytes());
+            if let Some(&i) = index.get(named.name) {
+                entries[i] = Bytes::copy_from_slice(entry.get().as_bytes());
             }
         }
         let count = catalogue.toolsets.len();
