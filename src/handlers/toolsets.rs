@@ -15,6 +15,8 @@ use crate::services::ToolContext;
 
 #[path = "toolsets/ranking.rs"]
 mod ranking;
+#[path = "toolsets/thesaurus.rs"]
+mod thesaurus;
 
 fn index() -> &'static ranking::Index {
     static INDEX: OnceLock<ranking::Index> = OnceLock::new();

@@ -137,14 +137,15 @@ fn find_tools_ranks_the_needed_tool_in_its_first_three_for_nine_questions_in_ten
     assert!(hit >= 90, "{hit}% of {asked}; missed:\n{}", misses.join("\n"));
 }
 
-/// The questions it was not tuned to (tests/data/find_tools_holdout.tsv): 81% on 2026-12-05,
-/// below the 90% issue 48 asks for (it stays open). Held to 75% so that no change makes it worse
-/// unseen; raise the floor as the ranking improves.
+/// The questions written to judge it on wording it was not tuned to
+/// (tests/data/find_tools_holdout.tsv, eleven sets; docs/toolsets.md gives each one's rate when
+/// first measured): 91% on 2026-12-05. Held to the 90% issue 48 asks for, so that no change
+/// makes it worse on questions like those it has not seen.
 #[test]
 fn find_tools_on_questions_it_was_not_tuned_to_does_not_get_worse() {
     let (hit, asked, misses) = first_three_rate(include_str!("../data/find_tools_holdout.tsv"));
     eprintln!("find_tools, held out: {hit}% of {asked} in the first three; missed:\n{}", misses.join("\n"));
-    assert!(asked >= 130 && hit >= 75, "{hit}% of {asked}; missed:\n{}", misses.join("\n"));
+    assert!(asked >= 800 && hit >= 90, "{hit}% of {asked}; missed:\n{}", misses.join("\n"));
 }
 
 /// A credential's default (`toolgate token create --toolsets`) is what its client sees when
