@@ -90,6 +90,12 @@ fn scope_attributes_in_the_docs() {
     generated_block("docs/scope.md", "scope attributes", &toolgate_domain::fleet::scope::attributes_markdown());
 }
 
+/// docs/experience.md's table of metrics is the one agents sample.
+#[test]
+fn experience_metrics_in_the_docs() {
+    generated_block("docs/experience.md", "metrics", &toolgate_domain::fleet::experience::metrics_markdown());
+}
+
 /// docs/instructions.md's reference tables are the checked definitions and manifests.
 #[test]
 fn instruction_tables_in_the_docs() {

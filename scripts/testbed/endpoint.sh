@@ -40,12 +40,28 @@ run)
     [ -n "$spawn" ] && wait "$spawn" 2>/dev/null || true
     umount "$dir/root" 2>/dev/null || true
     rm -f "$dir/nspawn.pid"
+    forget_cgroups
     exit 0
   }
+  forget_cgroups() {
+    for c in "${cgroups[@]}"; do find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true; done
+  }
   trap stop TERM INT
+  # A cgroup of its own in every hierarchy that counts CPU and memory, so that what the agent
+  # inside measures (docs/experience.md) is this endpoint's, not the machine's or another's:
+  # nspawn makes its payload and supervisor below the cgroup it starts in, and without a host
+  # systemd every endpoint would start in the same one.
+  own="toolgate-testbed-$(printf '%s' "$(realpath "$dir")" | sha256sum | cut -c1-12)"
+  cgroups=()
+  for hierarchy in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd /sys/fs/cgroup/cpuacct /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/memory; do
+    [ -f "$hierarchy/cgroup.procs" ] && [ -w "$hierarchy" ] || continue
+    mkdir -p "$hierarchy/$own" 2>/dev/null && cgroups+=("$hierarchy/$own")
+  done
   while true; do
-    systemd-nspawn --quiet --directory="$dir/root" --machine="$name" --boot --register=no --keep-unit \
-      --console=read-only >>"$dir/console.log" 2>&1 &
+    # Only nspawn goes in (not this shell): a cgroup v2 parent must hold no process of its own.
+    DIR="$dir" NAME="$name" sh -c 'for c in "$@"; do echo $$ >"$c/cgroup.procs" 2>/dev/null || true; done; exec "$0" --quiet \
+      --directory="$DIR/root" --machine="$NAME" --boot --register=no --keep-unit --console=read-only' \
+      "$(command -v systemd-nspawn)" "${cgroups[@]}" >>"$dir/console.log" 2>&1 &
     spawn=$!
     echo "$spawn" >"$dir/nspawn.pid"
     status=0; wait "$spawn" || status=$?
@@ -54,6 +70,7 @@ run)
   done
   umount "$dir/root" 2>/dev/null || true
   rm -f "$dir/nspawn.pid"
+  forget_cgroups
   exit "$status"
   ;;
 exec)

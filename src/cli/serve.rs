@@ -137,6 +137,12 @@ pub struct ServeArgs {
     /// How often agents re-read their host and report facts and inventory: 1h, 15m, 30s.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = seconds, env = "TOOLGATE_AGENT_INVENTORY_INTERVAL")]
     agent_inventory_interval: i64,
+    /// How often agents sample their experience (docs/experience.md): 60s, 10s, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_SAMPLE_INTERVAL")]
+    experience_sample_interval: i64,
+    /// How often agents send the experience samples they took: 5m, 30s.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_REPORT_INTERVAL")]
+    experience_report_interval: i64,
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections, env = "TOOLGATE_MAX_AGENT_CONNECTIONS")]
     max_agent_connections: usize,
@@ -262,6 +268,8 @@ impl ServeArgs {
                 heartbeat_ms: self.agent_heartbeat_ms,
                 missed_heartbeats: self.agent_missed_heartbeats,
                 inventory_interval_ms: (self.agent_inventory_interval.max(1) * 1000) as u64,
+                experience_sample_ms: (self.experience_sample_interval.max(1) * 1000) as u64,
+                experience_report_ms: (self.experience_report_interval.max(1) * 1000) as u64,
                 max_connections: self.max_agent_connections,
                 max_handshakes: self.max_agent_handshakes,
                 max_concurrent_reports: self.max_concurrent_reports as usize,

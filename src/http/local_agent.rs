@@ -60,6 +60,7 @@ pub async fn start(
         // The server's own host: quarantining it never cuts the machine's network.
         allow_network_isolation: false,
         trust,
+        measure: toolgate_agent::experience::Measure::Auto,
     };
     println!("toolgate: a local agent reports this machine ({})", options.state_dir.display());
     Ok(tokio::spawn(async move {

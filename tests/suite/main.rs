@@ -21,6 +21,7 @@ mod cross_principal;
 mod decision_table;
 mod engines;
 mod executions;
+mod experience;
 mod fidelity;
 mod fleet;
 mod fleet_hardening;

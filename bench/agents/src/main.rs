@@ -68,6 +68,8 @@ async fn main() {
             reconnect_max_ms: 30_000,
             allow_network_isolation: false,
             trust: trust.clone(),
+            // Simulated hosts have no experience of their own: the benchmark measures reports.
+            measure: toolgate_agent::experience::Measure::Off,
         };
         let stop = stop.clone();
         tasks.push(tokio::spawn(async move {

@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// system's trusted roots.
     #[arg(long, value_name = "FILE", env = "TOOLGATE_CA")]
     pub ca: Option<PathBuf>,
+    /// What experience telemetry measures (docs/experience.md): `auto` (this container's
+    /// cgroup when in one, else the host), `host`, `cgroup` (in a container its cgroup,
+    /// outside one the agent's own) or `off`.
+    #[arg(long, value_enum, default_value_t = crate::experience::Measure::Auto, env = "TOOLGATE_MEASURE")]
+    pub measure: crate::experience::Measure,
     /// How log lines are written on standard error.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "TOOLGATE_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -61,6 +66,7 @@ impl RunArgs {
             reconnect_max_ms: self.reconnect_max_ms,
             allow_network_isolation: self.allow_network_isolation,
             trust: self.ca.map_or(crate::ServerTrust::System, crate::ServerTrust::Ca),
+            measure: self.measure,
         }
     }
 }

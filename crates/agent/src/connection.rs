@@ -14,6 +14,8 @@ use toolgate_domain::fleet::wire::{
 };
 use toolgate_domain::secrets::random_bytes;
 
+use crate::delivery::deliver;
+use crate::experience::{self, Experience};
 use crate::servers::Servers;
 use crate::state::{self, Identity};
 use crate::tls::Endpoint;
@@ -24,15 +26,15 @@ pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// How long connecting and the handshake may take before the attempt counts as failed.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const FIRST_RETRY_MS: u64 = 1_000;
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_RETRY_MS: u64 = 1_000;
 
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A random duration in [0, up_to_ms).
-fn jitter(up_to_ms: u64) -> Duration {
+pub(crate) fn jitter(up_to_ms: u64) -> Duration {
     Duration::from_millis(u64::from_le_bytes(random_bytes::<8>()) % up_to_ms.max(1))
 }
 
@@ -81,11 +83,21 @@ pub async fn run_with(
         tracing::info!(agent_id = %id.agent_id, "enrolled; connecting to {}", servers.current());
     }
     let worker = Arc::new(Worker::new(&options, servers.clone())?);
+    let experience = Arc::new(Experience::default());
+    let measuring = experience::run(
+        experience.clone(),
+        servers.clone(),
+        options.measure,
+        options.state_dir.clone(),
+        options.reconnect_max_ms,
+        stop.child_token(),
+    );
+    let _measuring = AbortOnDrop(Some(tokio::spawn(measuring)));
     let mut rounds_failed: u32 = 0;
     loop {
         let url = servers.current().clone();
         let ended = tokio::select! {
-            ended = session(&url, &options, &mut identity, &reporter, &worker) => ended?,
+            ended = session(&url, &options, &mut identity, &reporter, &worker, &experience) => ended?,
             _ = stop.cancelled() => return Ok(()),
         };
         let wait = match ended {
@@ -127,10 +139,6 @@ pub(crate) async fn send(socket: &mut Socket, message: &AgentMessage) -> Result<
     socket.send(Message::text(text)).await.map_err(|e| e.to_string())
 }
 
-/// How long a report waits for the server's answer: it may queue behind a fleet's reports
-/// (the server waits at most 30 s before saying it is busy).
-const REPORT_ANSWER_TIMEOUT: Duration = Duration::from_secs(45);
-
 /// Connects and sends the first frame; the server's answer, within `answer_timeout`.
 pub(crate) async fn open(
     url: &Endpoint,
@@ -167,10 +175,11 @@ fn hello_asking(identity: &Identity, purpose: Purpose, csr: Option<String>) -> A
     }
 }
 
-/// Aborts the report in flight when the session ends.
-struct ReportTask(Option<tokio::task::JoinHandle<()>>);
+/// Aborts a task when its owner ends: the report in flight when the session ends, the
+/// experience tasks when the agent stops.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
 
-impl Drop for ReportTask {
+impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         if let Some(task) = self.0.take() {
             task.abort();
@@ -186,6 +195,7 @@ async fn session(
     identity: &mut Option<Identity>,
     reporter: &Arc<dyn Reporter>,
     worker: &Arc<Worker>,
+    experience: &Experience,
 ) -> Result<Ended, AgentError> {
     // A certificate is asked for on enrollment, and when none is held or it is past half its life.
     let asking = certificate::wanted(certificate::load(&options.state_dir).as_ref(), now_ms())
@@ -205,7 +215,7 @@ async fn session(
         Ok(opened) => opened,
         Err(e) => return Ok(Ended::Failed(e)),
     };
-    let (heartbeat_ms, inventory_ms) = match answer {
+    let (heartbeat_ms, inventory_ms, measure) = match answer {
         ServerMessage::Welcome {
             agent_id,
             credential,
@@ -213,6 +223,7 @@ async fn session(
             inventory_interval_ms,
             quarantine,
             certificate,
+            experience,
         } => {
             // Before anything else the server sends: a change must not run on an agent that
             // was quarantined while it was away.
@@ -233,7 +244,7 @@ async fn session(
                     Err(e) => tracing::warn!("cannot keep the client certificate: {e}"),
                 }
             }
-            (heartbeat_ms.max(10), inventory_interval_ms.max(1_000))
+            (heartbeat_ms.max(10), inventory_interval_ms.max(1_000), experience)
         }
         ServerMessage::Refused { code, message } if !code.is_permanent() => return Ok(Ended::Failed(message)),
         ServerMessage::Refused { code, message } => return Err(AgentError::Refused { code, message }),
@@ -241,6 +252,7 @@ async fn session(
         other => return Ok(Ended::Failed(format!("expected a welcome, got {other:?}"))),
     };
     let Some(me) = identity.clone() else { return Ok(Ended::Failed("welcomed without an identity".into())) };
+    experience.welcomed(&me, measure);
     // Frames that make the agent act must be signed once it has pinned a CA (docs/trust.md).
     let pinned = crate::signed::pinned_for_session(&options.state_dir)
         .map_err(|message| AgentError::State { path: options.state_dir.clone(), message })?;
@@ -250,7 +262,7 @@ async fn session(
     let mut heartbeat = tokio::time::interval(Duration::from_millis(heartbeat_ms));
     let mut inventory = tokio::time::interval(Duration::from_millis(inventory_ms));
     heartbeat.tick().await;
-    let mut reporting = ReportTask(None);
+    let mut reporting = AbortOnDrop(None);
     // Frames the worker's tasks want sent on this session (started, quarantine state).
     let (outgoing, mut to_send) = tokio::sync::mpsc::unbounded_channel();
     if let Err(e) = send(&mut socket, &worker.quarantine_state()).await {
@@ -277,28 +289,42 @@ async fn session(
                 if let Err(e) = send(&mut socket, &AgentMessage::Heartbeat).await {
                     return Ok(Ended::Lost(e));
                 }
-            }
-            incoming = next_message(&mut socket) => match incoming {
-                Ok(ServerMessage::Revoked { message }) => return Err(AgentError::Revoked(message)),
-                Ok(ServerMessage::Refused { code, message }) if code.is_permanent() => {
-                    return Err(AgentError::Refused { code, message })
+                // The server's WebSocket answers a ping with its payload: the round trip.
+                let ping = Message::Ping(experience::now_us().to_le_bytes().to_vec().into());
+                if let Err(e) = socket.send(ping).await {
+                    return Ok(Ended::Lost(e.to_string()));
                 }
-                Ok(ServerMessage::Refused { code: RefusalCode::Reconnect, message }) => return Ok(Ended::Again(message)),
-                Ok(ServerMessage::Refused { message, .. }) => return Ok(Ended::Lost(message)),
-                Ok(ServerMessage::Welcome { .. }) => tracing::debug!("ignored a second welcome"),
-                Ok(frame) => match crate::signed::admit(frame, pinned.as_ref(), &me.agent_id, now_ms()) {
-                    Ok(work) => {
-                        worker.take(work, &me, &outgoing);
+            }
+            incoming = next_frame(&mut socket) => {
+                let message = match incoming {
+                    Ok(Frame::Pong(sent_us)) => {
+                        experience.pong(sent_us);
+                        continue;
                     }
-                    Err(refusal) => {
-                        tracing::warn!("refused a frame from the server: {refusal:?}");
-                        if let Err(e) = send(&mut socket, &refusal).await {
-                            return Ok(Ended::Lost(e));
+                    Ok(Frame::Message(message)) => message,
+                    Err(e) => return Ok(Ended::Lost(e)),
+                };
+                match message {
+                    ServerMessage::Revoked { message } => return Err(AgentError::Revoked(message)),
+                    ServerMessage::Refused { code, message } if code.is_permanent() => {
+                        return Err(AgentError::Refused { code, message })
+                    }
+                    ServerMessage::Refused { code: RefusalCode::Reconnect, message } => return Ok(Ended::Again(message)),
+                    ServerMessage::Refused { message, .. } => return Ok(Ended::Lost(message)),
+                    ServerMessage::Welcome { .. } => tracing::debug!("ignored a second welcome"),
+                    frame => match crate::signed::admit(frame, pinned.as_ref(), &me.agent_id, now_ms()) {
+                        Ok(work) => {
+                            worker.take(work, &me, &outgoing);
                         }
-                    }
-                },
-                Err(e) => return Ok(Ended::Lost(e)),
-            },
+                        Err(refusal) => {
+                            tracing::warn!("refused a frame from the server: {refusal:?}");
+                            if let Err(e) = send(&mut socket, &refusal).await {
+                                return Ok(Ended::Lost(e));
+                            }
+                        }
+                    },
+                }
+            }
         }
     }
 }
@@ -323,65 +349,35 @@ async fn report(
     deliver(&servers, &identity, &frames, max_wait_ms).await;
 }
 
-/// Uploads frames over a connection of their own, retried with jittered backoff until a
-/// server takes them (a server busy with a whole fleet's reports says so; one that cannot be
-/// reached is left for the next replica).
-pub(crate) async fn deliver(servers: &Servers, identity: &Identity, frames: &[AgentMessage], max_wait_ms: u64) {
-    let mut ceiling = FIRST_RETRY_MS;
-    loop {
-        let url = servers.current().clone();
-        match upload(&url, identity, frames).await {
-            Ok(()) => return,
-            Err(e) => {
-                servers.advance(&url);
-                let wait = Duration::from_millis(ceiling / 2) + jitter(ceiling / 2 + 1);
-                // A busy server is routine after a restart; still failing at the longest wait
-                // is worth an operator's eye (a refusal that retrying will not cure, say).
-                if ceiling >= max_wait_ms {
-                    tracing::warn!("an upload is still not taken ({e}); retrying in {} ms", wait.as_millis());
-                } else {
-                    tracing::debug!("an upload was not taken ({e}); retrying in {} ms", wait.as_millis());
-                }
-                tokio::time::sleep(wait).await;
-                ceiling = ceiling.saturating_mul(2).min(max_wait_ms.max(FIRST_RETRY_MS));
-            }
-        }
-    }
-}
-
-async fn upload(url: &Endpoint, identity: &Identity, frames: &[AgentMessage]) -> Result<(), String> {
-    let (mut socket, answer) = open(url, &hello(identity, Purpose::Report), REPORT_ANSWER_TIMEOUT).await?;
-    if let ServerMessage::Refused { message, .. } | ServerMessage::Revoked { message } = answer {
-        return Err(message);
-    }
-    for frame in frames {
-        send(&mut socket, frame).await?;
-    }
-    // Close and wait for the server's close: it has then read (and stored) every frame.
-    socket.close(None).await.map_err(|e| e.to_string())?;
-    let drained = async {
-        loop {
-            match socket.next().await {
-                Some(Ok(Message::Text(text))) => {
-                    if let Ok(ServerMessage::Refused { message, .. }) = serde_json::from_str(&text) {
-                        return Err(message);
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => return Ok(()),
-            }
-        }
-    };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, drained).await.map_err(|_| "the server did not close".to_string())?
+/// What the server sent: a message, or the answer to one of the agent's pings.
+pub(crate) enum Frame {
+    Message(ServerMessage),
+    /// A pong for the ping sent at this time (µs since the epoch).
+    Pong(i64),
 }
 
 /// The next message from the server (pings are answered by the library as it reads).
 pub(crate) async fn next_message(socket: &mut Socket) -> Result<ServerMessage, String> {
     loop {
+        if let Frame::Message(message) = next_frame(socket).await? {
+            return Ok(message);
+        }
+    }
+}
+
+/// The next message or pong from the server.
+pub(crate) async fn next_frame(socket: &mut Socket) -> Result<Frame, String> {
+    loop {
         match socket.next().await {
             Some(Ok(Message::Text(text))) => {
                 return serde_json::from_str(&text)
+                    .map(Frame::Message)
                     .map_err(|e| format!("the server sent a frame this agent cannot read: {e}"));
+            }
+            Some(Ok(Message::Pong(payload))) => {
+                if let Ok(sent) = <[u8; 8]>::try_from(payload.as_ref()) {
+                    return Ok(Frame::Pong(i64::from_le_bytes(sent)));
+                }
             }
             Some(Ok(Message::Close(frame))) => {
                 return Err(

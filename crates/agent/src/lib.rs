@@ -10,6 +10,8 @@ pub mod cli;
 pub mod collect;
 mod compliance;
 mod connection;
+mod delivery;
+pub mod experience;
 pub mod isolation;
 pub mod journal;
 pub mod plugins;
@@ -45,6 +47,8 @@ pub struct AgentOptions {
     pub allow_network_isolation: bool,
     /// Whom to trust for an https:// server's certificate.
     pub trust: ServerTrust,
+    /// What experience telemetry measures, when a server asks for it.
+    pub measure: experience::Measure,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,8 @@ use toolgate_domain::fleet::wire::{
 };
 use toolgate_domain::records::KillSwitch;
 
-use crate::connection::{deliver, now_ms};
+use crate::connection::now_ms;
+use crate::delivery::deliver;
 use crate::plugins::PluginContext;
 use crate::plugins::upload::Uploads;
 use crate::state::{self, Identity, Quarantine};

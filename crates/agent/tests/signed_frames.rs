@@ -147,6 +147,7 @@ async fn enrolled(server: &FakeServer) -> Enrolled {
         reconnect_max_ms: 500,
         allow_network_isolation: false,
         trust: ServerTrust::System,
+        measure: toolgate_agent::experience::Measure::Off,
     };
     let stop = CancellationToken::new();
     let agent = tokio::spawn(toolgate_agent::run(options, stop.clone()));
@@ -159,6 +160,7 @@ async fn enrolled(server: &FakeServer) -> Enrolled {
         inventory_interval_ms: 3_600_000,
         quarantine: None,
         certificate: Some(server.certificate(&csr)),
+        experience: None,
     };
     send(&mut session, &welcome).await;
     Enrolled { session, listener, state_dir, stop, agent, _states: states }
@@ -285,6 +287,7 @@ async fn a_pinned_agent_ignores_the_quarantine_of_an_unsigned_welcome() {
         inventory_interval_ms: 3_600_000,
         quarantine: Some(release),
         certificate: None,
+        experience: None,
     };
     send(&mut session, &welcome).await;
     assert!(next_quarantine_state(&mut session).await, "an unsigned welcome does not release it");

@@ -134,6 +134,8 @@ pub struct Hub {
     /// Where plugin configuration and kill switches are kept, and the switches engaged now.
     pub(crate) plugin_config: Option<Arc<dyn toolgate_store::PluginConfigStore>>,
     pub(crate) kill_switches: RwLock<Arc<Vec<toolgate_domain::records::KillSwitch>>>,
+    /// Where the experience agents report is kept (none: they are not asked for it).
+    pub(crate) experience: Option<Arc<dyn toolgate_store::ExperienceStore>>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -211,6 +213,7 @@ impl Hub {
             audit: None,
             plugin_config: None,
             kill_switches: RwLock::default(),
+            experience: None,
         })
     }
 

@@ -9,6 +9,7 @@ mod config;
 mod delivery;
 #[cfg(test)]
 mod delivery_tests;
+mod experience;
 mod hub;
 #[cfg(test)]
 mod hub_tests;

@@ -121,6 +121,7 @@ pub async fn handshake(hub: &Hub, first_frame: &str, peer: &PeerCertificate, ove
         inventory_interval_ms: settings.inventory_interval_ms,
         quarantine,
         certificate,
+        experience: hub.experience_settings(protocol),
     };
     // A session bound to a certificate ends when it expires or is revoked.
     let certificate = match peer {
@@ -190,7 +191,7 @@ pub async fn receive_report(hub: &Hub, agent_id: &str, frame: &str) -> Result<()
         | AgentMessage::Hello { .. }
         | AgentMessage::QuarantineState { .. }
         | AgentMessage::FrameRefused { .. } => Err(FrameError::Malformed(
-            "a report connection carries facts, inventory, results and compliance only".into(),
+            "a report connection carries facts, inventory, results, compliance and experience only".into(),
         )),
         report => store_report(hub, agent_id, report, frame.len()).await,
     }
@@ -229,8 +230,13 @@ async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage, frame_by
         AgentMessage::Compliance { evaluated_at_ms, results } => {
             Ok(hub.take_compliance(agent_id, results, evaluated_at_ms).await?)
         }
+        AgentMessage::Experience(report) => {
+            report.check().map_err(FrameError::Malformed)?;
+            hub.take_experience(agent_id, &report).await?;
+            Ok(())
+        }
         // The callers pass reports only; anything else is refused, never silently dropped.
-        _ => Err(FrameError::Malformed("expected facts, inventory, a result or compliance".into())),
+        _ => Err(FrameError::Malformed("expected facts, inventory, a result, compliance or experience".into())),
     }
 }
 

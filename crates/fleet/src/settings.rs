@@ -9,6 +9,10 @@ pub struct FleetSettings {
     pub missed_heartbeats: u32,
     /// How often an agent re-reads its host and reports its inventory.
     pub inventory_interval_ms: u64,
+    /// How often an agent samples its experience (protocol 5 on), and how often it sends
+    /// what it sampled.
+    pub experience_sample_ms: u64,
+    pub experience_report_ms: u64,
     /// Agent connections open at once; past it a new one is refused as busy.
     pub max_connections: usize,
     /// Agent connections between the upgrade and their first frame, at once; past it a new
@@ -33,6 +37,8 @@ impl Default for FleetSettings {
             heartbeat_ms: 30_000,
             missed_heartbeats: 3,
             inventory_interval_ms: 3_600_000,
+            experience_sample_ms: 60_000,
+            experience_report_ms: 300_000,
             max_connections: 20_000,
             max_handshakes: 1024,
             max_concurrent_reports: 16,

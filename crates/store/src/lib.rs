@@ -8,6 +8,7 @@ mod cached;
 mod certs;
 mod changes;
 mod engines;
+mod experience;
 mod federated;
 mod filtered;
 mod fleet_work;
@@ -32,6 +33,7 @@ pub use cached::{CachedCredential, CachedCredentials};
 pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
+pub use experience::{DeviceExperience, ExperienceStore};
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};
 pub use filtered::{FILTER_BUDGET, RowFilter};
 pub use fleet_work::{
@@ -70,6 +72,7 @@ pub struct Repositories {
     pub plugin_config: Arc<dyn PluginConfigStore>,
     pub secrets: Arc<dyn SecretStore>,
     pub uploads: Arc<dyn UploadStore>,
+    pub experience: Arc<dyn ExperienceStore>,
     pub certs: Arc<dyn CertStore>,
     pub groups: Arc<dyn GroupStore>,
     pub engines: Arc<dyn EngineStore>,
@@ -94,6 +97,7 @@ impl Repositories {
             + PluginConfigStore
             + SecretStore
             + UploadStore
+            + ExperienceStore
             + CertStore
             + GroupStore
             + EngineStore
@@ -114,6 +118,7 @@ impl Repositories {
             plugin_config: Arc::new(store.clone()),
             secrets: Arc::new(store.clone()),
             uploads: Arc::new(store.clone()),
+            experience: Arc::new(store.clone()),
             certs: Arc::new(store.clone()),
             groups: Arc::new(store.clone()),
             engines: Arc::new(store.clone()),

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod compare;
 pub mod compliance;
+pub mod experience;
 pub mod instruction;
 mod instruction_docs;
 pub mod inventory;

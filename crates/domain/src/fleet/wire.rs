@@ -25,12 +25,15 @@
 //!    [`ServerMessage::UploadReady`], the agent sends binary frames and
 //!    [`AgentMessage::UploadEnd`], the server answers [`ServerMessage::UploadStored`] or a
 //!    refusal and closes.
+//! 7. Experience (protocol 5, docs/experience.md): the welcome says how often to sample and
+//!    report; the agent sends [`AgentMessage::Experience`] batches over report connections.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::agent::{EnrollRefusal, HostFacts};
 use super::compliance::{Rule, RuleResult};
+pub use super::experience::{ExperienceReport, ExperienceSettings};
 pub use super::quarantine::{QuarantineEnforcement, QuarantineMode, QuarantineWish};
 pub use super::run_order::{RunOrder, RunResult, RunStep, SecretValues, StepMode, StepResult, plan_digest};
 use super::signing::{FrameRefusal, SignedFrame};
@@ -41,8 +44,10 @@ pub const AGENT_PATH: &str = "/agent/v1";
 /// quarantine state. 3: the server sends the engaged kill switches (an older agent is sent
 /// none: it could not read the frame, and the server refuses what they stop anyway). 4: a step
 /// may be a plan, a change may carry its approved plan's digest, and a step may end
-/// `plan_changed` (an older agent is never sent either: the server refuses that target).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// `plan_changed` (an older agent is never sent either: the server refuses that target). 5: the
+/// welcome says how to measure the endpoint's experience, and the agent reports it
+/// ([`AgentMessage::Experience`]); an older agent is not asked.
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
 /// quarantine state (the server refuses to send a quarantined agent a change whatever its
 /// protocol, so it is safe, only told later).
@@ -109,6 +114,8 @@ pub enum AgentMessage {
     UploadAbort {
         reason: String,
     },
+    /// Samples of the endpoint's experience (report connection, protocol 5 on).
+    Experience(ExperienceReport),
     /// A frame that would make the agent act was refused before its worker saw it (unsigned,
     /// altered, expired, for another agent): nothing of it ran (session).
     FrameRefused {
@@ -181,6 +188,9 @@ pub enum ServerMessage {
         /// The certificate the hello's or enrollment's signing request asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         certificate: Option<AgentCertificate>,
+        /// How to measure the endpoint's experience (protocol 5 on; none: do not).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        experience: Option<ExperienceSettings>,
     },
     Refused {
         code: RefusalCode,

@@ -15,6 +15,7 @@ mod confinement;
 mod credentials;
 mod engines;
 mod executions;
+mod experience;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -67,6 +68,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0020_approval_plans", include_str!("../../migrations/postgres/0020_approval_plans.sql")),
     ("0021_rollouts", include_str!("../../migrations/postgres/0021_rollouts.sql")),
     ("0022_token_toolsets", include_str!("../../migrations/postgres/0022_token_toolsets.sql")),
+    ("0023_experience", include_str!("../../migrations/postgres/0023_experience.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -10,6 +10,7 @@ mod confinement;
 mod credentials;
 mod engines;
 mod executions;
+mod experience;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -67,6 +68,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0029_approval_plans", include_str!("../../migrations/sqlite/0029_approval_plans.sql")),
     ("0030_rollouts", include_str!("../../migrations/sqlite/0030_rollouts.sql")),
     ("0031_token_toolsets", include_str!("../../migrations/sqlite/0031_token_toolsets.sql")),
+    ("0032_experience", include_str!("../../migrations/sqlite/0032_experience.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

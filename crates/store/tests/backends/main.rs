@@ -10,6 +10,7 @@ mod audit_tags_config;
 mod certs;
 mod credentials;
 mod engines;
+mod experience;
 mod federated;
 mod fleet;
 mod fleet_work;

@@ -1,0 +1,72 @@
+//! Experience samples on every backend: a batch sent again is kept once, the newest value of
+//! each metric is read back with what the device could not measure, and reads are confined.
+
+use std::collections::BTreeMap;
+
+use toolgate_domain::fleet::experience::{ExperienceReport, Measured, Sample};
+use toolgate_domain::groups::Reach;
+use toolgate_store::Repositories;
+
+use crate::fleet_work::with_agents;
+
+crate::matrix!(samples_are_kept_once_and_the_newest_read_back, experience_is_read_only_within_the_readers_reach);
+
+const T0: i64 = 1_800_000_000_000;
+
+fn report(samples: &[(i64, &[(&str, f64)])]) -> ExperienceReport {
+    ExperienceReport {
+        measured: Measured::Cgroup,
+        absent: BTreeMap::from([("load_1".to_string(), "the kernel keeps it for the whole machine".to_string())]),
+        samples: samples
+            .iter()
+            .map(|(at, values)| Sample {
+                at_ms: T0 + at,
+                values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                fullest_filesystem: Some("/".into()),
+            })
+            .collect(),
+    }
+}
+
+async fn samples_are_kept_once_and_the_newest_read_back(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let first = report(&[(0, &[("cpu_busy_pct", 10.0), ("disk_free_pct", 50.0)]), (60_000, &[("cpu_busy_pct", 95.5)])]);
+    assert_eq!(r.experience.save_experience(&agents[0], &first, T0 + 61_000).await.unwrap(), 3);
+    // Its answer was lost, so the agent sends it again with one more sample: only that is new.
+    let again = report(&[
+        (0, &[("cpu_busy_pct", 10.0)]),
+        (60_000, &[("cpu_busy_pct", 95.5)]),
+        (120_000, &[("disk_free_pct", 49.0)]),
+    ]);
+    assert_eq!(r.experience.save_experience(&agents[0], &again, T0 + 121_000).await.unwrap(), 1);
+    // An older batch arriving late adds its values but does not roll the device back.
+    let late = report(&[(30_000, &[("cpu_busy_pct", 20.0)])]);
+    assert_eq!(r.experience.save_experience(&agents[0], &late, T0 + 122_000).await.unwrap(), 1);
+
+    let devices = r.experience.device_experience(&Reach::Fleet, None).await.unwrap();
+    assert_eq!(devices.len(), 1, "an agent that never reported has no experience");
+    let device = &devices[0];
+    assert_eq!((device.agent_id.as_str(), device.measured.as_str()), (agents[0].as_str(), "cgroup"));
+    assert_eq!(device.last_sample_ms, T0 + 120_000);
+    assert_eq!(device.latest["cpu_busy_pct"], (T0 + 60_000, 95.5));
+    assert_eq!(device.latest["disk_free_pct"], (T0 + 120_000, 49.0));
+    assert_eq!(device.absent["load_1"], "the kernel keeps it for the whole machine");
+    assert_eq!(device.fullest_filesystem.as_deref(), Some("/"));
+    let one = r.experience.device_experience(&Reach::Fleet, Some(&agents[1])).await.unwrap();
+    assert!(one.is_empty());
+}
+
+async fn experience_is_read_only_within_the_readers_reach(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    for agent in &agents {
+        r.experience.save_experience(agent, &report(&[(0, &[("cpu_busy_pct", 1.0)])]), T0).await.unwrap();
+    }
+    let team = crate::groups::top_group(&r, "Team").await;
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    assert!(r.experience.device_experience(&reach, None).await.unwrap().is_empty());
+    r.groups.add_member(&team.id, &agents[1]).await.unwrap().unwrap();
+    let seen = r.experience.device_experience(&reach, None).await.unwrap();
+    assert_eq!(seen.iter().map(|d| d.agent_id.as_str()).collect::<Vec<_>>(), [agents[1].as_str()]);
+    assert_eq!(seen[0].latest["cpu_busy_pct"], (T0, 1.0));
+    assert!(r.experience.device_experience(&reach, Some(&agents[0])).await.unwrap().is_empty());
+}
