@@ -143,6 +143,14 @@ pub struct ServeArgs {
     /// How often agents send the experience samples they took: 5m, 30s.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_REPORT_INTERVAL")]
     experience_report_interval: i64,
+    /// How long experience samples are kept as taken; hourly and daily summaries of them are
+    /// kept longer (--experience-hourly-retention, --experience-daily-retention).
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_RAW_RETENTION")]
+    experience_raw_retention: i64,
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_HOURLY_RETENTION")]
+    experience_hourly_retention: i64,
+    #[arg(long, value_name = "DURATION", default_value = "400d", value_parser = seconds, env = "TOOLGATE_EXPERIENCE_DAILY_RETENTION")]
+    experience_daily_retention: i64,
     /// Agent connections open at once; past it a new one is refused as busy (it retries).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_connections, env = "TOOLGATE_MAX_AGENT_CONNECTIONS")]
     max_agent_connections: usize,
@@ -270,6 +278,11 @@ impl ServeArgs {
                 inventory_interval_ms: (self.agent_inventory_interval.max(1) * 1000) as u64,
                 experience_sample_ms: (self.experience_sample_interval.max(1) * 1000) as u64,
                 experience_report_ms: (self.experience_report_interval.max(1) * 1000) as u64,
+                experience_retention: toolgate_store::Retention {
+                    raw_ms: self.experience_raw_retention.max(1) * 1000,
+                    hourly_ms: self.experience_hourly_retention.max(1) * 1000,
+                    daily_ms: self.experience_daily_retention.max(1) * 1000,
+                },
                 max_connections: self.max_agent_connections,
                 max_handshakes: self.max_agent_handshakes,
                 max_concurrent_reports: self.max_concurrent_reports as usize,

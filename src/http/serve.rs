@@ -214,6 +214,8 @@ pub async fn serve(config: Config) -> Result<()> {
             audit_log: services.repositories().audit.clone(),
             credentials: services.repositories().credentials.clone(),
             uploads: services.repositories().uploads.clone(),
+            experience: services.repositories().experience.clone(),
+            experience_retention: state.config.fleet.experience_retention,
             clock: services.clock().clone(),
             retention_ms: state.config.audit_retention_ms,
         }

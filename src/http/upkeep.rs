@@ -1,7 +1,8 @@
 //! The server's periodic work: summaries of aggregated authentication failures as their
 //! windows close, credential rotations whose overlap ended (resolved by themselves, audited
 //! once whichever replica sees them first), the audit log's retention, and uploads' retention
-//! (content whose every grant's retention class ended, and chunks of uploads never finished). It holds only what it needs (not the whole
+//! (content whose every grant's retention class ended, and chunks of uploads never finished),
+//! and the experience history's (docs/experience.md). It holds only what it needs (not the whole
 //! state), so the audit writer can drain at shutdown; it flushes every open window first.
 
 use std::sync::Arc;
@@ -10,13 +11,13 @@ use std::time::Duration;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::ENGINE_PREFIX;
 use toolgate_domain::{CancellationToken, Clock};
-use toolgate_store::{AuditStore, AuditWriter, CredentialStore, UploadStore};
+use toolgate_store::{AuditStore, AuditWriter, CredentialStore, ExperienceStore, Retention, UploadStore};
 
 use super::auth_failures::AuthFailures;
 
 /// How often retention runs (and once at start).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
-/// How often uploads past their retention are deleted (and once at start).
+/// How often uploads and experience past their retention are deleted (and once at start).
 const UPLOAD_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 pub struct Upkeep {
@@ -25,6 +26,8 @@ pub struct Upkeep {
     pub audit_log: Arc<dyn AuditStore>,
     pub credentials: Arc<dyn CredentialStore>,
     pub uploads: Arc<dyn UploadStore>,
+    pub experience: Arc<dyn ExperienceStore>,
+    pub experience_retention: Retention,
     pub clock: Clock,
     /// Audit rows older than this are deleted.
     pub retention_ms: i64,
@@ -41,6 +44,7 @@ impl Upkeep {
             }
             if swept_at.is_none_or(|at: std::time::Instant| at.elapsed() >= UPLOAD_SWEEP_EVERY) {
                 self.sweep_uploads().await;
+                self.sweep_experience().await;
                 swept_at = Some(std::time::Instant::now());
             }
             let stopping = tokio::select! {
@@ -108,6 +112,20 @@ impl Upkeep {
         }
     }
 
+    /// Raw samples, hourly and daily rollups past their retention. Every replica may run it.
+    async fn sweep_experience(&self) {
+        match self.experience.sweep_experience(self.clock.now_ms(), self.experience_retention).await {
+            Ok(swept) if swept == Default::default() => {}
+            Ok(swept) => tracing::debug!(
+                raw = swept.raw,
+                hourly = swept.hourly,
+                daily = swept.daily,
+                "experience past its retention deleted"
+            ),
+            Err(e) => tracing::warn!("experience retention could not run: {e}"),
+        }
+    }
+
     async fn prune(&self) {
         let before = self.clock.now_ms() - self.retention_ms;
         match self.audit_log.prune(before).await {
@@ -151,6 +169,8 @@ mod tests {
             audit_log: store.audit.clone(),
             credentials: store.credentials.clone(),
             uploads: store.uploads.clone(),
+            experience: store.experience.clone(),
+            experience_retention: toolgate_store::Retention::default(),
             clock: clock.clone(),
             retention_ms: i64::MAX,
         };

@@ -55,3 +55,63 @@ fn an_agent_samples_its_host_and_the_server_keeps_every_metric_or_why_not() {
     let kept = std::fs::read_to_string(states.path().join("exp-a").join("experience.jsonl")).unwrap_or_default();
     assert!(kept.lines().count() < 5, "the agent still keeps {} samples", kept.lines().count());
 }
+
+/// The fleet's percentiles and the ranking come from what the agent sent; a device that stops
+/// reporting is listed as such once its samples are late.
+#[test]
+fn the_fleet_and_its_devices_are_told_from_their_samples() {
+    let s = start(&[
+        "--experience-sample-interval",
+        "1s",
+        "--experience-report-interval",
+        "1s",
+        "--agent-heartbeat-ms",
+        "200",
+    ]);
+    let schemas = output_schemas(&s);
+    let token = mint(&s, &[]);
+    let states = tempfile::tempdir().unwrap();
+    let mut agent = spawn_agent(&s, Some(&token), &states.path().join("perf-a"), Some("perf-a"));
+    let started = Instant::now();
+    let ranked = loop {
+        let answer = structured(&s, &schemas, "list_dex_perf_devices", serde_json::json!({"metric": "cpu"}));
+        if answer["count"] == 1 {
+            break answer;
+        }
+        assert!(started.elapsed() < PATIENCE, "never ranked: {answer}\n{}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let device = &ranked["devices"][0];
+    assert_eq!(device["hostname"], "perf-a", "{ranked}");
+    assert!(device["average"].as_f64().is_some_and(|v| (0.0..=100.0).contains(&v)), "{ranked}");
+    assert!(device["samples"].as_i64().unwrap() >= 1 && device["last_sample_ms"].is_i64(), "{ranked}");
+
+    let fleet = structured(&s, &schemas, "get_dex_perf_fleet", serde_json::json!({"window": "1h"}));
+    assert_eq!(fleet["devices"]["reporting"], 1, "{fleet}");
+    let cpu = fleet["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "cpu_busy_pct").unwrap();
+    assert_eq!(cpu["devices"], 1, "{fleet}");
+    assert!(
+        cpu["p50"].as_f64().is_some() && cpu["p50"] == cpu["p99"],
+        "one device: every percentile is its own: {fleet}"
+    );
+    // In a container the commit charge is the machine's: named, not ranked.
+    let commit = structured(&s, &schemas, "list_dex_perf_devices", serde_json::json!({"metric": "commit"}));
+    assert_eq!(commit["count"].as_i64().unwrap() + commit["cannot_measure_count"].as_i64().unwrap(), 1, "{commit}");
+
+    agent.kill();
+    let stopped = Instant::now();
+    loop {
+        let quiet = structured(&s, &schemas, "list_dex_perf_devices", serde_json::json!({"filter": "not_reporting"}));
+        if quiet["count"] == 1 {
+            assert_eq!(quiet["devices"][0]["hostname"], "perf-a", "{quiet}");
+            break;
+        }
+        assert!(stopped.elapsed() < PATIENCE, "still reporting: {quiet}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let fleet = structured(&s, &schemas, "get_dex_perf_fleet", serde_json::json!({}));
+    assert_eq!(
+        (fleet["devices"]["reporting"].as_i64(), fleet["devices"]["not_reporting"].as_i64()),
+        (Some(0), Some(1))
+    );
+}

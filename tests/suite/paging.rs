@@ -150,6 +150,8 @@ const BOUNDED: &[(&str, &str)] = &[
     ("get_definition", "one definition's declared columns"),
     ("find_tools", "at most `limit` (25) matches, 5 schemas, and one entry per toolset"),
     ("enable_toolset", "one toolset's tools"),
+    ("get_dex_perf_fleet", "one entry per experience metric agents measure"),
+    ("list_dex_perf_devices", "at most `limit` (500) devices ranked, and as many that cannot measure the metric"),
 ];
 
 fn output_schema(meta: &toolgate_domain::catalogue::ToolMeta) -> Value {

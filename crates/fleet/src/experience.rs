@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::experience::{ExperienceReport, ExperienceSettings};
-use toolgate_store::ExperienceStore;
+use toolgate_store::{ExperienceStore, ExperienceSwept};
 
 use crate::hub::Hub;
 
@@ -24,12 +24,27 @@ impl Hub {
         })
     }
 
-    /// Keeps a report's samples; how many values were new.
-    pub async fn take_experience(&self, agent_id: &str, report: &ExperienceReport) -> Result<u64, StoreError> {
+    /// Keeps a report's samples; how many values were new. A sample older than raw samples
+    /// are kept is dropped: its raw row may be gone already, and its hour counted.
+    pub async fn take_experience(&self, agent_id: &str, report: ExperienceReport) -> Result<u64, StoreError> {
+        // Never asked for: an agent sending it anyway is not dropped for it.
+        let Some(store) = &self.experience else { return Ok(0) };
+        let now = self.clock().now_ms();
+        let oldest = now - self.settings().experience_retention.raw_ms;
+        let mut report = report;
+        let before = report.samples.len();
+        report.samples.retain(|s| s.at_ms >= oldest);
+        if report.samples.len() < before {
+            tracing::info!(%agent_id, dropped = before - report.samples.len(), "experience samples older than raw samples are kept: not kept");
+        }
+        store.save_experience(agent_id, &report, now).await
+    }
+
+    /// Deletes what the retention no longer keeps (the server runs it every minute).
+    pub async fn sweep_experience(&self) -> Result<ExperienceSwept, StoreError> {
         match &self.experience {
-            Some(store) => store.save_experience(agent_id, report, self.clock().now_ms()).await,
-            // Never asked for: an agent sending it anyway is not dropped for it.
-            None => Ok(0),
+            Some(store) => store.sweep_experience(self.clock().now_ms(), self.settings().experience_retention).await,
+            None => Ok(ExperienceSwept::default()),
         }
     }
 }

@@ -88,6 +88,7 @@ async fn every_declared_scope_attribute_has_a_value() {
         agent_version: "0.1.0".into(),
         init_system: "systemd".into(),
         reboot_required: false,
+        model: String::new(),
     };
     hub.save_facts(&ids[0], facts, 1).await.unwrap();
     let missing: Vec<&str> = hub

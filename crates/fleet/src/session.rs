@@ -232,7 +232,7 @@ async fn store_report(hub: &Hub, agent_id: &str, message: AgentMessage, frame_by
         }
         AgentMessage::Experience(report) => {
             report.check().map_err(FrameError::Malformed)?;
-            hub.take_experience(agent_id, &report).await?;
+            hub.take_experience(agent_id, report).await?;
             Ok(())
         }
         // The callers pass reports only; anything else is refused, never silently dropped.

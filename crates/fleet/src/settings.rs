@@ -13,6 +13,8 @@ pub struct FleetSettings {
     /// what it sampled.
     pub experience_sample_ms: u64,
     pub experience_report_ms: u64,
+    /// How long raw samples, hourly and daily rollups are kept.
+    pub experience_retention: toolgate_store::Retention,
     /// Agent connections open at once; past it a new one is refused as busy.
     pub max_connections: usize,
     /// Agent connections between the upgrade and their first frame, at once; past it a new
@@ -39,6 +41,7 @@ impl Default for FleetSettings {
             inventory_interval_ms: 3_600_000,
             experience_sample_ms: 60_000,
             experience_report_ms: 300_000,
+            experience_retention: toolgate_store::Retention::default(),
             max_connections: 20_000,
             max_handshakes: 1024,
             max_concurrent_reports: 16,

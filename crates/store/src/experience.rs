@@ -27,6 +27,101 @@ pub struct DeviceExperience {
     pub latest: BTreeMap<String, (i64, f64)>,
 }
 
+/// Where averages are read from: raw samples (the last day), or hourly or daily rollups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    Raw,
+    Hourly,
+    Daily,
+}
+
+pub const HOUR_MS: i64 = 3_600_000;
+pub const DAY_MS: i64 = 86_400_000;
+
+impl Resolution {
+    /// The rollup span it reads (none: raw samples).
+    pub(crate) fn span_ms(self) -> Option<i64> {
+        match self {
+            Resolution::Raw => None,
+            Resolution::Hourly => Some(HOUR_MS),
+            Resolution::Daily => Some(DAY_MS),
+        }
+    }
+}
+
+/// One device's samples of one metric over a window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Averaged {
+    pub agent_id: String,
+    pub metric: String,
+    pub samples: i64,
+    pub average: f64,
+    pub min: f64,
+    pub max: f64,
+    /// When the newest of them was taken (raw), or the newest span began (rollups).
+    pub last_ms: i64,
+}
+
+/// How long each resolution is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub raw_ms: i64,
+    pub hourly_ms: i64,
+    pub daily_ms: i64,
+}
+
+impl Default for Retention {
+    /// Raw for a day, hourly for 30 days, daily for 400 (a year and its season).
+    fn default() -> Self {
+        Retention { raw_ms: DAY_MS, hourly_ms: 30 * DAY_MS, daily_ms: 400 * DAY_MS }
+    }
+}
+
+/// What a retention sweep removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExperienceSwept {
+    pub raw: u64,
+    pub hourly: u64,
+    pub daily: u64,
+}
+
+/// One rollup row's worth of new samples.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rollup {
+    pub metric: String,
+    pub span_ms: i64,
+    pub start_ms: i64,
+    pub count: i64,
+    pub sum: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// The hourly and daily rollups of samples just kept (never of one kept before: a batch sent
+/// again adds nothing).
+pub(crate) fn rollups(kept: &[(String, i64, f64)]) -> Vec<Rollup> {
+    let mut rolled: BTreeMap<(String, i64, i64), Rollup> = BTreeMap::new();
+    for (metric, at_ms, value) in kept {
+        for span_ms in [HOUR_MS, DAY_MS] {
+            let start_ms = at_ms - at_ms.rem_euclid(span_ms);
+            let entry = rolled.entry((metric.clone(), span_ms, start_ms)).or_insert(Rollup {
+                metric: metric.clone(),
+                span_ms,
+                start_ms,
+                count: 0,
+                sum: 0.0,
+                min: *value,
+                max: *value,
+            });
+            entry.count += 1;
+            entry.sum += value;
+            entry.min = entry.min.min(*value);
+            entry.max = entry.max.max(*value);
+        }
+    }
+    rolled.into_values().collect()
+}
+
 #[async_trait]
 pub trait ExperienceStore: Send + Sync {
     /// Keeps a report's samples (one already kept is kept once) and what it says of its
@@ -35,6 +130,17 @@ pub trait ExperienceStore: Send + Sync {
     /// The newest experience of every device `reach` covers (or of `agent_id` alone), in
     /// agent order.
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>>;
+    /// Per device `reach` covers and metric (or `metric` alone): its samples since `since_ms`,
+    /// read at `resolution`, in agent then metric order.
+    async fn averages(
+        &self,
+        reach: &Reach,
+        metric: Option<&str>,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<Averaged>>;
+    /// Deletes what is older than `retention` allows at `now_ms`.
+    async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept>;
 }
 
 /// `measured` as stored.

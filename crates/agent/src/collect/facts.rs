@@ -150,6 +150,7 @@ pub fn host_facts() -> HostFacts {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         init_system: if super::systemd::systemd_runs() { "systemd".into() } else { read_trimmed("/proc/1/comm") },
         reboot_required: std::path::Path::new(REBOOT_MARKER).exists(),
+        model: read_trimmed("/sys/class/dmi/id/product_name"),
     }
     .clipped()
 }

@@ -54,6 +54,10 @@ pub struct HostFacts {
     /// Whether the host waits for a reboot (Debian's /run/reboot-required).
     #[serde(default)]
     pub reboot_required: bool,
+    /// The machine's model as its firmware names it (DMI `product_name`); empty where the
+    /// host has no DMI (a VM without it, a container) or from agents older than this field.
+    #[serde(default)]
+    pub model: String,
 }
 
 impl HostFacts {
@@ -100,6 +104,7 @@ impl HostFacts {
             ("arch", &self.arch),
             ("cpu_model", &self.cpu_model),
             ("agent_version", &self.agent_version),
+            ("model", &self.model),
         ];
         for (name, value) in texts {
             bounded(name, value, MAX_FACT_TEXT_BYTES)?;
@@ -132,6 +137,7 @@ impl HostFacts {
             &mut self.arch,
             &mut self.cpu_model,
             &mut self.agent_version,
+            &mut self.model,
         ] {
             clip(text, MAX_FACT_TEXT_BYTES);
         }

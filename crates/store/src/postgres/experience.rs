@@ -8,8 +8,10 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
-use super::{PostgresStore, execute, pg, rows};
-use crate::experience::{DeviceExperience, ExperienceStore, Result, measured_name};
+use super::{Pg, PostgresStore, execute, pg, rows};
+use crate::experience::{
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Resolution, Result, Retention, measured_name, rollups,
+};
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
 fn confined(column: &str, groups: &Option<Vec<String>>, n: usize) -> String {
@@ -33,15 +35,39 @@ impl ExperienceStore for PostgresStore {
                     values.push(*value);
                 }
             }
-            // One statement for the whole batch: arrays unnested into rows.
-            let added = execute(
+            // One statement for the whole batch: arrays unnested into rows; what it kept (not
+            // what was kept before) is rolled up.
+            let kept: Vec<(String, i64, f64)> = rows(
                 &tx,
                 "INSERT INTO experience_sample (agent_id, metric, at_ms, value)
                  SELECT $1, m, t, v FROM UNNEST($2::text[], $3::bigint[], $4::float8[]) AS u(m, t, v)
-                 ON CONFLICT DO NOTHING",
+                 ON CONFLICT DO NOTHING RETURNING metric, at_ms, value",
                 &[&agent_id, &metrics, &times, &values],
             )
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect::<Pg<_>>()?;
+            let rolled = rollups(&kept);
+            let columns = (
+                rolled.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.span_ms).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.start_ms).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.count).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.sum).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.min).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.max).collect::<Vec<_>>(),
+            );
+            execute(
+                &tx,
+                "INSERT INTO experience_rollup AS r (agent_id, metric, span_ms, start_ms, count, sum, min, max)
+                 SELECT $1, * FROM UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::float8[], $7::float8[], $8::float8[])
+                 ON CONFLICT (agent_id, metric, span_ms, start_ms) DO UPDATE SET count = r.count + excluded.count,
+                     sum = r.sum + excluded.sum, min = LEAST(r.min, excluded.min), max = GREATEST(r.max, excluded.max)",
+                &[&agent_id, &columns.0, &columns.1, &columns.2, &columns.3, &columns.4, &columns.5, &columns.6],
+            )
             .await?;
+            let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
                 execute(
@@ -99,6 +125,70 @@ impl ExperienceStore for PostgresStore {
                 }
             }
             Ok(devices)
+        })
+        .await
+    }
+
+    async fn averages(
+        &self,
+        reach: &Reach,
+        metric: Option<&str>,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<Averaged>> {
+        pg(async {
+            let groups = reach_param(reach);
+            let span_ms = resolution.span_ms();
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
+            let sql = match &span_ms {
+                None => format!(
+                    "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms) FROM experience_sample
+                     WHERE ($1::text IS NULL OR metric = $1) AND at_ms >= $2{} GROUP BY agent_id, metric ORDER BY agent_id, metric",
+                    confined("agent_id", &groups, 3)
+                ),
+                Some(span_ms) => {
+                    values.push(span_ms);
+                    format!(
+                        "SELECT agent_id, metric, SUM(count)::bigint, SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
+                         FROM experience_rollup WHERE ($1::text IS NULL OR metric = $1) AND start_ms >= $2 AND span_ms = $3{}
+                         GROUP BY agent_id, metric ORDER BY agent_id, metric",
+                        confined("agent_id", &groups, 4)
+                    )
+                }
+            };
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            rows(&*self.conn().await?, &sql, &values)
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(Averaged {
+                        agent_id: r.try_get(0)?,
+                        metric: r.try_get(1)?,
+                        samples: r.try_get(2)?,
+                        average: r.try_get(3)?,
+                        min: r.try_get(4)?,
+                        max: r.try_get(5)?,
+                        last_ms: r.try_get(6)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            let raw =
+                execute(&tx, "DELETE FROM experience_sample WHERE at_ms < $1", &[&(now_ms - retention.raw_ms)]).await?;
+            let rollup = "DELETE FROM experience_rollup WHERE span_ms = $1 AND start_ms + $1 <= $2";
+            let hourly = execute(&tx, rollup, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
+            let daily = execute(&tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
+            tx.commit().await?;
+            Ok(ExperienceSwept { raw, hourly, daily })
         })
         .await
     }

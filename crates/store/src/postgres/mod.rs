@@ -69,6 +69,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0021_rollouts", include_str!("../../migrations/postgres/0021_rollouts.sql")),
     ("0022_token_toolsets", include_str!("../../migrations/postgres/0022_token_toolsets.sql")),
     ("0023_experience", include_str!("../../migrations/postgres/0023_experience.sql")),
+    ("0024_experience_rollups", include_str!("../../migrations/postgres/0024_experience_rollups.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -10,7 +10,9 @@ use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
-use crate::experience::{DeviceExperience, ExperienceStore, Result, measured_name};
+use crate::experience::{
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Resolution, Result, Retention, measured_name, rollups,
+};
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
 /// value to bind there (nothing for the whole fleet).
@@ -27,17 +29,29 @@ impl ExperienceStore for SqliteStore {
         let (agent_id, report) = (agent_id.to_string(), report.clone());
         self.run(move |c| {
             let tx = c.transaction()?;
-            let mut added = 0u64;
+            let mut kept = Vec::new();
             {
                 let mut insert = tx.prepare_cached(
                     "INSERT OR IGNORE INTO experience_sample (agent_id, metric, at_ms, value) VALUES (?1, ?2, ?3, ?4)",
                 )?;
                 for sample in &report.samples {
                     for (metric, value) in &sample.values {
-                        added += insert.execute(params![agent_id, metric, sample.at_ms, value])? as u64;
+                        if insert.execute(params![agent_id, metric, sample.at_ms, value])? == 1 {
+                            kept.push((metric.clone(), sample.at_ms, *value));
+                        }
                     }
                 }
+                let mut roll = tx.prepare_cached(
+                    "INSERT INTO experience_rollup (agent_id, metric, span_ms, start_ms, count, sum, min, max)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (agent_id, metric, span_ms, start_ms) DO UPDATE SET count = count + excluded.count,
+                         sum = sum + excluded.sum, min = min(min, excluded.min), max = max(max, excluded.max)",
+                )?;
+                for r in rollups(&kept) {
+                    roll.execute(params![agent_id, r.metric, r.span_ms, r.start_ms, r.count, r.sum, r.min, r.max])?;
+                }
             }
+            let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
                 tx.execute(
@@ -93,6 +107,73 @@ impl ExperienceStore for SqliteStore {
                 }
             }
             Ok(devices)
+        })
+        .await
+    }
+
+    async fn averages(
+        &self,
+        reach: &Reach,
+        metric: Option<&str>,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<Averaged>> {
+        let (reach, metric) = (reach.clone(), metric.map(str::to_string));
+        self.run(move |c| {
+            let mut values = vec![Sql::from(metric), Sql::from(since_ms)];
+            let sql = match resolution.span_ms() {
+                None => {
+                    let (condition, groups) = confined("agent_id", &reach, 3);
+                    values.extend(groups);
+                    format!(
+                        "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms)
+                         FROM experience_sample WHERE (?1 IS NULL OR metric = ?1) AND at_ms >= ?2{condition}
+                         GROUP BY agent_id, metric ORDER BY agent_id, metric"
+                    )
+                }
+                Some(span_ms) => {
+                    let (condition, groups) = confined("agent_id", &reach, 4);
+                    values.push(Sql::from(span_ms));
+                    values.extend(groups);
+                    format!(
+                        "SELECT agent_id, metric, SUM(count), SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
+                         FROM experience_rollup WHERE (?1 IS NULL OR metric = ?1) AND start_ms >= ?2 AND span_ms = ?3{condition}
+                         GROUP BY agent_id, metric ORDER BY agent_id, metric"
+                    )
+                }
+            };
+            let mut statement = c.prepare(&sql)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                Ok(Averaged {
+                    agent_id: r.get(0)?,
+                    metric: r.get(1)?,
+                    samples: r.get(2)?,
+                    average: r.get(3)?,
+                    min: r.get(4)?,
+                    max: r.get(5)?,
+                    last_ms: r.get(6)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<_>>()
+        })
+        .await
+    }
+
+    async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let raw = tx.execute("DELETE FROM experience_sample WHERE at_ms < ?1", [now_ms - retention.raw_ms])?;
+            let rollup = |span_ms: i64, keep_ms: i64| {
+                // A span goes once it ended before the cut: its start plus its length.
+                tx.execute(
+                    "DELETE FROM experience_rollup WHERE span_ms = ?1 AND start_ms + ?1 <= ?2",
+                    params![span_ms, now_ms - keep_ms],
+                )
+            };
+            let hourly = rollup(crate::HOUR_MS, retention.hourly_ms)?;
+            let daily = rollup(crate::DAY_MS, retention.daily_ms)?;
+            tx.commit()?;
+            Ok(ExperienceSwept { raw: raw as u64, hourly: hourly as u64, daily: daily as u64 })
         })
         .await
     }

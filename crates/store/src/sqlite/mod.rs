@@ -69,6 +69,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0030_rollouts", include_str!("../../migrations/sqlite/0030_rollouts.sql")),
     ("0031_token_toolsets", include_str!("../../migrations/sqlite/0031_token_toolsets.sql")),
     ("0032_experience", include_str!("../../migrations/sqlite/0032_experience.sql")),
+    ("0033_experience_rollups", include_str!("../../migrations/sqlite/0033_experience_rollups.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -5,11 +5,15 @@ use std::collections::BTreeMap;
 
 use toolgate_domain::fleet::experience::{ExperienceReport, Measured, Sample};
 use toolgate_domain::groups::Reach;
-use toolgate_store::Repositories;
+use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Repositories, Resolution, Retention};
 
 use crate::fleet_work::with_agents;
 
-crate::matrix!(samples_are_kept_once_and_the_newest_read_back, experience_is_read_only_within_the_readers_reach);
+crate::matrix!(
+    samples_are_kept_once_and_the_newest_read_back,
+    experience_is_read_only_within_the_readers_reach,
+    rollups_count_each_sample_once_and_each_resolution_is_kept_its_time,
+);
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -69,4 +73,47 @@ async fn experience_is_read_only_within_the_readers_reach(r: Repositories) {
     assert_eq!(seen.iter().map(|d| d.agent_id.as_str()).collect::<Vec<_>>(), [agents[1].as_str()]);
     assert_eq!(seen[0].latest["cpu_busy_pct"], (T0, 1.0));
     assert!(r.experience.device_experience(&reach, Some(&agents[0])).await.unwrap().is_empty());
+}
+
+async fn rollups_count_each_sample_once_and_each_resolution_is_kept_its_time(r: Repositories) {
+    let agents = with_agents(&r, 1).await;
+    let e = &r.experience;
+    let first = report(&[(0, &[("cpu_busy_pct", 10.0)]), (60_000, &[("cpu_busy_pct", 30.0)])]);
+    e.save_experience(&agents[0], &first, T0).await.unwrap();
+    e.save_experience(&agents[0], &first, T0).await.unwrap();
+    e.save_experience(&agents[0], &report(&[(HOUR_MS, &[("cpu_busy_pct", 50.0)])]), T0).await.unwrap();
+    let read = |since: i64, resolution: Resolution| async move {
+        e.averages(&Reach::Fleet, Some("cpu_busy_pct"), since, resolution).await.unwrap()
+    };
+    // T0 starts an hour: two hours of rollups, the batch sent twice counted once.
+    let hourly = read(T0, Resolution::Hourly).await;
+    assert_eq!(hourly.len(), 1);
+    let h = &hourly[0];
+    assert_eq!((h.samples, h.average, h.min, h.max, h.last_ms), (3, 30.0, 10.0, 50.0, T0 + HOUR_MS));
+    assert_eq!(read(T0 + HOUR_MS, Resolution::Hourly).await[0].samples, 1, "the second hour alone");
+    let raw = read(T0 + 30_000, Resolution::Raw).await;
+    assert_eq!((raw[0].samples, raw[0].average, raw[0].last_ms), (2, 40.0, T0 + HOUR_MS));
+    let day_start = T0 - T0.rem_euclid(DAY_MS);
+    assert_eq!(read(day_start, Resolution::Daily).await[0].samples, 3);
+    assert!(e.averages(&Reach::Fleet, Some("load_1"), T0, Resolution::Raw).await.unwrap().is_empty());
+
+    // A day and two hours on, the raw samples are gone and the hours and the day remain.
+    let kept = Retention::default();
+    let swept = e.sweep_experience(T0 + DAY_MS + 2 * HOUR_MS, kept).await.unwrap();
+    assert_eq!(swept, ExperienceSwept { raw: 3, hourly: 0, daily: 0 });
+    assert!(read(T0, Resolution::Raw).await.is_empty());
+    assert_eq!(read(T0, Resolution::Hourly).await[0].samples, 3);
+    // Thirty days after the hours ended they go too; the day stays for 400.
+    let swept = e.sweep_experience(T0 + 2 * HOUR_MS + 30 * DAY_MS, kept).await.unwrap();
+    assert_eq!(swept, ExperienceSwept { raw: 0, hourly: 2, daily: 0 });
+    assert_eq!(read(day_start, Resolution::Daily).await[0].samples, 3);
+    let swept = e.sweep_experience(day_start + 401 * DAY_MS, kept).await.unwrap();
+    assert_eq!(swept.daily, 1);
+
+    // Confined like every read.
+    e.save_experience(&agents[0], &report(&[(0, &[("cpu_busy_pct", 1.0)])]), T0).await.unwrap();
+    let team = crate::groups::top_group(&r, "Team").await;
+    let elsewhere = Reach::Groups(vec![team.id].into());
+    assert!(e.averages(&elsewhere, None, 0, Resolution::Raw).await.unwrap().is_empty());
+    assert!(e.averages(&elsewhere, None, 0, Resolution::Hourly).await.unwrap().is_empty());
 }

@@ -1,0 +1,200 @@
+//! Endpoint experience (docs/experience.md): the fleet's percentiles and the devices that do
+//! worst, from what agents measured. Every read goes through the caller's reach, in the store
+//! query, and through the agents the caller may see; nothing is estimated.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use toolgate_domain::fleet::experience::METRICS;
+use toolgate_domain::fleet::{AgentStatus, HostFacts};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_store::{Averaged, DeviceExperience, HOUR_MS, Resolution};
+
+use super::confined;
+use crate::args;
+use crate::services::ToolContext;
+
+/// The reference's metric names, and the metric each reads.
+const RANKED: &[(&str, &str)] = &[("cpu", "cpu_busy_pct"), ("commit", "commit_bytes"), ("disk_lat", "disk_latency_ms")];
+/// What tools.yaml gives as defaults, when a call leaves them out.
+const DEFAULT_WINDOW: &str = "24h";
+const DEFAULT_WINDOW_MINUTES: i64 = 15;
+const DEFAULT_LIMIT: i64 = 50;
+
+/// An unrevoked agent the caller may see, as these tools show it.
+struct Device {
+    agent_id: String,
+    status: AgentStatus,
+    facts: Option<HostFacts>,
+}
+
+async fn devices(ctx: &ToolContext) -> Result<Vec<Device>, ToolError> {
+    let visible = confined::visible(ctx).await?;
+    Ok(ctx.services().fleet().each(&visible, |view| {
+        (view.status != AgentStatus::Revoked).then(|| Device {
+            agent_id: view.agent_id.to_string(),
+            status: view.status,
+            facts: view.facts().cloned(),
+        })
+    }))
+}
+
+/// Whether a device's newest sample is recent: within two report intervals and a sample's.
+fn reporting(ctx: &ToolContext, last_sample_ms: i64, now: i64) -> bool {
+    let settings = ctx.services().fleet().settings();
+    let late = 2 * settings.experience_report_ms + settings.experience_sample_ms;
+    now - last_sample_ms <= late as i64
+}
+
+/// The nearest-rank percentile of sorted `values`.
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map(|v| (v * 1000.0).round() / 1000.0)
+}
+
+pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let (since_ms, resolution) = match window.as_str() {
+        "1h" => (now - HOUR_MS, Resolution::Raw),
+        "24h" => (now - 24 * HOUR_MS, Resolution::Hourly),
+        "7d" => (now - 7 * 24 * HOUR_MS, Resolution::Hourly),
+        "30d" => (now - 30 * 24 * HOUR_MS, Resolution::Hourly),
+        "all" => (0, Resolution::Daily),
+        other => return Err(ToolError::InvalidArguments(format!("window `{other}`: expected 1h, 24h, 7d, 30d or all"))),
+    };
+    let seen: BTreeMap<String, Device> = devices(ctx).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
+    let store = &ctx.services().repositories().experience;
+    let experience: Vec<DeviceExperience> =
+        store.device_experience(ctx.reach(), None).await?.into_iter().filter(|d| seen.contains_key(&d.agent_id)).collect();
+    let reporting_now = experience.iter().filter(|d| reporting(ctx, d.last_sample_ms, now)).count();
+    let measured = |how: &str| experience.iter().filter(|d| d.measured == how).count();
+    let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for averaged in store.averages(ctx.reach(), None, since_ms, resolution).await? {
+        if seen.contains_key(&averaged.agent_id) {
+            by_metric.entry(averaged.metric).or_default().push(averaged.average);
+        }
+    }
+    let metrics: Vec<Value> = METRICS
+        .iter()
+        .map(|m| {
+            let mut values = by_metric.remove(m.name).unwrap_or_default();
+            values.sort_by(f64::total_cmp);
+            let absent_on = experience.iter().filter(|d| d.absent.contains_key(m.name)).count();
+            json!({
+                "metric": m.name, "unit": m.unit, "devices": values.len(),
+                "p50": percentile(&values, 50.0), "p90": percentile(&values, 90.0), "p99": percentile(&values, 99.0),
+                "max": values.last().map(|v| (v * 1000.0).round() / 1000.0), "absent_on": absent_on,
+            })
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({
+        "window": window, "since_ms": since_ms, "generated_at_ms": now,
+        "devices": {
+            "reporting": reporting_now,
+            "not_reporting": experience.len() - reporting_now,
+            "never_reported": seen.len() - experience.len(),
+            "measured_host": measured("host"),
+            "measured_cgroup": measured("cgroup"),
+        },
+        "metrics": metrics,
+    })))
+}
+
+/// A device's value of `cohort_key` (tools.yaml's enum).
+fn cohort(facts: Option<&HostFacts>, cohort_key: &str) -> String {
+    let Some(f) = facts else { return String::new() };
+    match cohort_key {
+        "model" => f.model.clone(),
+        "os" => f.os_pretty_name.clone(),
+        "os_version" => f.os_version.clone(),
+        "kernel" => f.kernel.clone(),
+        _ => f.arch.clone(),
+    }
+}
+
+fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
+    let facts = device.facts.as_ref();
+    let round = |v: f64| (v * 1000.0).round() / 1000.0;
+    json!({
+        "agent_id": device.agent_id,
+        "hostname": facts.map_or("", |f| f.hostname.as_str()),
+        "os": facts.map_or("", |f| f.os_pretty_name.as_str()),
+        "model": facts.map_or("", |f| f.model.as_str()),
+        "average": averaged.map(|a| round(a.average)),
+        "max": averaged.map(|a| round(a.max)),
+        "samples": averaged.map_or(0, |a| a.samples),
+        "last_sample_ms": last_sample_ms,
+        "measured": measured,
+        "status": device.status.as_str(),
+    })
+}
+
+pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDevices) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let named = args.metric.as_deref().unwrap_or("cpu");
+    let metric = RANKED.iter().find(|(name, _)| *name == named).map(|(_, m)| *m).ok_or_else(|| {
+        ToolError::InvalidArguments(format!("metric `{named}`: expected cpu, commit or disk_lat"))
+    })?;
+    let window_minutes = args.window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
+    let cohort_key = args.cohort_key.as_deref().unwrap_or("model");
+    let mut seen = devices(ctx).await?;
+    if let Some(value) = &args.cohort_value {
+        seen.retain(|d| cohort(d.facts.as_ref(), cohort_key) == *value);
+    }
+    let store = &ctx.services().repositories().experience;
+    let experience: BTreeMap<String, DeviceExperience> =
+        store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
+    let answer = |devices: Vec<Value>, mut cannot: Vec<Value>, count: usize| {
+        let cannot_count = cannot.len();
+        cannot.truncate(limit);
+        Ok(ToolOutput::Structured(json!({
+            "metric": named, "window_minutes": window_minutes, "generated_at_ms": now,
+            "devices": devices, "cannot_measure": cannot, "count": count, "cannot_measure_count": cannot_count,
+        })))
+    };
+    if args.filter.as_deref() == Some("not_reporting") {
+        let mut quiet: Vec<(Option<i64>, &Device)> = seen
+            .iter()
+            .map(|d| (experience.get(&d.agent_id).map(|e| e.last_sample_ms), d))
+            .filter(|(last, _)| last.is_none_or(|at| !reporting(ctx, at, now)))
+            .collect();
+        // Never reported first, then the longest silent.
+        quiet.sort_by_key(|(last, d)| (last.unwrap_or(i64::MIN), d.agent_id.clone()));
+        let count = quiet.len();
+        let shown: Vec<Value> = quiet
+            .into_iter()
+            .take(limit)
+            .map(|(last, d)| shown(d, None, last, experience.get(&d.agent_id).map(|e| e.measured.as_str())))
+            .collect();
+        return answer(shown, vec![], count);
+    }
+    let averages: BTreeMap<String, Averaged> = store
+        .averages(ctx.reach(), Some(metric), now - window_minutes * 60_000, Resolution::Raw)
+        .await?
+        .into_iter()
+        .map(|a| (a.agent_id.clone(), a))
+        .collect();
+    let mut ranked: Vec<(&Device, &Averaged)> =
+        seen.iter().filter_map(|d| averages.get(&d.agent_id).map(|a| (d, a))).collect();
+    ranked.sort_by(|a, b| b.1.average.total_cmp(&a.1.average).then_with(|| a.0.agent_id.cmp(&b.0.agent_id)));
+    let cannot: Vec<Value> = seen
+        .iter()
+        .filter_map(|d| {
+            let why = experience.get(&d.agent_id)?.absent.get(metric)?;
+            let hostname = d.facts.as_ref().map_or("", |f| f.hostname.as_str());
+            Some(json!({"agent_id": d.agent_id, "hostname": hostname, "why": why}))
+        })
+        .collect();
+    let count = ranked.len();
+    let shown: Vec<Value> = ranked
+        .into_iter()
+        .take(limit)
+        .map(|(d, a)| {
+            let measured = experience.get(&d.agent_id).map(|e| e.measured.as_str());
+            shown(d, Some(a), Some(a.last_ms), measured)
+        })
+        .collect();
+    answer(shown, cannot, count)
+}
