@@ -11,3 +11,10 @@ pub static INSTRUCTIONS: std::sync::LazyLock<toolgate_domain::fleet::instruction
         serde_json::from_str(include_str!(concat!(env!("OUT_DIR"), "/instructions.json")))
             .expect("the build wrote the instruction set it checked")
     });
+
+/// The experience signals, checked by the build (`experience.yaml`, docs/experience.md).
+pub static SIGNALS: std::sync::LazyLock<toolgate_domain::fleet::signals::SignalsFile> =
+    std::sync::LazyLock::new(|| {
+        serde_json::from_str(include_str!(concat!(env!("OUT_DIR"), "/experience.json")))
+            .expect("the build wrote the signals it checked")
+    });

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 pub use emit::{OutputFile, SourcePaths};
 pub use toolgate_catalogue::{
-    Checked, Diagnostic, Severity, SourceFile, args, bless, check as rules, diag, editor_schemas, instructions, load,
-    model, policy, source,
+    Checked, Diagnostic, Severity, SourceFile, args, bless, check as rules, diag, editor_schemas, experience,
+    instructions, load, model, policy, source,
 };
 
 /// The two files, and where the Rust handlers live (None skips the handler-signature rule).
@@ -113,6 +113,22 @@ pub fn build_script(manifest_dir: &Path, out_dir: &Path) -> bool {
         Ok(set) => files.push(OutputFile {
             name: "instructions.json".into(),
             contents: serde_json::to_string(&set).expect("the instruction set serializes"),
+        }),
+        Err(errors) => {
+            for e in errors {
+                println!("cargo::error={e}");
+            }
+            return false;
+        }
+    }
+    println!("cargo::rerun-if-changed={}", manifest_dir.join(experience::SIGNALS_FILE).display());
+    let signals = SourceFile::read(&manifest_dir.join(experience::SIGNALS_FILE), experience::SIGNALS_FILE)
+        .map_err(|e| vec![format!("cannot read {}: {e}", experience::SIGNALS_FILE)])
+        .and_then(|file| experience::check(&file).map_err(|d| d.iter().map(Diagnostic::one_line).collect()));
+    match signals {
+        Ok(signals) => files.push(OutputFile {
+            name: "experience.json".into(),
+            contents: serde_json::to_string(&signals).expect("the signals serialize"),
         }),
         Err(errors) => {
             for e in errors {

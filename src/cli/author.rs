@@ -99,9 +99,11 @@ pub fn check(tools: &Path, policy: &Path) -> Result<bool> {
         Some(_) => String::new(),
         None => format!("; handlers not checked: no {} (cargo build checks them)", handlers_dir.display()),
     };
-    let instructions_ok = check_instructions(tools.parent().unwrap_or(Path::new(".")));
+    let root = tools.parent().unwrap_or(Path::new("."));
+    let instructions_ok = check_instructions(root);
+    let signals_ok = check_signals(root);
     match result {
-        Ok(_) if !instructions_ok => Ok(false),
+        Ok(_) if !instructions_ok || !signals_ok => Ok(false),
         Ok(checked) => {
             println!(
                 "{} and {}: {} tools, {} tiers, {} roles; {errors} errors, {warnings} warnings ({elapsed} ms){handler_note}",
@@ -157,6 +159,35 @@ fn check_instructions(root: &Path) -> bool {
                 eprintln!("{}", d.render(text));
             }
             println!("{DEFINITIONS_FILE} and its manifests: {} errors", diagnostics.len());
+            false
+        }
+    }
+}
+
+/// The experience signals beside the tools file, by the build's rules (docs/experience.md).
+fn check_signals(root: &Path) -> bool {
+    use toolgate_catalogue::experience::{self, SIGNALS_FILE};
+    if !root.join(SIGNALS_FILE).is_file() {
+        println!("{SIGNALS_FILE}: not found next to the tools file; signals not checked");
+        return true;
+    }
+    let file = match toolgate_catalogue::SourceFile::read(&root.join(SIGNALS_FILE), SIGNALS_FILE) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("error: cannot read {SIGNALS_FILE}: {e}");
+            return false;
+        }
+    };
+    match experience::check(&file) {
+        Ok(signals) => {
+            println!("{SIGNALS_FILE}: {} signals; 0 errors", signals.signals.len());
+            true
+        }
+        Err(diagnostics) => {
+            for d in &diagnostics {
+                eprintln!("{}", d.render(Some(&file.text)));
+            }
+            println!("{SIGNALS_FILE}: {} errors", diagnostics.len());
             false
         }
     }

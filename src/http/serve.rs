@@ -130,7 +130,7 @@ pub async fn serve(config: Config) -> Result<()> {
         .declaring(crate::instructions::instructions())
         .with_audit(Arc::new(audit.clone()))
         .with_plugin_config(repositories.plugin_config.clone())
-        .with_experience(repositories.experience.clone())
+        .with_experience(repositories.experience.clone(), crate::registry::SIGNALS.signals.clone())
         .with_secrets(toolgate_fleet::SecretDelivery { source: vault.clone() })
         .with_uploads(toolgate_fleet::UploadDesk::new(
             repositories.uploads.clone(),

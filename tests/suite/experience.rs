@@ -115,3 +115,66 @@ fn the_fleet_and_its_devices_are_told_from_their_samples() {
         (Some(0), Some(1))
     );
 }
+
+/// Busy CPUs make the CPU signal fire on the device that measured them, and it ends when they
+/// rest; the signal tools tell it by type, by device and one by one.
+#[test]
+fn a_busy_device_raises_the_cpu_signal_and_it_ends_when_it_rests() {
+    let s = start(SAMPLED);
+    let schemas = output_schemas(&s);
+    let token = mint(&s, &[]);
+    let states = tempfile::tempdir().unwrap();
+    let agent = spawn_agent(&s, Some(&token), &states.path().join("busy-a"), Some("busy-a"));
+    let kinds = structured(&s, &schemas, "get_guardian_schemas", serde_json::json!({}));
+    let cpu = kinds["signals"].as_array().unwrap().iter().find(|k| k["obs_type"] == "cpu_sustained_high").unwrap();
+    assert_eq!(cpu["metric"], "cpu_busy_pct", "{kinds}");
+    let started = Instant::now();
+    while structured(&s, &schemas, "list_dex_perf_devices", serde_json::json!({}))["count"] != 1 {
+        assert!(started.elapsed() < PATIENCE, "no samples: {}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // One busy loop per CPU: the machine's (or this container's) every CPU is busy.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut burners: Vec<std::process::Child> = (0..cpus)
+        .map(|_| std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+        .collect();
+    let detail = |obs_type: &str| {
+        structured(&s, &schemas, "get_dex_signal_detail", serde_json::json!({"obs_type": obs_type, "window": "24h"}))
+    };
+    let burning = Instant::now();
+    let fired = loop {
+        let found = detail("cpu_sustained_high");
+        if found["count"].as_i64().unwrap_or(0) >= 1 {
+            break found;
+        }
+        assert!(burning.elapsed() < PATIENCE, "the CPU signal never fired: {found}\n{}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let occurrence = &fired["occurrences"][0];
+    assert_eq!(occurrence["hostname"], "busy-a", "{fired}");
+    assert!(occurrence["peak"].as_f64().unwrap() > 90.0 && occurrence["ended_ms"].is_null(), "{fired}");
+    let listed = structured(&s, &schemas, "list_dex_signals", serde_json::json!({"window": "24h"}));
+    let row = listed["signals"].as_array().unwrap().iter().find(|r| r["obs_type"] == "cpu_sustained_high").unwrap();
+    assert_eq!((row["devices"].as_i64(), row["active"].as_i64()), (Some(1), Some(1)), "{listed}");
+    let on_windows = structured(&s, &schemas, "list_dex_signals", serde_json::json!({"os": "windows"}));
+    assert_eq!(on_windows["devices_with_signals"], 0, "no agent runs Windows: {on_windows}");
+    let scope = structured(&s, &schemas, "get_dex_signal_scope", serde_json::json!({}));
+    assert_eq!(scope["devices"][0]["active"], serde_json::json!(["cpu_sustained_high"]), "{scope}");
+
+    for burner in &mut burners {
+        let _ = burner.kill();
+        let _ = burner.wait();
+    }
+    let resting = Instant::now();
+    loop {
+        let found = detail("cpu_sustained_high");
+        if found["occurrences"][0]["ended_ms"].is_i64() {
+            break;
+        }
+        assert!(resting.elapsed() < PATIENCE, "the CPU signal never ended: {found}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let refused =
+        common::call_as(&s, &s.token, "get_dex_signal_detail", serde_json::json!({"obs_type": "cpu_sustained"}));
+    assert!(refused.json().to_string().contains("did you mean"), "the closest name: {}", refused.json());
+}

@@ -152,6 +152,10 @@ const BOUNDED: &[(&str, &str)] = &[
     ("enable_toolset", "one toolset's tools"),
     ("get_dex_perf_fleet", "one entry per experience metric agents measure"),
     ("list_dex_perf_devices", "at most `limit` (500) devices ranked, and as many that cannot measure the metric"),
+    ("get_guardian_schemas", "the signals experience.yaml declares and the metrics agents measure"),
+    ("list_dex_signals", "one entry per signal experience.yaml declares"),
+    ("get_dex_signal_scope", "at most `limit` (500) devices"),
+    ("get_dex_signal_detail", "at most `limit` (500) occurrences and one entry per OS"),
 ];
 
 fn output_schema(meta: &toolgate_domain::catalogue::ToolMeta) -> Value {

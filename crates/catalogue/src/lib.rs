@@ -9,6 +9,7 @@ pub mod bless;
 pub mod check;
 pub mod deployment;
 pub mod diag;
+pub mod experience;
 pub mod instructions;
 pub mod load;
 pub mod model;
@@ -65,5 +66,7 @@ pub fn editor_schemas() -> Vec<(&'static str, String)> {
         ("deployment.schema.json", pretty(load::schema_of::<deployment::DeploymentFile>())),
     ];
     schemas.extend(instructions::editor_schemas().into_iter().map(|(name, schema)| (name, pretty(schema))));
+    let signals = load::schema_of::<toolgate_domain::fleet::signals::SignalsFile>();
+    schemas.push(("experience.schema.json", pretty(signals)));
     schemas
 }

@@ -1,18 +1,23 @@
 //! Experience reports (docs/experience.md): agents of protocol 5 are asked for them in their
-//! welcome when the hub keeps them, and send batches over report connections.
+//! welcome when the hub keeps them, and send batches over report connections; each batch is
+//! kept, then watched for the signals of experience.yaml.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::experience::{ExperienceReport, ExperienceSettings};
-use toolgate_store::{ExperienceStore, ExperienceSwept};
+use toolgate_domain::fleet::signals::SignalType;
+use toolgate_store::{ExperienceStore, ExperienceSwept, Observed};
 
 use crate::hub::Hub;
 
 impl Hub {
-    /// Keeps the experience agents report in `store`; without it agents are not asked.
-    pub fn with_experience(mut self, store: Arc<dyn ExperienceStore>) -> Self {
+    /// Keeps the experience agents report in `store` and watches it for `signals`
+    /// (experience.yaml); without a store agents are not asked.
+    pub fn with_experience(mut self, store: Arc<dyn ExperienceStore>, signals: Vec<SignalType>) -> Self {
         self.experience = Some(store);
+        self.signals = signals;
         self
     }
 
@@ -37,7 +42,21 @@ impl Hub {
         if report.samples.len() < before {
             tracing::info!(%agent_id, dropped = before - report.samples.len(), "experience samples older than raw samples are kept: not kept");
         }
-        store.save_experience(agent_id, &report, now).await
+        let added = store.save_experience(agent_id, &report, now).await?;
+        let batch: BTreeSet<&str> = report.samples.iter().flat_map(|s| s.values.keys().map(String::as_str)).collect();
+        for signal in self.signals.iter().filter(|s| batch.contains(s.metric.as_str())) {
+            let window = signal.samples.max(1) as usize;
+            let recent = store.recent_values(agent_id, &signal.metric, window).await?;
+            if let Some(observed) = observed(signal, &recent, window) {
+                store.observe(agent_id, &signal.name, observed).await?;
+            }
+        }
+        Ok(added)
+    }
+
+    /// The signals experience is watched for.
+    pub fn signals(&self) -> &[SignalType] {
+        &self.signals
     }
 
     /// Deletes what the retention no longer keeps (the server runs it every minute).
@@ -46,5 +65,52 @@ impl Hub {
             Some(store) => store.sweep_experience(self.clock().now_ms(), self.settings().experience_retention).await,
             None => Ok(ExperienceSwept::default()),
         }
+    }
+}
+
+/// What a device's newest values (newest first) say of `signal`: it holds when the `window`
+/// newest all meet it; it ended when the newest does not; nothing yet otherwise (too few
+/// samples, or it is on its way).
+fn observed(signal: &SignalType, recent: &[(i64, f64)], window: usize) -> Option<Observed> {
+    let (newest_ms, newest) = *recent.first()?;
+    if !signal.holds(newest) {
+        return Some(Observed::Ended { at_ms: newest_ms });
+    }
+    if recent.len() < window || !recent.iter().all(|(_, v)| signal.holds(*v)) {
+        return None;
+    }
+    let rising = signal.above.is_some();
+    let values = recent.iter().map(|(_, v)| *v);
+    let peak = if rising { values.fold(f64::MIN, f64::max) } else { values.fold(f64::MAX, f64::min) };
+    let started_ms = recent.last().map_or(newest_ms, |(at, _)| *at);
+    Some(Observed::Holding { started_ms, last_ms: newest_ms, peak, rising })
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_domain::fleet::signals::Severity;
+
+    use super::*;
+
+    #[test]
+    fn a_signal_fires_after_its_window_and_ends_at_the_first_sample_below() {
+        let signal = SignalType {
+            name: "cpu_high".into(),
+            title: "t".into(),
+            metric: "cpu_busy_pct".into(),
+            above: Some(90.0),
+            below: None,
+            samples: 3,
+            severity: Severity::Warning,
+            check_next: "c".into(),
+        };
+        assert_eq!(observed(&signal, &[(3, 95.0), (2, 99.0)], 3), None, "two samples are not three");
+        assert_eq!(observed(&signal, &[(3, 95.0), (2, 80.0), (1, 99.0)], 3), None);
+        assert_eq!(
+            observed(&signal, &[(3, 95.0), (2, 99.0), (1, 91.0)], 3),
+            Some(Observed::Holding { started_ms: 1, last_ms: 3, peak: 99.0, rising: true })
+        );
+        assert_eq!(observed(&signal, &[(4, 50.0), (3, 95.0)], 3), Some(Observed::Ended { at_ms: 4 }));
+        assert_eq!(observed(&signal, &[], 3), None);
     }
 }

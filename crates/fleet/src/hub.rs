@@ -136,6 +136,8 @@ pub struct Hub {
     pub(crate) kill_switches: RwLock<Arc<Vec<toolgate_domain::records::KillSwitch>>>,
     /// Where the experience agents report is kept (none: they are not asked for it).
     pub(crate) experience: Option<Arc<dyn toolgate_store::ExperienceStore>>,
+    /// The signals experience is watched for (experience.yaml).
+    pub(crate) signals: Vec<toolgate_domain::fleet::signals::SignalType>,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -214,6 +216,7 @@ impl Hub {
             plugin_config: None,
             kill_switches: RwLock::default(),
             experience: None,
+            signals: Vec::new(),
         })
     }
 

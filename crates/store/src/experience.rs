@@ -122,6 +122,27 @@ pub(crate) fn rollups(kept: &[(String, i64, f64)]) -> Vec<Rollup> {
     rolled.into_values().collect()
 }
 
+/// What a device's newest samples say of one signal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Observed {
+    /// It holds over its window: from the first of its samples to the newest, with the
+    /// furthest value past the threshold (the greatest when `rising`, else the least).
+    Holding { started_ms: i64, last_ms: i64, peak: f64, rising: bool },
+    /// The newest sample does not meet it.
+    Ended { at_ms: i64 },
+}
+
+/// One occurrence of a signal on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Occurrence {
+    pub agent_id: String,
+    pub signal: String,
+    pub started_ms: i64,
+    pub last_ms: i64,
+    pub ended_ms: Option<i64>,
+    pub peak: f64,
+}
+
 #[async_trait]
 pub trait ExperienceStore: Send + Sync {
     /// Keeps a report's samples (one already kept is kept once) and what it says of its
@@ -139,6 +160,14 @@ pub trait ExperienceStore: Send + Sync {
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>>;
+    /// One device's newest `n` values of `metric`, newest first.
+    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>>;
+    /// Records what the newest samples say of `signal`: an occurrence opened or carried on
+    /// while it holds, the open one ended when it stops.
+    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()>;
+    /// The occurrences on devices `reach` covers that held at or after `since_ms` (of
+    /// `signal` alone, when given), newest first.
+    async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>>;
     /// Deletes what is older than `retention` allows at `now_ms`.
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept>;
 }

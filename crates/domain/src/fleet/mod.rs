@@ -15,6 +15,7 @@ pub mod quarantine;
 pub mod rollout;
 pub mod run_order;
 pub mod scope;
+pub mod signals;
 pub mod signing;
 pub mod version;
 pub mod wire;

@@ -10,7 +10,8 @@ use toolgate_domain::groups::Reach;
 use super::confinement::{reach_agents, reach_param};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Resolution, Result, Retention, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
+    measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -178,6 +179,94 @@ impl ExperienceStore for PostgresStore {
         .await
     }
 
+    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>> {
+        pg(async {
+            let n = n as i64;
+            rows(
+                &*self.conn().await?,
+                "SELECT at_ms, value FROM experience_sample WHERE agent_id = $1 AND metric = $2 ORDER BY at_ms DESC LIMIT $3",
+                &[&agent_id, &metric, &n],
+            )
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+        })
+        .await
+    }
+
+    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()> {
+        pg(async {
+            let mut c = self.conn().await?;
+            let tx = c.transaction().await?;
+            match observed {
+                Observed::Holding { started_ms, last_ms, peak, rising } => {
+                    let furthest = if rising { "GREATEST(peak, $3)" } else { "LEAST(peak, $3)" };
+                    let carried = execute(
+                        &tx,
+                        &format!(
+                            "UPDATE experience_signal SET last_ms = GREATEST(last_ms, $4), peak = {furthest}
+                             WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL"
+                        ),
+                        &[&agent_id, &signal, &peak, &last_ms],
+                    )
+                    .await?;
+                    if carried == 0 {
+                        execute(
+                            &tx,
+                            "INSERT INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
+                             VALUES ($1, $2, $3, $4, NULL, $5) ON CONFLICT DO NOTHING",
+                            &[&agent_id, &signal, &started_ms, &last_ms, &peak],
+                        )
+                        .await?;
+                    }
+                }
+                Observed::Ended { at_ms } => {
+                    execute(
+                        &tx,
+                        "UPDATE experience_signal SET ended_ms = $3
+                         WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL AND last_ms < $3",
+                        &[&agent_id, &signal, &at_ms],
+                    )
+                    .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>> {
+        pg(async {
+            let groups = reach_param(reach);
+            let sql = format!(
+                "SELECT agent_id, signal, started_ms, last_ms, ended_ms, peak FROM experience_signal
+                 WHERE last_ms >= $1 AND ($2::text IS NULL OR signal = $2){} ORDER BY last_ms DESC, agent_id, signal",
+                confined("agent_id", &groups, 3)
+            );
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&since_ms, &signal];
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            rows(&*self.conn().await?, &sql, &values)
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(Occurrence {
+                        agent_id: r.try_get(0)?,
+                        signal: r.try_get(1)?,
+                        started_ms: r.try_get(2)?,
+                        last_ms: r.try_get(3)?,
+                        ended_ms: r.try_get(4)?,
+                        peak: r.try_get(5)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
         pg(async {
             let mut c = self.conn().await?;
@@ -186,6 +275,14 @@ impl ExperienceStore for PostgresStore {
                 execute(&tx, "DELETE FROM experience_sample WHERE at_ms < $1", &[&(now_ms - retention.raw_ms)]).await?;
             let rollup = "DELETE FROM experience_rollup WHERE span_ms = $1 AND start_ms + $1 <= $2";
             let hourly = execute(&tx, rollup, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
+            // An occurrence is kept as long as the hours it happened in.
+            let ended_before = now_ms - retention.hourly_ms;
+            execute(
+                &tx,
+                "DELETE FROM experience_signal WHERE ended_ms IS NOT NULL AND ended_ms < $1",
+                &[&ended_before],
+            )
+            .await?;
             let daily = execute(&tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
             tx.commit().await?;
             Ok(ExperienceSwept { raw, hourly, daily })

@@ -70,6 +70,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0022_token_toolsets", include_str!("../../migrations/postgres/0022_token_toolsets.sql")),
     ("0023_experience", include_str!("../../migrations/postgres/0023_experience.sql")),
     ("0024_experience_rollups", include_str!("../../migrations/postgres/0024_experience_rollups.sql")),
+    ("0025_experience_signals", include_str!("../../migrations/postgres/0025_experience_signals.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -11,7 +11,8 @@ use toolgate_domain::groups::Reach;
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Resolution, Result, Retention, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
+    measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -159,6 +160,80 @@ impl ExperienceStore for SqliteStore {
         .await
     }
 
+    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>> {
+        let (agent_id, metric) = (agent_id.to_string(), metric.to_string());
+        self.run(move |c| {
+            let mut statement = c.prepare_cached(
+                "SELECT at_ms, value FROM experience_sample WHERE agent_id = ?1 AND metric = ?2 ORDER BY at_ms DESC LIMIT ?3",
+            )?;
+            let rows = statement.query_map(params![agent_id, metric, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()
+        })
+        .await
+    }
+
+    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()> {
+        let (agent_id, signal) = (agent_id.to_string(), signal.to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            match observed {
+                Observed::Holding { started_ms, last_ms, peak, rising } => {
+                    let furthest = if rising { "max(peak, ?3)" } else { "min(peak, ?3)" };
+                    let carried = tx.execute(
+                        &format!(
+                            "UPDATE experience_signal SET last_ms = max(last_ms, ?4), peak = {furthest}
+                             WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL"
+                        ),
+                        params![agent_id, signal, peak, last_ms],
+                    )?;
+                    if carried == 0 {
+                        tx.execute(
+                            "INSERT OR IGNORE INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
+                             VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+                            params![agent_id, signal, started_ms, last_ms, peak],
+                        )?;
+                    }
+                }
+                Observed::Ended { at_ms } => {
+                    tx.execute(
+                        "UPDATE experience_signal SET ended_ms = ?3
+                         WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL AND last_ms < ?3",
+                        params![agent_id, signal, at_ms],
+                    )?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>> {
+        let (reach, signal) = (reach.clone(), signal.map(str::to_string));
+        self.run(move |c| {
+            let (condition, groups) = confined("agent_id", &reach, 3);
+            let mut values = vec![Sql::from(since_ms), Sql::from(signal)];
+            values.extend(groups);
+            let mut statement = c.prepare(&format!(
+                "SELECT agent_id, signal, started_ms, last_ms, ended_ms, peak FROM experience_signal
+                 WHERE last_ms >= ?1 AND (?2 IS NULL OR signal = ?2){condition}
+                 ORDER BY last_ms DESC, agent_id, signal"
+            ))?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                Ok(Occurrence {
+                    agent_id: r.get(0)?,
+                    signal: r.get(1)?,
+                    started_ms: r.get(2)?,
+                    last_ms: r.get(3)?,
+                    ended_ms: r.get(4)?,
+                    peak: r.get(5)?,
+                })
+            })?;
+            rows.collect::<rusqlite::Result<_>>()
+        })
+        .await
+    }
+
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -171,6 +246,11 @@ impl ExperienceStore for SqliteStore {
                 )
             };
             let hourly = rollup(crate::HOUR_MS, retention.hourly_ms)?;
+            // An occurrence is kept as long as the hours it happened in.
+            tx.execute(
+                "DELETE FROM experience_signal WHERE ended_ms IS NOT NULL AND ended_ms < ?1",
+                [now_ms - retention.hourly_ms],
+            )?;
             let daily = rollup(crate::DAY_MS, retention.daily_ms)?;
             tx.commit()?;
             Ok(ExperienceSwept { raw: raw as u64, hourly: hourly as u64, daily: daily as u64 })

@@ -70,6 +70,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0031_token_toolsets", include_str!("../../migrations/sqlite/0031_token_toolsets.sql")),
     ("0032_experience", include_str!("../../migrations/sqlite/0032_experience.sql")),
     ("0033_experience_rollups", include_str!("../../migrations/sqlite/0033_experience_rollups.sql")),
+    ("0034_experience_signals", include_str!("../../migrations/sqlite/0034_experience_signals.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use toolgate_domain::fleet::experience::{ExperienceReport, Measured, Sample};
 use toolgate_domain::groups::Reach;
-use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Repositories, Resolution, Retention};
+use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Observed, Repositories, Resolution, Retention};
 
 use crate::fleet_work::with_agents;
 
@@ -13,6 +13,7 @@ crate::matrix!(
     samples_are_kept_once_and_the_newest_read_back,
     experience_is_read_only_within_the_readers_reach,
     rollups_count_each_sample_once_and_each_resolution_is_kept_its_time,
+    a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -116,4 +117,44 @@ async fn rollups_count_each_sample_once_and_each_resolution_is_kept_its_time(r: 
     let elsewhere = Reach::Groups(vec![team.id].into());
     assert!(e.averages(&elsewhere, None, 0, Resolution::Raw).await.unwrap().is_empty());
     assert!(e.averages(&elsewhere, None, 0, Resolution::Hourly).await.unwrap().is_empty());
+}
+
+async fn a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let e = &r.experience;
+    let samples = report(&[
+        (0, &[("cpu_busy_pct", 91.0)]),
+        (1_000, &[("cpu_busy_pct", 97.0)]),
+        (2_000, &[("cpu_busy_pct", 40.0)]),
+    ]);
+    e.save_experience(&agents[0], &samples, T0).await.unwrap();
+    assert_eq!(e.recent_values(&agents[0], "cpu_busy_pct", 2).await.unwrap(), [(T0 + 2_000, 40.0), (T0 + 1_000, 97.0)]);
+    let holding = |started: i64, last: i64, peak: f64| Observed::Holding {
+        started_ms: T0 + started,
+        last_ms: T0 + last,
+        peak,
+        rising: true,
+    };
+    e.observe(&agents[0], "cpu_high", holding(0, 1_000, 97.0)).await.unwrap();
+    // Carried on: the same occurrence, its newest sample and peak moved on.
+    e.observe(&agents[0], "cpu_high", holding(500, 1_500, 93.0)).await.unwrap();
+    let open = e.occurrences(&Reach::Fleet, T0, None).await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!((open[0].started_ms, open[0].last_ms, open[0].peak, open[0].ended_ms), (T0, T0 + 1_500, 97.0, None));
+    e.observe(&agents[0], "cpu_high", Observed::Ended { at_ms: T0 + 2_000 }).await.unwrap();
+    // A new occurrence after the end is another row.
+    e.observe(&agents[0], "cpu_high", holding(5_000, 6_000, 95.0)).await.unwrap();
+    let both = e.occurrences(&Reach::Fleet, T0, Some("cpu_high")).await.unwrap();
+    assert_eq!(both.iter().map(|o| o.ended_ms).collect::<Vec<_>>(), [None, Some(T0 + 2_000)], "newest first");
+    assert!(e.occurrences(&Reach::Fleet, T0, Some("disk_nearly_full")).await.unwrap().is_empty());
+    assert!(e.occurrences(&Reach::Fleet, T0 + 7_000, None).await.unwrap().is_empty(), "none held since");
+
+    let team = crate::groups::top_group(&r, "Team").await;
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    assert!(e.occurrences(&reach, 0, None).await.unwrap().is_empty());
+    r.groups.add_member(&team.id, &agents[0]).await.unwrap().unwrap();
+    assert_eq!(e.occurrences(&reach, 0, None).await.unwrap().len(), 2);
+    // Ended occurrences go with the hours they happened in; an open one stays.
+    e.sweep_experience(T0 + 2_001 + 30 * DAY_MS, Retention::default()).await.unwrap();
+    assert_eq!(e.occurrences(&Reach::Fleet, 0, None).await.unwrap().len(), 1);
 }

@@ -1,0 +1,194 @@
+//! Experience signals (docs/experience.md, experience.yaml): what fired where and when. The
+//! occurrences come from the store, confined to the caller's reach in the query; devices are
+//! those the caller may see, unrevoked.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use toolgate_domain::fleet::experience::{METRICS, metric_named};
+use toolgate_domain::fleet::signals::{SignalType, occurrence_schema};
+use toolgate_domain::fleet::{AgentStatus, HostFacts};
+use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_policy::did_you_mean;
+use toolgate_store::{HOUR_MS, Occurrence};
+
+use super::confined;
+use crate::args;
+use crate::registry::SIGNALS;
+use crate::services::ToolContext;
+
+/// tools.yaml's defaults, when a call leaves them out.
+const DEFAULT_WINDOW: &str = "7d";
+const DEFAULT_SCOPE_LIMIT: i64 = 100;
+const DEFAULT_DETAIL_LIMIT: i64 = 50;
+
+/// The start of `window` (24h, 7d, 30d, all) before `now`.
+fn since(window: &str, now: i64) -> Result<i64, ToolError> {
+    match window {
+        "24h" => Ok(now - 24 * HOUR_MS),
+        "7d" => Ok(now - 7 * 24 * HOUR_MS),
+        "30d" => Ok(now - 30 * 24 * HOUR_MS),
+        "all" => Ok(0),
+        other => Err(ToolError::InvalidArguments(format!("window `{other}`: expected 24h, 7d, 30d or all"))),
+    }
+}
+
+/// The OS family of a device: its agents run on Linux today; Windows and macOS are named so
+/// that asking for them answers with no devices, not an error.
+fn family(facts: Option<&HostFacts>) -> &'static str {
+    match facts.map(|f| f.os_id.as_str()) {
+        Some("windows") => "windows",
+        Some("macos" | "darwin") => "macos",
+        _ => "linux",
+    }
+}
+
+/// The devices the caller may see, unrevoked: id → (hostname, OS as shown, family).
+async fn devices(ctx: &ToolContext) -> Result<BTreeMap<String, (String, String, &'static str)>, ToolError> {
+    let visible = confined::visible(ctx).await?;
+    Ok(ctx
+        .services()
+        .fleet()
+        .each(&visible, |view| {
+            (view.status != AgentStatus::Revoked).then(|| {
+                let facts = view.facts();
+                let hostname = facts.map_or("", |f| f.hostname.as_str()).to_string();
+                let os = facts.map_or("", |f| f.os_pretty_name.as_str()).to_string();
+                (view.agent_id.to_string(), (hostname, os, family(facts)))
+            })
+        })
+        .into_iter()
+        .collect())
+}
+
+/// The occurrences since `since_ms` on devices the caller sees in family `os` (or all).
+async fn occurrences(
+    ctx: &ToolContext,
+    since_ms: i64,
+    signal: Option<&str>,
+    os: &str,
+) -> Result<(Vec<Occurrence>, BTreeMap<String, (String, String, &'static str)>), ToolError> {
+    let seen = devices(ctx).await?;
+    let all = ctx.services().repositories().experience.occurrences(ctx.reach(), since_ms, signal).await?;
+    let kept = all
+        .into_iter()
+        .filter(|o| seen.get(&o.agent_id).is_some_and(|(_, _, f)| os == "all" || *f == os))
+        .collect();
+    Ok((kept, seen))
+}
+
+fn signal_named(name: &str) -> Result<&'static SignalType, ToolError> {
+    SIGNALS.signals.iter().find(|s| s.name == name).ok_or_else(|| {
+        let known = SIGNALS.signals.iter().map(|s| s.name.as_str());
+        ToolError::InvalidArguments(format!(
+            "no signal `{name}`: {} (get_guardian_schemas lists them)",
+            did_you_mean(name, known)
+        ))
+    })
+}
+
+pub async fn get_guardian_schemas(_ctx: &ToolContext, _args: args::GetGuardianSchemas) -> ToolResult {
+    let signals: Vec<Value> = SIGNALS
+        .signals
+        .iter()
+        .map(|s| {
+            let unit = metric_named(&s.metric).map_or("", |m| m.unit);
+            json!({
+                "obs_type": s.name, "title": s.title, "metric": s.metric, "unit": unit,
+                "condition": s.condition(), "samples": s.samples, "severity": s.severity.as_str(),
+                "check_next": s.check_next,
+            })
+        })
+        .collect();
+    let metrics: Vec<Value> =
+        METRICS.iter().map(|m| json!({"metric": m.name, "unit": m.unit, "description": m.description})).collect();
+    Ok(ToolOutput::Structured(json!({"signals": signals, "metrics": metrics, "occurrence_schema": occurrence_schema()})))
+}
+
+pub async fn list_dex_signals(ctx: &ToolContext, args: args::ListDexSignals) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let os = args.os.unwrap_or_else(|| "all".to_string());
+    let since_ms = since(&window, now)?;
+    let (found, _) = occurrences(ctx, since_ms, None, &os).await?;
+    let signals: Vec<Value> = SIGNALS
+        .signals
+        .iter()
+        .map(|s| {
+            let mine: Vec<&Occurrence> = found.iter().filter(|o| o.signal == s.name).collect();
+            let devices: BTreeSet<&str> = mine.iter().map(|o| o.agent_id.as_str()).collect();
+            json!({
+                "obs_type": s.name, "title": s.title, "severity": s.severity.as_str(),
+                "occurrences": mine.len(), "devices": devices.len(),
+                "active": mine.iter().filter(|o| o.ended_ms.is_none()).count(),
+            })
+        })
+        .collect();
+    let affected: BTreeSet<&str> = found.iter().map(|o| o.agent_id.as_str()).collect();
+    Ok(ToolOutput::Structured(json!({
+        "window": window, "os": os, "since_ms": since_ms, "signals": signals, "devices_with_signals": affected.len(),
+    })))
+}
+
+pub async fn get_dex_signal_scope(ctx: &ToolContext, args: args::GetDexSignalScope) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let since_ms = since(&window, now)?;
+    let limit = args.limit.unwrap_or(DEFAULT_SCOPE_LIMIT).max(1) as usize;
+    let (found, seen) = occurrences(ctx, since_ms, None, "all").await?;
+    let mut by_device: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
+    for o in &found {
+        let entry = by_device.entry(o.agent_id.as_str()).or_default();
+        entry.0.insert(o.signal.as_str());
+        if o.ended_ms.is_none() {
+            entry.1.insert(o.signal.as_str());
+        }
+    }
+    let count = by_device.len();
+    let devices: Vec<Value> = by_device
+        .into_iter()
+        .take(limit)
+        .map(|(agent_id, (signals, active))| {
+            let (hostname, os, _) = seen.get(agent_id).cloned().unwrap_or_default();
+            json!({"agent_id": agent_id, "hostname": hostname, "os": os, "signals": signals, "active": active})
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({"window": window, "since_ms": since_ms, "devices": devices, "count": count})))
+}
+
+pub async fn get_dex_signal_detail(ctx: &ToolContext, args: args::GetDexSignalDetail) -> ToolResult {
+    let signal = signal_named(&args.obs_type)?;
+    let now = ctx.services().clock().now_ms();
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let os = args.os.unwrap_or_else(|| "all".to_string());
+    let since_ms = since(&window, now)?;
+    let limit = args.limit.unwrap_or(DEFAULT_DETAIL_LIMIT).max(0) as usize;
+    let (found, seen) = occurrences(ctx, since_ms, Some(&signal.name), &os).await?;
+    let mut by_os: BTreeMap<String, (usize, BTreeSet<&str>)> = BTreeMap::new();
+    for o in &found {
+        let shown_os = seen.get(&o.agent_id).map_or(String::new(), |(_, os, _)| os.clone());
+        let entry = by_os.entry(shown_os).or_default();
+        entry.0 += 1;
+        entry.1.insert(o.agent_id.as_str());
+    }
+    let by_os: Vec<Value> = by_os
+        .into_iter()
+        .map(|(os, (occurrences, devices))| json!({"os": os, "occurrences": occurrences, "devices": devices.len()}))
+        .collect();
+    let occurrences: Vec<Value> = found
+        .iter()
+        .take(limit)
+        .map(|o| {
+            let (hostname, os, _) = seen.get(&o.agent_id).cloned().unwrap_or_default();
+            json!({
+                "agent_id": o.agent_id, "hostname": hostname, "os": os, "started_ms": o.started_ms,
+                "last_ms": o.last_ms, "ended_ms": o.ended_ms, "peak": (o.peak * 1000.0).round() / 1000.0,
+            })
+        })
+        .collect();
+    Ok(ToolOutput::Structured(json!({
+        "obs_type": signal.name, "title": signal.title, "severity": signal.severity.as_str(),
+        "condition": signal.condition(), "check_next": signal.check_next, "window": window, "since_ms": since_ms,
+        "by_os": by_os, "occurrences": occurrences, "count": found.len(),
+    })))
+}
