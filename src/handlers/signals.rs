@@ -145,12 +145,25 @@ pub async fn get_dex_signal_scope(ctx: &ToolContext, args: args::GetDexSignalSco
         }
     }
     let count = by_device.len();
+    let fullest: BTreeMap<String, Option<String>> = ctx
+        .services()
+        .repositories()
+        .experience
+        .device_experience(ctx.reach(), None)
+        .await?
+        .into_iter()
+        .map(|d| (d.agent_id, d.fullest_filesystem))
+        .collect();
     let devices: Vec<Value> = by_device
         .into_iter()
         .take(limit)
         .map(|(agent_id, (signals, active))| {
             let (hostname, os, _) = seen.get(agent_id).cloned().unwrap_or_default();
-            json!({"agent_id": agent_id, "hostname": hostname, "os": os, "signals": signals, "active": active})
+            let fullest = fullest.get(agent_id).cloned().flatten();
+            json!({
+                "agent_id": agent_id, "hostname": hostname, "os": os, "signals": signals, "active": active,
+                "fullest_filesystem": fullest,
+            })
         })
         .collect();
     Ok(ToolOutput::Structured(json!({"window": window, "since_ms": since_ms, "devices": devices, "count": count})))

@@ -53,6 +53,7 @@ mod signed_frames;
 mod streaming;
 mod tasks;
 mod testbed;
+mod testbed_experience;
 mod testbed_reads;
 mod tls;
 mod tokens_api;

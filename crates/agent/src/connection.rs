@@ -286,13 +286,14 @@ async fn session(
                 }
             }
             _ = heartbeat.tick() => {
-                if let Err(e) = send(&mut socket, &AgentMessage::Heartbeat).await {
-                    return Ok(Ended::Lost(e));
-                }
                 // The server's WebSocket answers a ping with its payload: the round trip.
                 let ping = Message::Ping(experience::now_us().to_le_bytes().to_vec().into());
-                if let Err(e) = socket.send(ping).await {
-                    return Ok(Ended::Lost(e.to_string()));
+                let sent = match send(&mut socket, &AgentMessage::Heartbeat).await {
+                    Ok(()) => socket.send(ping).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
+                    return last_word(&mut socket, e).await;
                 }
             }
             incoming = next_frame(&mut socket) => {
@@ -326,6 +327,18 @@ async fn session(
                 }
             }
         }
+    }
+}
+
+/// A write failed because the server closed the connection: what it said before closing
+/// (revoked, refused for good) decides, not the broken pipe that a write after it met.
+async fn last_word(socket: &mut Socket, broken: String) -> Result<Ended, AgentError> {
+    match tokio::time::timeout(Duration::from_millis(500), next_message(socket)).await {
+        Ok(Ok(ServerMessage::Revoked { message })) => Err(AgentError::Revoked(message)),
+        Ok(Ok(ServerMessage::Refused { code, message })) if code.is_permanent() => {
+            Err(AgentError::Refused { code, message })
+        }
+        _ => Ok(Ended::Lost(broken)),
     }
 }
 

@@ -7,6 +7,7 @@ mod cgroup;
 mod kept;
 mod procfs;
 mod sampler;
+mod systemd;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -108,16 +108,16 @@ pub fn tcp_retransmits(snmp: &str) -> Option<u64> {
     values.split_whitespace().nth(at)?.parse().ok()
 }
 
-/// The local filesystems of a mounts table (`/proc/self/mounts`): writable mount points whose
-/// type keeps files on a device, not the kernel's own (proc, sysfs, cgroup, tmpfs…). A
-/// read-only one (a squashfs image) is full by design, never a problem to report.
+/// The local filesystems of a mounts table (`/proc/self/mounts`): writable mount points that
+/// keep files, on a device or in memory (a full `/tmp` or `/run` tmpfs is as real a problem as
+/// a full disk), not the kernel's own views (proc, sysfs, cgroup, devtmpfs…). A read-only one
+/// (a squashfs image) is full by design, never a problem to report.
 pub fn local_mounts(mounts: &str) -> Vec<String> {
     const PSEUDO: &[&str] = &[
         "proc",
         "sysfs",
         "devtmpfs",
         "devpts",
-        "tmpfs",
         "cgroup",
         "cgroup2",
         "securityfs",
@@ -202,6 +202,6 @@ mod tests {
     #[test]
     fn local_mounts_leave_out_the_kernels_own() {
         let text = "proc /proc proc rw 0 0\n/dev/sda1 / ext4 rw 0 0\ntmpfs /run tmpfs rw 0 0\n/dev/loop0 /mnt/small\\040disk ext4 rw 0 0\n/dev/loop1 /snap/x squashfs ro 0 0\n/dev/sdb1 /srv xfs ro,noatime 0 0\n";
-        assert_eq!(local_mounts(text), ["/", "/mnt/small disk"]);
+        assert_eq!(local_mounts(text), ["/", "/run", "/mnt/small disk"]);
     }
 }

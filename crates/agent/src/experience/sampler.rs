@@ -137,6 +137,8 @@ impl Sampler {
         out.put("net_drops_per_s", net(|n| n.drops));
         out.put("tcp_retransmits_per_s", rate(now.retransmits, before.retransmits));
         out.put("heartbeat_rtt_ms", rtt_ms);
+        out.put("failed_units", super::systemd::failed_units());
+        out.put("boot_duration_ms", super::systemd::boot_duration_ms());
         (Sample { at_ms: now_ms, values: out.values, fullest_filesystem: out.fullest }, out.absent)
     }
 

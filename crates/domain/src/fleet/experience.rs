@@ -106,9 +106,9 @@ pub const METRICS: &[Metric] = &[
     metric(
         "disk_free_pct",
         "%",
-        "Free space on the fullest local filesystem (the sample names it).",
-        "statvfs of every local filesystem in /proc/self/mounts",
-        Ok("statvfs of every local filesystem in the container's own mounts"),
+        "Free space on the fullest writable filesystem, on disk or in memory (the sample names it).",
+        "statvfs of every writable filesystem in /proc/self/mounts",
+        Ok("statvfs of every writable filesystem in the container's own mounts"),
     ),
     metric("net_rx_bytes_per_s", "bytes/s", "Bytes received, over every interface but loopback.", NET_DEV, Ok(NET_NS)),
     metric("net_tx_bytes_per_s", "bytes/s", "Bytes sent, over every interface but loopback.", NET_DEV, Ok(NET_NS)),
@@ -127,6 +127,20 @@ pub const METRICS: &[Metric] = &[
         "Round trip of a ping to the server over the agent's connection.",
         "a WebSocket ping on the session",
         Ok("a WebSocket ping on the session"),
+    ),
+    metric(
+        "failed_units",
+        "units",
+        "systemd units in the failed state now.",
+        "systemctl list-units --state=failed",
+        Ok("the container's own systemd"),
+    ),
+    metric(
+        "boot_duration_ms",
+        "ms",
+        "How long the current boot took, by systemd's own timing.",
+        "systemd-analyze time, once per boot",
+        Ok("the container's own systemd (its userspace start)"),
     ),
 ];
 

@@ -1,0 +1,112 @@
+//! Endpoint experience on booted Debian hosts (the test bed, docs/testbed.md): agents installed
+//! from their package measure their own container (its cgroup, not the machine's), so a busy
+//! endpoint ranks first and raises the CPU signal alone, a unit that fails and a filesystem
+//! that fills up are signals on their host, and systemd's own timing gives each boot's
+//! duration.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common;
+use common::agents::{PATIENCE, output_schemas, structured};
+use common::start;
+use common::testbed::{Bed, Endpoint};
+
+fn endpoint<'a>(bed: &'a Bed, name: &str) -> &'a Endpoint {
+    bed.endpoints.iter().find(|e| e.name == name).unwrap()
+}
+
+/// Polls `probe` until it gives a value, for at most [`PATIENCE`].
+fn until<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let started = Instant::now();
+    loop {
+        match probe() {
+            Ok(found) => return found,
+            Err(last) if started.elapsed() > PATIENCE => panic!("{what}: not within {PATIENCE:?}; last: {last}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+fn occurrence_hosts(detail: &Value) -> Vec<String> {
+    detail["occurrences"].as_array().unwrap().iter().map(|o| o["hostname"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_busy_endpoint_ranks_first_and_a_failed_unit_is_a_signal_on_its_host() {
+    let s = start(&[
+        "--experience-sample-interval",
+        "1s",
+        "--experience-report-interval",
+        "1s",
+        "--agent-heartbeat-ms",
+        "200",
+        "--agent-missed-heartbeats",
+        "10",
+    ]);
+    let schemas = output_schemas(&s);
+    let (bed, _ids) = Bed::enrolled(&s, &["exp-a", "exp-b"]);
+    let (a, b) = (endpoint(&bed, "exp-a"), endpoint(&bed, "exp-b"));
+    // What the image itself may have failed at boot (docs/testbed.md) is not what this checks.
+    for e in [a, b] {
+        e.run(&["systemctl", "reset-failed"]);
+    }
+
+    // Both measure their container, with the boot's duration by systemd's timing.
+    until("both endpoints measured as containers, with their boot time", || {
+        let fleet = structured(&s, &schemas, "get_dex_perf_fleet", json!({"window": "1h"}));
+        let boot = fleet["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "boot_duration_ms").cloned();
+        let booted = boot.as_ref().is_some_and(|m| m["devices"] == 2 && m["p50"].as_f64().is_some_and(|v| v > 0.0));
+        (fleet["devices"]["measured_cgroup"] == 2 && booted).then_some(()).ok_or_else(|| fleet.to_string())
+    });
+
+    // One busy loop per CPU the endpoint may use, as units of its own systemd (in its cgroup).
+    let cpus: usize = a.run(&["nproc"]).trim().parse().unwrap();
+    let burners: Vec<String> = (0..cpus).map(|i| format!("burner-{i}")).collect();
+    for unit in &burners {
+        a.run(&["systemd-run", &format!("--unit={unit}"), "sh", "-c", "while :; do :; done"]);
+    }
+    let fired = until("the CPU signal on the busy endpoint", || {
+        let detail = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "cpu_sustained_high"}));
+        (!occurrence_hosts(&detail).is_empty()).then_some(detail.clone()).ok_or_else(|| detail.to_string())
+    });
+    assert_eq!(occurrence_hosts(&fired), ["exp-a"], "only the busy endpoint: {fired}");
+    let ranked = structured(&s, &schemas, "list_dex_perf_devices", json!({"metric": "cpu", "window_minutes": 1}));
+    assert_eq!(ranked["devices"][0]["hostname"], "exp-a", "{ranked}");
+    assert_eq!(ranked["devices"][1]["hostname"], "exp-b", "{ranked}");
+    assert!(ranked["devices"][0]["average"].as_f64() > ranked["devices"][1]["average"].as_f64(), "{ranked}");
+    let mut stop = vec!["systemctl", "stop"];
+    stop.extend(burners.iter().map(String::as_str));
+    a.run(&stop);
+
+    // A unit that fails stays failed: the signal is on its host only.
+    let _ = b.exec(&["systemd-run", "--unit=doomed", "--wait", "false"]);
+    let failed = until("the failed-unit signal", || {
+        let detail = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "failed_unit"}));
+        occurrence_hosts(&detail)
+            .contains(&"exp-b".to_string())
+            .then_some(detail.clone())
+            .ok_or_else(|| detail.to_string())
+    });
+    assert!(!occurrence_hosts(&failed).contains(&"exp-a".to_string()), "{failed}");
+
+    // A small filesystem filled up on one endpoint: disk nearly full there, naming it.
+    b.run(&["mkdir", "-p", "/mnt/small"]);
+    b.run(&["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", "/mnt/small"]);
+    b.run(&["sh", "-c", "head -c 3900000 /dev/zero > /mnt/small/fill"]);
+    let full = until("disk nearly full", || {
+        let detail = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "disk_nearly_full"}));
+        occurrence_hosts(&detail)
+            .contains(&"exp-b".to_string())
+            .then_some(detail.clone())
+            .ok_or_else(|| detail.to_string())
+    });
+    assert!(full["occurrences"][0]["peak"].as_f64() < Some(10.0), "{full}");
+    let scope = structured(&s, &schemas, "get_dex_signal_scope", json!({}));
+    let b_signals = scope["devices"].as_array().unwrap().iter().find(|d| d["hostname"] == "exp-b").unwrap();
+    assert_eq!(b_signals["fullest_filesystem"], "/mnt/small", "{scope}");
+    for signal in ["failed_unit", "disk_nearly_full"] {
+        assert!(b_signals["active"].as_array().unwrap().contains(&json!(signal)), "{signal}: {scope}");
+    }
+}
