@@ -14,6 +14,9 @@ use toolgate_store::{DeviceExperience, SQLITE_FILE_NAME, SqliteStore};
 
 const SAMPLED: &[&str] =
     &["--experience-sample-interval", "1s", "--experience-report-interval", "2s", "--agent-heartbeat-ms", "200"];
+/// A sample and a report every second: the tests that wait on what agents measured.
+pub(crate) const EVERY_SECOND: &[&str] =
+    &["--experience-sample-interval", "1s", "--experience-report-interval", "1s", "--agent-heartbeat-ms", "200"];
 
 /// The newest experience of every device, read from the server's own store.
 fn devices(data_dir: &std::path::Path) -> Vec<DeviceExperience> {
@@ -60,14 +63,7 @@ fn an_agent_samples_its_host_and_the_server_keeps_every_metric_or_why_not() {
 /// reporting is listed as such once its samples are late.
 #[test]
 fn the_fleet_and_its_devices_are_told_from_their_samples() {
-    let s = start(&[
-        "--experience-sample-interval",
-        "1s",
-        "--experience-report-interval",
-        "1s",
-        "--agent-heartbeat-ms",
-        "200",
-    ]);
+    let s = start(EVERY_SECOND);
     let schemas = output_schemas(&s);
     let token = mint(&s, &[]);
     let states = tempfile::tempdir().unwrap();

@@ -35,16 +35,7 @@ fn occurrence_hosts(detail: &Value) -> Vec<String> {
 
 #[test]
 fn a_busy_endpoint_ranks_first_and_a_failed_unit_is_a_signal_on_its_host() {
-    let s = start(&[
-        "--experience-sample-interval",
-        "1s",
-        "--experience-report-interval",
-        "1s",
-        "--agent-heartbeat-ms",
-        "200",
-        "--agent-missed-heartbeats",
-        "10",
-    ]);
+    let s = start(&[super::experience::EVERY_SECOND, &["--agent-missed-heartbeats", "10"]].concat());
     let schemas = output_schemas(&s);
     let (bed, _ids) = Bed::enrolled(&s, &["exp-a", "exp-b"]);
     let (a, b) = (endpoint(&bed, "exp-a"), endpoint(&bed, "exp-b"));

@@ -27,6 +27,14 @@ pub struct DeviceExperience {
     pub latest: BTreeMap<String, (i64, f64)>,
 }
 
+/// Files the newest `value` of `metric` under its device in `devices` (in agent order, as
+/// both backends read them); a value of a device not there is dropped.
+pub(crate) fn file_latest(devices: &mut [DeviceExperience], agent_id: &str, metric: String, at_ms: i64, value: f64) {
+    if let Ok(at) = devices.binary_search_by(|d| d.agent_id.as_str().cmp(agent_id)) {
+        devices[at].latest.insert(metric, (at_ms, value));
+    }
+}
+
 /// Where averages are read from: raw samples (the last day), or hourly or daily rollups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resolution {

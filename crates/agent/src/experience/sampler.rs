@@ -87,7 +87,9 @@ impl Sampler {
             Some(cgroup) => {
                 // Microseconds of CPU per second, against every allowed CPU's second.
                 let used = rate(now.cgroup_cpu_us, before.cgroup_cpu_us);
-                out.put("cpu_busy_pct", used.map(|us_per_s| us_per_s / (1e6 * self.cpus) * 100.0));
+                // At most every CPU busy: a counter read a few ms after its timestamp would
+                // otherwise say 100.1% of a fully busy second.
+                out.put("cpu_busy_pct", used.map(|us_per_s| (us_per_s / (1e6 * self.cpus) * 100.0).min(100.0)));
                 let meminfo = std::fs::read_to_string("/proc/meminfo").map(|t| procfs::meminfo(&t)).unwrap_or_default();
                 match cgroup.memory() {
                     Ok((used, Some(limit))) => {

@@ -11,7 +11,7 @@ use super::confinement::{reach_agents, reach_param};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
-    measured_name, rollups,
+    file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -121,9 +121,7 @@ impl ExperienceStore for PostgresStore {
             );
             for r in rows(&*c, &sql, &values).await? {
                 let agent: String = r.try_get(0)?;
-                if let Ok(at) = devices.binary_search_by(|d| d.agent_id.as_str().cmp(&agent)) {
-                    devices[at].latest.insert(r.try_get(1)?, (r.try_get(2)?, r.try_get(3)?));
-                }
+                file_latest(&mut devices, &agent, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
             }
             Ok(devices)
         })

@@ -12,7 +12,7 @@ use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
-    measured_name, rollups,
+    file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -103,9 +103,7 @@ impl ExperienceStore for SqliteStore {
             let mut rows = newest.query(rusqlite::params_from_iter(values.iter()))?;
             while let Some(r) = rows.next()? {
                 let agent: String = r.get(0)?;
-                if let Ok(at) = devices.binary_search_by(|d| d.agent_id.as_str().cmp(&agent)) {
-                    devices[at].latest.insert(r.get(1)?, (r.get(2)?, r.get(3)?));
-                }
+                file_latest(&mut devices, &agent, r.get(1)?, r.get(2)?, r.get(3)?);
             }
             Ok(devices)
         })
