@@ -5,6 +5,7 @@
 pub mod author;
 pub mod ca;
 pub mod console;
+mod declared;
 pub mod engines;
 pub mod fleet;
 pub mod groups;
