@@ -12,6 +12,7 @@ mod compliance;
 mod connection;
 mod delivery;
 pub mod experience;
+mod frames;
 pub mod isolation;
 pub mod journal;
 pub mod plugins;

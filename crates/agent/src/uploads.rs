@@ -11,7 +11,8 @@ use tokio::runtime::Handle;
 use tokio_tungstenite::tungstenite::Message;
 use toolgate_domain::fleet::wire::{AgentMessage, Purpose, ServerMessage, UploadEnd};
 
-use crate::connection::{Socket, hello, next_message, open, send};
+use crate::connection::{Socket, hello, open, send};
+use crate::frames::next_message;
 use crate::plugins::upload::{UploadChannel, UploadSink};
 use crate::servers::Servers;
 use crate::state::Identity;
