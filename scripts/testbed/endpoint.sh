@@ -57,10 +57,13 @@ run)
     [ -f "$hierarchy/cgroup.procs" ] && [ -w "$hierarchy" ] || continue
     mkdir -p "$hierarchy/$own" 2>/dev/null && cgroups+=("$hierarchy/$own")
   done
+  # CAP_SYS_PACCT: the agent counts process exits and crashes with the container's own process
+  # accounting, as an administrator would let it (docs/experience.md, "Process exits").
   while true; do
     # Only nspawn goes in (not this shell): a cgroup v2 parent must hold no process of its own.
     DIR="$dir" NAME="$name" sh -c 'for c in "$@"; do echo $$ >"$c/cgroup.procs" 2>/dev/null || true; done; exec "$0" --quiet \
-      --directory="$DIR/root" --machine="$NAME" --boot --register=no --keep-unit --console=read-only' \
+      --directory="$DIR/root" --machine="$NAME" --boot --register=no --keep-unit --console=read-only \
+      --capability=CAP_SYS_PACCT' \
       "$(command -v systemd-nspawn)" "${cgroups[@]}" >>"$dir/console.log" 2>&1 &
     spawn=$!
     echo "$spawn" >"$dir/nspawn.pid"

@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
-use toolgate_domain::fleet::experience::{METRICS, metric_named};
+use toolgate_domain::fleet::experience::{APP_METRICS, METRICS, metric_named};
 use toolgate_domain::fleet::signals::{SignalType, occurrence_schema};
 use toolgate_domain::fleet::{AgentStatus, HostFacts};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
-use toolgate_store::{HOUR_MS, Occurrence};
+use toolgate_store::{AppValue, DAY_MS, HOUR_MS, Occurrence, Resolution};
 
 use super::confined;
 use crate::args;
@@ -188,15 +188,21 @@ pub async fn get_dex_signal_detail(ctx: &ToolContext, args: args::GetDexSignalDe
         .into_iter()
         .map(|(os, (occurrences, devices))| json!({"os": os, "occurrences": occurrences, "devices": devices.len()}))
         .collect();
-    let occurrences: Vec<Value> = found
+    let shown = &found[..limit.min(found.len())];
+    let programs = programs_behind(ctx, &signal.metric, shown, now).await?;
+    let occurrences: Vec<Value> = shown
         .iter()
-        .take(limit)
-        .map(|o| {
+        .zip(programs)
+        .map(|(o, programs)| {
             let (hostname, os, _) = seen.get(&o.agent_id).cloned().unwrap_or_default();
-            json!({
+            let mut one = json!({
                 "agent_id": o.agent_id, "hostname": hostname, "os": os, "started_ms": o.started_ms,
                 "last_ms": o.last_ms, "ended_ms": o.ended_ms, "peak": (o.peak * 1000.0).round() / 1000.0,
-            })
+            });
+            if let Some(programs) = programs {
+                one["programs"] = programs;
+            }
+            one
         })
         .collect();
     Ok(ToolOutput::Structured(json!({
@@ -204,4 +210,52 @@ pub async fn get_dex_signal_detail(ctx: &ToolContext, args: args::GetDexSignalDe
         "condition": signal.condition(), "check_next": signal.check_next, "window": window, "since_ms": since_ms,
         "by_os": by_os, "occurrences": occurrences, "count": found.len(),
     })))
+}
+
+/// For a signal on a metric counted per program too (APP_METRICS' `explains`): per occurrence,
+/// the programs counted on its device from its first sample to its newest, most first. Raw
+/// samples for occurrences of the last day, else the hours they fell in.
+async fn programs_behind(
+    ctx: &ToolContext,
+    metric: &str,
+    shown: &[Occurrence],
+    now: i64,
+) -> Result<Vec<Option<Value>>, ToolError> {
+    let Some(per_program) = APP_METRICS.iter().find(|m| m.explains == Some(metric)) else {
+        return Ok(vec![None; shown.len()]);
+    };
+    let recent = |o: &Occurrence| o.started_ms >= now - DAY_MS;
+    let store = &ctx.services().repositories().experience;
+    let read = |resolution, wanted: Vec<&Occurrence>| {
+        let since = wanted.iter().map(|o| o.started_ms - o.started_ms.rem_euclid(HOUR_MS)).min();
+        async move {
+            match since {
+                Some(since) => store.app_values(ctx.reach(), per_program.name, since, resolution).await,
+                None => Ok(Vec::new()),
+            }
+        }
+    };
+    let raw = read(Resolution::Raw, shown.iter().filter(|o| recent(o)).collect()).await?;
+    let hourly = read(Resolution::Hourly, shown.iter().filter(|o| !recent(o)).collect()).await?;
+    Ok(shown
+        .iter()
+        .map(|o| {
+            let (values, from) = match recent(o) {
+                true => (&raw, o.started_ms),
+                false => (&hourly, o.started_ms - o.started_ms.rem_euclid(HOUR_MS)),
+            };
+            Some(counted_programs(values, &o.agent_id, from, o.last_ms))
+        })
+        .collect())
+}
+
+/// The programs of `agent_id` counted from `from` to `to` (both included), most first.
+fn counted_programs(values: &[AppValue], agent_id: &str, from: i64, to: i64) -> Value {
+    let mut counts: BTreeMap<&str, f64> = BTreeMap::new();
+    for v in values.iter().filter(|v| v.agent_id == agent_id && (from..=to).contains(&v.at_ms)) {
+        *counts.entry(v.app.as_str()).or_default() += v.value;
+    }
+    let mut ranked: Vec<(&str, f64)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    ranked.into_iter().map(|(name, count)| json!({"name": name, "count": count as i64})).collect()
 }

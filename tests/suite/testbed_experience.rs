@@ -1,8 +1,8 @@
 //! Endpoint experience on booted Debian hosts (the test bed, docs/testbed.md): agents installed
 //! from their package measure their own container (its cgroup, not the machine's), so a busy
-//! endpoint ranks first and raises the CPU signal alone, a unit that fails and a filesystem
-//! that fills up are signals on their host, and systemd's own timing gives each boot's
-//! duration.
+//! endpoint ranks first and raises the CPU signal alone, a program killed by a signal is a
+//! crash named on its host, a unit that fails and a filesystem that fills up are signals on
+//! their host, and systemd's own timing gives each boot's duration.
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,23 @@ fn a_busy_endpoint_ranks_first_and_a_failed_unit_is_a_signal_on_its_host() {
     stop.extend(burners.iter().map(String::as_str));
     a.run(&stop);
 
+    // A program killed by SIGSEGV is a crash of that program, on that host: the container's
+    // process accounting saw it end.
+    a.run(&[
+        "sh",
+        "-c",
+        "cp /bin/sleep /usr/local/bin/flaky-app; /usr/local/bin/flaky-app 300 & sleep 0.5; kill -SEGV $!; wait $!; true",
+    ]);
+    let crashed = until("the crash signal naming the program", || {
+        let detail = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "app_crash"}));
+        let on_a = detail["occurrences"].as_array().unwrap().iter().find(|o| o["hostname"] == "exp-a").cloned();
+        let named = on_a.is_some_and(|o| {
+            o["programs"].as_array().is_some_and(|p| p.contains(&json!({"name": "flaky-app", "count": 1})))
+        });
+        named.then_some(detail.clone()).ok_or_else(|| detail.to_string())
+    });
+    assert_eq!(crashed["severity"], "warning", "{crashed}");
+
     // A unit that fails stays failed: the signal is on its host only.
     let _ = b.exec(&["systemd-run", "--unit=doomed", "--wait", "false"]);
     let failed = until("the failed-unit signal", || {
@@ -86,17 +103,21 @@ fn a_busy_endpoint_ranks_first_and_a_failed_unit_is_a_signal_on_its_host() {
     b.run(&["mkdir", "-p", "/mnt/small"]);
     b.run(&["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", "/mnt/small"]);
     b.run(&["sh", "-c", "head -c 3900000 /dev/zero > /mnt/small/fill"]);
-    let full = until("disk nearly full", || {
-        let detail = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "disk_nearly_full"}));
-        occurrence_hosts(&detail)
-            .contains(&"exp-b".to_string())
-            .then_some(detail.clone())
-            .ok_or_else(|| detail.to_string())
+    // (The endpoints' `/` is the build machine's disk, which may itself be nearly full: wait
+    // for the sample that names the small one.)
+    let scope = until("disk nearly full, naming the small filesystem", || {
+        let scope = structured(&s, &schemas, "get_dex_signal_scope", json!({}));
+        let named = scope["devices"].as_array().unwrap().iter().any(|d| {
+            d["hostname"] == "exp-b"
+                && d["fullest_filesystem"] == "/mnt/small"
+                && d["active"].as_array().unwrap().contains(&json!("disk_nearly_full"))
+        });
+        named.then_some(scope.clone()).ok_or_else(|| scope.to_string())
     });
-    assert!(full["occurrences"][0]["peak"].as_f64() < Some(10.0), "{full}");
-    let scope = structured(&s, &schemas, "get_dex_signal_scope", json!({}));
+    let full = structured(&s, &schemas, "get_dex_signal_detail", json!({"obs_type": "disk_nearly_full"}));
+    let on_b = full["occurrences"].as_array().unwrap().iter().find(|o| o["hostname"] == "exp-b").unwrap();
+    assert!(on_b["peak"].as_f64() < Some(10.0), "{full}");
     let b_signals = scope["devices"].as_array().unwrap().iter().find(|d| d["hostname"] == "exp-b").unwrap();
-    assert_eq!(b_signals["fullest_filesystem"], "/mnt/small", "{scope}");
     for signal in ["failed_unit", "disk_nearly_full"] {
         assert!(b_signals["active"].as_array().unwrap().contains(&json!(signal)), "{signal}: {scope}");
     }

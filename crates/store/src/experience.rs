@@ -93,10 +93,10 @@ pub struct ExperienceSwept {
     pub daily: u64,
 }
 
-/// One rollup row's worth of new samples.
+/// One rollup row's worth of new samples of what `key` names (a metric, or a program's metric).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Rollup {
-    pub metric: String,
+pub(crate) struct Rollup<K> {
+    pub key: K,
     pub span_ms: i64,
     pub start_ms: i64,
     pub count: i64,
@@ -107,13 +107,13 @@ pub(crate) struct Rollup {
 
 /// The hourly and daily rollups of samples just kept (never of one kept before: a batch sent
 /// again adds nothing).
-pub(crate) fn rollups(kept: &[(String, i64, f64)]) -> Vec<Rollup> {
-    let mut rolled: BTreeMap<(String, i64, i64), Rollup> = BTreeMap::new();
-    for (metric, at_ms, value) in kept {
+pub(crate) fn rollups<K: Clone + Ord>(kept: &[(K, i64, f64)]) -> Vec<Rollup<K>> {
+    let mut rolled: BTreeMap<(K, i64, i64), Rollup<K>> = BTreeMap::new();
+    for (key, at_ms, value) in kept {
         for span_ms in [HOUR_MS, DAY_MS] {
             let start_ms = at_ms - at_ms.rem_euclid(span_ms);
-            let entry = rolled.entry((metric.clone(), span_ms, start_ms)).or_insert(Rollup {
-                metric: metric.clone(),
+            let entry = rolled.entry((key.clone(), span_ms, start_ms)).or_insert(Rollup {
+                key: key.clone(),
                 span_ms,
                 start_ms,
                 count: 0,
@@ -128,6 +128,29 @@ pub(crate) fn rollups(kept: &[(String, i64, f64)]) -> Vec<Rollup> {
         }
     }
     rolled.into_values().collect()
+}
+
+/// One program's count on one device: of a sample (raw), or summed over an hour or a day
+/// (then `at_ms` is the span's start).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppValue {
+    pub agent_id: String,
+    pub app: String,
+    pub at_ms: i64,
+    pub value: f64,
+}
+
+/// A report's per-program counts, one row each: (app, metric, at_ms, value).
+pub(crate) fn app_rows(report: &ExperienceReport) -> Vec<(String, String, i64, f64)> {
+    let mut rows = Vec::new();
+    for sample in &report.samples {
+        for (app, counts) in &sample.apps {
+            for (metric, value) in counts {
+                rows.push((app.clone(), metric.clone(), sample.at_ms, *value));
+            }
+        }
+    }
+    rows
 }
 
 /// What a device's newest samples say of one signal.
@@ -176,6 +199,16 @@ pub trait ExperienceStore: Send + Sync {
     /// The occurrences on devices `reach` covers that held at or after `since_ms` (of
     /// `signal` alone, when given), newest first.
     async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>>;
+    /// Per device `reach` covers and program: its `metric` (a per-program metric) since
+    /// `since_ms`, each sample's (raw) or summed per hour or day, in agent, program and time
+    /// order.
+    async fn app_values(
+        &self,
+        reach: &Reach,
+        metric: &str,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<AppValue>>;
     /// Deletes what is older than `retention` allows at `now_ms`.
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept>;
 }

@@ -88,7 +88,12 @@ mod tests {
     use super::*;
 
     fn sample(at_ms: i64) -> Sample {
-        Sample { at_ms, values: BTreeMap::from([("load_1".to_string(), 0.5)]), fullest_filesystem: None }
+        Sample {
+            at_ms,
+            values: BTreeMap::from([("load_1".to_string(), 0.5)]),
+            fullest_filesystem: None,
+            apps: BTreeMap::new(),
+        }
     }
 
     #[test]

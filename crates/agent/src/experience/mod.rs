@@ -4,6 +4,7 @@
 //! report connections. Sampling goes on while the server is away.
 
 mod cgroup;
+mod exits;
 mod kept;
 mod procfs;
 mod sampler;
@@ -19,6 +20,7 @@ use toolgate_domain::fleet::experience::{ExperienceReport, ExperienceSettings, M
 use toolgate_domain::fleet::wire::AgentMessage;
 
 pub use cgroup::Cgroup;
+pub use exits::ProcessExits;
 pub use kept::Kept;
 pub use sampler::{Absent, Sampler};
 
@@ -128,7 +130,7 @@ pub async fn run(
     }
     let kept = Arc::new(Mutex::new(Kept::load(&state_dir)));
     let latest = Arc::new(Mutex::new(None));
-    let sampling = sample(experience.clone(), measure, kept.clone(), latest.clone());
+    let sampling = sample(experience.clone(), measure, state_dir, kept.clone(), latest.clone());
     let reporting = report(experience, servers, kept, latest, max_wait_ms);
     tokio::select! {
         () = sampling => {}
@@ -141,13 +143,33 @@ type Shared<T> = Arc<Mutex<T>>;
 /// What the newest sample measured, and what it could not: what a report says of its batch.
 type Latest = Shared<Option<(Measured, Absent)>>;
 
-async fn sample(experience: Arc<Experience>, measure: Measure, kept: Shared<Kept>, latest: Latest) {
+/// The sampler, and the watch on process exits that adds to its samples.
+struct Measuring {
+    sampler: Sampler,
+    exits: Arc<ProcessExits>,
+}
+
+impl Measuring {
+    fn start(measure: Measure, state_dir: &Path) -> Measuring {
+        Measuring { sampler: self::sampler(measure), exits: ProcessExits::watch(state_dir) }
+    }
+}
+
+impl Drop for Measuring {
+    fn drop(&mut self) {
+        self.exits.stop();
+    }
+}
+
+async fn sample(experience: Arc<Experience>, measure: Measure, state_dir: PathBuf, kept: Shared<Kept>, latest: Latest) {
     let mut asked = experience.settings.subscribe();
-    let sampler = Arc::new(Mutex::new(None::<Sampler>));
+    let sampler = Arc::new(Mutex::new(None::<Measuring>));
+    let state_dir = Arc::new(state_dir);
     loop {
         // Made (its counters read) once asked, so that the first sample covers an interval.
         if asked.borrow().is_some() && sampler.lock().is_ok_and(|s| s.is_none()) {
-            let made = tokio::task::spawn_blocking(move || self::sampler(measure)).await;
+            let dir = state_dir.clone();
+            let made = tokio::task::spawn_blocking(move || Measuring::start(measure, &dir)).await;
             match (made, sampler.lock()) {
                 (Ok(made), Ok(mut slot)) => *slot = Some(made),
                 _ => tracing::error!("experience: the sampler could not be made"),
@@ -163,13 +185,14 @@ async fn sample(experience: Arc<Experience>, measure: Measure, kept: Shared<Kept
         };
         tokio::time::sleep(Duration::from_millis(interval)).await;
         let rtt = experience.rtt(2 * interval as i64);
-        let (sampler, kept, latest) = (sampler.clone(), kept.clone(), latest.clone());
+        let (sampler, kept, latest, dir) = (sampler.clone(), kept.clone(), latest.clone(), state_dir.clone());
         let taken = tokio::task::spawn_blocking(move || {
             let mut sampler = sampler.lock().map_err(|_| "the sampler panicked before".to_string())?;
-            let sampler = sampler.get_or_insert_with(|| self::sampler(measure));
-            let (one, missing) = sampler.sample(now_ms(), rtt);
+            let measuring = sampler.get_or_insert_with(|| Measuring::start(measure, &dir));
+            let (mut one, mut missing) = measuring.sampler.sample(now_ms(), rtt);
+            measuring.exits.add_to(&mut one, &mut missing);
             if let Ok(mut latest) = latest.lock() {
-                *latest = Some((sampler.measured(), missing));
+                *latest = Some((measuring.sampler.measured(), missing));
             }
             let mut kept = kept.lock().map_err(|_| "the kept samples were poisoned".to_string())?;
             kept.push(one).map_err(|e| format!("cannot keep a sample in {}: {e}", kept.path().display()))

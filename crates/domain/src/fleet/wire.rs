@@ -46,8 +46,9 @@ pub const AGENT_PATH: &str = "/agent/v1";
 /// may be a plan, a change may carry its approved plan's digest, and a step may end
 /// `plan_changed` (an older agent is never sent either: the server refuses that target). 5: the
 /// welcome says how to measure the endpoint's experience, and the agent reports it
-/// ([`AgentMessage::Experience`]); an older agent is not asked.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// ([`AgentMessage::Experience`]); an older agent is not asked. 6: a sample may count process
+/// exits and crashes per program (`apps`, and the metric `app_crashes`).
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
 /// quarantine state (the server refuses to send a quarantined agent a change whatever its
 /// protocol, so it is safe, only told later).

@@ -8,14 +8,15 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
+use super::experience_apps::{app_values, save_apps, sweep_apps};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
-    file_latest, measured_name, rollups,
+    AppValue, Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result,
+    Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
-fn confined(column: &str, groups: &Option<Vec<String>>, n: usize) -> String {
+pub(super) fn confined(column: &str, groups: &Option<Vec<String>>, n: usize) -> String {
     match groups {
         Some(_) => format!(" AND {column} IN ({})", reach_agents(n)),
         None => String::new(),
@@ -51,7 +52,7 @@ impl ExperienceStore for PostgresStore {
             .collect::<Pg<_>>()?;
             let rolled = rollups(&kept);
             let columns = (
-                rolled.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
+                rolled.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
                 rolled.iter().map(|r| r.span_ms).collect::<Vec<_>>(),
                 rolled.iter().map(|r| r.start_ms).collect::<Vec<_>>(),
                 rolled.iter().map(|r| r.count).collect::<Vec<_>>(),
@@ -68,6 +69,7 @@ impl ExperienceStore for PostgresStore {
                 &[&agent_id, &columns.0, &columns.1, &columns.2, &columns.3, &columns.4, &columns.5, &columns.6],
             )
             .await?;
+            save_apps(&tx, agent_id, report).await?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -265,6 +267,16 @@ impl ExperienceStore for PostgresStore {
         .await
     }
 
+    async fn app_values(
+        &self,
+        reach: &Reach,
+        metric: &str,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<AppValue>> {
+        pg(async { app_values(&*self.conn().await?, reach, metric, since_ms, resolution).await }).await
+    }
+
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
         pg(async {
             let mut c = self.conn().await?;
@@ -282,8 +294,9 @@ impl ExperienceStore for PostgresStore {
             )
             .await?;
             let daily = execute(&tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
+            let apps = sweep_apps(&tx, now_ms, retention).await?;
             tx.commit().await?;
-            Ok(ExperienceSwept { raw, hourly, daily })
+            Ok(ExperienceSwept { raw: raw + apps.0, hourly: hourly + apps.1, daily: daily + apps.2 })
         })
         .await
     }

@@ -16,6 +16,7 @@ mod credentials;
 mod engines;
 mod executions;
 mod experience;
+mod experience_apps;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -71,6 +72,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0023_experience", include_str!("../../migrations/postgres/0023_experience.sql")),
     ("0024_experience_rollups", include_str!("../../migrations/postgres/0024_experience_rollups.sql")),
     ("0025_experience_signals", include_str!("../../migrations/postgres/0025_experience_signals.sql")),
+    ("0026_experience_apps", include_str!("../../migrations/postgres/0026_experience_apps.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

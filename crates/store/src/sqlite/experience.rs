@@ -10,14 +10,15 @@ use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
+use super::experience_apps::{app_values, save_apps, sweep_apps};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result, Retention,
-    file_latest, measured_name, rollups,
+    AppValue, Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result,
+    Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
 /// value to bind there (nothing for the whole fleet).
-fn confined(column: &str, reach: &Reach, n: usize) -> (String, Option<Sql>) {
+pub(super) fn confined(column: &str, reach: &Reach, n: usize) -> (String, Option<Sql>) {
     match reach_param(reach) {
         Some(groups) => (format!(" AND {column} IN ({})", reach_agents(&format!("?{n}"))), Some(groups.into())),
         None => (String::new(), None),
@@ -49,9 +50,10 @@ impl ExperienceStore for SqliteStore {
                          sum = sum + excluded.sum, min = min(min, excluded.min), max = max(max, excluded.max)",
                 )?;
                 for r in rollups(&kept) {
-                    roll.execute(params![agent_id, r.metric, r.span_ms, r.start_ms, r.count, r.sum, r.min, r.max])?;
+                    roll.execute(params![agent_id, r.key, r.span_ms, r.start_ms, r.count, r.sum, r.min, r.max])?;
                 }
             }
+            save_apps(&tx, &agent_id, &report)?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -232,6 +234,17 @@ impl ExperienceStore for SqliteStore {
         .await
     }
 
+    async fn app_values(
+        &self,
+        reach: &Reach,
+        metric: &str,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<Vec<AppValue>> {
+        let (reach, metric) = (reach.clone(), metric.to_string());
+        self.run(move |c| app_values(c, &reach, &metric, since_ms, resolution)).await
+    }
+
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -250,8 +263,13 @@ impl ExperienceStore for SqliteStore {
                 [now_ms - retention.hourly_ms],
             )?;
             let daily = rollup(crate::DAY_MS, retention.daily_ms)?;
+            let apps = sweep_apps(&tx, now_ms, retention)?;
             tx.commit()?;
-            Ok(ExperienceSwept { raw: raw as u64, hourly: hourly as u64, daily: daily as u64 })
+            Ok(ExperienceSwept {
+                raw: raw as u64 + apps.0,
+                hourly: hourly as u64 + apps.1,
+                daily: daily as u64 + apps.2,
+            })
         })
         .await
     }

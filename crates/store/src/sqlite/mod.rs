@@ -11,6 +11,7 @@ mod credentials;
 mod engines;
 mod executions;
 mod experience;
+mod experience_apps;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -71,6 +72,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0032_experience", include_str!("../../migrations/sqlite/0032_experience.sql")),
     ("0033_experience_rollups", include_str!("../../migrations/sqlite/0033_experience_rollups.sql")),
     ("0034_experience_signals", include_str!("../../migrations/sqlite/0034_experience_signals.sql")),
+    ("0035_experience_apps", include_str!("../../migrations/sqlite/0035_experience_apps.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

@@ -14,6 +14,7 @@ crate::matrix!(
     experience_is_read_only_within_the_readers_reach,
     rollups_count_each_sample_once_and_each_resolution_is_kept_its_time,
     a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach,
+    programs_counts_are_kept_once_rolled_up_swept_and_confined,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -28,6 +29,7 @@ fn report(samples: &[(i64, &[(&str, f64)])]) -> ExperienceReport {
                 at_ms: T0 + at,
                 values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 fullest_filesystem: Some("/".into()),
+                apps: BTreeMap::new(),
             })
             .collect(),
     }
@@ -157,4 +159,54 @@ async fn a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach(
     // Ended occurrences go with the hours they happened in; an open one stays.
     e.sweep_experience(T0 + 2_001 + 30 * DAY_MS, Retention::default()).await.unwrap();
     assert_eq!(e.occurrences(&Reach::Fleet, 0, None).await.unwrap().len(), 1);
+}
+
+/// A sample at `at` (after T0) in which `app` crashed `crashes` times.
+fn crashed(at: i64, app: &str, crashes: f64) -> Sample {
+    let counts = BTreeMap::from([("exits".to_string(), crashes), ("crashes".to_string(), crashes)]);
+    Sample {
+        at_ms: T0 + at,
+        values: BTreeMap::from([("app_crashes".to_string(), crashes)]),
+        fullest_filesystem: None,
+        apps: BTreeMap::from([(app.to_string(), counts)]),
+    }
+}
+
+async fn programs_counts_are_kept_once_rolled_up_swept_and_confined(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let e = &r.experience;
+    let batch = |samples| ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples };
+    e.save_experience(&agents[0], &batch(vec![crashed(0, "flaky", 1.0), crashed(60_000, "flaky", 2.0)]), T0)
+        .await
+        .unwrap();
+    // Sent again with one more: only that one is new, and the hour counts each once.
+    let again = batch(vec![crashed(60_000, "flaky", 2.0), crashed(120_000, "burner", 1.0)]);
+    e.save_experience(&agents[0], &again, T0).await.unwrap();
+    e.save_experience(&agents[1], &batch(vec![crashed(0, "other", 4.0)]), T0).await.unwrap();
+
+    let raw = e.app_values(&Reach::Fleet, "crashes", T0, Resolution::Raw).await.unwrap();
+    let mine: Vec<(&str, i64, f64)> =
+        raw.iter().filter(|v| v.agent_id == agents[0]).map(|v| (v.app.as_str(), v.at_ms - T0, v.value)).collect();
+    assert_eq!(mine, [("burner", 120_000, 1.0), ("flaky", 0, 1.0), ("flaky", 60_000, 2.0)]);
+    let hour_start = T0 - T0.rem_euclid(HOUR_MS);
+    let hourly = e.app_values(&Reach::Fleet, "crashes", hour_start, Resolution::Hourly).await.unwrap();
+    let flaky: Vec<f64> = hourly.iter().filter(|v| v.app == "flaky").map(|v| v.value).collect();
+    // (T0 starts an hour: the three samples share it.)
+    assert_eq!(flaky, [3.0], "{hourly:?}");
+    assert!(e.app_values(&Reach::Fleet, "oom_kills", 0, Resolution::Raw).await.unwrap().is_empty());
+
+    let team = crate::groups::top_group(&r, "Team").await;
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    r.groups.add_member(&team.id, &agents[1]).await.unwrap().unwrap();
+    for resolution in [Resolution::Raw, Resolution::Hourly, Resolution::Daily] {
+        let seen = e.app_values(&reach, "crashes", 0, resolution).await.unwrap();
+        assert!(seen.iter().all(|v| v.agent_id == agents[1] && v.app == "other"), "{resolution:?}: {seen:?}");
+        assert_eq!(seen.len(), 1, "{resolution:?}");
+    }
+
+    // Swept with the device's series: raw after a day, hours after thirty.
+    let swept = e.sweep_experience(T0 + DAY_MS + 2 * HOUR_MS, Retention::default()).await.unwrap();
+    assert_eq!(swept.raw, 4 * 2 + 4, "the four device samples' app_crashes and eight program counts");
+    assert!(e.app_values(&Reach::Fleet, "crashes", 0, Resolution::Raw).await.unwrap().is_empty());
+    assert_eq!(e.app_values(&Reach::Fleet, "crashes", 0, Resolution::Hourly).await.unwrap().len(), 3);
 }
