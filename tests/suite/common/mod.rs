@@ -42,6 +42,14 @@ impl Drop for Server {
 }
 
 /// The wall clock in milliseconds since the Unix epoch, as the server and agents stamp times.
+/// Held by a test while it keeps the machine's CPUs busy on purpose (a burner on the host, or in
+/// an endpoint) and measures it: two such tests at once would each see the other's load, or
+/// never get the CPUs their signal needs.
+pub fn machine_cpus_to_myself() -> std::sync::MutexGuard<'static, ()> {
+    static BURNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    BURNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
