@@ -3,10 +3,10 @@
 migrations (crates/store/migrations/sqlite), filled with the rows the store writes for a day of
 samples at one a minute: every declared metric (crates/domain/src/fleet/experience.rs) per
 sample with its hourly and daily rollups, and PROGRAMS programs ending each minute with their
-per-program rows and rollups. Synthetic values, real schema and indexes; the database is
-vacuumed before it is measured.
+per-program rows and rollups, and INTERFACES interfaces with their four rates and rollups.
+Synthetic values, real schema and indexes; the database is vacuumed before it is measured.
 
-    python3 bench/experience_storage.py [--devices 10] [--programs 3]
+    python3 bench/experience_storage.py [--devices 10] [--programs 3] [--interfaces 1]
 """
 import argparse, os, random, re, sqlite3, tempfile
 
@@ -29,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=10)
     ap.add_argument("--programs", type=int, default=3, help="programs that end each minute on a device")
+    ap.add_argument("--interfaces", type=int, default=1, help="network interfaces but loopback")
     args = ap.parse_args()
     metrics = declared_metrics()
     programs = [f"prog-{n:02d}" for n in range(max(args.programs * 4, 1))]
@@ -43,7 +44,7 @@ def main():
         rnd = random.Random(7)
         for device in range(args.devices):
             agent = f"agt-{device:016x}"
-            rollup, app_rollup = {}, {}
+            rollup, app_rollup, if_rollup = {}, {}, {}
             for minute in range(1440):
                 at = t0 + minute * 60_000
                 for metric in metrics:
@@ -53,6 +54,14 @@ def main():
                         key = (metric, span, at - at % span)
                         c, s, lo, hi = rollup.get(key, (0, 0.0, value, value))
                         rollup[key] = (c + 1, s + value, min(lo, value), max(hi, value))
+                for n in range(args.interfaces):
+                    for metric in ("rx_bytes_per_s", "tx_bytes_per_s", "errors_per_s", "drops_per_s"):
+                        value = round(rnd.uniform(0, 1e6), 3) if "bytes" in metric else 0.0
+                        db.execute("INSERT INTO experience_interface_sample VALUES (?, ?, ?, ?, ?)", (agent, f"eth{n}", metric, at, value))
+                        for span in (HOUR, DAY):
+                            key = (f"eth{n}", metric, span, at - at % span)
+                            c, s, lo, hi = if_rollup.get(key, (0, 0.0, value, value))
+                            if_rollup[key] = (c + 1, s + value, min(lo, value), max(hi, value))
                 for program in rnd.sample(programs, args.programs):
                     counts = {"exits": float(rnd.randint(1, 20))}
                     if rnd.random() < 0.05:
@@ -67,6 +76,8 @@ def main():
                            [(agent, m, span, start, *v) for (m, span, start), v in rollup.items()])
             db.executemany("INSERT INTO experience_app_rollup VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            [(agent, p, m, span, start, *v) for (p, m, span, start), v in app_rollup.items()])
+            db.executemany("INSERT INTO experience_interface_rollup VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           [(agent, i, m, span, start, *v) for (i, m, span, start), v in if_rollup.items()])
         db.commit()
         db.execute("VACUUM")
         per_table = {}
@@ -90,7 +101,7 @@ def main():
             shares[table] = total - size(copy)
             os.remove(copy)
     print(f"{args.devices} devices, a day at one sample a minute, {len(metrics)} metrics, "
-          f"{args.programs} programs ending a minute (synthetic values, the store's schema):")
+          f"{args.programs} programs ending a minute, {args.interfaces} interfaces (synthetic values, the store's schema):")
     for table, rows in sorted(per_table.items()):
         mb = shares[table] / args.devices / 1e6
         print(f"  {table:24} {rows // args.devices:>7} rows  {mb:6.2f} MB per device and day")

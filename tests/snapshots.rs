@@ -94,7 +94,7 @@ fn scope_attributes_in_the_docs() {
 #[test]
 fn experience_metrics_in_the_docs() {
     generated_block("docs/experience.md", "metrics", &toolgate_domain::fleet::experience::metrics_markdown());
-    generated_block("docs/experience.md", "app metrics", &toolgate_domain::fleet::experience::app_metrics_markdown());
+    generated_block("docs/experience.md", "part metrics", &toolgate_domain::fleet::parts::parts_markdown());
 }
 
 /// docs/instructions.md's reference tables are the checked definitions and manifests.

@@ -5,12 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
-use toolgate_domain::fleet::experience::{APP_METRICS, METRICS, metric_named};
+use toolgate_domain::fleet::experience::{METRICS, metric_named};
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::fleet::signals::{SignalType, occurrence_schema};
 use toolgate_domain::fleet::{AgentStatus, HostFacts};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
-use toolgate_store::{AppValue, DAY_MS, HOUR_MS, Occurrence, Resolution};
+use toolgate_store::{HOUR_MS, Occurrence, PartValue, Resolution};
 
 use super::confined;
 use crate::args;
@@ -189,7 +190,7 @@ pub async fn get_dex_signal_detail(ctx: &ToolContext, args: args::GetDexSignalDe
         .map(|(os, (occurrences, devices))| json!({"os": os, "occurrences": occurrences, "devices": devices.len()}))
         .collect();
     let shown = &found[..limit.min(found.len())];
-    let programs = programs_behind(ctx, &signal.metric, shown, now).await?;
+    let programs = programs_behind(ctx, &signal.metric, shown).await?;
     let occurrences: Vec<Value> = shown
         .iter()
         .zip(programs)
@@ -212,50 +213,59 @@ pub async fn get_dex_signal_detail(ctx: &ToolContext, args: args::GetDexSignalDe
     })))
 }
 
-/// For a signal on a metric counted per program too (APP_METRICS' `explains`): per occurrence,
-/// the programs counted on its device from its first sample to its newest, most first. Raw
-/// samples for occurrences of the last day, else the hours they fell in.
-async fn programs_behind(
-    ctx: &ToolContext,
-    metric: &str,
-    shown: &[Occurrence],
-    now: i64,
-) -> Result<Vec<Option<Value>>, ToolError> {
-    let Some(per_program) = APP_METRICS.iter().find(|m| m.explains == Some(metric)) else {
+/// For a signal on a metric counted per program too (a program metric `explains` it): per occurrence,
+/// the programs counted on its device from its first sample to its newest, most first: from the
+/// raw samples while they are kept, else from the hours the occurrence fell in.
+async fn programs_behind(ctx: &ToolContext, metric: &str, shown: &[Occurrence]) -> Result<Vec<Option<Value>>, ToolError> {
+    let Some(per_program) = Breakdown::Apps.metrics().iter().find(|m| m.explains == Some(metric)) else {
         return Ok(vec![None; shown.len()]);
     };
-    let recent = |o: &Occurrence| o.started_ms >= now - DAY_MS;
+    let hour_of = |at: i64| at - at.rem_euclid(HOUR_MS);
+    let Some(since) = shown.iter().map(|o| hour_of(o.started_ms)).min() else { return Ok(Vec::new()) };
     let store = &ctx.services().repositories().experience;
-    let read = |resolution, wanted: Vec<&Occurrence>| {
-        let since = wanted.iter().map(|o| o.started_ms - o.started_ms.rem_euclid(HOUR_MS)).min();
-        async move {
-            match since {
-                Some(since) => store.app_values(ctx.reach(), per_program.name, since, resolution).await,
-                None => Ok(Vec::new()),
-            }
-        }
-    };
-    let raw = read(Resolution::Raw, shown.iter().filter(|o| recent(o)).collect()).await?;
-    let hourly = read(Resolution::Hourly, shown.iter().filter(|o| !recent(o)).collect()).await?;
+    let raw = store.part_values(Breakdown::Apps, ctx.reach(), per_program.name, since, Resolution::Raw).await?;
+    let hourly = store.part_values(Breakdown::Apps, ctx.reach(), per_program.name, since, Resolution::Hourly).await?;
     Ok(shown
         .iter()
         .map(|o| {
-            let (values, from) = match recent(o) {
-                true => (&raw, o.started_ms),
-                false => (&hourly, o.started_ms - o.started_ms.rem_euclid(HOUR_MS)),
-            };
-            Some(counted_programs(values, &o.agent_id, from, o.last_ms))
+            let counted = counted_programs(&raw, &o.agent_id, o.started_ms, o.last_ms);
+            Some(if counted.is_empty() { counted_programs(&hourly, &o.agent_id, hour_of(o.started_ms), o.last_ms) } else { counted })
         })
+        .map(|programs| programs.map(|p| p.into_iter().map(|(name, count)| json!({"name": name, "count": count})).collect()))
         .collect())
 }
 
 /// The programs of `agent_id` counted from `from` to `to` (both included), most first.
-fn counted_programs(values: &[AppValue], agent_id: &str, from: i64, to: i64) -> Value {
+fn counted_programs<'a>(values: &'a [PartValue], agent_id: &str, from: i64, to: i64) -> Vec<(&'a str, i64)> {
     let mut counts: BTreeMap<&str, f64> = BTreeMap::new();
     for v in values.iter().filter(|v| v.agent_id == agent_id && (from..=to).contains(&v.at_ms)) {
-        *counts.entry(v.app.as_str()).or_default() += v.value;
+        *counts.entry(v.part.as_str()).or_default() += v.value;
     }
-    let mut ranked: Vec<(&str, f64)> = counts.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    ranked.into_iter().map(|(name, count)| json!({"name": name, "count": count as i64})).collect()
+    let mut ranked: Vec<(&str, i64)> = counts.into_iter().map(|(name, count)| (name, count.round() as i64)).collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_counted_within_an_occurrence_most_first() {
+        let value = |agent: &str, app: &str, at_ms: i64, value: f64| PartValue {
+            agent_id: agent.into(),
+            part: app.into(),
+            at_ms,
+            value,
+        };
+        let values = [
+            value("a", "flaky", 100, 1.0),
+            value("a", "hog", 160, 2.0),
+            value("a", "flaky", 220, 2.0),
+            value("a", "later", 280, 9.0),
+            value("b", "flaky", 160, 5.0),
+        ];
+        assert_eq!(counted_programs(&values, "a", 100, 220), [("flaky", 3), ("hog", 2)]);
+        assert!(counted_programs(&values, "c", 0, 1000).is_empty());
+    }
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::experience::ExperienceReport;
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
@@ -130,23 +131,32 @@ pub(crate) fn rollups<K: Clone + Ord>(kept: &[(K, i64, f64)]) -> Vec<Rollup<K>> 
     rolled.into_values().collect()
 }
 
-/// One program's count on one device: of a sample (raw), or summed over an hour or a day
-/// (then `at_ms` is the span's start).
+/// One part's value on one device (a program's count, an interface's rate): of a sample (raw),
+/// or summed over an hour or a day (then `at_ms` is the span's start).
 #[derive(Clone, Debug, PartialEq)]
-pub struct AppValue {
+pub struct PartValue {
     pub agent_id: String,
-    pub app: String,
+    pub part: String,
     pub at_ms: i64,
     pub value: f64,
 }
 
-/// A report's per-program counts, one row each: (app, metric, at_ms, value).
-pub(crate) fn app_rows(report: &ExperienceReport) -> Vec<(String, String, i64, f64)> {
+/// The tables a breakdown's series is kept in, and the column naming the part: (samples,
+/// rollups, column).
+pub(crate) fn part_tables(breakdown: Breakdown) -> (&'static str, &'static str, &'static str) {
+    match breakdown {
+        Breakdown::Apps => ("experience_app_sample", "experience_app_rollup", "app"),
+        Breakdown::Interfaces => ("experience_interface_sample", "experience_interface_rollup", "interface"),
+    }
+}
+
+/// A report's values of one breakdown, one row each: (part, metric, at_ms, value).
+pub(crate) fn part_rows(breakdown: Breakdown, report: &ExperienceReport) -> Vec<(String, String, i64, f64)> {
     let mut rows = Vec::new();
     for sample in &report.samples {
-        for (app, counts) in &sample.apps {
-            for (metric, value) in counts {
-                rows.push((app.clone(), metric.clone(), sample.at_ms, *value));
+        for (part, values) in breakdown.of(sample) {
+            for (metric, value) in values {
+                rows.push((part.clone(), metric.clone(), sample.at_ms, *value));
             }
         }
     }
@@ -199,16 +209,17 @@ pub trait ExperienceStore: Send + Sync {
     /// The occurrences on devices `reach` covers that held at or after `since_ms` (of
     /// `signal` alone, when given), newest first.
     async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>>;
-    /// Per device `reach` covers and program: its `metric` (a per-program metric) since
-    /// `since_ms`, each sample's (raw) or summed per hour or day, in agent, program and time
-    /// order.
-    async fn app_values(
+    /// Per device `reach` covers and part of `breakdown`: its `metric` (one of the
+    /// breakdown's) since `since_ms`, each sample's (raw) or summed per hour or day, in agent,
+    /// part and time order.
+    async fn part_values(
         &self,
+        breakdown: Breakdown,
         reach: &Reach,
         metric: &str,
         since_ms: i64,
         resolution: Resolution,
-    ) -> Result<Vec<AppValue>>;
+    ) -> Result<Vec<PartValue>>;
     /// Deletes what is older than `retention` allows at `now_ms`.
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept>;
 }

@@ -34,7 +34,7 @@ pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use experience::{
-    AppValue, Averaged, DAY_MS, DeviceExperience, ExperienceStore, ExperienceSwept, HOUR_MS, Observed, Occurrence,
+    Averaged, DAY_MS, DeviceExperience, ExperienceStore, ExperienceSwept, HOUR_MS, Observed, Occurrence, PartValue,
     Resolution, Retention,
 };
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};

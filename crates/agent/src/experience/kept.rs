@@ -93,6 +93,7 @@ mod tests {
             values: BTreeMap::from([("load_1".to_string(), 0.5)]),
             fullest_filesystem: None,
             apps: BTreeMap::new(),
+            interfaces: BTreeMap::new(),
         }
     }
 

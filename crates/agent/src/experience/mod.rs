@@ -5,6 +5,7 @@
 
 mod cgroup;
 mod exits;
+mod interfaces;
 mod kept;
 mod procfs;
 mod sampler;

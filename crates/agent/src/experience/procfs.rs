@@ -74,7 +74,7 @@ pub fn diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> BTreeMap<String,
         .collect()
 }
 
-/// Cumulative counters of every interface but loopback, from `/proc/net/dev`.
+/// Cumulative counters of one interface, from `/proc/net/dev`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct NetCounters {
     pub rx_bytes: u64,
@@ -83,21 +83,21 @@ pub struct NetCounters {
     pub drops: u64,
 }
 
-pub fn net_dev(text: &str) -> NetCounters {
-    let mut sum = NetCounters::default();
+/// Every interface but loopback, by name.
+pub fn net_dev(text: &str) -> BTreeMap<String, NetCounters> {
+    let mut each = BTreeMap::new();
     for line in text.lines().skip(2) {
         let Some((name, rest)) = line.split_once(':') else { continue };
-        if name.trim() == "lo" {
+        let name = name.trim();
+        if name == "lo" {
             continue;
         }
         let f: Vec<u64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0)).collect();
         let n = |i: usize| f.get(i).copied().unwrap_or(0);
-        sum.rx_bytes += n(0);
-        sum.tx_bytes += n(8);
-        sum.errors += n(2) + n(10);
-        sum.drops += n(3) + n(11);
+        let counters = NetCounters { rx_bytes: n(0), tx_bytes: n(8), errors: n(2) + n(10), drops: n(3) + n(11) };
+        each.insert(name.to_string(), counters);
     }
-    sum
+    each
 }
 
 /// `Tcp: RetransSegs` from `/proc/net/snmp` (a header line, then a line of values).
@@ -187,9 +187,10 @@ mod tests {
     }
 
     #[test]
-    fn net_dev_sums_every_interface_but_loopback() {
+    fn net_dev_reads_every_interface_but_loopback() {
         let text = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    lo: 500 5 0 0 0 0 0 0 500 5 0 0 0 0 0 0\n  eth0: 1000 10 1 2 0 0 0 0 2000 20 3 4 0 0 0 0\n";
-        assert_eq!(net_dev(text), NetCounters { rx_bytes: 1000, tx_bytes: 2000, errors: 4, drops: 6 });
+        let eth0 = NetCounters { rx_bytes: 1000, tx_bytes: 2000, errors: 4, drops: 6 };
+        assert_eq!(net_dev(text), BTreeMap::from([("eth0".to_string(), eth0)]));
     }
 
     #[test]

@@ -19,7 +19,7 @@ struct Reading {
     vmstat: BTreeMap<String, u64>,
     cgroup_oom_kills: Option<u64>,
     disks: BTreeMap<String, DiskCounters>,
-    net: Option<NetCounters>,
+    net: Option<BTreeMap<String, NetCounters>>,
     retransmits: Option<u64>,
 }
 
@@ -132,17 +132,33 @@ impl Sampler {
             }
             Err(why) => out.put("disk_free_pct", Err(why)),
         }
-        let net = |f: fn(&NetCounters) -> u64| rate(now.net.as_ref().map(f), before.net.as_ref().map(f));
-        out.put("net_rx_bytes_per_s", net(|n| n.rx_bytes));
-        out.put("net_tx_bytes_per_s", net(|n| n.tx_bytes));
-        out.put("net_errors_per_s", net(|n| n.errors));
-        out.put("net_drops_per_s", net(|n| n.drops));
+        let mut interfaces = BTreeMap::new();
+        match (&now.net, &before.net) {
+            (Some(after), Some(earlier)) => {
+                let (totals, each) = super::interfaces::rates(after, earlier, seconds);
+                for (metric, total) in totals {
+                    out.put(metric, Ok(total));
+                }
+                interfaces = each;
+            }
+            _ => {
+                for metric in ["net_rx_bytes_per_s", "net_tx_bytes_per_s", "net_errors_per_s", "net_drops_per_s"] {
+                    out.absent(metric, "/proc/net/dev could not be read");
+                }
+            }
+        }
         out.put("tcp_retransmits_per_s", rate(now.retransmits, before.retransmits));
         out.put("heartbeat_rtt_ms", rtt_ms);
         out.put("failed_units", super::systemd::failed_units());
         out.put("boot_duration_ms", super::systemd::boot_duration_ms());
         (
-            Sample { at_ms: now_ms, values: out.values, fullest_filesystem: out.fullest, apps: BTreeMap::new() },
+            Sample {
+                at_ms: now_ms,
+                values: out.values,
+                fullest_filesystem: out.fullest,
+                apps: BTreeMap::new(),
+                interfaces,
+            },
             out.absent,
         )
     }

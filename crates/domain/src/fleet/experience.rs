@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use toolgate_policy::did_you_mean;
 
+use super::parts::Breakdown;
+
 /// One measurement taken on every sample.
 #[derive(Debug, Serialize)]
 pub struct Metric {
@@ -154,42 +156,6 @@ pub const METRICS: &[Metric] = &[
 const NET_DEV: &str = "/proc/net/dev";
 const NET_NS: &str = "/proc/net/dev of the container's network namespace";
 
-/// One count kept per program (its process name) on every sample that saw it: the per-app
-/// series. Its sources are the device's process events, as for `app_crashes`.
-#[derive(Debug, Serialize)]
-pub struct AppMetric {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// The device metric it breaks down by program, when there is one: a signal on that metric
-    /// names the programs behind each occurrence.
-    pub explains: Option<&'static str>,
-}
-
-pub const APP_METRICS: &[AppMetric] = &[
-    AppMetric {
-        name: "exits",
-        description: "Processes of the program that ended, however they ended.",
-        explains: None,
-    },
-    AppMetric {
-        name: "crashes",
-        description: "Those that died of a signal other than one asking a program to stop (HUP, INT, PIPE, TERM), or dumped core.",
-        explains: Some("app_crashes"),
-    },
-    AppMetric {
-        name: "oom_kills",
-        description: "Those the kernel killed for want of memory (named by the kernel log where the agent may read it).",
-        explains: Some("oom_kills"),
-    },
-];
-
-/// The most programs one sample names; the rest are counted under [`OTHER_APPS`].
-pub const MAX_APPS_PER_SAMPLE: usize = 64;
-/// Where a sample counts the programs past [`MAX_APPS_PER_SAMPLE`].
-pub const OTHER_APPS: &str = "(other programs)";
-/// The longest program name a sample may hold (the kernel's own are 15 bytes).
-pub const MAX_APP_NAME_BYTES: usize = 64;
-
 /// The metric called `name`, or an error naming the closest.
 pub fn metric_named(name: &str) -> Result<&'static Metric, String> {
     METRICS
@@ -207,16 +173,6 @@ pub fn metrics_markdown() -> String {
             Err(why) => format!("absent: {why}"),
         };
         out.push_str(&format!("| `{}` | {} | {} | {} | {cgroup} |\n", m.name, m.unit, m.description, m.host_source));
-    }
-    out
-}
-
-/// docs/experience.md's table of per-program metrics, generated from [`APP_METRICS`].
-pub fn app_metrics_markdown() -> String {
-    let mut out = String::from("| per-program metric | meaning | breaks down |\n|---|---|---|\n");
-    for m in APP_METRICS {
-        let explains = m.explains.map_or("—".to_string(), |device| format!("`{device}`"));
-        out.push_str(&format!("| `{}` | {} | {explains} |\n", m.name, m.description));
     }
     out
 }
@@ -239,9 +195,12 @@ pub struct Sample {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fullest_filesystem: Option<String>,
     /// Per program (process name) that did anything counted since the last sample, its counts
-    /// ([`APP_METRICS`]); programs with nothing to count are left out.
+    /// ([`super::parts::APP_METRICS`]); programs with nothing to count are left out.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub apps: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per network interface but loopback, its rates ([`super::parts::INTERFACE_METRICS`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub interfaces: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 /// A batch of samples, as the agent sends them over a report connection.
@@ -279,39 +238,12 @@ impl ExperienceReport {
                     return Err(format!("experience metric `{name}` at {} is {value}, not a number", sample.at_ms));
                 }
             }
-            check_apps(sample)?;
+            for breakdown in Breakdown::ALL {
+                breakdown.check(sample)?;
+            }
         }
         Ok(())
     }
-}
-
-fn check_apps(sample: &Sample) -> Result<(), String> {
-    if sample.apps.len() > MAX_APPS_PER_SAMPLE + 1 {
-        return Err(format!(
-            "a sample at {} names {} programs, more than the {MAX_APPS_PER_SAMPLE} (and `{OTHER_APPS}`) it may",
-            sample.at_ms,
-            sample.apps.len()
-        ));
-    }
-    for (app, counts) in &sample.apps {
-        if app.is_empty() || app.len() > MAX_APP_NAME_BYTES {
-            return Err(format!(
-                "a sample at {} names a program of {} bytes (1 to {MAX_APP_NAME_BYTES})",
-                sample.at_ms,
-                app.len()
-            ));
-        }
-        for (name, value) in counts {
-            if !APP_METRICS.iter().any(|m| m.name == name) {
-                let known = did_you_mean(name, APP_METRICS.iter().map(|m| m.name));
-                return Err(format!("no per-program experience metric `{name}`: {known}"));
-            }
-            if !value.is_finite() || *value < 0.0 {
-                return Err(format!("`{name}` of `{app}` at {} is {value}, not a count", sample.at_ms));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// How the server wants experience measured (protocol 5 on, in the welcome).
@@ -335,6 +267,7 @@ mod tests {
             values: BTreeMap::from([(name.to_string(), value)]),
             fullest_filesystem: None,
             apps: BTreeMap::new(),
+            interfaces: BTreeMap::new(),
         };
         let report = |samples| ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples };
         assert!(report(vec![sample("cpu_busy_pct", 12.5)]).check().is_ok());
@@ -342,14 +275,5 @@ mod tests {
         assert!(unknown.contains("did you mean") && unknown.contains("`cpu_busy_pct`"), "{unknown}");
         assert!(report(vec![sample("load_1", f64::NAN)]).check().unwrap_err().contains("not a number"));
         assert!(report(vec![sample("load_1", 1.0); MAX_SAMPLES_PER_REPORT + 1]).check().is_err());
-        let with_app = |app: &str, name: &str, value: f64| {
-            let mut one = sample("app_crashes", 1.0);
-            one.apps.insert(app.into(), BTreeMap::from([(name.to_string(), value)]));
-            report(vec![one]).check()
-        };
-        assert!(with_app("flaky", "crashes", 1.0).is_ok());
-        assert!(with_app("flaky", "crashs", 1.0).unwrap_err().contains("`crashes`"));
-        assert!(with_app("flaky", "exits", -1.0).unwrap_err().contains("not a count"));
-        assert!(with_app("", "exits", 1.0).unwrap_err().contains("0 bytes"));
     }
 }

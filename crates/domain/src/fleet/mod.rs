@@ -11,6 +11,7 @@ pub mod experience;
 pub mod instruction;
 mod instruction_docs;
 pub mod inventory;
+pub mod parts;
 pub mod quarantine;
 pub mod rollout;
 pub mod run_order;

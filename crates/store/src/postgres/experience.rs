@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use toolgate_domain::fleet::experience::ExperienceReport;
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
-use super::experience_apps::{app_values, save_apps, sweep_apps};
+use super::experience_parts::{part_values, save_parts, sweep_parts};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
-    AppValue, Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Resolution, Result,
     Retention, file_latest, measured_name, rollups,
 };
 
@@ -69,7 +70,7 @@ impl ExperienceStore for PostgresStore {
                 &[&agent_id, &columns.0, &columns.1, &columns.2, &columns.3, &columns.4, &columns.5, &columns.6],
             )
             .await?;
-            save_apps(&tx, agent_id, report).await?;
+            save_parts(&tx, agent_id, report).await?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -267,14 +268,15 @@ impl ExperienceStore for PostgresStore {
         .await
     }
 
-    async fn app_values(
+    async fn part_values(
         &self,
+        breakdown: Breakdown,
         reach: &Reach,
         metric: &str,
         since_ms: i64,
         resolution: Resolution,
-    ) -> Result<Vec<AppValue>> {
-        pg(async { app_values(&*self.conn().await?, reach, metric, since_ms, resolution).await }).await
+    ) -> Result<Vec<PartValue>> {
+        pg(async { part_values(&*self.conn().await?, breakdown, reach, metric, since_ms, resolution).await }).await
     }
 
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
@@ -294,9 +296,9 @@ impl ExperienceStore for PostgresStore {
             )
             .await?;
             let daily = execute(&tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
-            let apps = sweep_apps(&tx, now_ms, retention).await?;
+            let parts = sweep_parts(&tx, now_ms, retention).await?;
             tx.commit().await?;
-            Ok(ExperienceSwept { raw: raw + apps.0, hourly: hourly + apps.1, daily: daily + apps.2 })
+            Ok(ExperienceSwept { raw: raw + parts.0, hourly: hourly + parts.1, daily: daily + parts.2 })
         })
         .await
     }

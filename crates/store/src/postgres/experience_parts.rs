@@ -1,81 +1,96 @@
-//! The per-program experience series on PostgreSQL (see the SQLite twin): the parts of
-//! [`crate::ExperienceStore`] that keep, read and sweep `experience_app_sample` and
-//! `experience_app_rollup`.
+//! The experience series broken down by part (programs, interfaces) on PostgreSQL (see the
+//! SQLite twin): keeping, reading and sweeping each breakdown's samples and rollups.
 
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use toolgate_domain::fleet::experience::ExperienceReport;
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
 use super::confinement::reach_param;
 use super::experience::confined;
 use super::{Pg, execute, rows};
-use crate::experience::{AppValue, Resolution, Retention, app_rows, rollups};
+use crate::experience::{PartValue, Resolution, Retention, Rollup, part_rows, part_tables, rollups};
 
-/// Keeps a report's per-program counts (one kept before is kept once) and rolls up the new, in
-/// one statement each.
-pub(super) async fn save_apps(tx: &impl GenericClient, agent_id: &str, report: &ExperienceReport) -> Pg<()> {
-    let all = app_rows(report);
-    if all.is_empty() {
-        return Ok(());
+/// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
+/// new, in one statement each.
+pub(super) async fn save_parts(tx: &impl GenericClient, agent_id: &str, report: &ExperienceReport) -> Pg<()> {
+    for breakdown in Breakdown::ALL {
+        let all = part_rows(breakdown, report);
+        if all.is_empty() {
+            continue;
+        }
+        let (samples, rollup, part) = part_tables(breakdown);
+        let names: Vec<&str> = all.iter().map(|r| r.0.as_str()).collect();
+        let metrics: Vec<&str> = all.iter().map(|r| r.1.as_str()).collect();
+        let times: Vec<i64> = all.iter().map(|r| r.2).collect();
+        let values: Vec<f64> = all.iter().map(|r| r.3).collect();
+        let kept: Vec<((String, String), i64, f64)> = rows(
+            tx,
+            &format!(
+                "INSERT INTO {samples} (agent_id, {part}, metric, at_ms, value)
+                 SELECT $1, p, m, t, v FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::float8[]) AS u(p, m, t, v)
+                 ON CONFLICT DO NOTHING RETURNING {part}, metric, at_ms, value"
+            ),
+            &[&agent_id, &names, &metrics, &times, &values],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?, r.try_get(3)?)))
+        .collect::<Pg<_>>()?;
+        let rolled = rollups(&kept);
+        let whole = |f: fn(&Rollup<(String, String)>) -> i64| rolled.iter().map(f).collect::<Vec<i64>>();
+        let real = |f: fn(&Rollup<(String, String)>) -> f64| rolled.iter().map(f).collect::<Vec<f64>>();
+        let names: Vec<&str> = rolled.iter().map(|r| r.key.0.as_str()).collect();
+        let metrics: Vec<&str> = rolled.iter().map(|r| r.key.1.as_str()).collect();
+        execute(
+            tx,
+            &format!(
+                "INSERT INTO {rollup} AS r (agent_id, {part}, metric, span_ms, start_ms, count, sum, min, max)
+                 SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::float8[], $8::float8[], $9::float8[])
+                 ON CONFLICT (agent_id, {part}, metric, span_ms, start_ms) DO UPDATE SET count = r.count + excluded.count,
+                     sum = r.sum + excluded.sum, min = LEAST(r.min, excluded.min), max = GREATEST(r.max, excluded.max)"
+            ),
+            &[
+                &agent_id,
+                &names,
+                &metrics,
+                &whole(|r| r.span_ms),
+                &whole(|r| r.start_ms),
+                &whole(|r| r.count),
+                &real(|r| r.sum),
+                &real(|r| r.min),
+                &real(|r| r.max),
+            ],
+        )
+        .await?;
     }
-    let apps: Vec<&str> = all.iter().map(|r| r.0.as_str()).collect();
-    let metrics: Vec<&str> = all.iter().map(|r| r.1.as_str()).collect();
-    let times: Vec<i64> = all.iter().map(|r| r.2).collect();
-    let values: Vec<f64> = all.iter().map(|r| r.3).collect();
-    let kept: Vec<((String, String), i64, f64)> = rows(
-        tx,
-        "INSERT INTO experience_app_sample (agent_id, app, metric, at_ms, value)
-         SELECT $1, a, m, t, v FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::float8[]) AS u(a, m, t, v)
-         ON CONFLICT DO NOTHING RETURNING app, metric, at_ms, value",
-        &[&agent_id, &apps, &metrics, &times, &values],
-    )
-    .await?
-    .iter()
-    .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?, r.try_get(3)?)))
-    .collect::<Pg<_>>()?;
-    let rolled = rollups(&kept);
-    let column =
-        |f: fn(&crate::experience::Rollup<(String, String)>) -> i64| rolled.iter().map(f).collect::<Vec<i64>>();
-    let (spans, starts, counts) = (column(|r| r.span_ms), column(|r| r.start_ms), column(|r| r.count));
-    let apps: Vec<&str> = rolled.iter().map(|r| r.key.0.as_str()).collect();
-    let metrics: Vec<&str> = rolled.iter().map(|r| r.key.1.as_str()).collect();
-    let sums: Vec<f64> = rolled.iter().map(|r| r.sum).collect();
-    let mins: Vec<f64> = rolled.iter().map(|r| r.min).collect();
-    let maxes: Vec<f64> = rolled.iter().map(|r| r.max).collect();
-    execute(
-        tx,
-        "INSERT INTO experience_app_rollup AS r (agent_id, app, metric, span_ms, start_ms, count, sum, min, max)
-         SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::float8[], $8::float8[], $9::float8[])
-         ON CONFLICT (agent_id, app, metric, span_ms, start_ms) DO UPDATE SET count = r.count + excluded.count,
-             sum = r.sum + excluded.sum, min = LEAST(r.min, excluded.min), max = GREATEST(r.max, excluded.max)",
-        &[&agent_id, &apps, &metrics, &spans, &starts, &counts, &sums, &mins, &maxes],
-    )
-    .await?;
     Ok(())
 }
 
-pub(super) async fn app_values(
+pub(super) async fn part_values(
     c: &impl GenericClient,
+    breakdown: Breakdown,
     reach: &Reach,
     metric: &str,
     since_ms: i64,
     resolution: Resolution,
-) -> Pg<Vec<AppValue>> {
+) -> Pg<Vec<PartValue>> {
+    let (samples, rollup, part) = part_tables(breakdown);
     let groups = reach_param(reach);
     let span_ms = resolution.span_ms();
     let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
     let sql = match &span_ms {
         None => format!(
-            "SELECT agent_id, app, at_ms, value FROM experience_app_sample
-             WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, app, at_ms",
+            "SELECT agent_id, {part}, at_ms, value FROM {samples}
+             WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, {part}, at_ms",
             confined("agent_id", &groups, 3)
         ),
         Some(span_ms) => {
             values.push(span_ms);
             format!(
-                "SELECT agent_id, app, start_ms, sum FROM experience_app_rollup
-                 WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, app, start_ms",
+                "SELECT agent_id, {part}, start_ms, sum FROM {rollup}
+                 WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, {part}, start_ms",
                 confined("agent_id", &groups, 4)
             )
         }
@@ -87,17 +102,21 @@ pub(super) async fn app_values(
         .await?
         .iter()
         .map(|r| {
-            Ok(AppValue { agent_id: r.try_get(0)?, app: r.try_get(1)?, at_ms: r.try_get(2)?, value: r.try_get(3)? })
+            Ok(PartValue { agent_id: r.try_get(0)?, part: r.try_get(1)?, at_ms: r.try_get(2)?, value: r.try_get(3)? })
         })
         .collect()
 }
 
-/// Deletes per-program rows older than `retention` allows: (raw, hourly, daily) removed.
-pub(super) async fn sweep_apps(tx: &impl GenericClient, now_ms: i64, retention: Retention) -> Pg<(u64, u64, u64)> {
-    let raw =
-        execute(tx, "DELETE FROM experience_app_sample WHERE at_ms < $1", &[&(now_ms - retention.raw_ms)]).await?;
-    let rollup = "DELETE FROM experience_app_rollup WHERE span_ms = $1 AND start_ms + $1 <= $2";
-    let hourly = execute(tx, rollup, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
-    let daily = execute(tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
-    Ok((raw, hourly, daily))
+/// Deletes every breakdown's rows older than `retention` allows: (raw, hourly, daily) removed.
+pub(super) async fn sweep_parts(tx: &impl GenericClient, now_ms: i64, retention: Retention) -> Pg<(u64, u64, u64)> {
+    let mut swept = (0, 0, 0);
+    for breakdown in Breakdown::ALL {
+        let (samples, rollup, _) = part_tables(breakdown);
+        let raw_cut = now_ms - retention.raw_ms;
+        swept.0 += execute(tx, &format!("DELETE FROM {samples} WHERE at_ms < $1"), &[&raw_cut]).await?;
+        let spans = format!("DELETE FROM {rollup} WHERE span_ms = $1 AND start_ms + $1 <= $2");
+        swept.1 += execute(tx, &spans, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
+        swept.2 += execute(tx, &spans, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
+    }
+    Ok(swept)
 }

@@ -16,7 +16,7 @@ mod credentials;
 mod engines;
 mod executions;
 mod experience;
-mod experience_apps;
+mod experience_parts;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -73,6 +73,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0024_experience_rollups", include_str!("../../migrations/postgres/0024_experience_rollups.sql")),
     ("0025_experience_signals", include_str!("../../migrations/postgres/0025_experience_signals.sql")),
     ("0026_experience_apps", include_str!("../../migrations/postgres/0026_experience_apps.sql")),
+    ("0027_experience_interfaces", include_str!("../../migrations/postgres/0027_experience_interfaces.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

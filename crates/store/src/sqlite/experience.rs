@@ -6,13 +6,14 @@ use async_trait::async_trait;
 use rusqlite::params;
 use rusqlite::types::Value as Sql;
 use toolgate_domain::fleet::experience::ExperienceReport;
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
-use super::experience_apps::{app_values, save_apps, sweep_apps};
+use super::experience_parts::{part_values, save_parts, sweep_parts};
 use crate::experience::{
-    AppValue, Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, Resolution, Result,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Resolution, Result,
     Retention, file_latest, measured_name, rollups,
 };
 
@@ -53,7 +54,7 @@ impl ExperienceStore for SqliteStore {
                     roll.execute(params![agent_id, r.key, r.span_ms, r.start_ms, r.count, r.sum, r.min, r.max])?;
                 }
             }
-            save_apps(&tx, &agent_id, &report)?;
+            save_parts(&tx, &agent_id, &report)?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -234,15 +235,16 @@ impl ExperienceStore for SqliteStore {
         .await
     }
 
-    async fn app_values(
+    async fn part_values(
         &self,
+        breakdown: Breakdown,
         reach: &Reach,
         metric: &str,
         since_ms: i64,
         resolution: Resolution,
-    ) -> Result<Vec<AppValue>> {
+    ) -> Result<Vec<PartValue>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
-        self.run(move |c| app_values(c, &reach, &metric, since_ms, resolution)).await
+        self.run(move |c| part_values(c, breakdown, &reach, &metric, since_ms, resolution)).await
     }
 
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
@@ -263,12 +265,12 @@ impl ExperienceStore for SqliteStore {
                 [now_ms - retention.hourly_ms],
             )?;
             let daily = rollup(crate::DAY_MS, retention.daily_ms)?;
-            let apps = sweep_apps(&tx, now_ms, retention)?;
+            let parts = sweep_parts(&tx, now_ms, retention)?;
             tx.commit()?;
             Ok(ExperienceSwept {
-                raw: raw as u64 + apps.0,
-                hourly: hourly as u64 + apps.1,
-                daily: daily as u64 + apps.2,
+                raw: raw as u64 + parts.0,
+                hourly: hourly as u64 + parts.1,
+                daily: daily as u64 + parts.2,
             })
         })
         .await

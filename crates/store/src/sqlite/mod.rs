@@ -11,7 +11,7 @@ mod credentials;
 mod engines;
 mod executions;
 mod experience;
-mod experience_apps;
+mod experience_parts;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -73,6 +73,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0033_experience_rollups", include_str!("../../migrations/sqlite/0033_experience_rollups.sql")),
     ("0034_experience_signals", include_str!("../../migrations/sqlite/0034_experience_signals.sql")),
     ("0035_experience_apps", include_str!("../../migrations/sqlite/0035_experience_apps.sql")),
+    ("0036_experience_interfaces", include_str!("../../migrations/sqlite/0036_experience_interfaces.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

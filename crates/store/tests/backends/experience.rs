@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use toolgate_domain::fleet::experience::{ExperienceReport, Measured, Sample};
+use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Observed, Repositories, Resolution, Retention};
 
@@ -14,7 +15,7 @@ crate::matrix!(
     experience_is_read_only_within_the_readers_reach,
     rollups_count_each_sample_once_and_each_resolution_is_kept_its_time,
     a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach,
-    programs_counts_are_kept_once_rolled_up_swept_and_confined,
+    parts_are_kept_once_rolled_up_swept_and_confined,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -30,6 +31,7 @@ fn report(samples: &[(i64, &[(&str, f64)])]) -> ExperienceReport {
                 values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 fullest_filesystem: Some("/".into()),
                 apps: BTreeMap::new(),
+                interfaces: BTreeMap::new(),
             })
             .collect(),
     }
@@ -169,10 +171,11 @@ fn crashed(at: i64, app: &str, crashes: f64) -> Sample {
         values: BTreeMap::from([("app_crashes".to_string(), crashes)]),
         fullest_filesystem: None,
         apps: BTreeMap::from([(app.to_string(), counts)]),
+        interfaces: BTreeMap::from([("eth0".to_string(), BTreeMap::from([("rx_bytes_per_s".to_string(), 100.0)]))]),
     }
 }
 
-async fn programs_counts_are_kept_once_rolled_up_swept_and_confined(r: Repositories) {
+async fn parts_are_kept_once_rolled_up_swept_and_confined(r: Repositories) {
     let agents = with_agents(&r, 2).await;
     let e = &r.experience;
     let batch = |samples| ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples };
@@ -184,29 +187,35 @@ async fn programs_counts_are_kept_once_rolled_up_swept_and_confined(r: Repositor
     e.save_experience(&agents[0], &again, T0).await.unwrap();
     e.save_experience(&agents[1], &batch(vec![crashed(0, "other", 4.0)]), T0).await.unwrap();
 
-    let raw = e.app_values(&Reach::Fleet, "crashes", T0, Resolution::Raw).await.unwrap();
+    let raw = e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", T0, Resolution::Raw).await.unwrap();
     let mine: Vec<(&str, i64, f64)> =
-        raw.iter().filter(|v| v.agent_id == agents[0]).map(|v| (v.app.as_str(), v.at_ms - T0, v.value)).collect();
+        raw.iter().filter(|v| v.agent_id == agents[0]).map(|v| (v.part.as_str(), v.at_ms - T0, v.value)).collect();
     assert_eq!(mine, [("burner", 120_000, 1.0), ("flaky", 0, 1.0), ("flaky", 60_000, 2.0)]);
     let hour_start = T0 - T0.rem_euclid(HOUR_MS);
-    let hourly = e.app_values(&Reach::Fleet, "crashes", hour_start, Resolution::Hourly).await.unwrap();
-    let flaky: Vec<f64> = hourly.iter().filter(|v| v.app == "flaky").map(|v| v.value).collect();
+    let hourly =
+        e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", hour_start, Resolution::Hourly).await.unwrap();
+    let flaky: Vec<f64> = hourly.iter().filter(|v| v.part == "flaky").map(|v| v.value).collect();
     // (T0 starts an hour: the three samples share it.)
     assert_eq!(flaky, [3.0], "{hourly:?}");
-    assert!(e.app_values(&Reach::Fleet, "oom_kills", 0, Resolution::Raw).await.unwrap().is_empty());
+    assert!(e.part_values(Breakdown::Apps, &Reach::Fleet, "oom_kills", 0, Resolution::Raw).await.unwrap().is_empty());
+    // Interfaces are a series of their own: each sample's eth0, once.
+    let eth0 =
+        e.part_values(Breakdown::Interfaces, &Reach::Fleet, "rx_bytes_per_s", T0, Resolution::Raw).await.unwrap();
+    assert_eq!(eth0.len(), 4, "{eth0:?}");
+    assert!(eth0.iter().all(|v| v.part == "eth0" && v.value == 100.0));
 
     let team = crate::groups::top_group(&r, "Team").await;
     let reach = Reach::Groups(vec![team.id.clone()].into());
     r.groups.add_member(&team.id, &agents[1]).await.unwrap().unwrap();
     for resolution in [Resolution::Raw, Resolution::Hourly, Resolution::Daily] {
-        let seen = e.app_values(&reach, "crashes", 0, resolution).await.unwrap();
-        assert!(seen.iter().all(|v| v.agent_id == agents[1] && v.app == "other"), "{resolution:?}: {seen:?}");
+        let seen = e.part_values(Breakdown::Apps, &reach, "crashes", 0, resolution).await.unwrap();
+        assert!(seen.iter().all(|v| v.agent_id == agents[1] && v.part == "other"), "{resolution:?}: {seen:?}");
         assert_eq!(seen.len(), 1, "{resolution:?}");
     }
 
     // Swept with the device's series: raw after a day, hours after thirty.
     let swept = e.sweep_experience(T0 + DAY_MS + 2 * HOUR_MS, Retention::default()).await.unwrap();
-    assert_eq!(swept.raw, 4 * 2 + 4, "the four device samples' app_crashes and eight program counts");
-    assert!(e.app_values(&Reach::Fleet, "crashes", 0, Resolution::Raw).await.unwrap().is_empty());
-    assert_eq!(e.app_values(&Reach::Fleet, "crashes", 0, Resolution::Hourly).await.unwrap().len(), 3);
+    assert_eq!(swept.raw, 4 + 8 + 4, "the four samples' app_crashes, eight program counts, four interface rates");
+    assert!(e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", 0, Resolution::Raw).await.unwrap().is_empty());
+    assert_eq!(e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", 0, Resolution::Hourly).await.unwrap().len(), 3);
 }

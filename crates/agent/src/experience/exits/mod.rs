@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use toolgate_domain::fleet::experience::{MAX_APP_NAME_BYTES, MAX_APPS_PER_SAMPLE, OTHER_APPS, Sample};
+use toolgate_domain::fleet::experience::Sample;
+use toolgate_domain::fleet::parts::{Breakdown, MAX_PART_NAME_BYTES, MAX_PARTS_PER_SAMPLE};
 
 use super::sampler::Absent;
 
@@ -185,8 +186,11 @@ impl ProcessExits {
     fn record(&self, exit: &Exit, oom_killed: bool) {
         let Ok(mut tally) = self.tally.lock() else { return };
         let name = program_name(&exit.name);
-        let key =
-            if tally.contains_key(&name) || tally.len() < MAX_APPS_PER_SAMPLE { name } else { OTHER_APPS.to_string() };
+        let key = if tally.contains_key(&name) || tally.len() < MAX_PARTS_PER_SAMPLE {
+            name
+        } else {
+            Breakdown::Apps.other().to_string()
+        };
         let counts = tally.entry(key).or_default();
         counts.exits += 1;
         if oom_killed {
@@ -231,13 +235,13 @@ impl ProcessExits {
 }
 
 /// A process name as a sample holds it: valid UTF-8, never empty, at most
-/// [`MAX_APP_NAME_BYTES`].
+/// [`MAX_PART_NAME_BYTES`].
 fn program_name(raw: &str) -> String {
     let trimmed = raw.trim_matches(|c: char| c == '\0' || c.is_whitespace());
     if trimmed.is_empty() {
         return "(unnamed)".into();
     }
-    let mut end = trimmed.len().min(MAX_APP_NAME_BYTES);
+    let mut end = trimmed.len().min(MAX_PART_NAME_BYTES);
     while !trimmed.is_char_boundary(end) {
         end -= 1;
     }

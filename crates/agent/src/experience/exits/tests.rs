@@ -103,17 +103,23 @@ fn a_sample_counts_programs_and_folds_the_many() {
     exits.record(&ended("flaky", 11), false);
     exits.record(&ended("flaky", 0), false);
     exits.record(&ended("hog", 9), true);
-    for n in 0..MAX_APPS_PER_SAMPLE {
+    for n in 0..MAX_PARTS_PER_SAMPLE {
         exits.record(&ended(&format!("tool{n}"), 0), false);
     }
-    let mut sample = Sample { at_ms: 1, values: BTreeMap::new(), fullest_filesystem: None, apps: BTreeMap::new() };
+    let mut sample = Sample {
+        at_ms: 1,
+        values: BTreeMap::new(),
+        fullest_filesystem: None,
+        apps: BTreeMap::new(),
+        interfaces: BTreeMap::new(),
+    };
     let mut absent = Absent::new();
     exits.add_to(&mut sample, &mut absent);
     assert_eq!(sample.values["app_crashes"], 1.0, "an OOM kill is not a crash");
     assert_eq!(sample.apps["flaky"], BTreeMap::from([("exits".into(), 2.0), ("crashes".into(), 1.0)]));
     assert_eq!(sample.apps["hog"], BTreeMap::from([("exits".into(), 1.0), ("oom_kills".into(), 1.0)]));
-    assert_eq!(sample.apps.len(), MAX_APPS_PER_SAMPLE + 1);
-    assert_eq!(sample.apps[OTHER_APPS]["exits"], 2.0, "the two past the first 64 programs");
+    assert_eq!(sample.apps.len(), MAX_PARTS_PER_SAMPLE + 1);
+    assert_eq!(sample.apps[Breakdown::Apps.other()]["exits"], 2.0, "the two past the first 64 programs");
     assert!(absent.is_empty());
     let mut next = Sample { apps: BTreeMap::new(), ..sample };
     exits.add_to(&mut next, &mut absent);
@@ -123,7 +129,7 @@ fn a_sample_counts_programs_and_folds_the_many() {
     blind.add_to(&mut next, &mut unseen);
     assert!(unseen[METRIC].starts_with("process exits are unseen"), "{unseen:?}");
     assert_eq!(program_name(" \0"), "(unnamed)");
-    assert_eq!(program_name(&"é".repeat(40)).len(), MAX_APP_NAME_BYTES);
+    assert_eq!(program_name(&"é".repeat(40)).len(), MAX_PART_NAME_BYTES);
 }
 
 /// Waits (generously: the machine is shared) until the watch has counted what `wanted` asks.
