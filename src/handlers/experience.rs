@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use toolgate_domain::fleet::experience::METRICS;
+use toolgate_domain::fleet::experience::{METRICS, Metric};
 use toolgate_domain::fleet::{AgentStatus, HostFacts};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{Averaged, DeviceExperience, HOUR_MS, Resolution};
@@ -22,13 +22,19 @@ const DEFAULT_WINDOW_MINUTES: i64 = 15;
 const DEFAULT_LIMIT: i64 = 50;
 
 /// An unrevoked agent the caller may see, as these tools show it.
-struct Device {
-    agent_id: String,
-    status: AgentStatus,
-    facts: Option<HostFacts>,
+pub(super) struct Device {
+    pub(super) agent_id: String,
+    pub(super) status: AgentStatus,
+    pub(super) facts: Option<HostFacts>,
 }
 
-async fn devices(ctx: &ToolContext) -> Result<Vec<Device>, ToolError> {
+impl Device {
+    pub(super) fn hostname(&self) -> &str {
+        self.facts.as_ref().map_or("", |f| f.hostname.as_str())
+    }
+}
+
+pub(super) async fn devices(ctx: &ToolContext) -> Result<Vec<Device>, ToolError> {
     let visible = confined::visible(ctx).await?;
     Ok(ctx.services().fleet().each(&visible, |view| {
         (view.status != AgentStatus::Revoked).then(|| Device {
@@ -40,7 +46,7 @@ async fn devices(ctx: &ToolContext) -> Result<Vec<Device>, ToolError> {
 }
 
 /// Whether a device's newest sample is recent: within two report intervals and a sample's.
-fn reporting(ctx: &ToolContext, last_sample_ms: i64, now: i64) -> bool {
+pub(super) fn reporting(ctx: &ToolContext, last_sample_ms: i64, now: i64) -> bool {
     let settings = ctx.services().fleet().settings();
     let late = 2 * settings.experience_report_ms + settings.experience_sample_ms;
     now - last_sample_ms <= late as i64
@@ -52,57 +58,91 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map(|v| (v * 1000.0).round() / 1000.0)
 }
 
-pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
-    let now = ctx.services().clock().now_ms();
-    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
-    let (since_ms, resolution) = match window.as_str() {
+/// Where a fleet window (tools.yaml's 1h, 24h, 7d, 30d, all) starts, and the resolution it is
+/// read at: raw samples for an hour, hourly summaries up to 30 days, daily ones for all.
+pub(super) fn window_span(window: &str, now: i64) -> Result<(i64, Resolution), ToolError> {
+    Ok(match window {
         "1h" => (now - HOUR_MS, Resolution::Raw),
         "24h" => (now - 24 * HOUR_MS, Resolution::Hourly),
         "7d" => (now - 7 * 24 * HOUR_MS, Resolution::Hourly),
         "30d" => (now - 30 * 24 * HOUR_MS, Resolution::Hourly),
         "all" => (0, Resolution::Daily),
         other => return Err(ToolError::InvalidArguments(format!("window `{other}`: expected 1h, 24h, 7d, 30d or all"))),
-    };
-    let seen: BTreeMap<String, Device> = devices(ctx).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
-    let store = &ctx.services().repositories().experience;
-    let experience: Vec<DeviceExperience> =
-        store.device_experience(ctx.reach(), None).await?.into_iter().filter(|d| seen.contains_key(&d.agent_id)).collect();
-    let reporting_now = experience.iter().filter(|d| reporting(ctx, d.last_sample_ms, now)).count();
-    let measured = |how: &str| experience.iter().filter(|d| d.measured == how).count();
-    let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for averaged in store.averages(ctx.reach(), None, since_ms, resolution).await? {
-        if seen.contains_key(&averaged.agent_id) {
-            by_metric.entry(averaged.metric).or_default().push(averaged.average);
+    })
+}
+
+/// The fleet over a window: the devices the caller sees, their newest experience, and their
+/// averages by metric.
+pub(super) struct FleetWindow {
+    pub(super) seen: BTreeMap<String, Device>,
+    pub(super) experience: Vec<DeviceExperience>,
+    by_metric: BTreeMap<String, Vec<f64>>,
+}
+
+impl FleetWindow {
+    pub(super) async fn read(ctx: &ToolContext, since_ms: i64, resolution: Resolution) -> Result<FleetWindow, ToolError> {
+        let seen: BTreeMap<String, Device> = devices(ctx).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
+        let store = &ctx.services().repositories().experience;
+        let experience: Vec<DeviceExperience> = store
+            .device_experience(ctx.reach(), None)
+            .await?
+            .into_iter()
+            .filter(|d| seen.contains_key(&d.agent_id))
+            .collect();
+        let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for averaged in store.averages(ctx.reach(), None, since_ms, resolution).await? {
+            if seen.contains_key(&averaged.agent_id) {
+                by_metric.entry(averaged.metric).or_default().push(averaged.average);
+            }
         }
+        Ok(FleetWindow { seen, experience, by_metric })
     }
-    let metrics: Vec<Value> = METRICS
-        .iter()
-        .map(|m| {
-            let mut values = by_metric.remove(m.name).unwrap_or_default();
-            values.sort_by(f64::total_cmp);
-            let absent_on = experience.iter().filter(|d| d.absent.contains_key(m.name)).count();
-            json!({
-                "metric": m.name, "unit": m.unit, "devices": values.len(),
-                "p50": percentile(&values, 50.0), "p90": percentile(&values, 90.0), "p99": percentile(&values, 99.0),
-                "max": values.last().map(|v| (v * 1000.0).round() / 1000.0), "absent_on": absent_on,
-            })
-        })
-        .collect();
-    Ok(ToolOutput::Structured(json!({
-        "window": window, "since_ms": since_ms, "generated_at_ms": now,
-        "devices": {
+
+    /// How many devices report, have stopped, never did, and what they measure.
+    pub(super) fn devices(&self, ctx: &ToolContext, now: i64) -> Value {
+        let reporting_now = self.experience.iter().filter(|d| reporting(ctx, d.last_sample_ms, now)).count();
+        let measured = |how: &str| self.experience.iter().filter(|d| d.measured == how).count();
+        json!({
             "reporting": reporting_now,
-            "not_reporting": experience.len() - reporting_now,
-            "never_reported": seen.len() - experience.len(),
+            "not_reporting": self.experience.len() - reporting_now,
+            "never_reported": self.seen.len() - self.experience.len(),
             "measured_host": measured("host"),
             "measured_cgroup": measured("cgroup"),
-        },
-        "metrics": metrics,
+        })
+    }
+
+    /// Per metric: the p50, p90 and p99 across devices of each one's average, the largest, how
+    /// many measured it and how many say they cannot.
+    pub(super) fn percentiles<'a>(&self, metrics: impl Iterator<Item = &'a Metric>) -> Vec<Value> {
+        metrics
+            .map(|m| {
+                let mut values = self.by_metric.get(m.name).cloned().unwrap_or_default();
+                values.sort_by(f64::total_cmp);
+                let absent_on = self.experience.iter().filter(|d| d.absent.contains_key(m.name)).count();
+                json!({
+                    "metric": m.name, "unit": m.unit, "devices": values.len(),
+                    "p50": percentile(&values, 50.0), "p90": percentile(&values, 90.0), "p99": percentile(&values, 99.0),
+                    "max": values.last().map(|v| (v * 1000.0).round() / 1000.0), "absent_on": absent_on,
+                })
+            })
+            .collect()
+    }
+}
+
+pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let (since_ms, resolution) = window_span(&window, now)?;
+    let fleet = FleetWindow::read(ctx, since_ms, resolution).await?;
+    Ok(ToolOutput::Structured(json!({
+        "window": window, "since_ms": since_ms, "generated_at_ms": now,
+        "devices": fleet.devices(ctx, now),
+        "metrics": fleet.percentiles(METRICS.iter()),
     })))
 }
 
 /// A device's value of `cohort_key` (tools.yaml's enum).
-fn cohort(facts: Option<&HostFacts>, cohort_key: &str) -> String {
+pub(super) fn cohort(facts: Option<&HostFacts>, cohort_key: &str) -> String {
     let Some(f) = facts else { return String::new() };
     match cohort_key {
         "model" => f.model.clone(),
@@ -113,7 +153,7 @@ fn cohort(facts: Option<&HostFacts>, cohort_key: &str) -> String {
     }
 }
 
-fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
+pub(super) fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
     let facts = device.facts.as_ref();
     let round = |v: f64| (v * 1000.0).round() / 1000.0;
     json!({
@@ -128,6 +168,40 @@ fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i6
         "measured": measured,
         "status": device.status.as_str(),
     })
+}
+
+/// The devices of `seen` whose samples stopped or never came (never first, then the longest
+/// silent), at most `limit` of them, and how many in all.
+pub(super) fn not_reporting(
+    ctx: &ToolContext,
+    seen: &[Device],
+    experience: &BTreeMap<String, DeviceExperience>,
+    limit: usize,
+    now: i64,
+) -> (Vec<Value>, usize) {
+    let mut quiet: Vec<(Option<i64>, &Device)> = seen
+        .iter()
+        .map(|d| (experience.get(&d.agent_id).map(|e| e.last_sample_ms), d))
+        .filter(|(last, _)| last.is_none_or(|at| !reporting(ctx, at, now)))
+        .collect();
+    quiet.sort_by_key(|(last, d)| (last.unwrap_or(i64::MIN), d.agent_id.clone()));
+    let count = quiet.len();
+    let shown = quiet
+        .into_iter()
+        .take(limit)
+        .map(|(last, d)| shown(d, None, last, experience.get(&d.agent_id).map(|e| e.measured.as_str())))
+        .collect();
+    (shown, count)
+}
+
+/// Devices of `seen` that cannot measure `metric`, with their reason.
+pub(super) fn cannot_measure(seen: &[Device], experience: &BTreeMap<String, DeviceExperience>, metric: &str) -> Vec<Value> {
+    seen.iter()
+        .filter_map(|d| {
+            let why = experience.get(&d.agent_id)?.absent.get(metric)?;
+            Some(json!({"agent_id": d.agent_id, "hostname": d.hostname(), "why": why}))
+        })
+        .collect()
 }
 
 pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDevices) -> ToolResult {
@@ -155,20 +229,8 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
         })))
     };
     if args.filter.as_deref() == Some("not_reporting") {
-        let mut quiet: Vec<(Option<i64>, &Device)> = seen
-            .iter()
-            .map(|d| (experience.get(&d.agent_id).map(|e| e.last_sample_ms), d))
-            .filter(|(last, _)| last.is_none_or(|at| !reporting(ctx, at, now)))
-            .collect();
-        // Never reported first, then the longest silent.
-        quiet.sort_by_key(|(last, d)| (last.unwrap_or(i64::MIN), d.agent_id.clone()));
-        let count = quiet.len();
-        let shown: Vec<Value> = quiet
-            .into_iter()
-            .take(limit)
-            .map(|(last, d)| shown(d, None, last, experience.get(&d.agent_id).map(|e| e.measured.as_str())))
-            .collect();
-        return answer(shown, vec![], count);
+        let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
+        return answer(quiet, vec![], count);
     }
     let averages: BTreeMap<String, Averaged> = store
         .averages(ctx.reach(), Some(metric), now - window_minutes * 60_000, Resolution::Raw)
@@ -179,14 +241,7 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
     let mut ranked: Vec<(&Device, &Averaged)> =
         seen.iter().filter_map(|d| averages.get(&d.agent_id).map(|a| (d, a))).collect();
     ranked.sort_by(|a, b| b.1.average.total_cmp(&a.1.average).then_with(|| a.0.agent_id.cmp(&b.0.agent_id)));
-    let cannot: Vec<Value> = seen
-        .iter()
-        .filter_map(|d| {
-            let why = experience.get(&d.agent_id)?.absent.get(metric)?;
-            let hostname = d.facts.as_ref().map_or("", |f| f.hostname.as_str());
-            Some(json!({"agent_id": d.agent_id, "hostname": hostname, "why": why}))
-        })
-        .collect();
+    let cannot = cannot_measure(&seen, &experience, metric);
     let count = ranked.len();
     let shown: Vec<Value> = ranked
         .into_iter()

@@ -257,6 +257,7 @@ mod tests {
             part: app.into(),
             at_ms,
             value,
+            samples: 1,
         };
         let values = [
             value("a", "flaky", 100, 1.0),

@@ -159,6 +159,13 @@ fn a_busy_device_raises_the_cpu_signal_and_it_ends_when_it_rests() {
     let on_windows = structured(&s, &schemas, "list_dex_signals", serde_json::json!({"os": "windows"}));
     assert_eq!(on_windows["devices_with_signals"], 0, "no agent runs Windows: {on_windows}");
     let scope = structured(&s, &schemas, "get_dex_signal_scope", serde_json::json!({}));
+    // What co-occurs with the network (list_network_devices' `cooc`): a device signal, not a
+    // network one.
+    let cooc = |value: &str| {
+        let args = serde_json::json!({"cooc": value, "window_minutes": 5});
+        structured(&s, &schemas, "list_network_devices", args)["count"].clone()
+    };
+    assert_eq!((cooc("device"), cooc("network_only")), (serde_json::json!(1), serde_json::json!(0)));
     // (The build machine's other tests kill processes: app_crash may hold beside it, truly.)
     let active = scope["devices"][0]["active"].as_array().unwrap();
     assert!(active.contains(&serde_json::json!("cpu_sustained_high")), "{scope}");

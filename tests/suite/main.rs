@@ -34,6 +34,7 @@ mod hardening;
 mod listening;
 mod module_graph;
 mod mutual_tls;
+mod network;
 mod oauth;
 mod operations;
 mod packages;

@@ -132,13 +132,15 @@ pub(crate) fn rollups<K: Clone + Ord>(kept: &[(K, i64, f64)]) -> Vec<Rollup<K>> 
 }
 
 /// One part's value on one device (a program's count, an interface's rate): of a sample (raw),
-/// or summed over an hour or a day (then `at_ms` is the span's start).
+/// or summed over an hour or a day (then `at_ms` is the span's start, and `samples` how many
+/// it sums: an average rate is `value / samples`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartValue {
     pub agent_id: String,
     pub part: String,
     pub at_ms: i64,
     pub value: f64,
+    pub samples: i64,
 }
 
 /// The tables a breakdown's series is kept in, and the column naming the part: (samples,

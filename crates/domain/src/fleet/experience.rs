@@ -154,6 +154,17 @@ pub const METRICS: &[Metric] = &[
 ];
 
 const NET_DEV: &str = "/proc/net/dev";
+
+/// The metrics of a device's network, which the network tools read: its round trip to the
+/// server, retransmissions, traffic, errors and drops.
+pub const NETWORK_METRICS: &[&str] = &[
+    "heartbeat_rtt_ms",
+    "tcp_retransmits_per_s",
+    "net_rx_bytes_per_s",
+    "net_tx_bytes_per_s",
+    "net_errors_per_s",
+    "net_drops_per_s",
+];
 const NET_NS: &str = "/proc/net/dev of the container's network namespace";
 
 /// The metric called `name`, or an error naming the closest.
@@ -259,6 +270,13 @@ pub struct ExperienceSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_network_metrics_are_declared() {
+        for name in NETWORK_METRICS {
+            assert!(metric_named(name).is_ok(), "{name}");
+        }
+    }
 
     #[test]
     fn a_report_names_declared_metrics_with_numbers() {

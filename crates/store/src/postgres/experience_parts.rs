@@ -82,14 +82,14 @@ pub(super) async fn part_values(
     let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
     let sql = match &span_ms {
         None => format!(
-            "SELECT agent_id, {part}, at_ms, value FROM {samples}
+            "SELECT agent_id, {part}, at_ms, value, 1::bigint FROM {samples}
              WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, {part}, at_ms",
             confined("agent_id", &groups, 3)
         ),
         Some(span_ms) => {
             values.push(span_ms);
             format!(
-                "SELECT agent_id, {part}, start_ms, sum FROM {rollup}
+                "SELECT agent_id, {part}, start_ms, sum, count FROM {rollup}
                  WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, {part}, start_ms",
                 confined("agent_id", &groups, 4)
             )
@@ -102,7 +102,13 @@ pub(super) async fn part_values(
         .await?
         .iter()
         .map(|r| {
-            Ok(PartValue { agent_id: r.try_get(0)?, part: r.try_get(1)?, at_ms: r.try_get(2)?, value: r.try_get(3)? })
+            Ok(PartValue {
+                agent_id: r.try_get(0)?,
+                part: r.try_get(1)?,
+                at_ms: r.try_get(2)?,
+                value: r.try_get(3)?,
+                samples: r.try_get(4)?,
+            })
         })
         .collect()
 }

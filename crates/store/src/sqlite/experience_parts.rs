@@ -54,7 +54,7 @@ pub(super) fn part_values(
             let (condition, groups) = confined("agent_id", reach, 3);
             values.extend(groups);
             format!(
-                "SELECT agent_id, {part}, at_ms, value FROM {samples}
+                "SELECT agent_id, {part}, at_ms, value, 1 FROM {samples}
                  WHERE metric = ?1 AND at_ms >= ?2{condition} ORDER BY agent_id, {part}, at_ms"
             )
         }
@@ -63,14 +63,14 @@ pub(super) fn part_values(
             values.push(Sql::from(span_ms));
             values.extend(groups);
             format!(
-                "SELECT agent_id, {part}, start_ms, sum FROM {rollup}
+                "SELECT agent_id, {part}, start_ms, sum, count FROM {rollup}
                  WHERE metric = ?1 AND start_ms >= ?2 AND span_ms = ?3{condition} ORDER BY agent_id, {part}, start_ms"
             )
         }
     };
     let mut statement = c.prepare(&sql)?;
     let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
-        Ok(PartValue { agent_id: r.get(0)?, part: r.get(1)?, at_ms: r.get(2)?, value: r.get(3)? })
+        Ok(PartValue { agent_id: r.get(0)?, part: r.get(1)?, at_ms: r.get(2)?, value: r.get(3)?, samples: r.get(4)? })
     })?;
     rows.collect()
 }

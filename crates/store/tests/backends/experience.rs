@@ -194,9 +194,9 @@ async fn parts_are_kept_once_rolled_up_swept_and_confined(r: Repositories) {
     let hour_start = T0 - T0.rem_euclid(HOUR_MS);
     let hourly =
         e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", hour_start, Resolution::Hourly).await.unwrap();
-    let flaky: Vec<f64> = hourly.iter().filter(|v| v.part == "flaky").map(|v| v.value).collect();
+    let flaky: Vec<(f64, i64)> = hourly.iter().filter(|v| v.part == "flaky").map(|v| (v.value, v.samples)).collect();
     // (T0 starts an hour: the three samples share it.)
-    assert_eq!(flaky, [3.0], "{hourly:?}");
+    assert_eq!(flaky, [(3.0, 2)], "{hourly:?}");
     assert!(e.part_values(Breakdown::Apps, &Reach::Fleet, "oom_kills", 0, Resolution::Raw).await.unwrap().is_empty());
     // Interfaces are a series of their own: each sample's eth0, once.
     let eth0 =
