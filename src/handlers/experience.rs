@@ -15,7 +15,7 @@ use crate::args;
 use crate::services::ToolContext;
 
 /// The reference's metric names, and the metric each reads.
-const RANKED: &[(&str, &str)] = &[("cpu", "cpu_busy_pct"), ("commit", "commit_bytes"), ("disk_lat", "disk_latency_ms")];
+pub(super) const RANKED: &[(&str, &str)] = &[("cpu", "cpu_busy_pct"), ("commit", "commit_bytes"), ("disk_lat", "disk_latency_ms")];
 /// What tools.yaml gives as defaults, when a call leaves them out.
 const DEFAULT_WINDOW: &str = "24h";
 const DEFAULT_WINDOW_MINUTES: i64 = 15;

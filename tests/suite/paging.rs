@@ -152,6 +152,7 @@ const BOUNDED: &[(&str, &str)] = &[
     ("enable_toolset", "one toolset's tools"),
     ("get_dex_perf_fleet", "one entry per experience metric agents measure"),
     ("list_dex_perf_devices", "at most `limit` (500) devices ranked, and as many that cannot measure the metric"),
+    ("get_dex_perf_cohorts", "at most `limit` (500) cohorts, the largest first"),
     ("get_network_fleet", "one entry per network metric and network signal, and ten interfaces"),
     ("list_network_devices", "at most `limit` (500) devices ranked, and as many that cannot measure the metric"),
     ("get_guardian_schemas", "the signals experience.yaml declares and the metrics agents measure"),

@@ -128,3 +128,63 @@ fn a_busy_endpoint_ranks_first_and_a_failed_unit_is_a_signal_on_its_host() {
         assert!(b_signals["active"].as_array().unwrap().contains(&json!(signal)), "{signal}: {scope}");
     }
 }
+
+/// Three booted endpoints tagged by role, one of them running a CPU burner: the cohort diff by
+/// tag finds the loaded cohort higher with p < 0.05 and a large effect, and finds no difference
+/// between the two idle ones (docs/experience.md, "Cohorts").
+#[test]
+fn a_loaded_cohort_differs_from_an_idle_one_and_two_idle_ones_do_not() {
+    let s = start(&[super::experience::EVERY_SECOND, &["--agent-missed-heartbeats", "10"]].concat());
+    let schemas = output_schemas(&s);
+    let (bed, ids) = Bed::enrolled(&s, &["coh-a", "coh-b", "coh-c"]);
+    for (name, role) in [("coh-a", "loaded"), ("coh-b", "idle-1"), ("coh-c", "idle-2")] {
+        let args = json!({"agent_id": ids[name], "key": "role", "value": role});
+        structured(&s, &schemas, "set_tag", args);
+    }
+    let cohorts = structured(&s, &schemas, "get_dex_perf_cohorts", json!({"key": "tag:role", "window": "1h"}));
+    let values: Vec<&str> =
+        cohorts["cohorts"].as_array().unwrap().iter().map(|c| c["value"].as_str().unwrap()).collect();
+    assert_eq!(values, ["idle-1", "idle-2", "loaded"], "{cohorts}");
+
+    let cpus_to_myself = common::machine_cpus_to_myself();
+    let a = endpoint(&bed, "coh-a");
+    let cpus: usize = a.run(&["nproc"]).trim().parse().unwrap();
+    let burners: Vec<String> = (0..cpus).map(|i| format!("burner-{i}")).collect();
+    for unit in &burners {
+        a.run(&["systemd-run", &format!("--unit={unit}"), "sh", "-c", "while :; do :; done"]);
+    }
+    let diff = |x: &str, y: &str| {
+        let args = json!({"key": "tag:role", "a": x, "b": y, "metric": "cpu", "window": "1h"});
+        structured(&s, &schemas, "get_dex_perf_cohort_diff", args)
+    };
+    // The loaded cohort's samples since it booted include its idle ones: wait until the busy
+    // ones make the difference plain.
+    let loaded = until("the loaded cohort found higher", || {
+        let found = diff("loaded", "idle-1");
+        (found["verdict"] == "loaded is higher").then_some(found.clone()).ok_or_else(|| found.to_string())
+    });
+    let mut stop = vec!["systemctl", "stop"];
+    stop.extend(burners.iter().map(String::as_str));
+    a.run(&stop);
+    drop(cpus_to_myself);
+    assert!(loaded["test"]["p_value"].as_f64() < Some(0.05), "{loaded}");
+    assert!(loaded["test"]["effect_size"].as_f64() >= Some(0.3), "{loaded}");
+    assert!(loaded["a"]["median"].as_f64() > loaded["b"]["median"].as_f64(), "{loaded}");
+    assert_eq!(loaded["observations_are"], "samples", "{loaded}");
+
+    // Two idle cohorts, once each has twenty samples: no difference.
+    let idle = until("twenty samples of each idle cohort", || {
+        let found = diff("idle-1", "idle-2");
+        let enough = ["a", "b"].iter().all(|c| found[c]["observations"].as_u64() >= Some(20));
+        enough.then_some(found.clone()).ok_or_else(|| found.to_string())
+    });
+    assert_eq!((&idle["verdict"], &idle["differs"]), (&json!("no clear difference"), &json!(false)), "{idle}");
+
+    let unknown = common::call_as(
+        &s,
+        &s.token,
+        "get_dex_perf_cohort_diff",
+        json!({"key": "tag:role", "a": "lodaed", "b": "idle-1"}),
+    );
+    assert!(unknown.json().to_string().contains("`loaded`"), "the closest cohort: {}", unknown.json());
+}

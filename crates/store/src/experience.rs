@@ -71,6 +71,15 @@ pub struct Averaged {
     pub last_ms: i64,
 }
 
+/// One device's value of a metric: a sample's (raw), or an hour's or a day's average (then
+/// `at_ms` is the span's start).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub agent_id: String,
+    pub at_ms: i64,
+    pub value: f64,
+}
+
 /// How long each resolution is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
@@ -203,6 +212,9 @@ pub trait ExperienceStore: Send + Sync {
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>>;
+    /// Every value of `metric` since `since_ms` of the devices `reach` covers, read at
+    /// `resolution` (hours and days give their averages), in agent and time order.
+    async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>>;
     /// One device's newest `n` values of `metric`, newest first.
     async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>>;
     /// Records what the newest samples say of `signal`: an occurrence opened or carried on

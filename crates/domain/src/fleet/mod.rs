@@ -13,6 +13,7 @@ mod instruction_docs;
 pub mod inventory;
 pub mod parts;
 pub mod quarantine;
+pub mod rank_test;
 pub mod rollout;
 pub mod run_order;
 pub mod scope;

@@ -12,8 +12,8 @@ use super::confinement::{reach_agents, reach_param};
 use super::experience_parts::{part_values, save_parts, sweep_parts};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Resolution, Result,
-    Retention, file_latest, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Point, Resolution,
+    Result, Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -175,6 +175,38 @@ impl ExperienceStore for PostgresStore {
                         last_ms: r.try_get(6)?,
                     })
                 })
+                .collect()
+        })
+        .await
+    }
+
+    async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
+        pg(async {
+            let groups = reach_param(reach);
+            let span_ms = resolution.span_ms();
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
+            let sql = match &span_ms {
+                None => format!(
+                    "SELECT agent_id, at_ms, value FROM experience_sample
+                     WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, at_ms",
+                    confined("agent_id", &groups, 3)
+                ),
+                Some(span_ms) => {
+                    values.push(span_ms);
+                    format!(
+                        "SELECT agent_id, start_ms, sum / count FROM experience_rollup
+                         WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, start_ms",
+                        confined("agent_id", &groups, 4)
+                    )
+                }
+            };
+            if let Some(groups) = &groups {
+                values.push(groups);
+            }
+            rows(&*self.conn().await?, &sql, &values)
+                .await?
+                .iter()
+                .map(|r| Ok(Point { agent_id: r.try_get(0)?, at_ms: r.try_get(1)?, value: r.try_get(2)? }))
                 .collect()
         })
         .await

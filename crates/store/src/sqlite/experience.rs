@@ -13,8 +13,8 @@ use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
 use super::experience_parts::{part_values, save_parts, sweep_parts};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Resolution, Result,
-    Retention, file_latest, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Point, Resolution,
+    Result, Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -155,6 +155,38 @@ impl ExperienceStore for SqliteStore {
                     max: r.get(5)?,
                     last_ms: r.get(6)?,
                 })
+            })?;
+            rows.collect::<rusqlite::Result<_>>()
+        })
+        .await
+    }
+
+    async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
+        let (reach, metric) = (reach.clone(), metric.to_string());
+        self.run(move |c| {
+            let mut values = vec![Sql::from(metric), Sql::from(since_ms)];
+            let sql = match resolution.span_ms() {
+                None => {
+                    let (condition, groups) = confined("agent_id", &reach, 3);
+                    values.extend(groups);
+                    format!(
+                        "SELECT agent_id, at_ms, value FROM experience_sample
+                         WHERE metric = ?1 AND at_ms >= ?2{condition} ORDER BY agent_id, at_ms"
+                    )
+                }
+                Some(span_ms) => {
+                    let (condition, groups) = confined("agent_id", &reach, 4);
+                    values.push(Sql::from(span_ms));
+                    values.extend(groups);
+                    format!(
+                        "SELECT agent_id, start_ms, sum / count FROM experience_rollup
+                         WHERE metric = ?1 AND start_ms >= ?2 AND span_ms = ?3{condition} ORDER BY agent_id, start_ms"
+                    )
+                }
+            };
+            let mut statement = c.prepare(&sql)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                Ok(Point { agent_id: r.get(0)?, at_ms: r.get(1)?, value: r.get(2)? })
             })?;
             rows.collect::<rusqlite::Result<_>>()
         })

@@ -16,6 +16,7 @@ crate::matrix!(
     rollups_count_each_sample_once_and_each_resolution_is_kept_its_time,
     a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach,
     parts_are_kept_once_rolled_up_swept_and_confined,
+    a_metrics_series_is_read_raw_or_averaged_within_the_reach,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -218,4 +219,28 @@ async fn parts_are_kept_once_rolled_up_swept_and_confined(r: Repositories) {
     assert_eq!(swept.raw, 4 + 8 + 4, "the four samples' app_crashes, eight program counts, four interface rates");
     assert!(e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", 0, Resolution::Raw).await.unwrap().is_empty());
     assert_eq!(e.part_values(Breakdown::Apps, &Reach::Fleet, "crashes", 0, Resolution::Hourly).await.unwrap().len(), 3);
+}
+
+async fn a_metrics_series_is_read_raw_or_averaged_within_the_reach(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let e = &r.experience;
+    let busy = report(&[(0, &[("cpu_busy_pct", 90.0)]), (60_000, &[("cpu_busy_pct", 100.0)])]);
+    e.save_experience(&agents[0], &busy, T0).await.unwrap();
+    e.save_experience(&agents[1], &report(&[(0, &[("cpu_busy_pct", 2.0), ("load_1", 0.1)])]), T0).await.unwrap();
+    let raw = e.series(&Reach::Fleet, "cpu_busy_pct", T0, Resolution::Raw).await.unwrap();
+    let seen: Vec<(&str, i64, f64)> = raw.iter().map(|p| (p.agent_id.as_str(), p.at_ms - T0, p.value)).collect();
+    let mut expected =
+        vec![(agents[0].as_str(), 0, 90.0), (agents[0].as_str(), 60_000, 100.0), (agents[1].as_str(), 0, 2.0)];
+    expected.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    assert_eq!(seen, expected);
+    let hourly = e.series(&Reach::Fleet, "cpu_busy_pct", T0, Resolution::Hourly).await.unwrap();
+    let first: Vec<f64> = hourly.iter().filter(|p| p.agent_id == agents[0]).map(|p| p.value).collect();
+    assert_eq!(first, [95.0], "an hour's average");
+    let team = crate::groups::top_group(&r, "Team").await;
+    r.groups.add_member(&team.id, &agents[1]).await.unwrap().unwrap();
+    let reach = Reach::Groups(vec![team.id].into());
+    for resolution in [Resolution::Raw, Resolution::Hourly] {
+        let confined = e.series(&reach, "cpu_busy_pct", 0, resolution).await.unwrap();
+        assert!(confined.len() == 1 && confined[0].agent_id == agents[1], "{resolution:?}: {confined:?}");
+    }
 }

@@ -1,0 +1,209 @@
+//! Cohorts (docs/experience.md, "Cohorts"): devices grouped by a fact, a tag or a management
+//! group, each cohort's performance, and whether two cohorts really differ by a rank test
+//! (Mann–Whitney U, with its p-value and effect size), never a bare difference of means.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use toolgate_domain::ToolError;
+use toolgate_domain::fleet::rank_test::{ALPHA, MIN_EFFECT, mann_whitney};
+use toolgate_domain::groups::Visible;
+use toolgate_domain::{ToolOutput, ToolResult};
+use toolgate_policy::did_you_mean;
+
+use super::confined;
+use super::experience::{Device, RANKED, devices, window_span};
+use crate::args;
+use crate::services::ToolContext;
+
+/// tools.yaml's defaults, when a call leaves them out.
+const DEFAULT_KEY: &str = "model";
+const DEFAULT_WINDOW: &str = "24h";
+const DEFAULT_METRIC: &str = "cpu";
+const DEFAULT_LIMIT: i64 = 50;
+/// The facts a cohort may be keyed by.
+const FACT_KEYS: &[&str] = &["model", "os", "os_version", "kernel", "arch", "agent_version"];
+const GROUP_KEY: &str = "group";
+const TAG_PREFIX: &str = "tag:";
+
+/// Each device the caller sees (by id) with its values of `key`: one fact or tag value, or the
+/// names of the management groups it is in (directly or below).
+async fn cohort_values(
+    ctx: &ToolContext,
+    seen: &[Device],
+    visible: &Visible,
+    key: &str,
+) -> Result<BTreeMap<String, BTreeSet<String>>, ToolError> {
+    let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    if let Some(tag) = key.strip_prefix(TAG_PREFIX) {
+        let known: BTreeSet<&str> = seen.iter().map(|d| d.agent_id.as_str()).collect();
+        for (agent, tag_key, value) in ctx.services().fleet().store().all_tags().await? {
+            if tag_key == tag && known.contains(agent.as_str()) {
+                values.entry(agent).or_default().insert(value);
+            }
+        }
+    } else if key == GROUP_KEY {
+        let groups = ctx.services().groups();
+        let all = groups.management_groups().await?;
+        let names: BTreeMap<&str, &str> = all.iter().map(|g| (g.id.as_str(), g.name.as_str())).collect();
+        let parents: BTreeMap<&str, Option<&str>> = all.iter().map(|g| (g.id.as_str(), g.parent_id.as_deref())).collect();
+        for (agent, group) in groups.memberships().await? {
+            if !visible.contains(&agent) {
+                continue;
+            }
+            // A member of a group is in each group above it too (as reach counts it).
+            let mut at = Some(group.as_str());
+            while let Some(id) = at {
+                if let Some(name) = names.get(id) {
+                    values.entry(agent.clone()).or_default().insert(name.to_string());
+                }
+                at = parents.get(id).copied().flatten();
+            }
+        }
+    } else if FACT_KEYS.contains(&key) {
+        for d in seen {
+            let value = fact(d, key);
+            if !value.is_empty() {
+                values.entry(d.agent_id.clone()).or_default().insert(value);
+            }
+        }
+    } else {
+        let known = FACT_KEYS.iter().copied().chain([GROUP_KEY]);
+        return Err(ToolError::InvalidArguments(format!(
+            "key `{key}`: {}, or tag:KEY for a tag",
+            did_you_mean(key, known)
+        )));
+    }
+    Ok(values)
+}
+
+fn fact(device: &Device, key: &str) -> String {
+    let Some(f) = device.facts.as_ref() else { return String::new() };
+    match key {
+        "model" => f.model.clone(),
+        "os" => f.os_pretty_name.clone(),
+        "os_version" => f.os_version.clone(),
+        "kernel" => f.kernel.clone(),
+        "arch" => f.arch.clone(),
+        _ => f.agent_version.clone(),
+    }
+}
+
+/// The devices of each cohort.
+fn cohorts(values: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut cohorts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (agent, its) in values {
+        for value in its {
+            cohorts.entry(value.as_str()).or_default().insert(agent.as_str());
+        }
+    }
+    cohorts
+}
+
+fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    (n > 0).then(|| if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 })
+}
+
+fn round(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohorts) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let key = args.key.unwrap_or_else(|| DEFAULT_KEY.to_string());
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let (since_ms, resolution) = window_span(&window, now)?;
+    let visible = confined::visible(ctx).await?;
+    let seen = devices(ctx).await?;
+    let values = cohort_values(ctx, &seen, &visible, &key).await?;
+    let store = &ctx.services().repositories().experience;
+    // Each device's average of each ranked metric over the window.
+    let mut averages: BTreeMap<(&str, String), f64> = BTreeMap::new();
+    for (name, metric) in RANKED {
+        for a in store.averages(ctx.reach(), Some(metric), since_ms, resolution).await? {
+            averages.insert((name, a.agent_id), a.average);
+        }
+    }
+    let mut shown: Vec<Value> = cohorts(&values)
+        .into_iter()
+        .map(|(value, agents)| {
+            let metrics: serde_json::Map<String, Value> = RANKED
+                .iter()
+                .map(|(name, _)| {
+                    let mut of: Vec<f64> =
+                        agents.iter().filter_map(|a| averages.get(&(*name, a.to_string())).copied()).collect();
+                    of.sort_by(f64::total_cmp);
+                    (name.to_string(), json!({"devices": of.len(), "median": median(&of).map(round)}))
+                })
+                .collect();
+            json!({"value": value, "devices": agents.len(), "metrics": metrics})
+        })
+        .collect();
+    shown.sort_by(|a, b| b["devices"].as_u64().cmp(&a["devices"].as_u64()));
+    let count = shown.len();
+    shown.truncate(args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize);
+    let without = seen.iter().filter(|d| !values.contains_key(&d.agent_id)).count();
+    Ok(ToolOutput::Structured(json!({
+        "key": key, "window": window, "since_ms": since_ms, "count": count, "cohorts": shown, "without_value": without,
+    })))
+}
+
+pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> ToolResult {
+    let now = ctx.services().clock().now_ms();
+    let key = args.key.unwrap_or_else(|| DEFAULT_KEY.to_string());
+    let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
+    let named = args.metric.unwrap_or_else(|| DEFAULT_METRIC.to_string());
+    let metric = RANKED.iter().find(|(name, _)| *name == named).map(|(_, m)| *m).ok_or_else(|| {
+        ToolError::InvalidArguments(format!("metric `{named}`: expected cpu, commit or disk_lat"))
+    })?;
+    let (since_ms, resolution) = window_span(&window, now)?;
+    let visible = confined::visible(ctx).await?;
+    let seen = devices(ctx).await?;
+    let values = cohort_values(ctx, &seen, &visible, &key).await?;
+    let cohorts = cohorts(&values);
+    let members = |value: &str| {
+        cohorts.get(value).cloned().ok_or_else(|| {
+            ToolError::InvalidArguments(format!(
+                "no device you can see has {key} `{value}`: {} (get_dex_perf_cohorts lists the cohorts)",
+                did_you_mean(value, cohorts.keys().copied())
+            ))
+        })
+    };
+    let (in_a, in_b) = (members(&args.a)?, members(&args.b)?);
+    let series = ctx.services().repositories().experience.series(ctx.reach(), metric, since_ms, resolution).await?;
+    let of = |cohort: &BTreeSet<&str>| {
+        let mut values: Vec<f64> =
+            series.iter().filter(|p| cohort.contains(p.agent_id.as_str())).map(|p| p.value).collect();
+        values.sort_by(f64::total_cmp);
+        values
+    };
+    let (a, b) = (of(&in_a), of(&in_b));
+    let test = mann_whitney(&a, &b);
+    let verdict = match &test {
+        None => "not enough data: a cohort has no samples of the metric in the window".to_string(),
+        Some(t) if t.differs() && t.effect_size > 0.0 => format!("{} is higher", args.a),
+        Some(t) if t.differs() => format!("{} is higher", args.b),
+        Some(_) => "no clear difference".to_string(),
+    };
+    let differs = test.as_ref().is_some_and(|t| t.differs());
+    let observations = match resolution {
+        toolgate_store::Resolution::Raw => "samples",
+        toolgate_store::Resolution::Hourly => "hourly averages",
+        toolgate_store::Resolution::Daily => "daily averages",
+    };
+    let cohort = |value: &str, devices: &BTreeSet<&str>, values: &[f64]| {
+        json!({"value": value, "devices": devices.len(), "observations": values.len(), "median": median(values).map(round)})
+    };
+    Ok(ToolOutput::Structured(json!({
+        "key": key, "metric": named, "window": window, "since_ms": since_ms, "observations_are": observations,
+        "a": cohort(&args.a, &in_a, &a), "b": cohort(&args.b, &in_b, &b),
+        "test": test.map(|t| json!({
+            "name": "Mann-Whitney U, two-sided", "u": t.u, "p_value": t.p_value, "effect_size": round(t.effect_size),
+            "probability_a_greater": round(t.probability_a_greater), "method": t.method,
+        })),
+        "differs": differs,
+        "rule": format!("differs when p < {ALPHA} and |effect size| (rank-biserial) >= {MIN_EFFECT}"),
+        "verdict": verdict,
+    })))
+}
