@@ -12,7 +12,7 @@ use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
 use super::confined;
-use super::experience::{Device, RANKED, devices, window_span};
+use super::experience::{Device, RANKED, cohort, devices, window_span};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -62,7 +62,7 @@ async fn cohort_values(
         }
     } else if FACT_KEYS.contains(&key) {
         for d in seen {
-            let value = fact(d, key);
+            let value = cohort(d.facts.as_ref(), key);
             if !value.is_empty() {
                 values.entry(d.agent_id.clone()).or_default().insert(value);
             }
@@ -75,18 +75,6 @@ async fn cohort_values(
         )));
     }
     Ok(values)
-}
-
-fn fact(device: &Device, key: &str) -> String {
-    let Some(f) = device.facts.as_ref() else { return String::new() };
-    match key {
-        "model" => f.model.clone(),
-        "os" => f.os_pretty_name.clone(),
-        "os_version" => f.os_version.clone(),
-        "kernel" => f.kernel.clone(),
-        "arch" => f.arch.clone(),
-        _ => f.agent_version.clone(),
-    }
 }
 
 /// The devices of each cohort.

@@ -141,16 +141,47 @@ pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) 
     })))
 }
 
-/// A device's value of `cohort_key` (tools.yaml's enum).
-pub(super) fn cohort(facts: Option<&HostFacts>, cohort_key: &str) -> String {
+/// A device's value of a fact a cohort may be keyed by (empty when it has none).
+pub(super) fn cohort(facts: Option<&HostFacts>, key: &str) -> String {
     let Some(f) = facts else { return String::new() };
-    match cohort_key {
+    match key {
         "model" => f.model.clone(),
         "os" => f.os_pretty_name.clone(),
         "os_version" => f.os_version.clone(),
         "kernel" => f.kernel.clone(),
-        _ => f.arch.clone(),
+        "arch" => f.arch.clone(),
+        "agent_version" => f.agent_version.clone(),
+        _ => String::new(),
     }
+}
+
+/// What a device ranking starts from: the devices the caller sees (of one cohort, when
+/// `cohort_value` is given) and the newest experience of each.
+pub(super) async fn candidates(
+    ctx: &ToolContext,
+    cohort_key: &str,
+    cohort_value: Option<&str>,
+) -> Result<(Vec<Device>, BTreeMap<String, DeviceExperience>), ToolError> {
+    let mut seen = devices(ctx).await?;
+    if let Some(value) = cohort_value {
+        seen.retain(|d| cohort(d.facts.as_ref(), cohort_key) == value);
+    }
+    let store = &ctx.services().repositories().experience;
+    let experience = store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
+    Ok((seen, experience))
+}
+
+/// A ranking's answer: its devices (at most `limit` already), those that cannot measure the
+/// metric (cut to `limit`), how many of each in all, and `more` of the tool's own.
+pub(super) fn ranking(head: Value, devices: Vec<Value>, mut cannot: Vec<Value>, count: usize, limit: usize) -> ToolResult {
+    let cannot_count = cannot.len();
+    cannot.truncate(limit);
+    let mut answer = head;
+    answer["devices"] = json!(devices);
+    answer["cannot_measure"] = json!(cannot);
+    answer["count"] = json!(count);
+    answer["cannot_measure_count"] = json!(cannot_count);
+    Ok(ToolOutput::Structured(answer))
 }
 
 pub(super) fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
@@ -213,25 +244,13 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
     let window_minutes = args.window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
     let cohort_key = args.cohort_key.as_deref().unwrap_or("model");
-    let mut seen = devices(ctx).await?;
-    if let Some(value) = &args.cohort_value {
-        seen.retain(|d| cohort(d.facts.as_ref(), cohort_key) == *value);
-    }
-    let store = &ctx.services().repositories().experience;
-    let experience: BTreeMap<String, DeviceExperience> =
-        store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
-    let answer = |devices: Vec<Value>, mut cannot: Vec<Value>, count: usize| {
-        let cannot_count = cannot.len();
-        cannot.truncate(limit);
-        Ok(ToolOutput::Structured(json!({
-            "metric": named, "window_minutes": window_minutes, "generated_at_ms": now,
-            "devices": devices, "cannot_measure": cannot, "count": count, "cannot_measure_count": cannot_count,
-        })))
-    };
+    let (seen, experience) = candidates(ctx, cohort_key, args.cohort_value.as_deref()).await?;
+    let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now});
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
-        return answer(quiet, vec![], count);
+        return ranking(head, quiet, vec![], count, limit);
     }
+    let store = &ctx.services().repositories().experience;
     let averages: BTreeMap<String, Averaged> = store
         .averages(ctx.reach(), Some(metric), now - window_minutes * 60_000, Resolution::Raw)
         .await?
@@ -251,5 +270,5 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
             shown(d, Some(a), Some(a.last_ms), measured)
         })
         .collect();
-    answer(shown, cannot, count)
+    ranking(head, shown, cannot, count, limit)
 }

@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 use toolgate_domain::fleet::experience::{NETWORK_METRICS, metric_named};
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_store::{Averaged, DeviceExperience, Occurrence, Resolution};
+use toolgate_store::{Averaged, Occurrence, Resolution};
 
-use super::experience::{Device, FleetWindow, cannot_measure, cohort, devices, not_reporting, shown, window_span};
+use super::experience::{
+    Device, FleetWindow, candidates, cannot_measure, not_reporting, ranking, shown, window_span,
+};
 use crate::args;
 use crate::registry::SIGNALS;
 use crate::services::ToolContext;
@@ -138,25 +140,13 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
     let since_ms = now - window_minutes * 60_000;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
     let key = args.key.as_deref().unwrap_or(DEFAULT_KEY);
-    let mut seen = devices(ctx).await?;
-    if let Some(value) = &args.cohort_value {
-        seen.retain(|d| cohort(d.facts.as_ref(), key) == *value);
-    }
-    let store = &ctx.services().repositories().experience;
-    let experience: BTreeMap<String, DeviceExperience> =
-        store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
-    let answer = |devices: Vec<Value>, mut cannot: Vec<Value>, count: usize| {
-        let cannot_count = cannot.len();
-        cannot.truncate(limit);
-        Ok(ToolOutput::Structured(json!({
-            "metric": named, "window_minutes": window_minutes, "generated_at_ms": now, "cooc": args.cooc,
-            "devices": devices, "cannot_measure": cannot, "count": count, "cannot_measure_count": cannot_count,
-        })))
-    };
+    let (seen, experience) = candidates(ctx, key, args.cohort_value.as_deref()).await?;
+    let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now, "cooc": args.cooc});
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
-        return answer(quiet, vec![], count);
+        return ranking(head, quiet, vec![], count, limit);
     }
+    let store = &ctx.services().repositories().experience;
     // What held on each device over the window, by what it is about.
     let mut held: BTreeMap<String, BTreeMap<String, Concern>> = BTreeMap::new();
     for o in store.occurrences(ctx.reach(), since_ms, None).await? {
@@ -202,7 +192,7 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
             row
         })
         .collect();
-    answer(shown, cannot, count)
+    ranking(head, shown, cannot, count, limit)
 }
 
 /// One device's averages of the metrics a ranking sums (throughput: received and sent), as one.
