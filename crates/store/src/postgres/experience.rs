@@ -24,6 +24,38 @@ pub(super) fn confined(column: &str, groups: &Option<Vec<String>>, n: usize) -> 
     }
 }
 
+/// A read of one metric over a window at a resolution: the query written around the reach's
+/// condition, and its parameters (the metric $1, the start $2, the span $3 for rollups, then the
+/// reach's). The placeholders are counted here once, not in every read.
+pub(super) struct Window {
+    since_ms: i64,
+    span_ms: Option<i64>,
+    groups: Option<Vec<String>>,
+}
+
+impl Window {
+    pub(super) fn new(reach: &Reach, since_ms: i64, resolution: Resolution) -> Window {
+        Window { since_ms, span_ms: resolution.span_ms(), groups: reach_param(reach) }
+    }
+
+    /// `raw` or `rollup` (as the resolution asks) around the reach's condition.
+    pub(super) fn sql(&self, raw: impl FnOnce(&str) -> String, rollup: impl FnOnce(&str) -> String) -> String {
+        let condition = confined("agent_id", &self.groups, if self.span_ms.is_some() { 4 } else { 3 });
+        if self.span_ms.is_some() { rollup(&condition) } else { raw(&condition) }
+    }
+
+    pub(super) fn params<'a>(&'a self, metric: &'a (dyn ToSql + Sync)) -> Vec<&'a (dyn ToSql + Sync)> {
+        let mut values: Vec<&(dyn ToSql + Sync)> = vec![metric, &self.since_ms];
+        if let Some(span_ms) = &self.span_ms {
+            values.push(span_ms);
+        }
+        if let Some(groups) = &self.groups {
+            values.push(groups);
+        }
+        values
+    }
+}
+
 #[async_trait]
 impl ExperienceStore for PostgresStore {
     async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
@@ -139,28 +171,23 @@ impl ExperienceStore for PostgresStore {
         resolution: Resolution,
     ) -> Result<Vec<Averaged>> {
         pg(async {
-            let groups = reach_param(reach);
-            let span_ms = resolution.span_ms();
-            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
-            let sql = match &span_ms {
-                None => format!(
-                    "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms) FROM experience_sample
-                     WHERE ($1::text IS NULL OR metric = $1) AND at_ms >= $2{} GROUP BY agent_id, metric ORDER BY agent_id, metric",
-                    confined("agent_id", &groups, 3)
-                ),
-                Some(span_ms) => {
-                    values.push(span_ms);
+            let window = Window::new(reach, since_ms, resolution);
+            let sql = window.sql(
+                |condition| {
+                    format!(
+                        "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms) FROM experience_sample
+                         WHERE ($1::text IS NULL OR metric = $1) AND at_ms >= $2{condition} GROUP BY agent_id, metric ORDER BY agent_id, metric"
+                    )
+                },
+                |condition| {
                     format!(
                         "SELECT agent_id, metric, SUM(count)::bigint, SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
-                         FROM experience_rollup WHERE ($1::text IS NULL OR metric = $1) AND start_ms >= $2 AND span_ms = $3{}
-                         GROUP BY agent_id, metric ORDER BY agent_id, metric",
-                        confined("agent_id", &groups, 4)
+                         FROM experience_rollup WHERE ($1::text IS NULL OR metric = $1) AND start_ms >= $2 AND span_ms = $3{condition}
+                         GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
-                }
-            };
-            if let Some(groups) = &groups {
-                values.push(groups);
-            }
+                },
+            );
+            let values = window.params(&metric);
             rows(&*self.conn().await?, &sql, &values)
                 .await?
                 .iter()
@@ -182,27 +209,22 @@ impl ExperienceStore for PostgresStore {
 
     async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
         pg(async {
-            let groups = reach_param(reach);
-            let span_ms = resolution.span_ms();
-            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
-            let sql = match &span_ms {
-                None => format!(
-                    "SELECT agent_id, at_ms, value FROM experience_sample
-                     WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, at_ms",
-                    confined("agent_id", &groups, 3)
-                ),
-                Some(span_ms) => {
-                    values.push(span_ms);
+            let window = Window::new(reach, since_ms, resolution);
+            let sql = window.sql(
+                |condition| {
+                    format!(
+                        "SELECT agent_id, at_ms, value FROM experience_sample
+                         WHERE metric = $1 AND at_ms >= $2{condition} ORDER BY agent_id, at_ms"
+                    )
+                },
+                |condition| {
                     format!(
                         "SELECT agent_id, start_ms, sum / count FROM experience_rollup
-                         WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, start_ms",
-                        confined("agent_id", &groups, 4)
+                         WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{condition} ORDER BY agent_id, start_ms"
                     )
-                }
-            };
-            if let Some(groups) = &groups {
-                values.push(groups);
-            }
+                },
+            );
+            let values = window.params(&metric);
             rows(&*self.conn().await?, &sql, &values)
                 .await?
                 .iter()

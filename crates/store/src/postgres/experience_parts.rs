@@ -2,13 +2,11 @@
 //! SQLite twin): keeping, reading and sweeping each breakdown's samples and rollups.
 
 use deadpool_postgres::GenericClient;
-use tokio_postgres::types::ToSql;
 use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
-use super::confinement::reach_param;
-use super::experience::confined;
+use super::experience::Window;
 use super::{Pg, execute, rows};
 use crate::experience::{PartValue, Resolution, Retention, Rollup, part_rows, part_tables, rollups};
 
@@ -77,27 +75,22 @@ pub(super) async fn part_values(
     resolution: Resolution,
 ) -> Pg<Vec<PartValue>> {
     let (samples, rollup, part) = part_tables(breakdown);
-    let groups = reach_param(reach);
-    let span_ms = resolution.span_ms();
-    let mut values: Vec<&(dyn ToSql + Sync)> = vec![&metric, &since_ms];
-    let sql = match &span_ms {
-        None => format!(
-            "SELECT agent_id, {part}, at_ms, value, 1::bigint FROM {samples}
-             WHERE metric = $1 AND at_ms >= $2{} ORDER BY agent_id, {part}, at_ms",
-            confined("agent_id", &groups, 3)
-        ),
-        Some(span_ms) => {
-            values.push(span_ms);
+    let window = Window::new(reach, since_ms, resolution);
+    let sql = window.sql(
+        |condition| {
+            format!(
+                "SELECT agent_id, {part}, at_ms, value, 1::bigint FROM {samples}
+                 WHERE metric = $1 AND at_ms >= $2{condition} ORDER BY agent_id, {part}, at_ms"
+            )
+        },
+        |condition| {
             format!(
                 "SELECT agent_id, {part}, start_ms, sum, count FROM {rollup}
-                 WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{} ORDER BY agent_id, {part}, start_ms",
-                confined("agent_id", &groups, 4)
+                 WHERE metric = $1 AND start_ms >= $2 AND span_ms = $3{condition} ORDER BY agent_id, {part}, start_ms"
             )
-        }
-    };
-    if let Some(groups) = &groups {
-        values.push(groups);
-    }
+        },
+    );
+    let values = window.params(&metric);
     rows(c, &sql, &values)
         .await?
         .iter()

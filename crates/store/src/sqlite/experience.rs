@@ -26,6 +26,26 @@ pub(super) fn confined(column: &str, reach: &Reach, n: usize) -> (String, Option
     }
 }
 
+/// A read of one metric over a window at `resolution`: its parameters (the metric ?1, the
+/// start ?2, the span ?3 for rollups, then the reach's) and the query `raw` or `rollup` writes
+/// around the reach's condition. The placeholders are counted here once, not in every read.
+pub(super) fn over_window(
+    reach: &Reach,
+    metric: Sql,
+    since_ms: i64,
+    resolution: Resolution,
+    raw: impl FnOnce(&str) -> String,
+    rollup: impl FnOnce(&str) -> String,
+) -> (String, Vec<Sql>) {
+    let mut values = vec![metric, Sql::from(since_ms)];
+    let span_ms = resolution.span_ms();
+    values.extend(span_ms.map(Sql::from));
+    let (condition, groups) = confined("agent_id", reach, values.len() + 1);
+    values.extend(groups);
+    let sql = if span_ms.is_some() { rollup(&condition) } else { raw(&condition) };
+    (sql, values)
+}
+
 #[async_trait]
 impl ExperienceStore for SqliteStore {
     async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
@@ -122,28 +142,26 @@ impl ExperienceStore for SqliteStore {
     ) -> Result<Vec<Averaged>> {
         let (reach, metric) = (reach.clone(), metric.map(str::to_string));
         self.run(move |c| {
-            let mut values = vec![Sql::from(metric), Sql::from(since_ms)];
-            let sql = match resolution.span_ms() {
-                None => {
-                    let (condition, groups) = confined("agent_id", &reach, 3);
-                    values.extend(groups);
+            let (sql, values) = over_window(
+                &reach,
+                Sql::from(metric),
+                since_ms,
+                resolution,
+                |condition| {
                     format!(
                         "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms)
                          FROM experience_sample WHERE (?1 IS NULL OR metric = ?1) AND at_ms >= ?2{condition}
                          GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
-                }
-                Some(span_ms) => {
-                    let (condition, groups) = confined("agent_id", &reach, 4);
-                    values.push(Sql::from(span_ms));
-                    values.extend(groups);
+                },
+                |condition| {
                     format!(
                         "SELECT agent_id, metric, SUM(count), SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
                          FROM experience_rollup WHERE (?1 IS NULL OR metric = ?1) AND start_ms >= ?2 AND span_ms = ?3{condition}
                          GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
-                }
-            };
+                },
+            );
             let mut statement = c.prepare(&sql)?;
             let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
                 Ok(Averaged {
@@ -164,26 +182,24 @@ impl ExperienceStore for SqliteStore {
     async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
         self.run(move |c| {
-            let mut values = vec![Sql::from(metric), Sql::from(since_ms)];
-            let sql = match resolution.span_ms() {
-                None => {
-                    let (condition, groups) = confined("agent_id", &reach, 3);
-                    values.extend(groups);
+            let (sql, values) = over_window(
+                &reach,
+                Sql::from(metric),
+                since_ms,
+                resolution,
+                |condition| {
                     format!(
                         "SELECT agent_id, at_ms, value FROM experience_sample
                          WHERE metric = ?1 AND at_ms >= ?2{condition} ORDER BY agent_id, at_ms"
                     )
-                }
-                Some(span_ms) => {
-                    let (condition, groups) = confined("agent_id", &reach, 4);
-                    values.push(Sql::from(span_ms));
-                    values.extend(groups);
+                },
+                |condition| {
                     format!(
                         "SELECT agent_id, start_ms, sum / count FROM experience_rollup
                          WHERE metric = ?1 AND start_ms >= ?2 AND span_ms = ?3{condition} ORDER BY agent_id, start_ms"
                     )
-                }
-            };
+                },
+            );
             let mut statement = c.prepare(&sql)?;
             let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
                 Ok(Point { agent_id: r.get(0)?, at_ms: r.get(1)?, value: r.get(2)? })

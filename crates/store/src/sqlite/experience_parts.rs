@@ -8,7 +8,7 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
-use super::experience::confined;
+use super::experience::over_window;
 use crate::experience::{PartValue, Resolution, Retention, part_rows, part_tables, rollups};
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
@@ -48,26 +48,24 @@ pub(super) fn part_values(
     resolution: Resolution,
 ) -> rusqlite::Result<Vec<PartValue>> {
     let (samples, rollup, part) = part_tables(breakdown);
-    let mut values = vec![Sql::from(metric.to_string()), Sql::from(since_ms)];
-    let sql = match resolution.span_ms() {
-        None => {
-            let (condition, groups) = confined("agent_id", reach, 3);
-            values.extend(groups);
+    let (sql, values) = over_window(
+        reach,
+        Sql::from(metric.to_string()),
+        since_ms,
+        resolution,
+        |condition| {
             format!(
                 "SELECT agent_id, {part}, at_ms, value, 1 FROM {samples}
                  WHERE metric = ?1 AND at_ms >= ?2{condition} ORDER BY agent_id, {part}, at_ms"
             )
-        }
-        Some(span_ms) => {
-            let (condition, groups) = confined("agent_id", reach, 4);
-            values.push(Sql::from(span_ms));
-            values.extend(groups);
+        },
+        |condition| {
             format!(
                 "SELECT agent_id, {part}, start_ms, sum, count FROM {rollup}
                  WHERE metric = ?1 AND start_ms >= ?2 AND span_ms = ?3{condition} ORDER BY agent_id, {part}, start_ms"
             )
-        }
-    };
+        },
+    );
     let mut statement = c.prepare(&sql)?;
     let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
         Ok(PartValue { agent_id: r.get(0)?, part: r.get(1)?, at_ms: r.get(2)?, value: r.get(3)?, samples: r.get(4)? })
