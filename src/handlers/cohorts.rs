@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use toolgate_domain::ToolError;
-use toolgate_domain::fleet::rank_test::{ALPHA, MIN_EFFECT, mann_whitney};
+use toolgate_domain::fleet::rank_test::{answer, mann_whitney, median, rule};
 use toolgate_domain::groups::Visible;
 use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
@@ -88,11 +88,6 @@ fn cohorts(values: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, BTreeS
     cohorts
 }
 
-fn median(sorted: &[f64]) -> Option<f64> {
-    let n = sorted.len();
-    (n > 0).then(|| if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 })
-}
-
 fn round(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
@@ -167,14 +162,12 @@ pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfC
         values
     };
     let (a, b) = (of(&in_a), of(&in_b));
-    let test = mann_whitney(&a, &b);
-    let verdict = match &test {
-        None => "not enough data: a cohort has no samples of the metric in the window".to_string(),
-        Some(t) if t.differs() && t.effect_size > 0.0 => format!("{} is higher", args.a),
-        Some(t) if t.differs() => format!("{} is higher", args.b),
-        Some(_) => "no clear difference".to_string(),
-    };
-    let differs = test.as_ref().is_some_and(|t| t.differs());
+    let tested = answer(
+        mann_whitney(&a, &b),
+        &args.a,
+        &args.b,
+        "not enough data: a cohort has no samples of the metric in the window",
+    );
     let observations = match resolution {
         toolgate_store::Resolution::Raw => "samples",
         toolgate_store::Resolution::Hourly => "hourly averages",
@@ -186,12 +179,6 @@ pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfC
     Ok(ToolOutput::Structured(json!({
         "key": key, "metric": named, "window": window, "since_ms": since_ms, "observations_are": observations,
         "a": cohort(&args.a, &in_a, &a), "b": cohort(&args.b, &in_b, &b),
-        "test": test.map(|t| json!({
-            "name": "Mann-Whitney U, two-sided", "u": t.u, "p_value": t.p_value, "effect_size": round(t.effect_size),
-            "probability_a_greater": round(t.probability_a_greater), "method": t.method,
-        })),
-        "differs": differs,
-        "rule": format!("differs when p < {ALPHA} and |effect size| (rank-biserial) >= {MIN_EFFECT}"),
-        "verdict": verdict,
+        "test": tested["test"], "differs": tested["differs"], "rule": rule(), "verdict": tested["verdict"],
     })))
 }

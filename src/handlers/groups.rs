@@ -37,6 +37,19 @@ async fn visible_group(ctx: &ToolContext, id: &str) -> Result<(Vec<ManagementGro
     Err(ToolError::NotFound(format!("no management group `{id}`: {hint}; list_management_groups lists them")))
 }
 
+/// [`visible_group`] by id, or by name where one group the caller sees has it.
+pub(super) async fn visible_group_named(
+    ctx: &ToolContext,
+    named: &str,
+) -> Result<(Vec<ManagementGroup>, ManagementGroup), ToolError> {
+    let groups = ctx.services().groups().management_groups().await?;
+    let mut by_name = groups.iter().filter(|g| g.name == named && within(&groups, ctx.reach(), &g.id));
+    match (by_name.next(), by_name.next()) {
+        (Some(one), None) if !groups.iter().any(|g| g.id == named) => Ok((groups.clone(), one.clone())),
+        _ => visible_group(ctx, named).await,
+    }
+}
+
 fn refused(refusal: GroupRefusal) -> ToolError {
     match refusal {
         GroupRefusal::Unknown(_) | GroupRefusal::UnknownAgent(_) => ToolError::NotFound(refusal.to_string()),

@@ -2,6 +2,9 @@
 //! The generator checks each signature against tools.yaml, writes the dispatch, and declares
 //! the modules here that the catalogue uses (so another catalogue builds without them).
 
+/// What the app tools read of each program's series (a catalogue without them uses none of it).
+#[allow(dead_code)]
+pub(crate) mod app_usage;
 pub mod builtin;
 /// The caller's part of the fleet: every handler that reads agents goes through it. (A
 /// catalogue without such handlers, like the conformance suite's, uses none of it.)

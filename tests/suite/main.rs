@@ -7,6 +7,7 @@
 
 mod access_reviews;
 mod agent_frames;
+mod apps;
 mod buffering_proxy;
 mod changes;
 mod common;
@@ -54,6 +55,7 @@ mod signed_frames;
 mod streaming;
 mod tasks;
 mod testbed;
+mod testbed_apps;
 mod testbed_experience;
 mod testbed_reads;
 mod tls;

@@ -150,8 +150,10 @@ fn a_loaded_cohort_differs_from_an_idle_one_and_two_idle_ones_do_not() {
     let a = endpoint(&bed, "coh-a");
     let cpus: usize = a.run(&["nproc"]).trim().parse().unwrap();
     let burners: Vec<String> = (0..cpus).map(|i| format!("burner-{i}")).collect();
+    // The burner has a name of its own: `yes` copied as tg-burner, writing to nothing.
+    a.run(&["cp", "/usr/bin/yes", "/usr/local/bin/tg-burner"]);
     for unit in &burners {
-        a.run(&["systemd-run", &format!("--unit={unit}"), "sh", "-c", "while :; do :; done"]);
+        a.run(&["systemd-run", &format!("--unit={unit}"), "sh", "-c", "exec /usr/local/bin/tg-burner > /dev/null"]);
     }
     let diff = |x: &str, y: &str| {
         let args = json!({"key": "tag:role", "a": x, "b": y, "metric": "cpu", "window": "1h"});
@@ -163,10 +165,21 @@ fn a_loaded_cohort_differs_from_an_idle_one_and_two_idle_ones_do_not() {
         let found = diff("loaded", "idle-1");
         (found["verdict"] == "loaded is higher").then_some(found.clone()).ok_or_else(|| found.to_string())
     });
+    // The burner is the top app by CPU on its device, and fleet-wide; no package owns it.
+    let usage = until("the burner first on its device", || {
+        let found = structured(&s, &schemas, "get_agent_app_usage", json!({"agent_id": ids["coh-a"], "window": "1h"}));
+        (found["apps"][0]["app"] == "tg-burner").then_some(found.clone()).ok_or_else(|| found.to_string())
+    });
+    let fleet = structured(&s, &schemas, "list_dex_perf_apps", json!({"window": "1h", "limit": 3}));
     let mut stop = vec!["systemctl", "stop"];
     stop.extend(burners.iter().map(String::as_str));
     a.run(&stop);
     drop(cpus_to_myself);
+    let burner = &usage["apps"][0];
+    assert!(burner["cpu_seconds"].as_f64() > Some(1.0), "{usage}");
+    assert_eq!(burner["packages"], json!([{"package": null, "version": null}]), "{usage}");
+    assert_eq!(fleet["apps"][0]["app"], "tg-burner", "{fleet}");
+    assert_eq!(fleet["apps"][0]["devices"], 1, "{fleet}");
     assert!(loaded["test"]["p_value"].as_f64() < Some(0.05), "{loaded}");
     assert!(loaded["test"]["effect_size"].as_f64() >= Some(0.3), "{loaded}");
     assert!(loaded["a"]["median"].as_f64() > loaded["b"]["median"].as_f64(), "{loaded}");

@@ -174,6 +174,31 @@ pub(crate) fn part_rows(breakdown: Breakdown, report: &ExperienceReport) -> Vec<
     rows
 }
 
+/// A program's package on one device: from the first to the last sample that named it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackageSpan {
+    pub agent_id: String,
+    pub program: String,
+    pub package: String,
+    pub version: String,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+/// A report's package spans, one per program and package version: (program, package,
+/// version, first, last).
+pub(crate) fn package_spans(report: &ExperienceReport) -> Vec<(String, String, String, i64, i64)> {
+    let mut spans: BTreeMap<(&str, &str, &str), (i64, i64)> = BTreeMap::new();
+    for sample in &report.samples {
+        for (program, owner) in &sample.packages {
+            let span = spans.entry((program, &owner.package, &owner.version)).or_insert((sample.at_ms, sample.at_ms));
+            span.0 = span.0.min(sample.at_ms);
+            span.1 = span.1.max(sample.at_ms);
+        }
+    }
+    spans.into_iter().map(|((p, k, v), (first, last))| (p.into(), k.into(), v.into(), first, last)).collect()
+}
+
 /// What a device's newest samples say of one signal.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Observed {
@@ -234,6 +259,9 @@ pub trait ExperienceStore: Send + Sync {
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<PartValue>>;
+    /// The packages of the programs on devices `reach` covers, as samples named them at or
+    /// after `since_ms`, in agent, program and time order.
+    async fn package_spans(&self, reach: &Reach, since_ms: i64) -> Result<Vec<PackageSpan>>;
     /// Deletes what is older than `retention` allows at `now_ms`.
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept>;
 }

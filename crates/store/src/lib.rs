@@ -34,8 +34,8 @@ pub use certs::CertStore;
 pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use experience::{
-    Averaged, DAY_MS, DeviceExperience, ExperienceStore, ExperienceSwept, HOUR_MS, Observed, Occurrence, PartValue,
-    Resolution, Retention,
+    Averaged, DAY_MS, DeviceExperience, ExperienceStore, ExperienceSwept, HOUR_MS, Observed, Occurrence, PackageSpan,
+    PartValue, Resolution, Retention,
 };
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};
 pub use filtered::{FILTER_BUDGET, RowFilter};

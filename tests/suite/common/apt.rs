@@ -2,6 +2,7 @@
 //! published as a flat repository served over HTTP on 127.0.0.1 (the endpoints share the
 //! host's loopback), publishable again with newer versions.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -15,9 +16,41 @@ pub fn probe_package(dir: &Path, version: &str) -> PathBuf {
         "Package: toolgate-probe\nVersion: {version}\nArchitecture: all\nMaintainer: tests <tests@localhost>\nDescription: a package the tests upgrade\n"
     );
     std::fs::write(root.join("DEBIAN/control"), control).unwrap();
-    let deb = dir.join(format!("toolgate-probe_{version}_all.deb"));
-    let built = Command::new("dpkg-deb").args(["--root-owner-group", "--build"]).arg(&root).arg(&deb).output().unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    built(&root, dir.join(format!("toolgate-probe_{version}_all.deb")))
+}
+
+/// `toolgate-probe` at `version` as a program: `/usr/bin/toolgate-probe` (a copy of `yes`,
+/// which keeps a CPU busy) run as `workers` processes by the service `toolgate-probe`, which
+/// the package (re)starts when it is installed or upgraded, as a daemon's package does.
+pub fn program_package(dir: &Path, version: &str, workers: usize) -> PathBuf {
+    let root = dir.join(format!("program-{version}"));
+    for sub in ["DEBIAN", "usr/bin", "lib/systemd/system"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    let control = format!(
+        "Package: toolgate-probe\nVersion: {version}\nArchitecture: all\nMaintainer: tests <tests@localhost>\nDescription: a program the tests upgrade\n"
+    );
+    std::fs::write(root.join("DEBIAN/control"), control).unwrap();
+    std::fs::copy("/usr/bin/yes", root.join("usr/bin/toolgate-probe")).unwrap();
+    let each = "/usr/bin/toolgate-probe > /dev/null &\n".repeat(workers);
+    let run = format!("#!/bin/sh\n{each}wait\n");
+    let postinst = "#!/bin/sh\nset -e\nsystemctl daemon-reload\nsystemctl restart toolgate-probe.service\n";
+    let prerm = "#!/bin/sh\nif [ \"$1\" = remove ]; then systemctl stop toolgate-probe.service || true; fi\n";
+    for (file, text) in
+        [("usr/bin/toolgate-probe-run", run.as_str()), ("DEBIAN/postinst", postinst), ("DEBIAN/prerm", prerm)]
+    {
+        std::fs::write(root.join(file), text).unwrap();
+        std::fs::set_permissions(root.join(file), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let unit = "[Service]\nExecStart=/usr/bin/toolgate-probe-run\n";
+    std::fs::write(root.join("lib/systemd/system/toolgate-probe.service"), unit).unwrap();
+    built(&root, dir.join(format!("toolgate-probe_{version}_all.deb")))
+}
+
+/// The package of the tree at `root`, built as `deb`.
+fn built(root: &Path, deb: PathBuf) -> PathBuf {
+    let out = Command::new("dpkg-deb").args(["--root-owner-group", "--build"]).arg(root).arg(&deb).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     deb
 }
 

@@ -22,17 +22,50 @@ pub(crate) struct Process {
     pub start_time_ms: i64,
 }
 
+/// What /proc/PID/stat says of a process.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Stat<'a> {
+    pub name: &'a str,
+    pub state: &'a str,
+    pub ppid: i64,
+    /// The kernel's `PF_*` flags.
+    pub flags: u64,
+    /// User and system CPU time, in clock ticks (its ended threads' included).
+    pub cpu_ticks: u64,
+    /// When it started, in clock ticks since boot.
+    pub start_ticks: i64,
+    pub rss_pages: i64,
+}
+
+/// `PF_KTHREAD`: the process is one of the kernel's own threads.
+const KERNEL_THREAD: u64 = 0x0020_0000;
+
+impl Stat<'_> {
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & KERNEL_THREAD != 0
+    }
+}
+
 /// The fields of /proc/PID/stat after the command name, which may itself hold spaces and
-/// parentheses: (name, state, ppid, start time in clock ticks since boot, rss pages).
-fn parse_stat(stat: &str) -> Option<(&str, &str, i64, i64, i64)> {
+/// parentheses.
+pub(crate) fn parse_stat(stat: &str) -> Option<Stat<'_>> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let name = stat.get(open + 1..close)?;
     let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    // After the name: state(0) ppid(1) ... starttime is field 22 of the whole line, 19 here;
-    // rss field 24, 21 here.
-    let number = |i: usize| rest.get(i)?.parse::<i64>().ok();
-    Some((name, rest.first()?, number(1)?, number(19)?, number(21)?))
+    // After the name, field n of the whole line is at n - 3: state(3) ppid(4) flags(9)
+    // utime(14) stime(15) starttime(22) rss(24).
+    let number = |n: usize| rest.get(n - 3)?.parse::<i64>().ok();
+    let unsigned = |n: usize| rest.get(n - 3)?.parse::<u64>().ok();
+    Some(Stat {
+        name,
+        state: rest.first()?,
+        ppid: number(4)?,
+        flags: unsigned(9)?,
+        cpu_ticks: unsigned(14)?.saturating_add(unsigned(15)?),
+        start_ticks: number(22)?,
+        rss_pages: number(24)?,
+    })
 }
 
 /// The boot time (`btime` of /proc/stat), in seconds since the epoch.
@@ -41,11 +74,11 @@ fn boot_time_secs() -> i64 {
     stat.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok()).unwrap_or(0)
 }
 
-fn clock_ticks_per_sec() -> i64 {
+pub(crate) fn clock_ticks_per_sec() -> i64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|t| *t > 0).unwrap_or(100)
 }
 
-fn page_size() -> i64 {
+pub(crate) fn page_size() -> i64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096)
 }
 
@@ -65,7 +98,7 @@ impl Units {
 fn read(dir: &Path, pid: i64, units: &Units) -> Option<Process> {
     // A process may exit between the listing and the reads: then it is none.
     let stat = fs::read_to_string(dir.join("stat")).ok()?;
-    let (name, state, ppid, start_ticks, rss_pages) = parse_stat(&stat)?;
+    let Stat { name, state, ppid, start_ticks, rss_pages, .. } = parse_stat(&stat)?;
     let uid = fs::read_to_string(dir.join("status"))
         .ok()
         .and_then(|s| {
@@ -130,7 +163,13 @@ mod tests {
     #[test]
     fn names_with_parentheses_and_spaces() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 100 1000 250 18446744073709551615";
-        assert_eq!(parse_stat(stat), Some(("a (b) c", "S", 1, 100, 250)));
+        let parsed = parse_stat(stat).unwrap();
+        assert_eq!(
+            (parsed.name, parsed.state, parsed.ppid, parsed.start_ticks, parsed.rss_pages),
+            ("a (b) c", "S", 1, 100, 250)
+        );
+        assert_eq!((parsed.cpu_ticks, parsed.flags), (3, 4194560));
+        assert!(!parsed.is_kernel_thread());
     }
 
     #[test]

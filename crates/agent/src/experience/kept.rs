@@ -94,6 +94,7 @@ mod tests {
             fullest_filesystem: None,
             apps: BTreeMap::new(),
             interfaces: BTreeMap::new(),
+            packages: BTreeMap::new(),
         }
     }
 

@@ -7,7 +7,9 @@ mod cgroup;
 mod exits;
 mod interfaces;
 mod kept;
+mod packages;
 mod procfs;
+mod programs;
 mod sampler;
 mod systemd;
 
@@ -17,7 +19,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use toolgate_domain::CancellationToken;
-use toolgate_domain::fleet::experience::{ExperienceReport, ExperienceSettings, MAX_SAMPLES_PER_REPORT, Measured};
+use toolgate_domain::fleet::experience::{
+    ExperienceReport, ExperienceSettings, MAX_SAMPLES_PER_REPORT, Measured, Sample,
+};
 use toolgate_domain::fleet::wire::AgentMessage;
 
 pub use cgroup::Cgroup;
@@ -144,15 +148,20 @@ type Shared<T> = Arc<Mutex<T>>;
 /// What the newest sample measured, and what it could not: what a report says of its batch.
 type Latest = Shared<Option<(Measured, Absent)>>;
 
-/// The sampler, and the watch on process exits that adds to its samples.
+/// The sampler, and what adds to its samples: the watch on process exits, and the process
+/// table.
 struct Measuring {
     sampler: Sampler,
     exits: Arc<ProcessExits>,
+    programs: programs::Programs,
 }
 
 impl Measuring {
     fn start(measure: Measure, state_dir: &Path) -> Measuring {
-        Measuring { sampler: self::sampler(measure), exits: ProcessExits::watch(state_dir) }
+        let mut programs = programs::Programs::default();
+        // Read once now, so that the first sample's programs cover an interval.
+        programs.add_to(&mut Sample::default(), false);
+        Measuring { sampler: self::sampler(measure), exits: ProcessExits::watch(state_dir), programs }
     }
 }
 
@@ -192,6 +201,7 @@ async fn sample(experience: Arc<Experience>, measure: Measure, state_dir: PathBu
             let measuring = sampler.get_or_insert_with(|| Measuring::start(measure, &dir));
             let (mut one, mut missing) = measuring.sampler.sample(now_ms(), rtt);
             measuring.exits.add_to(&mut one, &mut missing);
+            measuring.programs.add_to(&mut one, measuring.exits.counted());
             if let Ok(mut latest) = latest.lock() {
                 *latest = Some((measuring.sampler.measured(), missing));
             }

@@ -158,6 +158,7 @@ impl Sampler {
                 fullest_filesystem: out.fullest,
                 apps: BTreeMap::new(),
                 interfaces,
+                packages: BTreeMap::new(),
             },
             out.absent,
         )

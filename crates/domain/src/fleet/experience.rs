@@ -197,7 +197,7 @@ pub enum Measured {
 }
 
 /// One sample: every metric the device could give at `at_ms`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sample {
     pub at_ms: i64,
@@ -212,7 +212,22 @@ pub struct Sample {
     /// Per network interface but loopback, its rates ([`super::parts::INTERFACE_METRICS`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub interfaces: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per program in `apps` whose executable a package owns, that package as installed when
+    /// the program's process started (protocol 7).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub packages: BTreeMap<String, AppPackage>,
 }
+
+/// The package that owns a program's executable, and its version.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppPackage {
+    pub package: String,
+    pub version: String,
+}
+
+/// The longest package name or version a sample may hold (Debian's are far shorter).
+pub const MAX_PACKAGE_FIELD_BYTES: usize = 128;
 
 /// A batch of samples, as the agent sends them over a report connection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -252,6 +267,23 @@ impl ExperienceReport {
             for breakdown in Breakdown::ALL {
                 breakdown.check(sample)?;
             }
+            for (program, owner) in &sample.packages {
+                if !sample.apps.contains_key(program) {
+                    return Err(format!(
+                        "a sample at {} names the package of `{program}`, a program it does not count",
+                        sample.at_ms
+                    ));
+                }
+                for field in [&owner.package, &owner.version] {
+                    if field.is_empty() || field.len() > MAX_PACKAGE_FIELD_BYTES {
+                        return Err(format!(
+                            "the package of `{program}` at {} has a name or version of {} bytes (1 to {MAX_PACKAGE_FIELD_BYTES})",
+                            sample.at_ms,
+                            field.len()
+                        ));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -286,6 +318,7 @@ mod tests {
             fullest_filesystem: None,
             apps: BTreeMap::new(),
             interfaces: BTreeMap::new(),
+            packages: BTreeMap::new(),
         };
         let report = |samples| ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples };
         assert!(report(vec![sample("cpu_busy_pct", 12.5)]).check().is_ok());

@@ -25,6 +25,13 @@ const fn part_metric(name: &'static str, description: &'static str, explains: Op
 }
 
 pub const APP_METRICS: &[PartMetric] = &[
+    part_metric(
+        "cpu_seconds",
+        "CPU time its processes used since the last sample (user and system, summed over its processes).",
+        None,
+    ),
+    part_metric("rss_bytes", "Resident memory of its processes at the sample, summed.", None),
+    part_metric("starts", "Processes of the program that started since the last sample.", None),
     part_metric("exits", "Processes of the program that ended, however they ended.", None),
     part_metric(
         "crashes",
@@ -45,6 +52,14 @@ pub const INTERFACE_METRICS: &[PartMetric] = &[
     part_metric("drops_per_s", "Packets dropped.", Some("net_drops_per_s")),
 ];
 
+/// How many of the busiest, and of the largest, programs each sample names, beside those whose
+/// processes ended: what bounds the per-program series whatever a host runs.
+pub const TOP_PROGRAMS: usize = 8;
+/// What the app tools say of the programs they show.
+pub const TOP_PROGRAMS_NOTE: &str = "Each sample names the 8 programs that used the most CPU and the 8 largest in memory, and every program whose processes ended; a program outside those in a sample is not counted in it. The kernel's own threads are not programs.";
+/// The device metric process exits give: absent, with the reason, where they are unseen.
+pub const EXITS_METRIC: &str = "app_crashes";
+
 /// The most parts one sample names in a breakdown; the rest are counted under
 /// [`Breakdown::other`].
 pub const MAX_PARTS_PER_SAMPLE: usize = 64;
@@ -55,7 +70,8 @@ pub const MAX_PART_NAME_BYTES: usize = 64;
 /// What a device's experience is broken down by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Breakdown {
-    /// Programs (process names), from process exits.
+    /// Programs (process names): the busiest and the largest from the process table, and every
+    /// one process exits named.
     Apps,
     /// Network interfaces but loopback, from /proc/net/dev.
     Interfaces,
@@ -167,6 +183,7 @@ mod tests {
             fullest_filesystem: None,
             apps: BTreeMap::new(),
             interfaces: BTreeMap::new(),
+            packages: BTreeMap::new(),
         };
         let values = BTreeMap::from([(name.to_string(), value)]);
         match breakdown {
@@ -174,6 +191,11 @@ mod tests {
             Breakdown::Interfaces => sample.interfaces.insert(part.into(), values),
         };
         breakdown.check(&sample)
+    }
+
+    #[test]
+    fn the_note_says_how_many_programs_a_sample_names() {
+        assert!(TOP_PROGRAMS_NOTE.contains(&format!("the {TOP_PROGRAMS} programs")));
     }
 
     #[test]

@@ -36,6 +36,37 @@ impl RankTest {
     }
 }
 
+/// The median of sorted `values`.
+pub fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    (n > 0).then(|| if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 })
+}
+
+/// The rule a verdict follows, as the tools say it.
+pub fn rule() -> String {
+    format!("differs when p < {ALPHA} and |effect size| (rank-biserial) >= {MIN_EFFECT}")
+}
+
+/// A test as the tools answer it: the test (none: `unknown` says why), whether the values
+/// differ, and a verdict naming the higher of `a` and `b`.
+pub fn answer(test: Option<RankTest>, a: &str, b: &str, unknown: &str) -> serde_json::Value {
+    let round = |v: f64| (v * 1000.0).round() / 1000.0;
+    let verdict = match &test {
+        None => unknown.to_string(),
+        Some(t) if t.differs() && t.effect_size > 0.0 => format!("{a} is higher"),
+        Some(t) if t.differs() => format!("{b} is higher"),
+        Some(_) => "no clear difference".to_string(),
+    };
+    serde_json::json!({
+        "test": test.as_ref().map(|t| serde_json::json!({
+            "name": "Mann-Whitney U, two-sided", "u": t.u, "p_value": t.p_value, "effect_size": round(t.effect_size),
+            "probability_a_greater": round(t.probability_a_greater), "method": t.method,
+        })),
+        "differs": test.as_ref().is_some_and(RankTest::differs),
+        "verdict": verdict,
+    })
+}
+
 /// The test of `a` against `b`; None when either is empty (or holds a value that is not a
 /// number).
 pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<RankTest> {

@@ -47,8 +47,10 @@ pub const AGENT_PATH: &str = "/agent/v1";
 /// `plan_changed` (an older agent is never sent either: the server refuses that target). 5: the
 /// welcome says how to measure the endpoint's experience, and the agent reports it
 /// ([`AgentMessage::Experience`]); an older agent is not asked. 6: a sample may count process
-/// exits and crashes per program (`apps`, and the metric `app_crashes`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// exits and crashes per program (`apps`, and the metric `app_crashes`). 7: it may also give a
+/// program's CPU time, memory and starts, and the package that owns it (`packages`); a server
+/// is upgraded before its agents, which it serves whatever their protocol.
+pub const PROTOCOL_VERSION: u32 = 7;
 /// The oldest version a server still serves: a protocol-1 agent gets a welcome without the
 /// quarantine state (the server refuses to send a quarantined agent a change whatever its
 /// protocol, so it is safe, only told later).

@@ -9,11 +9,11 @@ use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
-use super::experience_parts::{part_values, save_parts, sweep_parts};
+use super::experience_parts::{part_values, read_package_spans, save_packages, save_parts, sweep_parts};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Point, Resolution,
-    Result, Retention, file_latest, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
+    Resolution, Result, Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -103,6 +103,7 @@ impl ExperienceStore for PostgresStore {
             )
             .await?;
             save_parts(&tx, agent_id, report).await?;
+            save_packages(&tx, agent_id, report).await?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -331,6 +332,10 @@ impl ExperienceStore for PostgresStore {
         resolution: Resolution,
     ) -> Result<Vec<PartValue>> {
         pg(async { part_values(&*self.conn().await?, breakdown, reach, metric, since_ms, resolution).await }).await
+    }
+
+    async fn package_spans(&self, reach: &Reach, since_ms: i64) -> Result<Vec<PackageSpan>> {
+        pg(async { read_package_spans(&*self.conn().await?, reach, since_ms).await }).await
     }
 
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {

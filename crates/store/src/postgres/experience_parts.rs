@@ -6,9 +6,12 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
-use super::experience::Window;
+use super::confinement::reach_param;
+use super::experience::{Window, confined};
 use super::{Pg, execute, rows};
-use crate::experience::{PartValue, Resolution, Retention, Rollup, part_rows, part_tables, rollups};
+use crate::experience::{
+    PackageSpan, PartValue, Resolution, Retention, Rollup, package_spans, part_rows, part_tables, rollups,
+};
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
 /// new, in one statement each.
@@ -117,5 +120,56 @@ pub(super) async fn sweep_parts(tx: &impl GenericClient, now_ms: i64, retention:
         swept.1 += execute(tx, &spans, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
         swept.2 += execute(tx, &spans, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
     }
+    // A program's versions are kept as long as the days they explain.
+    let packages = "DELETE FROM experience_app_package WHERE last_ms < $1";
+    swept.2 += execute(tx, packages, &[&(now_ms - retention.daily_ms)]).await?;
     Ok(swept)
+}
+
+/// Keeps a report's package spans (see the SQLite twin), in one statement.
+pub(super) async fn save_packages(tx: &impl GenericClient, agent_id: &str, report: &ExperienceReport) -> Pg<()> {
+    let spans = package_spans(report);
+    if spans.is_empty() {
+        return Ok(());
+    }
+    let text = |f: fn(&(String, String, String, i64, i64)) -> &str| spans.iter().map(f).collect::<Vec<&str>>();
+    let firsts: Vec<i64> = spans.iter().map(|s| s.3).collect();
+    let lasts: Vec<i64> = spans.iter().map(|s| s.4).collect();
+    execute(
+        tx,
+        "INSERT INTO experience_app_package AS k (agent_id, program, package, version, first_ms, last_ms)
+         SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+         ON CONFLICT (agent_id, program, package, version) DO UPDATE SET
+             first_ms = LEAST(k.first_ms, excluded.first_ms), last_ms = GREATEST(k.last_ms, excluded.last_ms)",
+        &[&agent_id, &text(|s| &s.0), &text(|s| &s.1), &text(|s| &s.2), &firsts, &lasts],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn read_package_spans(c: &impl GenericClient, reach: &Reach, since_ms: i64) -> Pg<Vec<PackageSpan>> {
+    let groups = reach_param(reach);
+    let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&since_ms];
+    if let Some(groups) = &groups {
+        values.push(groups);
+    }
+    let sql = format!(
+        "SELECT agent_id, program, package, version, first_ms, last_ms FROM experience_app_package
+         WHERE last_ms >= $1{} ORDER BY agent_id, program, first_ms",
+        confined("agent_id", &groups, 2)
+    );
+    rows(c, &sql, &values)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(PackageSpan {
+                agent_id: r.try_get(0)?,
+                program: r.try_get(1)?,
+                package: r.try_get(2)?,
+                version: r.try_get(3)?,
+                first_ms: r.try_get(4)?,
+                last_ms: r.try_get(5)?,
+            })
+        })
+        .collect()
 }

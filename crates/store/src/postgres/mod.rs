@@ -74,6 +74,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0025_experience_signals", include_str!("../../migrations/postgres/0025_experience_signals.sql")),
     ("0026_experience_apps", include_str!("../../migrations/postgres/0026_experience_apps.sql")),
     ("0027_experience_interfaces", include_str!("../../migrations/postgres/0027_experience_interfaces.sql")),
+    ("0028_experience_app_packages", include_str!("../../migrations/postgres/0028_experience_app_packages.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -11,10 +11,10 @@ use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
-use super::experience_parts::{part_values, save_parts, sweep_parts};
+use super::experience_parts::{part_values, read_package_spans, save_packages, save_parts, sweep_parts};
 use crate::experience::{
-    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PartValue, Point, Resolution,
-    Result, Retention, file_latest, measured_name, rollups,
+    Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
+    Resolution, Result, Retention, file_latest, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -75,6 +75,7 @@ impl ExperienceStore for SqliteStore {
                 }
             }
             save_parts(&tx, &agent_id, &report)?;
+            save_packages(&tx, &agent_id, &report)?;
             let added = kept.len() as u64;
             if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
                 let absent = serde_json::to_string(&report.absent).expect("strings");
@@ -293,6 +294,11 @@ impl ExperienceStore for SqliteStore {
     ) -> Result<Vec<PartValue>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
         self.run(move |c| part_values(c, breakdown, &reach, &metric, since_ms, resolution)).await
+    }
+
+    async fn package_spans(&self, reach: &Reach, since_ms: i64) -> Result<Vec<PackageSpan>> {
+        let reach = reach.clone();
+        self.run(move |c| read_package_spans(c, &reach, since_ms)).await
     }
 
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {

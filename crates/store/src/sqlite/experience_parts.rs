@@ -8,8 +8,10 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 
-use super::experience::over_window;
-use crate::experience::{PartValue, Resolution, Retention, part_rows, part_tables, rollups};
+use super::experience::{confined, over_window};
+use crate::experience::{
+    PackageSpan, PartValue, Resolution, Retention, package_spans, part_rows, part_tables, rollups,
+};
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
 /// new.
@@ -83,5 +85,43 @@ pub(super) fn sweep_parts(tx: &Transaction, now_ms: i64, retention: Retention) -
         swept.1 += tx.execute(&spans, params![crate::HOUR_MS, now_ms - retention.hourly_ms])? as u64;
         swept.2 += tx.execute(&spans, params![crate::DAY_MS, now_ms - retention.daily_ms])? as u64;
     }
+    // A program's versions are kept as long as the days they explain.
+    let packages = "DELETE FROM experience_app_package WHERE last_ms < ?1";
+    swept.2 += tx.execute(packages, [now_ms - retention.daily_ms])? as u64;
     Ok(swept)
+}
+
+/// Keeps a report's package spans: each widens the span kept of its program and version.
+pub(super) fn save_packages(tx: &Transaction, agent_id: &str, report: &ExperienceReport) -> rusqlite::Result<()> {
+    let mut upsert = tx.prepare_cached(
+        "INSERT INTO experience_app_package (agent_id, program, package, version, first_ms, last_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (agent_id, program, package, version) DO UPDATE SET
+             first_ms = min(first_ms, excluded.first_ms), last_ms = max(last_ms, excluded.last_ms)",
+    )?;
+    for (program, package, version, first_ms, last_ms) in package_spans(report) {
+        upsert.execute(params![agent_id, program, package, version, first_ms, last_ms])?;
+    }
+    Ok(())
+}
+
+pub(super) fn read_package_spans(c: &Connection, reach: &Reach, since_ms: i64) -> rusqlite::Result<Vec<PackageSpan>> {
+    let (condition, groups) = confined("agent_id", reach, 2);
+    let mut values = vec![Sql::from(since_ms)];
+    values.extend(groups);
+    let mut statement = c.prepare(&format!(
+        "SELECT agent_id, program, package, version, first_ms, last_ms FROM experience_app_package
+         WHERE last_ms >= ?1{condition} ORDER BY agent_id, program, first_ms"
+    ))?;
+    let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
+        Ok(PackageSpan {
+            agent_id: r.get(0)?,
+            program: r.get(1)?,
+            package: r.get(2)?,
+            version: r.get(3)?,
+            first_ms: r.get(4)?,
+            last_ms: r.get(5)?,
+        })
+    })?;
+    rows.collect()
 }

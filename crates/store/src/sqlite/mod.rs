@@ -74,6 +74,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0034_experience_signals", include_str!("../../migrations/sqlite/0034_experience_signals.sql")),
     ("0035_experience_apps", include_str!("../../migrations/sqlite/0035_experience_apps.sql")),
     ("0036_experience_interfaces", include_str!("../../migrations/sqlite/0036_experience_interfaces.sql")),
+    ("0037_experience_app_packages", include_str!("../../migrations/sqlite/0037_experience_app_packages.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

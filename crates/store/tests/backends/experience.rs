@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use toolgate_domain::fleet::experience::{ExperienceReport, Measured, Sample};
+use toolgate_domain::fleet::experience::{AppPackage, ExperienceReport, Measured, Sample};
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
 use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Observed, Repositories, Resolution, Retention};
@@ -17,6 +17,7 @@ crate::matrix!(
     a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach,
     parts_are_kept_once_rolled_up_swept_and_confined,
     a_metrics_series_is_read_raw_or_averaged_within_the_reach,
+    a_programs_package_versions_are_kept_as_spans_confined_and_swept,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -33,6 +34,7 @@ fn report(samples: &[(i64, &[(&str, f64)])]) -> ExperienceReport {
                 fullest_filesystem: Some("/".into()),
                 apps: BTreeMap::new(),
                 interfaces: BTreeMap::new(),
+                packages: BTreeMap::new(),
             })
             .collect(),
     }
@@ -173,6 +175,7 @@ fn crashed(at: i64, app: &str, crashes: f64) -> Sample {
         fullest_filesystem: None,
         apps: BTreeMap::from([(app.to_string(), counts)]),
         interfaces: BTreeMap::from([("eth0".to_string(), BTreeMap::from([("rx_bytes_per_s".to_string(), 100.0)]))]),
+        packages: BTreeMap::new(),
     }
 }
 
@@ -243,4 +246,55 @@ async fn a_metrics_series_is_read_raw_or_averaged_within_the_reach(r: Repositori
         let confined = e.series(&reach, "cpu_busy_pct", 0, resolution).await.unwrap();
         assert!(confined.len() == 1 && confined[0].agent_id == agents[1], "{resolution:?}: {confined:?}");
     }
+}
+
+/// A sample at `at` (after T0) in which `program` of `package` at `version` ran.
+fn ran(at: i64, program: &str, package: &str, version: &str) -> Sample {
+    Sample {
+        at_ms: T0 + at,
+        apps: BTreeMap::from([(program.to_string(), BTreeMap::from([("cpu_seconds".to_string(), 1.0)]))]),
+        packages: BTreeMap::from([(
+            program.to_string(),
+            AppPackage { package: package.to_string(), version: version.to_string() },
+        )]),
+        ..Sample::default()
+    }
+}
+
+async fn a_programs_package_versions_are_kept_as_spans_confined_and_swept(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let e = &r.experience;
+    let batch = |samples| ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples };
+    let old = |at| ran(at, "probe", "toolgate-probe", "1.0");
+    let new = |at| ran(at, "probe", "toolgate-probe", "1.1");
+    e.save_experience(&agents[0], &batch(vec![old(0), old(60_000)]), T0).await.unwrap();
+    // Upgraded: a later batch widens 1.0's span once more, then 1.1 begins; one sent again
+    // changes nothing.
+    e.save_experience(&agents[0], &batch(vec![old(120_000), new(180_000), new(240_000)]), T0).await.unwrap();
+    e.save_experience(&agents[0], &batch(vec![new(180_000)]), T0).await.unwrap();
+    e.save_experience(&agents[1], &batch(vec![ran(0, "sleep", "coreutils", "9.1-1")]), T0).await.unwrap();
+
+    let spans = e.package_spans(&Reach::Fleet, 0).await.unwrap();
+    let mine: Vec<(&str, &str, i64, i64)> = spans
+        .iter()
+        .filter(|s| s.agent_id == agents[0])
+        .map(|s| (s.program.as_str(), s.version.as_str(), s.first_ms - T0, s.last_ms - T0))
+        .collect();
+    assert_eq!(mine, [("probe", "1.0", 0, 120_000), ("probe", "1.1", 180_000, 240_000)]);
+    let later = e.package_spans(&Reach::Fleet, T0 + 150_000).await.unwrap();
+    assert!(later.iter().all(|s| s.version == "1.1"), "spans that ended before the start are not read: {later:?}");
+
+    let team = crate::groups::top_group(&r, "Team").await;
+    r.groups.add_member(&team.id, &agents[1]).await.unwrap().unwrap();
+    let confined = e.package_spans(&Reach::Groups(vec![team.id.clone()].into()), 0).await.unwrap();
+    assert_eq!(
+        confined.iter().map(|s| (s.agent_id.as_str(), s.package.as_str())).collect::<Vec<_>>(),
+        [(agents[1].as_str(), "coreutils")]
+    );
+
+    // Kept as long as the daily rollups they explain.
+    e.sweep_experience(T0 + 300 * DAY_MS, Retention::default()).await.unwrap();
+    assert_eq!(e.package_spans(&Reach::Fleet, 0).await.unwrap().len(), 3);
+    e.sweep_experience(T0 + 401 * DAY_MS, Retention::default()).await.unwrap();
+    assert!(e.package_spans(&Reach::Fleet, 0).await.unwrap().is_empty());
 }

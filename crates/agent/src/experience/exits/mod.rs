@@ -27,7 +27,7 @@ use toolgate_domain::fleet::parts::{Breakdown, MAX_PART_NAME_BYTES, MAX_PARTS_PE
 use super::sampler::Absent;
 
 /// The device metric these counts give (the sampler gives every other).
-pub const METRIC: &str = "app_crashes";
+pub const METRIC: &str = toolgate_domain::fleet::parts::EXITS_METRIC;
 
 /// How a process ended, from its wait status (the kernel's `exit_code`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,6 +224,11 @@ impl ProcessExits {
         }
     }
 
+    /// Whether every process that ends is counted (a source works).
+    pub fn counted(&self) -> bool {
+        self.unseen.is_none()
+    }
+
     /// Ends the watching thread within [`POLL`], and process accounting at once if the agent
     /// turned it on (the process may end before the thread does).
     pub fn stop(&self) {
@@ -236,7 +241,7 @@ impl ProcessExits {
 
 /// A process name as a sample holds it: valid UTF-8, never empty, at most
 /// [`MAX_PART_NAME_BYTES`].
-fn program_name(raw: &str) -> String {
+pub(super) fn program_name(raw: &str) -> String {
     let trimmed = raw.trim_matches(|c: char| c == '\0' || c.is_whitespace());
     if trimmed.is_empty() {
         return "(unnamed)".into();

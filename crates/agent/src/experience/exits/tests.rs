@@ -112,6 +112,7 @@ fn a_sample_counts_programs_and_folds_the_many() {
         fullest_filesystem: None,
         apps: BTreeMap::new(),
         interfaces: BTreeMap::new(),
+        packages: BTreeMap::new(),
     };
     let mut absent = Absent::new();
     exits.add_to(&mut sample, &mut absent);
