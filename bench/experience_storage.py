@@ -3,10 +3,12 @@
 migrations (crates/store/migrations/sqlite), filled with the rows the store writes for a day of
 samples at one a minute: every declared metric (crates/domain/src/fleet/experience.rs) per
 sample with its hourly and daily rollups, and PROGRAMS programs ending each minute with their
-per-program rows and rollups, and INTERFACES interfaces with their four rates and rollups.
+per-program rows and rollups, NAMED programs the process table names each minute (the busiest
+and largest: CPU seconds and resident memory, and a package span each), and INTERFACES
+interfaces with their four rates and rollups.
 Synthetic values, real schema and indexes; the database is vacuumed before it is measured.
 
-    python3 bench/experience_storage.py [--devices 10] [--programs 3] [--interfaces 1]
+    python3 bench/experience_storage.py [--devices 10] [--programs 3] [--named 12] [--interfaces 1]
 """
 import argparse, os, random, re, sqlite3, tempfile
 
@@ -29,6 +31,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=10)
     ap.add_argument("--programs", type=int, default=3, help="programs that end each minute on a device")
+    ap.add_argument("--named", type=int, default=12,
+                    help="programs a sample names for their CPU time and memory (at most 16: the 8 busiest, the 8 largest)")
     ap.add_argument("--interfaces", type=int, default=1, help="network interfaces but loopback")
     args = ap.parse_args()
     metrics = declared_metrics()
@@ -62,16 +66,25 @@ def main():
                             key = (f"eth{n}", metric, span, at - at % span)
                             c, s, lo, hi = if_rollup.get(key, (0, 0.0, value, value))
                             if_rollup[key] = (c + 1, s + value, min(lo, value), max(hi, value))
-                for program in rnd.sample(programs, args.programs):
-                    counts = {"exits": float(rnd.randint(1, 20))}
+                ended = {p: {"exits": float(rnd.randint(1, 20))} for p in rnd.sample(programs, args.programs)}
+                for counts in ended.values():
                     if rnd.random() < 0.05:
                         counts["crashes"] = 1.0
+                # The same long-lived programs are the largest minute after minute; the busiest vary.
+                for n in range(args.named):
+                    named = f"daemon-{n:02d}" if n < args.named * 3 // 4 else rnd.choice(programs)
+                    counts = ended.setdefault(named, {})
+                    counts["cpu_seconds"] = round(rnd.uniform(0, 30), 3)
+                    counts["rss_bytes"] = float(rnd.randint(1 << 20, 1 << 30))
+                for program, counts in ended.items():
                     for metric, value in counts.items():
                         db.execute("INSERT INTO experience_app_sample VALUES (?, ?, ?, ?, ?)", (agent, program, metric, at, value))
                         for span in (HOUR, DAY):
                             key = (program, metric, span, at - at % span)
                             c, s, lo, hi = app_rollup.get(key, (0, 0.0, value, value))
                             app_rollup[key] = (c + 1, s + value, min(lo, value), max(hi, value))
+            db.executemany("INSERT INTO experience_app_package VALUES (?, ?, ?, ?, ?, ?)",
+                           [(agent, p, f"pkg-{p}", "1.2.3-1", t0, t0 + DAY) for p in {k[0] for k in app_rollup}])
             db.executemany("INSERT INTO experience_rollup VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            [(agent, m, span, start, *v) for (m, span, start), v in rollup.items()])
             db.executemany("INSERT INTO experience_app_rollup VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -101,7 +114,7 @@ def main():
             shares[table] = total - size(copy)
             os.remove(copy)
     print(f"{args.devices} devices, a day at one sample a minute, {len(metrics)} metrics, "
-          f"{args.programs} programs ending a minute, {args.interfaces} interfaces (synthetic values, the store's schema):")
+          f"{args.programs} programs ending a minute, {args.named} named, {args.interfaces} interfaces (synthetic values, the store's schema):")
     for table, rows in sorted(per_table.items()):
         mb = shares[table] / args.devices / 1e6
         print(f"  {table:24} {rows // args.devices:>7} rows  {mb:6.2f} MB per device and day")
