@@ -2,9 +2,13 @@
 //! process, each through the real agent loop (`toolgate_agent::run_with`: enrollment, state dir,
 //! heartbeats, reconnection with jitter). What they report is labelled as simulated: this
 //! host's facts with the hostname `load-NNNNN` and agent version `load`, and this host's real
-//! `users` and `listening_ports` tables (LOAD_TABLES=users,installed_software,... for others). Not a mode of the product: a benchmark's load
+//! `users` and `listening_ports` tables (LOAD_TABLES=users,installed_software,... for others).
+//! LOAD_EXPERIENCE=1 makes each agent report simulated experience samples ([`experience`]) when
+//! the server asks for them. Not a mode of the product: a benchmark's load
 //! (scripts/bench_fleet.sh). LOAD_CA=FILE trusts that CA for an https:// server (the agent
 //! listener with mutual TLS, scripts/bench_agent_tls.sh). Runs until Ctrl-C or SIGTERM.
+
+mod experience;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,8 +23,10 @@ use toolgate_domain::fleet::wire::InventoryReport;
 const TABLES: &str = "users,listening_ports";
 
 struct Simulated {
+    number: u64,
     facts: HostFacts,
     tables: Arc<Vec<InventoryReport>>,
+    experience: bool,
 }
 
 impl Reporter for Simulated {
@@ -31,6 +37,10 @@ impl Reporter for Simulated {
             t
         });
         (self.facts.clone(), tables.collect())
+    }
+
+    fn experience_sample(&self, at_ms: i64) -> Option<toolgate_domain::fleet::experience::Sample> {
+        self.experience.then(|| experience::sample(self.number, at_ms))
     }
 }
 
@@ -55,11 +65,13 @@ async fn main() {
         Some(path) => toolgate_agent::ServerTrust::Ca(path.into()),
         None => toolgate_agent::ServerTrust::System,
     };
+    let simulate_experience = std::env::var("LOAD_EXPERIENCE").is_ok_and(|v| v == "1");
     let stop = CancellationToken::new();
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
         let facts = HostFacts { hostname: format!("load-{i:05}"), agent_version: "load".into(), ..host.clone() };
-        let reporter = Arc::new(Simulated { facts, tables: tables.clone() });
+        let reporter =
+            Arc::new(Simulated { number: i as u64, facts, tables: tables.clone(), experience: simulate_experience });
         let options = AgentOptions {
             servers: vec![server.clone()],
             enroll_token: Some(token.clone()),
@@ -68,8 +80,11 @@ async fn main() {
             reconnect_max_ms: 30_000,
             allow_network_isolation: false,
             trust: trust.clone(),
-            // Simulated hosts have no experience of their own: the benchmark measures reports.
-            measure: toolgate_agent::experience::Measure::Off,
+            // Simulated hosts have no experience of their own: none, or simulated samples.
+            measure: match simulate_experience {
+                true => toolgate_agent::experience::Measure::Host,
+                false => toolgate_agent::experience::Measure::Off,
+            },
         };
         let stop = stop.clone();
         tasks.push(tokio::spawn(async move {

@@ -53,6 +53,12 @@ enum Ended {
 pub trait Reporter: Send + Sync + 'static {
     /// The host's facts and every inventory table, read now (called off the async threads).
     fn read(&self) -> (HostFacts, Vec<InventoryReport>);
+    /// An experience sample at `at_ms` made by the reporter itself (the load benchmark's
+    /// simulated hosts), in place of measuring this host; none (the default): the agent
+    /// measures the host as `--measure` says.
+    fn experience_sample(&self, _at_ms: i64) -> Option<toolgate_domain::fleet::experience::Sample> {
+        None
+    }
 }
 
 /// The real thing: this host, read by the collectors.
@@ -92,6 +98,7 @@ pub async fn run_with(
         options.state_dir.clone(),
         options.reconnect_max_ms,
         stop.child_token(),
+        reporter.clone(),
     );
     let _measuring = AbortOnDrop(Some(tokio::spawn(measuring)));
     let mut rounds_failed: u32 = 0;

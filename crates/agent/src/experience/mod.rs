@@ -29,7 +29,7 @@ pub use exits::ProcessExits;
 pub use kept::Kept;
 pub use sampler::{Absent, Sampler};
 
-use crate::connection::now_ms;
+use crate::connection::{Reporter, now_ms};
 use crate::delivery::deliver;
 use crate::servers::Servers;
 use crate::state::Identity;
@@ -129,13 +129,14 @@ pub async fn run(
     state_dir: PathBuf,
     max_wait_ms: u64,
     stop: CancellationToken,
+    reporter: Arc<dyn Reporter>,
 ) {
     if measure == Measure::Off {
         return;
     }
     let kept = Arc::new(Mutex::new(Kept::load(&state_dir)));
     let latest = Arc::new(Mutex::new(None));
-    let sampling = sample(experience.clone(), measure, state_dir, kept.clone(), latest.clone());
+    let sampling = sample(experience.clone(), measure, state_dir, kept.clone(), latest.clone(), reporter);
     let reporting = report(experience, servers, kept, latest, max_wait_ms);
     tokio::select! {
         () = sampling => {}
@@ -171,13 +172,22 @@ impl Drop for Measuring {
     }
 }
 
-async fn sample(experience: Arc<Experience>, measure: Measure, state_dir: PathBuf, kept: Shared<Kept>, latest: Latest) {
+async fn sample(
+    experience: Arc<Experience>,
+    measure: Measure,
+    state_dir: PathBuf,
+    kept: Shared<Kept>,
+    latest: Latest,
+    reporter: Arc<dyn Reporter>,
+) {
     let mut asked = experience.settings.subscribe();
     let sampler = Arc::new(Mutex::new(None::<Measuring>));
     let state_dir = Arc::new(state_dir);
+    // A reporter that makes its own samples (the load benchmark's) replaces the host's.
+    let reported = reporter.experience_sample(now_ms()).is_some();
     loop {
         // Made (its counters read) once asked, so that the first sample covers an interval.
-        if asked.borrow().is_some() && sampler.lock().is_ok_and(|s| s.is_none()) {
+        if !reported && asked.borrow().is_some() && sampler.lock().is_ok_and(|s| s.is_none()) {
             let dir = state_dir.clone();
             let made = tokio::task::spawn_blocking(move || Measuring::start(measure, &dir)).await;
             match (made, sampler.lock()) {
@@ -196,14 +206,21 @@ async fn sample(experience: Arc<Experience>, measure: Measure, state_dir: PathBu
         tokio::time::sleep(Duration::from_millis(interval)).await;
         let rtt = experience.rtt(2 * interval as i64);
         let (sampler, kept, latest, dir) = (sampler.clone(), kept.clone(), latest.clone(), state_dir.clone());
+        let reporter = reporter.clone();
         let taken = tokio::task::spawn_blocking(move || {
-            let mut sampler = sampler.lock().map_err(|_| "the sampler panicked before".to_string())?;
-            let measuring = sampler.get_or_insert_with(|| Measuring::start(measure, &dir));
-            let (mut one, mut missing) = measuring.sampler.sample(now_ms(), rtt);
-            measuring.exits.add_to(&mut one, &mut missing);
-            measuring.programs.add_to(&mut one, measuring.exits.counted());
+            let (one, measured, missing) = match reporter.experience_sample(now_ms()) {
+                Some(one) => (one, Measured::Host, Absent::new()),
+                None => {
+                    let mut sampler = sampler.lock().map_err(|_| "the sampler panicked before".to_string())?;
+                    let measuring = sampler.get_or_insert_with(|| Measuring::start(measure, &dir));
+                    let (mut one, mut missing) = measuring.sampler.sample(now_ms(), rtt);
+                    measuring.exits.add_to(&mut one, &mut missing);
+                    measuring.programs.add_to(&mut one, measuring.exits.counted());
+                    (one, measuring.sampler.measured(), missing)
+                }
+            };
             if let Ok(mut latest) = latest.lock() {
-                *latest = Some((measuring.sampler.measured(), missing));
+                *latest = Some((measured, missing));
             }
             let mut kept = kept.lock().map_err(|_| "the kept samples were poisoned".to_string())?;
             kept.push(one).map_err(|e| format!("cannot keep a sample in {}: {e}", kept.path().display()))

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Latency of the experience reads at scale, over one keep-alive connection (stdlib only):
+get_dex_perf_fleet, list_dex_perf_devices and get_dex_perf_cohort_diff (tag KEY, even against
+odd) at their default windows and at longer ones; p50 and p90 of COUNT calls each.
+
+usage: experience_probe.py HOST:PORT TOKEN COUNT TAG_KEY
+"""
+import sys
+import time
+
+from fleet_probe import caller, percentile
+
+
+def main():
+    address, token, count, key = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    call = caller(address, token)
+    cohort = {"key": f"tag:{key}", "a": "even", "b": "odd"}
+    reads = [
+        ("get_dex_perf_fleet", {}),
+        ("get_dex_perf_fleet", {"window": "7d"}),
+        ("list_dex_perf_devices", {"metric": "cpu"}),
+        ("list_dex_perf_devices", {"metric": "cpu", "window_minutes": 1440}),
+        ("get_dex_perf_cohort_diff", dict(cohort)),
+        ("get_dex_perf_cohort_diff", dict(cohort, window="30d")),
+    ]
+    for tool, arguments in reads:
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            answer = call(tool, arguments)
+            times.append((time.perf_counter() - start) * 1000)
+        shown = {k: answer[k] for k in ("count", "verdict", "devices") if k in answer and not isinstance(answer[k], list)}
+        print(f"RESULT {tool} {arguments}: p50 {percentile(times, 50):.1f} ms, p90 {percentile(times, 90):.1f} ms "
+              f"({count} calls; {shown})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Experience at scale (a benchmark, not a test; docs/experience.md, "At scale"):
+# 1. Ingest: N simulated agents (bench/agents with LOAD_EXPERIENCE=1: synthetic samples of every
+#    declared metric, 12 programs and one interface) sample every 60 s and report every 60 s to a
+#    release server on this machine. Over MEASURE_S seconds of steady load: the server's CPU
+#    share (of one core), the samples stored a second, and the store's growth per device.
+# 2. Reads: the load and the server stopped, bench/experience_backfill.py writes a synthetic
+#    history (HISTORY_DAYS days of hourly and daily rollups of HISTORY_METRICS, the last day of
+#    every metric, and a tag half/even|odd); the server restarted, experience_probe.py times
+#    get_dex_perf_fleet, list_dex_perf_devices and get_dex_perf_cohort_diff.
+# Server pinned to core 0, the load to core 1.
+# Usage: scripts/bench_experience.sh [N]   (MEASURE_S=300 HISTORY_DAYS=30
+#        HISTORY_METRICS=cpu_busy_pct,commit_bytes,disk_latency_ms: all 24 metrics for 30 days
+#        take 3.9 MB per device in SQLite, 39 GB at 10,000 devices)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N="${1:-10000}"
+MEASURE_S="${MEASURE_S:-300}"
+HISTORY_DAYS="${HISTORY_DAYS:-30}"
+HISTORY_METRICS="${HISTORY_METRICS:-cpu_busy_pct,commit_bytes,disk_latency_ms}"
+command -v taskset >/dev/null || { echo "needs taskset (util-linux)"; exit 1; }
+cargo build -q --profile dist --locked -p toolgate --bin toolgate && cargo build -q --profile dist --locked -p toolgate-agent-load
+ulimit -n "$(ulimit -Hn)"
+[ "$(ulimit -n)" -gt $((N + 1000)) ] || { echo "the open-file limit ($(ulimit -n)) is too low for $N agents"; exit 1; }
+WORK="${BENCH_WORK:-$(mktemp -d)}"
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+SERVER=""; LOAD=""
+cleanup() { [ -n "$LOAD" ] && kill "$LOAD" 2>/dev/null; [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null; [ -n "${BENCH_WORK:-}" ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+DB="$WORK/data/toolgate.sqlite3"
+
+start_server() {
+  : >"$WORK/server.log"
+  taskset -c 0 target/dist/toolgate serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
+    --experience-sample-interval 60s --experience-report-interval 60s \
+    >>"$WORK/server.log" 2>"$WORK/server.err" &
+  SERVER=$!
+  for _ in $(seq 200); do grep -q 'serving MCP on' "$WORK/server.log" 2>/dev/null && return; sleep 0.05; done
+  echo "the server did not start"; cat "$WORK/server.err"; exit 1
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+stored() { python3 -c "import sqlite3,sys; c=sqlite3.connect('file:$DB?mode=ro', uri=True); print(c.execute('SELECT COUNT(*) FROM experience_sample').fetchone()[0])"; }
+reporting() { python3 -c "import sqlite3; c=sqlite3.connect('file:$DB?mode=ro', uri=True); print(c.execute('SELECT COUNT(*) FROM experience_device').fetchone()[0])"; }
+store_bytes() { du -cb "$WORK"/data/toolgate.sqlite3* | tail -1 | cut -f1; }
+
+start_server
+TOKEN="$(grep -oE 'tg_[A-Za-z0-9_-]+' "$WORK/server.log" | head -1)"
+ENROLL="$(target/dist/toolgate enroll-token create --uses "$N" --expires-in 1h --data-dir "$WORK/data" | grep -oE 'tge_[A-Za-z0-9_-]+' | head -1)"
+LOAD_EXPERIENCE=1 taskset -c 1 target/dist/toolgate-agent-load "http://127.0.0.1:$PORT" "$ENROLL" "$WORK/agents" "$N" 10000 2>"$WORK/load.err" &
+LOAD=$!
+echo "enrolling $N simulated agents; waiting until every one has reported experience..."
+T0=$(date +%s)
+until [ "$(reporting)" -ge "$N" ]; do
+  [ $(( $(date +%s) - T0 )) -lt 900 ] || { echo "only $(reporting) of $N reported within 900 s"; tail -5 "$WORK/load.err"; exit 1; }
+  sleep 5
+done
+echo "RESULT all $N agents reporting experience $(( $(date +%s) - T0 )) s after the load started"
+# A minute more, so that every agent is in its 60 s rhythm; then measure.
+sleep 60
+TICKS0=$(cpu_ticks "$SERVER"); ROWS0=$(stored); BYTES0=$(store_bytes); W0=$(date +%s.%N)
+sleep "$MEASURE_S"
+TICKS1=$(cpu_ticks "$SERVER"); ROWS1=$(stored); BYTES1=$(store_bytes); W1=$(date +%s.%N)
+HZ=$(getconf CLK_TCK)
+python3 - "$TICKS0" "$TICKS1" "$ROWS0" "$ROWS1" "$BYTES0" "$BYTES1" "$W0" "$W1" "$HZ" "$N" <<'PY'
+import sys
+t0, t1, r0, r1, b0, b1 = map(int, sys.argv[1:7]); w0, w1 = map(float, sys.argv[7:9]); hz, n = int(sys.argv[9]), int(sys.argv[10])
+wall = w1 - w0
+print(f"RESULT ingest over {wall:.0f} s at {n} agents (a sample a minute each): server CPU {(t1 - t0) / hz / wall * 100:.1f}% of one core; "
+      f"{(r1 - r0) / wall:.0f} metric values stored a second ({(r1 - r0) / wall * 60 / n:.1f} per agent a minute); "
+      f"store grew {(b1 - b0) / wall * 86400 / n / 1e6:.2f} MB per device and day (raw samples before any retention sweep)")
+PY
+kill -TERM "$LOAD"; wait "$LOAD" 2>/dev/null || true; LOAD=""
+kill -TERM "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=""
+
+echo "writing a SYNTHETIC history: $HISTORY_DAYS days of $HISTORY_METRICS, a day of every metric..."
+python3 bench/experience_backfill.py "$WORK/data" --days "$HISTORY_DAYS" --metrics "$HISTORY_METRICS" --tag half
+python3 bench/experience_backfill.py "$WORK/data" --days 1
+start_server
+sleep 2
+python3 scripts/bench/experience_probe.py "127.0.0.1:$PORT" "$TOKEN" "${PROBE_CALLS:-20}" half
