@@ -28,6 +28,7 @@ pub mod prompts_resources;
 pub mod registry;
 pub mod sealing;
 pub mod services;
+pub mod summaries;
 pub mod tools;
 pub mod trust;
 pub mod untrusted;

@@ -30,6 +30,7 @@ pub struct Services {
     uploads: Arc<UploadLimits>,
     trust: Option<Arc<crate::trust::signing::Trust>>,
     answer_page_bytes: usize,
+    summaries: Arc<crate::summaries::Summaries>,
 }
 
 impl Services {
@@ -62,6 +63,7 @@ impl Services {
             uploads: Arc::new(uploads),
             trust: None,
             answer_page_bytes: DEFAULT_ANSWER_PAGE_BYTES,
+            summaries: Arc::default(),
         }
     }
 
@@ -108,6 +110,11 @@ impl Services {
     /// The agents: who is enrolled, who is connected, what they reported.
     pub fn fleet(&self) -> &Arc<Hub> {
         &self.fleet
+    }
+
+    /// Fleet-wide experience summaries, kept for a sample interval.
+    pub fn summaries(&self) -> &crate::summaries::Summaries {
+        &self.summaries
     }
 
     pub fn repositories(&self) -> &Repositories {

@@ -169,4 +169,5 @@ def main():
         print(f"RESULT {name}: p50 {percentile(times, 50):.2f} ms, p99 {percentile(times, 99):.2f} ms ({count} calls, {total} agents)")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,7 @@
 //! the same rank test as cohorts (Mann–Whitney U), never a bare difference of means; and the
 //! devices that moved from one to the other, with when.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use toolgate_domain::fleet::rank_test::{answer, mann_whitney, median, rule};
@@ -65,7 +65,7 @@ pub async fn compare_app_perf_versions(ctx: &ToolContext, args: args::CompareApp
             .collect()
     };
     let (baseline, candidate) = (at(&args.baseline), at(&args.candidate));
-    let versions: std::collections::BTreeSet<&str> = usage
+    let versions: BTreeSet<&str> = usage
         .observations
         .iter()
         .filter(|o| programs.contains(&o.program))
@@ -85,7 +85,7 @@ pub async fn compare_app_perf_versions(ctx: &ToolContext, args: args::CompareApp
         }
     }
     let side = |version: &str, seen: &[&Observation]| {
-        let devices: std::collections::BTreeSet<&str> = seen.iter().map(|o| o.agent_id.as_str()).collect();
+        let devices: BTreeSet<&str> = seen.iter().map(|o| o.agent_id.as_str()).collect();
         let all = seen.iter().fold(Cost::default(), |sum, o| sum.plus(&o.cost));
         let mut shown = json!({"version": version, "devices": devices.len(), "observations": seen.len(),
             "starts": all.starts, "crashes": all.crashes, "oom_kills": all.oom_kills});
@@ -116,7 +116,7 @@ pub async fn compare_app_perf_versions(ctx: &ToolContext, args: args::CompareApp
 /// one and the first at the other.
 fn upgraded(
     usage: &AppUsage,
-    programs: &std::collections::BTreeSet<String>,
+    programs: &BTreeSet<String>,
     baseline: &str,
     candidate: &str,
     hostnames: &BTreeMap<String, String>,

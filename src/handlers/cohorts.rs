@@ -12,7 +12,7 @@ use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
 use super::confined;
-use super::experience::{Device, RANKED, cohort, devices, window_span};
+use super::experience::{Device, RANKED, cohort, devices, summarised, window_span};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -133,6 +133,11 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
 }
 
 pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> ToolResult {
+    let key = format!("get_dex_perf_cohort_diff|{args:?}");
+    summarised(ctx, key, cohort_diff(ctx, args)).await
+}
+
+async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Result<Value, ToolError> {
     let now = ctx.services().clock().now_ms();
     let key = args.key.unwrap_or_else(|| DEFAULT_KEY.to_string());
     let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
@@ -176,9 +181,9 @@ pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfC
     let cohort = |value: &str, devices: &BTreeSet<&str>, values: &[f64]| {
         json!({"value": value, "devices": devices.len(), "observations": values.len(), "median": median(values).map(round)})
     };
-    Ok(ToolOutput::Structured(json!({
+    Ok(json!({
         "key": key, "metric": named, "window": window, "since_ms": since_ms, "observations_are": observations,
         "a": cohort(&args.a, &in_a, &a), "b": cohort(&args.b, &in_b, &b),
         "test": tested["test"], "differs": tested["differs"], "rule": rule(), "verdict": tested["verdict"],
-    })))
+    }))
 }

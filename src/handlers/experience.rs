@@ -129,16 +129,38 @@ impl FleetWindow {
     }
 }
 
-pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
+/// The answer `make` gives, or the one it gave the same tool (`key`: its name and arguments)
+/// for the same reach within a sample interval (crate::summaries).
+pub(super) async fn summarised(
+    ctx: &ToolContext,
+    key: String,
+    make: impl Future<Output = Result<Value, ToolError>>,
+) -> ToolResult {
     let now = ctx.services().clock().now_ms();
+    let key = format!("{key}|{:?}", ctx.reach());
+    let max_age_ms = ctx.services().fleet().settings().experience_sample_ms as i64;
+    let summaries = ctx.services().summaries();
+    if let Some(kept) = summaries.fresh(&key, now, max_age_ms) {
+        return Ok(ToolOutput::Structured(kept));
+    }
+    let made = make.await?;
+    summaries.keep(key, now, &made);
+    Ok(ToolOutput::Structured(made))
+}
+
+pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
     let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
-    let (since_ms, resolution) = window_span(&window, now)?;
-    let fleet = FleetWindow::read(ctx, since_ms, resolution).await?;
-    Ok(ToolOutput::Structured(json!({
-        "window": window, "since_ms": since_ms, "generated_at_ms": now,
-        "devices": fleet.devices(ctx, now),
-        "metrics": fleet.percentiles(METRICS.iter()),
-    })))
+    summarised(ctx, format!("get_dex_perf_fleet|{window}"), async {
+        let now = ctx.services().clock().now_ms();
+        let (since_ms, resolution) = window_span(&window, now)?;
+        let fleet = FleetWindow::read(ctx, since_ms, resolution).await?;
+        Ok(json!({
+            "window": window, "since_ms": since_ms, "generated_at_ms": now,
+            "devices": fleet.devices(ctx, now),
+            "metrics": fleet.percentiles(METRICS.iter()),
+        }))
+    })
+    .await
 }
 
 /// A device's value of a fact a cohort may be keyed by (empty when it has none).
@@ -173,7 +195,7 @@ pub(super) async fn candidates(
 
 /// A ranking's answer: its devices (at most `limit` already), those that cannot measure the
 /// metric (cut to `limit`), how many of each in all, and `more` of the tool's own.
-pub(super) fn ranking(head: Value, devices: Vec<Value>, mut cannot: Vec<Value>, count: usize, limit: usize) -> ToolResult {
+pub(super) fn ranking(head: Value, devices: Vec<Value>, mut cannot: Vec<Value>, count: usize, limit: usize) -> Value {
     let cannot_count = cannot.len();
     cannot.truncate(limit);
     let mut answer = head;
@@ -181,7 +203,7 @@ pub(super) fn ranking(head: Value, devices: Vec<Value>, mut cannot: Vec<Value>, 
     answer["cannot_measure"] = json!(cannot);
     answer["count"] = json!(count);
     answer["cannot_measure_count"] = json!(cannot_count);
-    Ok(ToolOutput::Structured(answer))
+    answer
 }
 
 pub(super) fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
@@ -236,6 +258,11 @@ pub(super) fn cannot_measure(seen: &[Device], experience: &BTreeMap<String, Devi
 }
 
 pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDevices) -> ToolResult {
+    let key = format!("list_dex_perf_devices|{args:?}");
+    summarised(ctx, key, devices_ranked(ctx, args)).await
+}
+
+async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Result<Value, ToolError> {
     let now = ctx.services().clock().now_ms();
     let named = args.metric.as_deref().unwrap_or("cpu");
     let metric = RANKED.iter().find(|(name, _)| *name == named).map(|(_, m)| *m).ok_or_else(|| {
@@ -248,7 +275,7 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now});
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
-        return ranking(head, quiet, vec![], count, limit);
+        return Ok(ranking(head, quiet, vec![], count, limit));
     }
     let store = &ctx.services().repositories().experience;
     let averages: BTreeMap<String, Averaged> = store
@@ -270,5 +297,5 @@ pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDev
             shown(d, Some(a), Some(a.last_ms), measured)
         })
         .collect();
-    ranking(head, shown, cannot, count, limit)
+    Ok(ranking(head, shown, cannot, count, limit))
 }

@@ -144,7 +144,7 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now, "cooc": args.cooc});
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
-        return ranking(head, quiet, vec![], count, limit);
+        return Ok(ToolOutput::Structured(ranking(head, quiet, vec![], count, limit)));
     }
     let store = &ctx.services().repositories().experience;
     // What held on each device over the window, by what it is about.
@@ -192,7 +192,7 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
             row
         })
         .collect();
-    ranking(head, shown, cannot, count, limit)
+    Ok(ToolOutput::Structured(ranking(head, shown, cannot, count, limit)))
 }
 
 /// One device's averages of the metrics a ranking sums (throughput: received and sent), as one.
