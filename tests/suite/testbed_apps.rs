@@ -4,27 +4,14 @@
 //! tell the two versions apart and compare_app_perf_versions finds the new one costlier by a
 //! rank test, naming the device that moved and when. dpkg on the host says the same version.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
+use super::testbed_experience::until;
 use crate::common;
-use common::agents::{PATIENCE, output_schemas, run_instruction, structured};
+use common::agents::{output_schemas, run_instruction, structured};
 use common::apt::{Repository, program_package};
 use common::start;
 use common::testbed::Bed;
-
-/// Polls `probe` until it gives a value, for at most [`PATIENCE`].
-fn until<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
-    let started = Instant::now();
-    loop {
-        match probe() {
-            Ok(found) => return found,
-            Err(last) if started.elapsed() > PATIENCE => panic!("{what}: not within {PATIENCE:?}; last: {last}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(300)),
-        }
-    }
-}
 
 /// The CPU seconds get_dex_app_perf counts for `version` of the probe.
 fn cpu_at(perf: &Value, version: &str) -> f64 {

@@ -18,7 +18,7 @@ fn endpoint<'a>(bed: &'a Bed, name: &str) -> &'a Endpoint {
 }
 
 /// Polls `probe` until it gives a value, for at most [`PATIENCE`].
-fn until<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+pub(super) fn until<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let started = Instant::now();
     loop {
         match probe() {

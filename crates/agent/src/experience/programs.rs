@@ -159,14 +159,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Sample {
-        Sample {
-            at_ms: 1,
-            values: BTreeMap::new(),
-            fullest_filesystem: None,
-            apps: BTreeMap::new(),
-            interfaces: BTreeMap::new(),
-            packages: BTreeMap::new(),
-        }
+        Sample { at_ms: 1, ..Sample::default() }
     }
 
     /// A copy of `yes` under a name of its own, writing to nothing: a program that uses a CPU.
