@@ -3,7 +3,7 @@
 //! per-program series and the package spans are both read through the caller's reach in the
 //! store query.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 use toolgate_domain::ToolError;
@@ -146,15 +146,16 @@ impl AppUsage {
             Resolution::Hourly => toolgate_store::HOUR_MS - 1,
             Resolution::Daily => toolgate_store::DAY_MS - 1,
         };
+        // Each device's program's spans, found once rather than searched for each observation.
+        let mut spans_of: HashMap<(&str, &str), Vec<&PackageSpan>> = HashMap::new();
+        for s in &spans {
+            spans_of.entry((s.agent_id.as_str(), s.program.as_str())).or_default().push(s);
+        }
         let observations = costs
             .into_iter()
             .map(|((agent_id, program, at_ms), cost)| {
-                let mut owners = spans.iter().filter(|s| {
-                    s.agent_id == agent_id
-                        && s.program == program
-                        && s.first_ms <= at_ms + span_ms
-                        && s.last_ms >= at_ms
-                });
+                let its = spans_of.get(&(agent_id.as_str(), program.as_str())).map_or(&[][..], Vec::as_slice);
+                let mut owners = its.iter().filter(|s| s.first_ms <= at_ms + span_ms && s.last_ms >= at_ms);
                 let owner = match (owners.next(), owners.next()) {
                     (None, _) => Owner::Unknown,
                     (Some(s), None) => Owner::Package { package: s.package.clone(), version: s.version.clone() },
