@@ -19,12 +19,9 @@ N="${1:-10000}"
 MEASURE_S="${MEASURE_S:-300}"
 HISTORY_DAYS="${HISTORY_DAYS:-30}"
 HISTORY_METRICS="${HISTORY_METRICS:-cpu_busy_pct,commit_bytes,disk_latency_ms}"
-command -v taskset >/dev/null || { echo "needs taskset (util-linux)"; exit 1; }
-cargo build -q --profile dist --locked -p toolgate --bin toolgate && cargo build -q --profile dist --locked -p toolgate-agent-load
-ulimit -n "$(ulimit -Hn)"
-[ "$(ulimit -n)" -gt $((N + 1000)) ] || { echo "the open-file limit ($(ulimit -n)) is too low for $N agents"; exit 1; }
+source scripts/bench/common.sh
+fleet_ready "$N"
 WORK="${BENCH_WORK:-$(mktemp -d)}"
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 SERVER=""; LOAD=""
 cleanup() { [ -n "$LOAD" ] && kill "$LOAD" 2>/dev/null; [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null; [ -n "${BENCH_WORK:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT

@@ -21,3 +21,14 @@ database_for() {
   psql "$TOOLGATE_TEST_POSTGRES" -qc "CREATE DATABASE $2"
   DATABASE=(--database "${TOOLGATE_TEST_POSTGRES%/*}/$2" --replica "$2")
 }
+
+# fleet_ready N: what the fleet benchmarks (bench_fleet.sh, bench_experience.sh) need before
+# they start: taskset, the release server and the load built, an open-file limit for N agents
+# (every agent is a socket on each side), and a free port (sets PORT).
+fleet_ready() {
+  command -v taskset >/dev/null || { echo "needs taskset (util-linux)"; exit 1; }
+  cargo build -q --profile dist --locked -p toolgate --bin toolgate && cargo build -q --profile dist --locked -p toolgate-agent-load
+  ulimit -n "$(ulimit -Hn)"
+  [ "$(ulimit -n)" -gt $(($1 + 1000)) ] || { echo "the open-file limit ($(ulimit -n)) is too low for $1 agents"; exit 1; }
+  PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+}
