@@ -104,7 +104,7 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
     // Each device's average of each ranked metric over the window.
     let mut averages: BTreeMap<(&str, String), f64> = BTreeMap::new();
     for (name, metric) in RANKED {
-        for a in store.averages(ctx.reach(), Some(metric), since_ms, resolution).await? {
+        for a in store.averages(ctx.reach(), &[metric], since_ms, resolution).await? {
             averages.insert((name, a.agent_id), a.average);
         }
     }

@@ -90,7 +90,8 @@ impl FleetWindow {
             .filter(|d| seen.contains_key(&d.agent_id))
             .collect();
         let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for averaged in store.averages(ctx.reach(), None, since_ms, resolution).await? {
+        let declared: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        for averaged in store.averages(ctx.reach(), &declared, since_ms, resolution).await? {
             if seen.contains_key(&averaged.agent_id) {
                 by_metric.entry(averaged.metric).or_default().push(averaged.average);
             }
@@ -279,7 +280,7 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
     }
     let store = &ctx.services().repositories().experience;
     let averages: BTreeMap<String, Averaged> = store
-        .averages(ctx.reach(), Some(metric), now - window_minutes * 60_000, Resolution::Raw)
+        .averages(ctx.reach(), &[metric], now - window_minutes * 60_000, Resolution::Raw)
         .await?
         .into_iter()
         .map(|a| (a.agent_id.clone(), a))

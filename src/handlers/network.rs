@@ -168,7 +168,7 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
     };
     let mut averaged: BTreeMap<String, Vec<Averaged>> = BTreeMap::new();
     for metric in metrics {
-        for a in store.averages(ctx.reach(), Some(metric), since_ms, Resolution::Raw).await? {
+        for a in store.averages(ctx.reach(), &[metric], since_ms, Resolution::Raw).await? {
             averaged.entry(a.agent_id.clone()).or_default().push(a);
         }
     }

@@ -228,12 +228,13 @@ pub trait ExperienceStore: Send + Sync {
     /// The newest experience of every device `reach` covers (or of `agent_id` alone), in
     /// agent order.
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>>;
-    /// Per device `reach` covers and metric (or `metric` alone): its samples since `since_ms`,
-    /// read at `resolution`, in agent then metric order.
+    /// Per device `reach` covers and each of `metrics`: its samples since `since_ms`, read at
+    /// `resolution`, in agent then metric order. The metrics are named, not left open, so that
+    /// the read goes through the (metric, time) index rather than every row.
     async fn averages(
         &self,
         reach: &Reach,
-        metric: Option<&str>,
+        metrics: &[&str],
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>>;

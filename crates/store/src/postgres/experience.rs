@@ -167,28 +167,29 @@ impl ExperienceStore for PostgresStore {
     async fn averages(
         &self,
         reach: &Reach,
-        metric: Option<&str>,
+        metrics: &[&str],
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>> {
         pg(async {
+            let metrics: Vec<&str> = metrics.to_vec();
             let window = Window::new(reach, since_ms, resolution);
             let sql = window.sql(
                 |condition| {
                     format!(
                         "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms) FROM experience_sample
-                         WHERE ($1::text IS NULL OR metric = $1) AND at_ms >= $2{condition} GROUP BY agent_id, metric ORDER BY agent_id, metric"
+                         WHERE metric = ANY($1) AND at_ms >= $2{condition} GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
                 },
                 |condition| {
                     format!(
                         "SELECT agent_id, metric, SUM(count)::bigint, SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
-                         FROM experience_rollup WHERE ($1::text IS NULL OR metric = $1) AND start_ms >= $2 AND span_ms = $3{condition}
+                         FROM experience_rollup WHERE metric = ANY($1) AND start_ms >= $2 AND span_ms = $3{condition}
                          GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
                 },
             );
-            let values = window.params(&metric);
+            let values = window.params(&metrics);
             rows(&*self.conn().await?, &sql, &values)
                 .await?
                 .iter()

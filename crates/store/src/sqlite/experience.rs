@@ -137,28 +137,28 @@ impl ExperienceStore for SqliteStore {
     async fn averages(
         &self,
         reach: &Reach,
-        metric: Option<&str>,
+        metrics: &[&str],
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>> {
-        let (reach, metric) = (reach.clone(), metric.map(str::to_string));
+        let (reach, metrics) = (reach.clone(), serde_json::to_string(metrics).expect("strings"));
         self.run(move |c| {
             let (sql, values) = over_window(
                 &reach,
-                Sql::from(metric),
+                Sql::from(metrics),
                 since_ms,
                 resolution,
                 |condition| {
                     format!(
                         "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms)
-                         FROM experience_sample WHERE (?1 IS NULL OR metric = ?1) AND at_ms >= ?2{condition}
+                         FROM experience_sample WHERE metric IN (SELECT value FROM json_each(?1)) AND at_ms >= ?2{condition}
                          GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
                 },
                 |condition| {
                     format!(
                         "SELECT agent_id, metric, SUM(count), SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
-                         FROM experience_rollup WHERE (?1 IS NULL OR metric = ?1) AND start_ms >= ?2 AND span_ms = ?3{condition}
+                         FROM experience_rollup WHERE metric IN (SELECT value FROM json_each(?1)) AND start_ms >= ?2 AND span_ms = ?3{condition}
                          GROUP BY agent_id, metric ORDER BY agent_id, metric"
                     )
                 },

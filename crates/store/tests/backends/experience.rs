@@ -91,7 +91,7 @@ async fn rollups_count_each_sample_once_and_each_resolution_is_kept_its_time(r: 
     e.save_experience(&agents[0], &first, T0).await.unwrap();
     e.save_experience(&agents[0], &report(&[(HOUR_MS, &[("cpu_busy_pct", 50.0)])]), T0).await.unwrap();
     let read = |since: i64, resolution: Resolution| async move {
-        e.averages(&Reach::Fleet, Some("cpu_busy_pct"), since, resolution).await.unwrap()
+        e.averages(&Reach::Fleet, &["cpu_busy_pct"], since, resolution).await.unwrap()
     };
     // T0 starts an hour: two hours of rollups, the batch sent twice counted once.
     let hourly = read(T0, Resolution::Hourly).await;
@@ -103,7 +103,7 @@ async fn rollups_count_each_sample_once_and_each_resolution_is_kept_its_time(r: 
     assert_eq!((raw[0].samples, raw[0].average, raw[0].last_ms), (2, 40.0, T0 + HOUR_MS));
     let day_start = T0 - T0.rem_euclid(DAY_MS);
     assert_eq!(read(day_start, Resolution::Daily).await[0].samples, 3);
-    assert!(e.averages(&Reach::Fleet, Some("load_1"), T0, Resolution::Raw).await.unwrap().is_empty());
+    assert!(e.averages(&Reach::Fleet, &["load_1"], T0, Resolution::Raw).await.unwrap().is_empty());
 
     // A day and two hours on, the raw samples are gone and the hours and the day remain.
     let kept = Retention::default();
@@ -118,12 +118,19 @@ async fn rollups_count_each_sample_once_and_each_resolution_is_kept_its_time(r: 
     let swept = e.sweep_experience(day_start + 401 * DAY_MS, kept).await.unwrap();
     assert_eq!(swept.daily, 1);
 
-    // Confined like every read.
-    e.save_experience(&agents[0], &report(&[(0, &[("cpu_busy_pct", 1.0)])]), T0).await.unwrap();
+    // The metrics asked for, each of them and no other; confined like every read.
+    let two = [("cpu_busy_pct", 1.0), ("disk_free_pct", 50.0), ("load_1", 0.5)];
+    e.save_experience(&agents[0], &report(&[(0, &two)]), T0).await.unwrap();
+    let asked = ["cpu_busy_pct", "disk_free_pct"];
+    for resolution in [Resolution::Raw, Resolution::Hourly] {
+        let named: Vec<String> =
+            e.averages(&Reach::Fleet, &asked, T0, resolution).await.unwrap().into_iter().map(|a| a.metric).collect();
+        assert_eq!(named, asked, "{resolution:?}");
+    }
     let team = crate::groups::top_group(&r, "Team").await;
     let elsewhere = Reach::Groups(vec![team.id].into());
-    assert!(e.averages(&elsewhere, None, 0, Resolution::Raw).await.unwrap().is_empty());
-    assert!(e.averages(&elsewhere, None, 0, Resolution::Hourly).await.unwrap().is_empty());
+    assert!(e.averages(&elsewhere, &asked, 0, Resolution::Raw).await.unwrap().is_empty());
+    assert!(e.averages(&elsewhere, &asked, 0, Resolution::Hourly).await.unwrap().is_empty());
 }
 
 async fn a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach(r: Repositories) {
