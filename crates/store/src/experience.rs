@@ -13,8 +13,9 @@ use toolgate_domain::groups::Reach;
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
-/// One device's newest experience: what its last report said it measured and could not, and
-/// the newest value of each metric.
+/// One device's newest experience: what its last report said it measured and could not. (The
+/// newest values are not read with it: a fleet read would go through every raw sample; one
+/// device's are `recent_values`.)
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceExperience {
     pub agent_id: String,
@@ -24,16 +25,6 @@ pub struct DeviceExperience {
     pub absent: BTreeMap<String, String>,
     pub fullest_filesystem: Option<String>,
     pub last_sample_ms: i64,
-    /// Metric → (when, value), the newest of each.
-    pub latest: BTreeMap<String, (i64, f64)>,
-}
-
-/// Files the newest `value` of `metric` under its device in `devices` (in agent order, as
-/// both backends read them); a value of a device not there is dropped.
-pub(crate) fn file_latest(devices: &mut [DeviceExperience], agent_id: &str, metric: String, at_ms: i64, value: f64) {
-    if let Ok(at) = devices.binary_search_by(|d| d.agent_id.as_str().cmp(agent_id)) {
-        devices[at].latest.insert(metric, (at_ms, value));
-    }
 }
 
 /// Where averages are read from: raw samples (the last day), or hourly or daily rollups.

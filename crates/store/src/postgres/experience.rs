@@ -1,7 +1,5 @@
 //! Experience samples on PostgreSQL (see [`crate::ExperienceStore`] and the SQLite twin).
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use toolgate_domain::fleet::experience::ExperienceReport;
@@ -13,7 +11,7 @@ use super::experience_parts::{part_values, read_package_spans, save_packages, sa
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    Resolution, Result, Retention, file_latest, measured_name, rollups,
+    Resolution, Result, Retention, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -147,17 +145,7 @@ impl ExperienceStore for PostgresStore {
                     absent: serde_json::from_str(&absent).unwrap_or_default(),
                     fullest_filesystem: r.try_get(3)?,
                     last_sample_ms: r.try_get(4)?,
-                    latest: BTreeMap::new(),
                 });
-            }
-            let sql = format!(
-                "SELECT DISTINCT ON (s.agent_id, s.metric) s.agent_id, s.metric, s.at_ms, s.value FROM experience_sample s
-                 WHERE ($1::text IS NULL OR s.agent_id = $1){} ORDER BY s.agent_id, s.metric, s.at_ms DESC",
-                confined("s.agent_id", &groups, 2)
-            );
-            for r in rows(&*c, &sql, &values).await? {
-                let agent: String = r.try_get(0)?;
-                file_latest(&mut devices, &agent, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?);
             }
             Ok(devices)
         })

@@ -1,7 +1,5 @@
 //! Experience samples in SQLite (see [`crate::ExperienceStore`]).
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use rusqlite::params;
 use rusqlite::types::Value as Sql;
@@ -14,7 +12,7 @@ use super::confinement::{reach_agents, reach_param};
 use super::experience_parts::{part_values, read_package_spans, save_packages, save_parts, sweep_parts};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    Resolution, Result, Retention, file_latest, measured_name, rollups,
+    Resolution, Result, Retention, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -99,9 +97,9 @@ impl ExperienceStore for SqliteStore {
         let (reach, agent_id) = (reach.clone(), agent_id.map(str::to_string));
         self.run(move |c| {
             let (condition, groups) = confined("d.agent_id", &reach, 2);
-            let mut values = vec![Sql::from(agent_id.clone())];
-            values.extend(groups.clone());
-            let mut devices: Vec<DeviceExperience> = c
+            let mut values = vec![Sql::from(agent_id)];
+            values.extend(groups);
+            let devices: Vec<DeviceExperience> = c
                 .prepare(&format!(
                     "SELECT d.agent_id, d.measured, d.absent, d.fullest_filesystem, d.last_sample_ms FROM experience_device d
                      WHERE (?1 IS NULL OR d.agent_id = ?1){condition} ORDER BY d.agent_id"
@@ -114,21 +112,9 @@ impl ExperienceStore for SqliteStore {
                         absent: serde_json::from_str(&absent).unwrap_or_default(),
                         fullest_filesystem: r.get(3)?,
                         last_sample_ms: r.get(4)?,
-                        latest: BTreeMap::new(),
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            let (condition, _) = confined("s.agent_id", &reach, 2);
-            let mut newest = c.prepare(&format!(
-                "SELECT s.agent_id, s.metric, s.at_ms, s.value FROM experience_sample s
-                 WHERE s.at_ms = (SELECT MAX(x.at_ms) FROM experience_sample x WHERE x.agent_id = s.agent_id AND x.metric = s.metric)
-                   AND (?1 IS NULL OR s.agent_id = ?1){condition}"
-            ))?;
-            let mut rows = newest.query(rusqlite::params_from_iter(values.iter()))?;
-            while let Some(r) = rows.next()? {
-                let agent: String = r.get(0)?;
-                file_latest(&mut devices, &agent, r.get(1)?, r.get(2)?, r.get(3)?);
-            }
             Ok(devices)
         })
         .await
