@@ -27,12 +27,9 @@ fn devices(data_dir: &std::path::Path) -> Vec<(DeviceExperience, BTreeSet<&'stat
     runtime.block_on(async {
         let mut devices = Vec::new();
         for device in store.experience.device_experience(&Reach::Fleet, None).await.unwrap() {
-            let mut sampled = BTreeSet::new();
-            for metric in METRICS {
-                if !store.experience.recent_values(&device.agent_id, metric.name, 1).await.unwrap().is_empty() {
-                    sampled.insert(metric.name);
-                }
-            }
+            let wanted: Vec<(&str, usize)> = METRICS.iter().map(|m| (m.name, 1)).collect();
+            let newest = store.experience.recent_values(&device.agent_id, &wanted).await.unwrap();
+            let sampled = METRICS.iter().zip(newest).filter(|(_, v)| !v.is_empty()).map(|(m, _)| m.name).collect();
             devices.push((device, sampled));
         }
         devices

@@ -43,13 +43,27 @@ impl Hub {
             tracing::info!(%agent_id, dropped = before - report.samples.len(), "experience samples older than raw samples are kept: not kept");
         }
         let added = store.save_experience(agent_id, &report, now).await?;
+        // The signals of the metrics this batch has: their windows read, and what they say
+        // recorded, in one store call each (not two per signal: every report pays for these).
         let batch: BTreeSet<&str> = report.samples.iter().flat_map(|s| s.values.keys().map(String::as_str)).collect();
-        for signal in self.signals.iter().filter(|s| batch.contains(s.metric.as_str())) {
-            let window = signal.samples.max(1) as usize;
-            let recent = store.recent_values(agent_id, &signal.metric, window).await?;
-            if let Some(observed) = observed(signal, &recent, window) {
-                store.observe(agent_id, &signal.name, observed).await?;
-            }
+        let watched: Vec<(&SignalType, usize)> = self
+            .signals
+            .iter()
+            .filter(|s| batch.contains(s.metric.as_str()))
+            .map(|s| (s, s.samples.max(1) as usize))
+            .collect();
+        if watched.is_empty() {
+            return Ok(added);
+        }
+        let wanted: Vec<(&str, usize)> = watched.iter().map(|(s, window)| (s.metric.as_str(), *window)).collect();
+        let recent = store.recent_values(agent_id, &wanted).await?;
+        let seen: Vec<(&str, Observed)> = watched
+            .iter()
+            .zip(&recent)
+            .filter_map(|((signal, window), values)| Some((signal.name.as_str(), observed(signal, values, *window)?)))
+            .collect();
+        if !seen.is_empty() {
+            store.observe(agent_id, &seen).await?;
         }
         Ok(added)
     }

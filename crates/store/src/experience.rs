@@ -232,11 +232,12 @@ pub trait ExperienceStore: Send + Sync {
     /// Every value of `metric` since `since_ms` of the devices `reach` covers, read at
     /// `resolution` (hours and days give their averages), in agent and time order.
     async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>>;
-    /// One device's newest `n` values of `metric`, newest first.
-    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>>;
-    /// Records what the newest samples say of `signal`: an occurrence opened or carried on
-    /// while it holds, the open one ended when it stops.
-    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()>;
+    /// One device's newest values of each metric `wanted` names, as many as it says, newest
+    /// first: one answer per entry, in its order (one store call for all of a report's signals).
+    async fn recent_values(&self, agent_id: &str, wanted: &[(&str, usize)]) -> Result<Vec<Vec<(i64, f64)>>>;
+    /// Records what the newest samples say of each signal named: an occurrence opened or
+    /// carried on while it holds, the open one ended when it stops; all in one transaction.
+    async fn observe(&self, agent_id: &str, observed: &[(&str, Observed)]) -> Result<()>;
     /// The occurrences on devices `reach` covers that held at or after `since_ms` (of
     /// `signal` alone, when given), newest first.
     async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>>;

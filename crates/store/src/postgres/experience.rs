@@ -224,56 +224,64 @@ impl ExperienceStore for PostgresStore {
         .await
     }
 
-    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>> {
+    async fn recent_values(&self, agent_id: &str, wanted: &[(&str, usize)]) -> Result<Vec<Vec<(i64, f64)>>> {
         pg(async {
-            let n = n as i64;
-            rows(
-                &*self.conn().await?,
-                "SELECT at_ms, value FROM experience_sample WHERE agent_id = $1 AND metric = $2 ORDER BY at_ms DESC LIMIT $3",
-                &[&agent_id, &metric, &n],
-            )
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
+            let c = self.conn().await?;
+            let mut answers = Vec::with_capacity(wanted.len());
+            for (metric, n) in wanted {
+                let n = *n as i64;
+                let values = rows(
+                    &*c,
+                    "SELECT at_ms, value FROM experience_sample WHERE agent_id = $1 AND metric = $2 ORDER BY at_ms DESC LIMIT $3",
+                    &[&agent_id, metric, &n],
+                )
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<std::result::Result<_, tokio_postgres::Error>>()?;
+                answers.push(values);
+            }
+            Ok(answers)
         })
         .await
     }
 
-    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()> {
+    async fn observe(&self, agent_id: &str, observed: &[(&str, Observed)]) -> Result<()> {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            match observed {
-                Observed::Holding { started_ms, last_ms, peak, rising } => {
-                    let furthest = if rising { "GREATEST(peak, $3)" } else { "LEAST(peak, $3)" };
-                    let carried = execute(
-                        &tx,
-                        &format!(
-                            "UPDATE experience_signal SET last_ms = GREATEST(last_ms, $4), peak = {furthest}
-                             WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL"
-                        ),
-                        &[&agent_id, &signal, &peak, &last_ms],
-                    )
-                    .await?;
-                    if carried == 0 {
+            for (signal, observed) in observed {
+                match *observed {
+                    Observed::Holding { started_ms, last_ms, peak, rising } => {
+                        let furthest = if rising { "GREATEST(peak, $3)" } else { "LEAST(peak, $3)" };
+                        let carried = execute(
+                            &tx,
+                            &format!(
+                                "UPDATE experience_signal SET last_ms = GREATEST(last_ms, $4), peak = {furthest}
+                                 WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL"
+                            ),
+                            &[&agent_id, signal, &peak, &last_ms],
+                        )
+                        .await?;
+                        if carried == 0 {
+                            execute(
+                                &tx,
+                                "INSERT INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
+                                 VALUES ($1, $2, $3, $4, NULL, $5) ON CONFLICT DO NOTHING",
+                                &[&agent_id, signal, &started_ms, &last_ms, &peak],
+                            )
+                            .await?;
+                        }
+                    }
+                    Observed::Ended { at_ms } => {
                         execute(
                             &tx,
-                            "INSERT INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
-                             VALUES ($1, $2, $3, $4, NULL, $5) ON CONFLICT DO NOTHING",
-                            &[&agent_id, &signal, &started_ms, &last_ms, &peak],
+                            "UPDATE experience_signal SET ended_ms = $3
+                             WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL AND last_ms < $3",
+                            &[&agent_id, signal, &at_ms],
                         )
                         .await?;
                     }
-                }
-                Observed::Ended { at_ms } => {
-                    execute(
-                        &tx,
-                        "UPDATE experience_signal SET ended_ms = $3
-                         WHERE agent_id = $1 AND signal = $2 AND ended_ms IS NULL AND last_ms < $3",
-                        &[&agent_id, &signal, &at_ms],
-                    )
-                    .await?;
                 }
             }
             tx.commit().await?;

@@ -196,50 +196,56 @@ impl ExperienceStore for SqliteStore {
         .await
     }
 
-    async fn recent_values(&self, agent_id: &str, metric: &str, n: usize) -> Result<Vec<(i64, f64)>> {
-        let (agent_id, metric) = (agent_id.to_string(), metric.to_string());
+    async fn recent_values(&self, agent_id: &str, wanted: &[(&str, usize)]) -> Result<Vec<Vec<(i64, f64)>>> {
+        let agent_id = agent_id.to_string();
+        let wanted: Vec<(String, i64)> = wanted.iter().map(|(metric, n)| (metric.to_string(), *n as i64)).collect();
         self.run(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT at_ms, value FROM experience_sample WHERE agent_id = ?1 AND metric = ?2 ORDER BY at_ms DESC LIMIT ?3",
             )?;
-            let rows = statement.query_map(params![agent_id, metric, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<rusqlite::Result<_>>()
+            wanted
+                .iter()
+                .map(|(metric, n)| {
+                    statement.query_map(params![agent_id, metric, n], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
+                })
+                .collect()
         })
         .await
     }
 
-    async fn observe(&self, agent_id: &str, signal: &str, observed: Observed) -> Result<()> {
-        let (agent_id, signal) = (agent_id.to_string(), signal.to_string());
+    async fn observe(&self, agent_id: &str, observed: &[(&str, Observed)]) -> Result<()> {
+        let agent_id = agent_id.to_string();
+        let observed: Vec<(String, Observed)> = observed.iter().map(|(signal, o)| (signal.to_string(), *o)).collect();
         self.run(move |c| {
             let tx = c.transaction()?;
-            match observed {
-                Observed::Holding { started_ms, last_ms, peak, rising } => {
-                    let furthest = if rising { "max(peak, ?3)" } else { "min(peak, ?3)" };
-                    let carried = tx.execute(
-                        &format!(
-                            "UPDATE experience_signal SET last_ms = max(last_ms, ?4), peak = {furthest}
-                             WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL"
-                        ),
-                        params![agent_id, signal, peak, last_ms],
-                    )?;
-                    if carried == 0 {
-                        tx.execute(
-                            "INSERT OR IGNORE INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
-                             VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
-                            params![agent_id, signal, started_ms, last_ms, peak],
-                        )?;
+            for (signal, observed) in &observed {
+                match *observed {
+                    Observed::Holding { started_ms, last_ms, peak, rising } => {
+                        let furthest = if rising { "max(peak, ?3)" } else { "min(peak, ?3)" };
+                        let carried = tx
+                            .prepare_cached(&format!(
+                                "UPDATE experience_signal SET last_ms = max(last_ms, ?4), peak = {furthest}
+                                 WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL"
+                            ))?
+                            .execute(params![agent_id, signal, peak, last_ms])?;
+                        if carried == 0 {
+                            tx.prepare_cached(
+                                "INSERT OR IGNORE INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
+                                 VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+                            )?
+                            .execute(params![agent_id, signal, started_ms, last_ms, peak])?;
+                        }
+                    }
+                    Observed::Ended { at_ms } => {
+                        tx.prepare_cached(
+                            "UPDATE experience_signal SET ended_ms = ?3
+                             WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL AND last_ms < ?3",
+                        )?
+                        .execute(params![agent_id, signal, at_ms])?;
                     }
                 }
-                Observed::Ended { at_ms } => {
-                    tx.execute(
-                        "UPDATE experience_signal SET ended_ms = ?3
-                         WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL AND last_ms < ?3",
-                        params![agent_id, signal, at_ms],
-                    )?;
-                }
             }
-            tx.commit()?;
-            Ok(())
+            tx.commit()
         })
         .await
     }

@@ -60,9 +60,8 @@ async fn samples_are_kept_once_and_the_newest_read_back(r: Repositories) {
     let device = &devices[0];
     assert_eq!((device.agent_id.as_str(), device.measured.as_str()), (agents[0].as_str(), "cgroup"));
     assert_eq!(device.last_sample_ms, T0 + 120_000);
-    let newest = |metric: &'static str| r.experience.recent_values(&agents[0], metric, 1);
-    assert_eq!(newest("cpu_busy_pct").await.unwrap(), [(T0 + 60_000, 95.5)]);
-    assert_eq!(newest("disk_free_pct").await.unwrap(), [(T0 + 120_000, 49.0)]);
+    let newest = r.experience.recent_values(&agents[0], &[("cpu_busy_pct", 1), ("disk_free_pct", 1)]).await.unwrap();
+    assert_eq!(newest, [[(T0 + 60_000, 95.5)], [(T0 + 120_000, 49.0)]]);
     assert_eq!(device.absent["load_1"], "the kernel keeps it for the whole machine");
     assert_eq!(device.fullest_filesystem.as_deref(), Some("/"));
     let one = r.experience.device_experience(&Reach::Fleet, Some(&agents[1])).await.unwrap();
@@ -142,22 +141,30 @@ async fn a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach(
         (2_000, &[("cpu_busy_pct", 40.0)]),
     ]);
     e.save_experience(&agents[0], &samples, T0).await.unwrap();
-    assert_eq!(e.recent_values(&agents[0], "cpu_busy_pct", 2).await.unwrap(), [(T0 + 2_000, 40.0), (T0 + 1_000, 97.0)]);
+    let recent = e.recent_values(&agents[0], &[("cpu_busy_pct", 2), ("load_1", 3), ("cpu_busy_pct", 1)]).await.unwrap();
+    assert_eq!(
+        recent,
+        [vec![(T0 + 2_000, 40.0), (T0 + 1_000, 97.0)], vec![], vec![(T0 + 2_000, 40.0)]],
+        "each in its order"
+    );
     let holding = |started: i64, last: i64, peak: f64| Observed::Holding {
         started_ms: T0 + started,
         last_ms: T0 + last,
         peak,
         rising: true,
     };
-    e.observe(&agents[0], "cpu_high", holding(0, 1_000, 97.0)).await.unwrap();
+    e.observe(&agents[0], &[("cpu_high", holding(0, 1_000, 97.0))]).await.unwrap();
     // Carried on: the same occurrence, its newest sample and peak moved on.
-    e.observe(&agents[0], "cpu_high", holding(500, 1_500, 93.0)).await.unwrap();
+    e.observe(&agents[0], &[("cpu_high", holding(500, 1_500, 93.0))]).await.unwrap();
     let open = e.occurrences(&Reach::Fleet, T0, None).await.unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!((open[0].started_ms, open[0].last_ms, open[0].peak, open[0].ended_ms), (T0, T0 + 1_500, 97.0, None));
-    e.observe(&agents[0], "cpu_high", Observed::Ended { at_ms: T0 + 2_000 }).await.unwrap();
+    // Several signals in one call: one ends, one opens.
+    let two = [("cpu_high", Observed::Ended { at_ms: T0 + 2_000 }), ("disk_slow", holding(1_000, 2_000, 80.0))];
+    e.observe(&agents[0], &two).await.unwrap();
+    assert_eq!(e.occurrences(&Reach::Fleet, T0, Some("disk_slow")).await.unwrap().len(), 1);
     // A new occurrence after the end is another row.
-    e.observe(&agents[0], "cpu_high", holding(5_000, 6_000, 95.0)).await.unwrap();
+    e.observe(&agents[0], &[("cpu_high", holding(5_000, 6_000, 95.0))]).await.unwrap();
     let both = e.occurrences(&Reach::Fleet, T0, Some("cpu_high")).await.unwrap();
     assert_eq!(both.iter().map(|o| o.ended_ms).collect::<Vec<_>>(), [None, Some(T0 + 2_000)], "newest first");
     assert!(e.occurrences(&Reach::Fleet, T0, Some("disk_nearly_full")).await.unwrap().is_empty());
@@ -167,10 +174,10 @@ async fn a_signal_occurrence_opens_carries_on_ends_and_is_read_within_the_reach(
     let reach = Reach::Groups(vec![team.id.clone()].into());
     assert!(e.occurrences(&reach, 0, None).await.unwrap().is_empty());
     r.groups.add_member(&team.id, &agents[0]).await.unwrap().unwrap();
-    assert_eq!(e.occurrences(&reach, 0, None).await.unwrap().len(), 2);
-    // Ended occurrences go with the hours they happened in; an open one stays.
+    assert_eq!(e.occurrences(&reach, 0, None).await.unwrap().len(), 3);
+    // Ended occurrences go with the hours they happened in; open ones stay.
     e.sweep_experience(T0 + 2_001 + 30 * DAY_MS, Retention::default()).await.unwrap();
-    assert_eq!(e.occurrences(&Reach::Fleet, 0, None).await.unwrap().len(), 1);
+    assert_eq!(e.occurrences(&Reach::Fleet, 0, None).await.unwrap().len(), 2);
 }
 
 /// A sample at `at` (after T0) in which `app` crashed `crashes` times.
