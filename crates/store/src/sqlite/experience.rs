@@ -9,10 +9,10 @@ use toolgate_domain::groups::Reach;
 
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
-use super::experience_parts::{part_values, read_package_spans, save_packages, save_parts, sweep_parts};
+use super::experience_parts::{part_values, read_package_spans, sweep_parts};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    Resolution, Result, Retention, measured_name, rollups,
+    Resolution, Result, Retention,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -47,50 +47,7 @@ pub(super) fn over_window(
 #[async_trait]
 impl ExperienceStore for SqliteStore {
     async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
-        let (agent_id, report) = (agent_id.to_string(), report.clone());
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            let mut kept = Vec::new();
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO experience_sample (agent_id, metric, at_ms, value) VALUES (?1, ?2, ?3, ?4)",
-                )?;
-                for sample in &report.samples {
-                    for (metric, value) in &sample.values {
-                        if insert.execute(params![agent_id, metric, sample.at_ms, value])? == 1 {
-                            kept.push((metric.clone(), sample.at_ms, *value));
-                        }
-                    }
-                }
-                let mut roll = tx.prepare_cached(
-                    "INSERT INTO experience_rollup (agent_id, metric, span_ms, start_ms, count, sum, min, max)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT (agent_id, metric, span_ms, start_ms) DO UPDATE SET count = count + excluded.count,
-                         sum = sum + excluded.sum, min = min(min, excluded.min), max = max(max, excluded.max)",
-                )?;
-                for r in rollups(&kept) {
-                    roll.execute(params![agent_id, r.key, r.span_ms, r.start_ms, r.count, r.sum, r.min, r.max])?;
-                }
-            }
-            save_parts(&tx, &agent_id, &report)?;
-            save_packages(&tx, &agent_id, &report)?;
-            let added = kept.len() as u64;
-            if let Some(newest) = report.samples.iter().max_by_key(|s| s.at_ms) {
-                let absent = serde_json::to_string(&report.absent).expect("strings");
-                tx.execute(
-                    "INSERT INTO experience_device (agent_id, measured, absent, fullest_filesystem, last_sample_ms, received_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT (agent_id) DO UPDATE SET measured = excluded.measured, absent = excluded.absent,
-                         fullest_filesystem = excluded.fullest_filesystem, last_sample_ms = excluded.last_sample_ms,
-                         received_at_ms = excluded.received_at_ms
-                     WHERE excluded.last_sample_ms >= experience_device.last_sample_ms",
-                    params![agent_id, measured_name(&report), absent, newest.fullest_filesystem, newest.at_ms, received_at_ms],
-                )?;
-            }
-            tx.commit()?;
-            Ok(added)
-        })
-        .await
+        self.save_grouped(agent_id, report, received_at_ms).await
     }
 
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>> {

@@ -15,7 +15,7 @@ use crate::experience::{
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
 /// new.
-pub(super) fn save_parts(tx: &Transaction, agent_id: &str, report: &ExperienceReport) -> rusqlite::Result<()> {
+pub(super) fn save_parts(tx: &Connection, agent_id: &str, report: &ExperienceReport) -> rusqlite::Result<()> {
     for breakdown in Breakdown::ALL {
         let (samples, rollup, part) = part_tables(breakdown);
         let mut insert = tx.prepare_cached(&format!(
@@ -92,7 +92,7 @@ pub(super) fn sweep_parts(tx: &Transaction, now_ms: i64, retention: Retention) -
 }
 
 /// Keeps a report's package spans: each widens the span kept of its program and version.
-pub(super) fn save_packages(tx: &Transaction, agent_id: &str, report: &ExperienceReport) -> rusqlite::Result<()> {
+pub(super) fn save_packages(tx: &Connection, agent_id: &str, report: &ExperienceReport) -> rusqlite::Result<()> {
     let mut upsert = tx.prepare_cached(
         "INSERT INTO experience_app_package (agent_id, program, package, version, first_ms, last_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)

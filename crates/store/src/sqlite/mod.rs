@@ -11,6 +11,7 @@ mod credentials;
 mod engines;
 mod executions;
 mod experience;
+mod experience_batch;
 mod experience_parts;
 mod federated;
 mod fleet;
@@ -81,6 +82,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Experience reports waiting for their group commit (experience_batch).
+    reports: experience_batch::ReportQueue,
     /// The file it opened, and that file's identity then (device, inode).
     file: Option<(PathBuf, (u64, u64))>,
 }
@@ -103,12 +106,16 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
         let conn = Self::migrate(conn)?;
         let file = identity(path).map_err(StoreError::backend)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)), file: Some((path.to_path_buf(), file)) })
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            reports: Default::default(),
+            file: Some((path.to_path_buf(), file)),
+        })
     }
 
     pub fn open_in_memory() -> Result<Self, StoreError> {
         let conn = Self::migrate(Connection::open_in_memory().map_err(db)?)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)), file: None })
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), reports: Default::default(), file: None })
     }
 
     fn migrate(mut conn: Connection) -> Result<Connection, StoreError> {

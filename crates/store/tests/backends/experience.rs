@@ -18,6 +18,7 @@ crate::matrix!(
     parts_are_kept_once_rolled_up_swept_and_confined,
     a_metrics_series_is_read_raw_or_averaged_within_the_reach,
     a_programs_package_versions_are_kept_as_spans_confined_and_swept,
+    reports_saved_at_once_are_each_kept_and_answered,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -311,4 +312,23 @@ async fn a_programs_package_versions_are_kept_as_spans_confined_and_swept(r: Rep
     assert_eq!(e.package_spans(&Reach::Fleet, 0).await.unwrap().len(), 3);
     e.sweep_experience(T0 + 401 * DAY_MS, Retention::default()).await.unwrap();
     assert!(e.package_spans(&Reach::Fleet, 0).await.unwrap().is_empty());
+}
+
+/// Many agents reporting at the same moment (SQLite commits them together): each is kept, and
+/// each is told its own count.
+async fn reports_saved_at_once_are_each_kept_and_answered(r: Repositories) {
+    let agents = with_agents(&r, 12).await;
+    let saves = agents.iter().enumerate().map(|(i, agent)| {
+        let values: &[(&str, f64)] =
+            if i % 2 == 0 { &[("cpu_busy_pct", 1.0)] } else { &[("cpu_busy_pct", 1.0), ("mem_used_pct", 2.0)] };
+        let e = r.experience.clone();
+        let (agent, batch) = (agent.clone(), report(&[(0, values)]));
+        tokio::spawn(async move { e.save_experience(&agent, &batch, T0).await.unwrap() })
+    });
+    let counts: Vec<u64> = futures_util::future::join_all(saves).await.into_iter().map(Result::unwrap).collect();
+    assert_eq!(counts, (0..12).map(|i| if i % 2 == 0 { 1 } else { 2 }).collect::<Vec<u64>>());
+    let devices = r.experience.device_experience(&Reach::Fleet, None).await.unwrap();
+    assert_eq!(devices.len(), 12);
+    let averaged = r.experience.averages(&Reach::Fleet, &["mem_used_pct"], T0, Resolution::Raw).await.unwrap();
+    assert_eq!(averaged.len(), 6);
 }
