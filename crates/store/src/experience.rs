@@ -25,6 +25,9 @@ pub struct DeviceExperience {
     pub absent: BTreeMap<String, String>,
     pub fullest_filesystem: Option<String>,
     pub last_sample_ms: i64,
+    /// How many reports brought it a new value: what it was read at (a view of it made from
+    /// older rows is made again).
+    pub revision: i64,
 }
 
 /// Where averages are read from: raw samples (the last day), or hourly or daily rollups.
@@ -190,6 +193,26 @@ pub(crate) fn package_spans(report: &ExperienceReport) -> Vec<(String, String, S
     spans.into_iter().map(|((p, k, v), (first, last))| (p.into(), k.into(), v.into(), first, last)).collect()
 }
 
+/// The rows a server's recent view of a device is made of (docs/experience.md, "At scale"):
+/// which metrics' hourly rollups and raw samples, and from when.
+#[derive(Clone, Copy, Debug)]
+pub struct RecentWanted<'a> {
+    pub hourly: &'a [&'a str],
+    pub hours_since_ms: i64,
+    pub raw: &'a [&'a str],
+    pub raw_since_ms: i64,
+}
+
+/// One device's newest experience and the rows [`RecentWanted`] named, read together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecentRows {
+    pub device: DeviceExperience,
+    /// (metric, start_ms, count, sum) of each hourly rollup, in metric then time order.
+    pub hours: Vec<(String, i64, i64, f64)>,
+    /// (metric, at_ms, value) of each raw sample, in metric then time order.
+    pub raw: Vec<(String, i64, f64)>,
+}
+
 /// What a device's newest samples say of one signal.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Observed {
@@ -219,6 +242,17 @@ pub trait ExperienceStore: Send + Sync {
     /// The newest experience of every device `reach` covers (or of `agent_id` alone), in
     /// agent order.
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>>;
+    /// Each device's revision, of those `reach` covers that reported, in agent order: what
+    /// tells a server that its view of a device is out of date.
+    async fn experience_revisions(&self, reach: &Reach) -> Result<Vec<(String, i64)>>;
+    /// For each of `agent_ids` that `reach` covers and that reported (others are left out):
+    /// its newest experience and the rows `wanted` names, the device read first.
+    async fn recent_rows(
+        &self,
+        reach: &Reach,
+        agent_ids: &[String],
+        wanted: RecentWanted<'_>,
+    ) -> Result<Vec<RecentRows>>;
     /// Per device `reach` covers and each of `metrics`: its samples since `since_ms`, read at
     /// `resolution`, in agent then metric order. The metrics are named, not left open, so that
     /// the read goes through the (metric, time) index rather than every row.

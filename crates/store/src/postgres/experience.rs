@@ -8,10 +8,11 @@ use toolgate_domain::groups::Reach;
 
 use super::confinement::{reach_agents, reach_param};
 use super::experience_parts::{part_values, read_package_spans, save_packages, save_parts, sweep_parts};
+use super::experience_recent::{DEVICE_COLUMNS, device_row};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    Resolution, Result, Retention, measured_name, rollups,
+    RecentRows, RecentWanted, Resolution, Result, Retention, measured_name, rollups,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -117,6 +118,9 @@ impl ExperienceStore for PostgresStore {
                 )
                 .await?;
             }
+            if added > 0 {
+                execute(&tx, "UPDATE experience_device SET revision = revision + 1 WHERE agent_id = $1", &[&agent_id]).await?;
+            }
             tx.commit().await?;
             Ok(added)
         })
@@ -132,24 +136,26 @@ impl ExperienceStore for PostgresStore {
                 values.push(groups);
             }
             let sql = format!(
-                "SELECT d.agent_id, d.measured, d.absent, d.fullest_filesystem, d.last_sample_ms FROM experience_device d
-                 WHERE ($1::text IS NULL OR d.agent_id = $1){} ORDER BY d.agent_id",
-                confined("d.agent_id", &groups, 2)
+                "SELECT {DEVICE_COLUMNS} FROM experience_device WHERE ($1::text IS NULL OR agent_id = $1){} ORDER BY agent_id",
+                confined("agent_id", &groups, 2)
             );
-            let mut devices = Vec::new();
-            for r in rows(&*c, &sql, &values).await? {
-                let absent: String = r.try_get(2)?;
-                devices.push(DeviceExperience {
-                    agent_id: r.try_get(0)?,
-                    measured: r.try_get(1)?,
-                    absent: serde_json::from_str(&absent).unwrap_or_default(),
-                    fullest_filesystem: r.try_get(3)?,
-                    last_sample_ms: r.try_get(4)?,
-                });
-            }
+            let devices = rows(&*c, &sql, &values).await?.iter().map(device_row).collect::<Pg<Vec<_>>>()?;
             Ok(devices)
         })
         .await
+    }
+
+    async fn experience_revisions(&self, reach: &Reach) -> Result<Vec<(String, i64)>> {
+        pg(self.revisions(reach)).await
+    }
+
+    async fn recent_rows(
+        &self,
+        reach: &Reach,
+        agent_ids: &[String],
+        wanted: RecentWanted<'_>,
+    ) -> Result<Vec<RecentRows>> {
+        pg(self.recent_rows_of(reach, agent_ids, wanted)).await
     }
 
     async fn averages(

@@ -17,6 +17,7 @@ mod engines;
 mod executions;
 mod experience;
 mod experience_parts;
+mod experience_recent;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -75,6 +76,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0026_experience_apps", include_str!("../../migrations/postgres/0026_experience_apps.sql")),
     ("0027_experience_interfaces", include_str!("../../migrations/postgres/0027_experience_interfaces.sql")),
     ("0028_experience_app_packages", include_str!("../../migrations/postgres/0028_experience_app_packages.sql")),
+    ("0029_experience_revision", include_str!("../../migrations/postgres/0029_experience_revision.sql")),
 ];
 
 /// The advisory lock replicas take to migrate one at a time (any constant; "tg" in ASCII).

@@ -10,9 +10,10 @@ use toolgate_domain::groups::Reach;
 use super::SqliteStore;
 use super::confinement::{reach_agents, reach_param};
 use super::experience_parts::{part_values, read_package_spans, sweep_parts};
+use super::experience_recent::{DEVICE_COLUMNS, device_row, recent_rows, revisions};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    Resolution, Result, Retention,
+    RecentRows, RecentWanted, Resolution, Result, Retention,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -53,26 +54,45 @@ impl ExperienceStore for SqliteStore {
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>> {
         let (reach, agent_id) = (reach.clone(), agent_id.map(str::to_string));
         self.run(move |c| {
-            let (condition, groups) = confined("d.agent_id", &reach, 2);
+            let (condition, groups) = confined("agent_id", &reach, 2);
             let mut values = vec![Sql::from(agent_id)];
             values.extend(groups);
             let devices: Vec<DeviceExperience> = c
                 .prepare(&format!(
-                    "SELECT d.agent_id, d.measured, d.absent, d.fullest_filesystem, d.last_sample_ms FROM experience_device d
-                     WHERE (?1 IS NULL OR d.agent_id = ?1){condition} ORDER BY d.agent_id"
+                    "SELECT {DEVICE_COLUMNS} FROM experience_device
+                     WHERE (?1 IS NULL OR agent_id = ?1){condition} ORDER BY agent_id"
                 ))?
-                .query_map(rusqlite::params_from_iter(values.iter()), |r| {
-                    let absent: String = r.get(2)?;
-                    Ok(DeviceExperience {
-                        agent_id: r.get(0)?,
-                        measured: r.get(1)?,
-                        absent: serde_json::from_str(&absent).unwrap_or_default(),
-                        fullest_filesystem: r.get(3)?,
-                        last_sample_ms: r.get(4)?,
-                    })
-                })?
+                .query_map(rusqlite::params_from_iter(values.iter()), device_row)?
                 .collect::<rusqlite::Result<_>>()?;
             Ok(devices)
+        })
+        .await
+    }
+
+    async fn experience_revisions(&self, reach: &Reach) -> Result<Vec<(String, i64)>> {
+        let reach = reach.clone();
+        self.run(move |c| revisions(c, &reach)).await
+    }
+
+    async fn recent_rows(
+        &self,
+        reach: &Reach,
+        agent_ids: &[String],
+        wanted: RecentWanted<'_>,
+    ) -> Result<Vec<RecentRows>> {
+        let (reach, agent_ids) = (reach.clone(), agent_ids.to_vec());
+        let (hourly, raw): (Vec<String>, Vec<String>) =
+            (wanted.hourly.iter().map(|m| m.to_string()).collect(), wanted.raw.iter().map(|m| m.to_string()).collect());
+        let (hours_since_ms, raw_since_ms) = (wanted.hours_since_ms, wanted.raw_since_ms);
+        self.run(move |c| {
+            let hourly: Vec<&str> = hourly.iter().map(String::as_str).collect();
+            let raw: Vec<&str> = raw.iter().map(String::as_str).collect();
+            recent_rows(
+                c,
+                &reach,
+                &agent_ids,
+                RecentWanted { hourly: &hourly, hours_since_ms, raw: &raw, raw_since_ms },
+            )
         })
         .await
     }

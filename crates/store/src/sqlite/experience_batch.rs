@@ -119,7 +119,8 @@ fn commit_queued(c: &mut Connection, batch: Vec<Queued>) {
 }
 
 /// Keeps one report's samples, their rollups, parts and packages, and what it says of its
-/// device; how many values were new (a sample kept before is kept once).
+/// device (its revision moved on when a value was new); how many values were new (a sample
+/// kept before is kept once).
 fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> rusqlite::Result<u64> {
     let mut kept = Vec::new();
     let mut insert = c.prepare_cached(
@@ -154,6 +155,10 @@ fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_
              WHERE excluded.last_sample_ms >= experience_device.last_sample_ms",
         )?
         .execute(params![agent_id, measured_name(report), absent, newest.fullest_filesystem, newest.at_ms, received_at_ms])?;
+    }
+    if !kept.is_empty() {
+        c.prepare_cached("UPDATE experience_device SET revision = revision + 1 WHERE agent_id = ?1")?
+            .execute([agent_id])?;
     }
     Ok(kept.len() as u64)
 }

@@ -13,6 +13,7 @@ mod executions;
 mod experience;
 mod experience_batch;
 mod experience_parts;
+mod experience_recent;
 mod federated;
 mod fleet;
 mod fleet_work;
@@ -76,6 +77,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0035_experience_apps", include_str!("../../migrations/sqlite/0035_experience_apps.sql")),
     ("0036_experience_interfaces", include_str!("../../migrations/sqlite/0036_experience_interfaces.sql")),
     ("0037_experience_app_packages", include_str!("../../migrations/sqlite/0037_experience_app_packages.sql")),
+    ("0038_experience_revision", include_str!("../../migrations/sqlite/0038_experience_revision.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.

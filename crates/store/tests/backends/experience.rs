@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use toolgate_domain::fleet::experience::{AppPackage, ExperienceReport, Measured, Sample};
 use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::groups::Reach;
-use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Observed, Repositories, Resolution, Retention};
+use toolgate_store::{DAY_MS, ExperienceSwept, HOUR_MS, Observed, RecentWanted, Repositories, Resolution, Retention};
 
 use crate::fleet_work::with_agents;
 
@@ -19,6 +19,7 @@ crate::matrix!(
     a_metrics_series_is_read_raw_or_averaged_within_the_reach,
     a_programs_package_versions_are_kept_as_spans_confined_and_swept,
     reports_saved_at_once_are_each_kept_and_answered,
+    a_devices_recent_rows_and_revision_are_read_within_the_reach,
 );
 
 const T0: i64 = 1_800_000_000_000;
@@ -331,4 +332,43 @@ async fn reports_saved_at_once_are_each_kept_and_answered(r: Repositories) {
     assert_eq!(devices.len(), 12);
     let averaged = r.experience.averages(&Reach::Fleet, &["mem_used_pct"], T0, Resolution::Raw).await.unwrap();
     assert_eq!(averaged.len(), 6);
+}
+
+/// What a server's recent view of a device is made of: its revision moves on with each report
+/// that brought something new (not with one sent again), and its rows are those asked for.
+async fn a_devices_recent_rows_and_revision_are_read_within_the_reach(r: Repositories) {
+    let agents = with_agents(&r, 2).await;
+    let e = &r.experience;
+    let first = report(&[(-HOUR_MS, &[("cpu_busy_pct", 5.0)]), (0, &[("cpu_busy_pct", 10.0), ("mem_used_pct", 40.0)])]);
+    e.save_experience(&agents[0], &first, T0).await.unwrap();
+    e.save_experience(&agents[0], &first, T0).await.unwrap();
+    assert_eq!(
+        e.experience_revisions(&Reach::Fleet).await.unwrap(),
+        [(agents[0].clone(), 1)],
+        "sent again: nothing new"
+    );
+    e.save_experience(&agents[0], &report(&[(60_000, &[("cpu_busy_pct", 30.0)])]), T0).await.unwrap();
+    assert_eq!(e.experience_revisions(&Reach::Fleet).await.unwrap(), [(agents[0].clone(), 2)]);
+
+    let wanted = RecentWanted {
+        hourly: &["cpu_busy_pct", "mem_used_pct"],
+        hours_since_ms: T0,
+        raw: &["cpu_busy_pct"],
+        raw_since_ms: T0 + 30_000,
+    };
+    let asked = [agents[1].clone(), agents[0].clone(), "never-enrolled".to_string()];
+    let read = e.recent_rows(&Reach::Fleet, &asked, wanted).await.unwrap();
+    assert_eq!(read.len(), 1, "only a device that reported");
+    assert_eq!((read[0].device.agent_id.as_str(), read[0].device.revision), (agents[0].as_str(), 2));
+    assert_eq!(read[0].device.last_sample_ms, T0 + 60_000);
+    let hours = [("cpu_busy_pct".to_string(), T0, 2, 40.0), ("mem_used_pct".to_string(), T0, 1, 40.0)];
+    assert_eq!(read[0].hours, hours, "the hour before T0 is not asked for");
+    assert_eq!(read[0].raw, [("cpu_busy_pct".to_string(), T0 + 60_000, 30.0)]);
+
+    let team = crate::groups::top_group(&r, "Team").await;
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    assert!(e.experience_revisions(&reach).await.unwrap().is_empty());
+    assert!(e.recent_rows(&reach, &asked, wanted).await.unwrap().is_empty());
+    r.groups.add_member(&team.id, &agents[0]).await.unwrap().unwrap();
+    assert_eq!(e.recent_rows(&reach, &asked, wanted).await.unwrap(), read);
 }
