@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use toolgate_domain::ToolError;
+use toolgate_domain::fleet::experience::RANKED;
 use toolgate_domain::fleet::rank_test::{answer, mann_whitney, median, rule};
 use toolgate_domain::groups::Visible;
 use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
 use super::confined;
-use super::experience::{Device, RANKED, cohort, devices, summarised, window_span};
+use super::experience::{DAY_WINDOW, Device, cohort, devices, recent_views, summarised, window_span};
 use crate::args;
 use crate::services::ToolContext;
 
@@ -100,12 +101,22 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
     let visible = confined::visible(ctx).await?;
     let seen = devices(ctx).await?;
     let values = cohort_values(ctx, &seen, &visible, &key).await?;
-    let store = &ctx.services().repositories().experience;
     // Each device's average of each ranked metric over the window.
     let mut averages: BTreeMap<(&str, String), f64> = BTreeMap::new();
-    for (name, metric) in RANKED {
-        for a in store.averages(ctx.reach(), &[metric], since_ms, resolution).await? {
-            averages.insert((name, a.agent_id), a.average);
+    if window == DAY_WINDOW {
+        for (agent, view) in recent_views(ctx).await? {
+            for (name, metric) in RANKED {
+                if let Some(average) = view.day_average(metric) {
+                    averages.insert((name, agent.clone()), average);
+                }
+            }
+        }
+    } else {
+        let store = &ctx.services().repositories().experience;
+        for (name, metric) in RANKED {
+            for a in store.averages(ctx.reach(), &[metric], since_ms, resolution).await? {
+                averages.insert((name, a.agent_id), a.average);
+            }
         }
     }
     let mut shown: Vec<Value> = cohorts(&values)
@@ -159,10 +170,21 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
         })
     };
     let (in_a, in_b) = (members(&args.a)?, members(&args.b)?);
-    let series = ctx.services().repositories().experience.series(ctx.reach(), metric, since_ms, resolution).await?;
+    // Each device's observations: the day window's from the recent views, others' from the store.
+    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    if window == DAY_WINDOW {
+        for (agent, view) in recent_views(ctx).await? {
+            series.insert(agent, view.day_hours(metric).iter().map(|(_, v)| *v).collect());
+        }
+    } else {
+        let store = &ctx.services().repositories().experience;
+        for point in store.series(ctx.reach(), metric, since_ms, resolution).await? {
+            series.entry(point.agent_id).or_default().push(point.value);
+        }
+    }
     let of = |cohort: &BTreeSet<&str>| {
         let mut values: Vec<f64> =
-            series.iter().filter(|p| cohort.contains(p.agent_id.as_str())).map(|p| p.value).collect();
+            cohort.iter().filter_map(|agent| series.get(*agent)).flatten().copied().collect();
         values.sort_by(f64::total_cmp);
         values
     };

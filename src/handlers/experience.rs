@@ -3,19 +3,19 @@
 //! query, and through the agents the caller may see; nothing is estimated.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolgate_domain::fleet::experience::{METRICS, Metric};
+use toolgate_domain::fleet::experience::{METRICS, Metric, RANKED};
 use toolgate_domain::fleet::{AgentStatus, HostFacts};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
+use toolgate_fleet::{DeviceView, VIEW_RAW_MS, day_since};
 use toolgate_store::{Averaged, DeviceExperience, HOUR_MS, Resolution};
 
 use super::confined;
 use crate::args;
 use crate::services::ToolContext;
 
-/// The reference's metric names, and the metric each reads.
-pub(super) const RANKED: &[(&str, &str)] = &[("cpu", "cpu_busy_pct"), ("commit", "commit_bytes"), ("disk_lat", "disk_latency_ms")];
 /// What tools.yaml gives as defaults, when a call leaves them out.
 const DEFAULT_WINDOW: &str = "24h";
 const DEFAULT_WINDOW_MINUTES: i64 = 15;
@@ -58,17 +58,28 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map(|v| (v * 1000.0).round() / 1000.0)
 }
 
+/// The window answered from the hub's recent views of devices (docs/experience.md, "At
+/// scale"): the current hour and the 23 before it.
+pub(super) const DAY_WINDOW: &str = "24h";
+
 /// Where a fleet window (tools.yaml's 1h, 24h, 7d, 30d, all) starts, and the resolution it is
 /// read at: raw samples for an hour, hourly summaries up to 30 days, daily ones for all.
 pub(super) fn window_span(window: &str, now: i64) -> Result<(i64, Resolution), ToolError> {
     Ok(match window {
         "1h" => (now - HOUR_MS, Resolution::Raw),
-        "24h" => (now - 24 * HOUR_MS, Resolution::Hourly),
+        DAY_WINDOW => (day_since(now), Resolution::Hourly),
         "7d" => (now - 7 * 24 * HOUR_MS, Resolution::Hourly),
         "30d" => (now - 30 * 24 * HOUR_MS, Resolution::Hourly),
         "all" => (0, Resolution::Daily),
         other => return Err(ToolError::InvalidArguments(format!("window `{other}`: expected 1h, 24h, 7d, 30d or all"))),
     })
+}
+
+/// The current views of the devices the caller's reach covers (made from the store where
+/// they are not current), by agent.
+pub(super) async fn recent_views(ctx: &ToolContext) -> Result<BTreeMap<String, Arc<DeviceView>>, ToolError> {
+    let views = ctx.services().fleet().recent_experience(ctx.reach()).await?;
+    Ok(views.into_iter().map(|v| (v.experience.agent_id.clone(), v)).collect())
 }
 
 /// The fleet over a window: the devices the caller sees, their newest experience, and their
@@ -80,8 +91,28 @@ pub(super) struct FleetWindow {
 }
 
 impl FleetWindow {
-    pub(super) async fn read(ctx: &ToolContext, since_ms: i64, resolution: Resolution) -> Result<FleetWindow, ToolError> {
+    /// The fleet over `window` (which starts at `since_ms`, read at `resolution`): the day
+    /// window from the recent views, any other from the store.
+    pub(super) async fn read(
+        ctx: &ToolContext,
+        window: &str,
+        since_ms: i64,
+        resolution: Resolution,
+    ) -> Result<FleetWindow, ToolError> {
         let seen: BTreeMap<String, Device> = devices(ctx).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
+        let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        if window == DAY_WINDOW {
+            let views = recent_views(ctx).await?;
+            let seen_views = || views.values().filter(|v| seen.contains_key(&v.experience.agent_id));
+            for metric in METRICS {
+                let values: Vec<f64> = seen_views().filter_map(|v| v.day_average(metric.name)).collect();
+                if !values.is_empty() {
+                    by_metric.insert(metric.name.to_string(), values);
+                }
+            }
+            let experience = seen_views().map(|v| v.experience.clone()).collect();
+            return Ok(FleetWindow { seen, experience, by_metric });
+        }
         let store = &ctx.services().repositories().experience;
         let experience: Vec<DeviceExperience> = store
             .device_experience(ctx.reach(), None)
@@ -89,7 +120,6 @@ impl FleetWindow {
             .into_iter()
             .filter(|d| seen.contains_key(&d.agent_id))
             .collect();
-        let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let declared: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
         for averaged in store.averages(ctx.reach(), &declared, since_ms, resolution).await? {
             if seen.contains_key(&averaged.agent_id) {
@@ -154,7 +184,7 @@ pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) 
     summarised(ctx, format!("get_dex_perf_fleet|{window}"), async {
         let now = ctx.services().clock().now_ms();
         let (since_ms, resolution) = window_span(&window, now)?;
-        let fleet = FleetWindow::read(ctx, since_ms, resolution).await?;
+        let fleet = FleetWindow::read(ctx, &window, since_ms, resolution).await?;
         Ok(json!({
             "window": window, "since_ms": since_ms, "generated_at_ms": now,
             "devices": fleet.devices(ctx, now),
@@ -178,6 +208,19 @@ pub(super) fn cohort(facts: Option<&HostFacts>, key: &str) -> String {
     }
 }
 
+/// The devices the caller sees (of one cohort, when `cohort_value` is given).
+pub(super) async fn cohort_members(
+    ctx: &ToolContext,
+    cohort_key: &str,
+    cohort_value: Option<&str>,
+) -> Result<Vec<Device>, ToolError> {
+    let mut seen = devices(ctx).await?;
+    if let Some(value) = cohort_value {
+        seen.retain(|d| cohort(d.facts.as_ref(), cohort_key) == value);
+    }
+    Ok(seen)
+}
+
 /// What a device ranking starts from: the devices the caller sees (of one cohort, when
 /// `cohort_value` is given) and the newest experience of each.
 pub(super) async fn candidates(
@@ -185,13 +228,25 @@ pub(super) async fn candidates(
     cohort_key: &str,
     cohort_value: Option<&str>,
 ) -> Result<(Vec<Device>, BTreeMap<String, DeviceExperience>), ToolError> {
-    let mut seen = devices(ctx).await?;
-    if let Some(value) = cohort_value {
-        seen.retain(|d| cohort(d.facts.as_ref(), cohort_key) == value);
-    }
+    let seen = cohort_members(ctx, cohort_key, cohort_value).await?;
     let store = &ctx.services().repositories().experience;
     let experience = store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
     Ok((seen, experience))
+}
+
+/// A device's raw samples of `metric` in a window, summed up as the store would.
+fn averaged(agent_id: &str, metric: &str, samples: &[(i64, f64)]) -> Option<Averaged> {
+    let (last_ms, _) = *samples.last()?;
+    let values = samples.iter().map(|(_, v)| *v);
+    Some(Averaged {
+        agent_id: agent_id.to_string(),
+        metric: metric.to_string(),
+        samples: samples.len() as i64,
+        average: values.clone().sum::<f64>() / samples.len() as f64,
+        min: values.clone().fold(f64::INFINITY, f64::min),
+        max: values.fold(f64::NEG_INFINITY, f64::max),
+        last_ms,
+    })
 }
 
 /// A ranking's answer: its devices (at most `limit` already), those that cannot measure the
@@ -272,19 +327,32 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
     let window_minutes = args.window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
     let cohort_key = args.cohort_key.as_deref().unwrap_or("model");
-    let (seen, experience) = candidates(ctx, cohort_key, args.cohort_value.as_deref()).await?;
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now});
+    let since_ms = now - window_minutes * 60_000;
+    // A window the recent views hold is answered from them (docs/experience.md, "At scale").
+    let (seen, experience, averages) = if now - since_ms <= VIEW_RAW_MS {
+        let seen = cohort_members(ctx, cohort_key, args.cohort_value.as_deref()).await?;
+        let views = recent_views(ctx).await?;
+        let averages: BTreeMap<String, Averaged> = views
+            .iter()
+            .filter_map(|(agent, v)| Some((agent.clone(), averaged(agent, metric, v.raw_since(metric, since_ms))?)))
+            .collect();
+        (seen, views.into_iter().map(|(agent, v)| (agent, v.experience.clone())).collect(), averages)
+    } else {
+        let (seen, experience) = candidates(ctx, cohort_key, args.cohort_value.as_deref()).await?;
+        let store = &ctx.services().repositories().experience;
+        let averages: BTreeMap<String, Averaged> = store
+            .averages(ctx.reach(), &[metric], since_ms, Resolution::Raw)
+            .await?
+            .into_iter()
+            .map(|a| (a.agent_id.clone(), a))
+            .collect();
+        (seen, experience, averages)
+    };
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
         return Ok(ranking(head, quiet, vec![], count, limit));
     }
-    let store = &ctx.services().repositories().experience;
-    let averages: BTreeMap<String, Averaged> = store
-        .averages(ctx.reach(), &[metric], now - window_minutes * 60_000, Resolution::Raw)
-        .await?
-        .into_iter()
-        .map(|a| (a.agent_id.clone(), a))
-        .collect();
     let mut ranked: Vec<(&Device, &Averaged)> =
         seen.iter().filter_map(|d| averages.get(&d.agent_id).map(|a| (d, a))).collect();
     ranked.sort_by(|a, b| b.1.average.total_cmp(&a.1.average).then_with(|| a.0.agent_id.cmp(&b.0.agent_id)));

@@ -56,7 +56,7 @@ pub async fn get_network_fleet(ctx: &ToolContext, args: args::GetNetworkFleet) -
     let now = ctx.services().clock().now_ms();
     let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
     let (since_ms, resolution) = window_span(&window, now)?;
-    let fleet = FleetWindow::read(ctx, since_ms, resolution).await?;
+    let fleet = FleetWindow::read(ctx, &window, since_ms, resolution).await?;
     let metrics = fleet.percentiles(NETWORK_METRICS.iter().filter_map(|name| metric_named(name).ok()));
     let store = &ctx.services().repositories().experience;
     let held: Vec<Occurrence> = store

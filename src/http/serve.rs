@@ -221,7 +221,8 @@ pub async fn serve(config: Config) -> Result<()> {
         }
         .run(stop_upkeep.clone()),
     );
-    let sweeper = tokio::spawn(sweep(hub.clone(), stop_upkeep.clone()));
+    let sweeper = tokio::spawn(super::upkeep::sweep_agents(hub.clone(), stop_upkeep.clone()));
+    let views = tokio::spawn(super::upkeep::refresh_experience_views(hub.clone(), stop_upkeep.clone()));
     let follower = feed.map(|feed| {
         let answers = tokio::spawn(state.mcp.clone().follow_replicas(feed.clone(), stop_upkeep.clone()));
         (tokio::spawn(hub.clone().follow(feed, stop_upkeep.clone())), answers)
@@ -319,6 +320,7 @@ pub async fn serve(config: Config) -> Result<()> {
     stop_upkeep.cancel();
     let _ = upkeep.await;
     let _ = sweeper.await;
+    let _ = views.await;
     if let Some((fleet, answers)) = follower {
         let _ = fleet.await;
         let _ = answers.await;
@@ -339,27 +341,6 @@ pub async fn serve(config: Config) -> Result<()> {
     served?;
     println!("toolgate: stopped");
     Ok(())
-}
-
-/// At least every second: close silent agent connections and those revoked elsewhere; about
-/// once a heartbeat interval, also save when each agent was last seen.
-async fn sweep(hub: Arc<Hub>, stop: CancellationToken) {
-    let every = hub.sweep_interval();
-    let save_every = std::time::Duration::from_millis(hub.settings().heartbeat_ms);
-    let mut saved_at = std::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-        let save = saved_at.elapsed() >= save_every;
-        if save {
-            saved_at = std::time::Instant::now();
-        }
-        if let Err(e) = hub.sweep(save).await {
-            tracing::warn!("the agent sweep failed: {e}");
-        }
-    }
 }
 
 /// Plain HTTP beyond this machine carries bearer tokens and agent credentials in clear.

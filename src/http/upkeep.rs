@@ -3,7 +3,8 @@
 //! once whichever replica sees them first), the audit log's retention, and uploads' retention
 //! (content whose every grant's retention class ended, and chunks of uploads never finished),
 //! and the experience history's (docs/experience.md). It holds only what it needs (not the whole
-//! state), so the audit writer can drain at shutdown; it flushes every open window first.
+//! state), so the audit writer can drain at shutdown; it flushes every open window first. Beside
+//! it run the agent sweep and the hourly making of the devices' recent experience views.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use toolgate_domain::audit::{AuditEvent, AuditOutcome, AuditSink, TargetType};
 use toolgate_domain::engines::ENGINE_PREFIX;
 use toolgate_domain::{CancellationToken, Clock};
+use toolgate_fleet::Hub;
 use toolgate_store::{AuditStore, AuditWriter, CredentialStore, ExperienceStore, Retention, UploadStore};
 
 use super::auth_failures::AuthFailures;
@@ -132,6 +134,48 @@ impl Upkeep {
             Ok(0) => {}
             Ok(n) => tracing::info!(rows = n, "audit rows older than the retention deleted"),
             Err(e) => tracing::warn!("audit retention could not run: {e}"),
+        }
+    }
+}
+
+/// At least every second: close silent agent connections and those revoked elsewhere; about
+/// once a heartbeat interval, also save when each agent was last seen.
+pub async fn sweep_agents(hub: Arc<Hub>, stop: CancellationToken) {
+    let every = hub.sweep_interval();
+    let save_every = std::time::Duration::from_millis(hub.settings().heartbeat_ms);
+    let mut saved_at = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let save = saved_at.elapsed() >= save_every;
+        if save {
+            saved_at = std::time::Instant::now();
+        }
+        if let Err(e) = hub.sweep(save).await {
+            tracing::warn!("the agent sweep failed: {e}");
+        }
+    }
+}
+
+/// As each hour begins (and once at start), makes every device's recent experience view again
+/// (docs/experience.md, "At scale"): the day window moved, and reads should not make them.
+pub async fn refresh_experience_views(hub: Arc<Hub>, stop: CancellationToken) {
+    loop {
+        let started = std::time::Instant::now();
+        match hub.refresh_experience_views().await {
+            Ok(made) => {
+                tracing::debug!(made, elapsed_ms = started.elapsed().as_millis() as u64, "experience views made")
+            }
+            Err(e) => tracing::warn!("the experience views could not be made: {e}"),
+        }
+        let now = hub.clock().now_ms();
+        // A second past the next hour, so that the hour has begun on every clock reading.
+        let wait = toolgate_store::HOUR_MS - now.rem_euclid(toolgate_store::HOUR_MS) + 1_000;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
         }
     }
 }

@@ -43,6 +43,12 @@ impl Hub {
             tracing::info!(%agent_id, dropped = before - report.samples.len(), "experience samples older than raw samples are kept: not kept");
         }
         let added = store.save_experience(agent_id, &report, now).await?;
+        if added > 0
+            && let Err(e) = self.refresh_view(agent_id).await
+        {
+            // Kept all the same: a read finds the view out of date and makes it itself.
+            tracing::warn!(%agent_id, "the recent view of the device could not be made again: {e}");
+        }
         // The signals of the metrics this batch has: their windows read, and what they say
         // recorded, in one store call each (not two per signal: every report pays for these).
         let batch: BTreeSet<&str> = report.samples.iter().flat_map(|s| s.values.keys().map(String::as_str)).collect();

@@ -138,6 +138,8 @@ pub struct Hub {
     pub(crate) experience: Option<Arc<dyn toolgate_store::ExperienceStore>>,
     /// The signals experience is watched for (experience.yaml).
     pub(crate) signals: Vec<toolgate_domain::fleet::signals::SignalType>,
+    /// Recent views of devices' experience, for the fleet reads (experience_views).
+    pub(crate) views: crate::experience_views::ExperienceViews,
 }
 
 /// Updates a slow listener may fall behind by before it misses some (it is told it lagged).
@@ -217,6 +219,7 @@ impl Hub {
             kill_switches: RwLock::default(),
             experience: None,
             signals: Vec::new(),
+            views: Default::default(),
         })
     }
 

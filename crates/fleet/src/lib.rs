@@ -10,6 +10,7 @@ mod delivery;
 #[cfg(test)]
 mod delivery_tests;
 mod experience;
+mod experience_views;
 mod hub;
 #[cfg(test)]
 mod hub_tests;
@@ -32,6 +33,7 @@ mod waves;
 
 pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;
+pub use experience_views::{DeviceView, VIEW_HOURS, VIEW_RAW_MS, day_since};
 pub use hub::{Hub, Kick, Link};
 pub use plans::{NO_APPROVED_PLAN, TOO_OLD_TO_PLAN};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};

@@ -153,6 +153,11 @@ pub const METRICS: &[Metric] = &[
     ),
 ];
 
+/// The reference's names of the metrics devices are ranked and cohorts compared by, and the
+/// metric each reads.
+pub const RANKED: &[(&str, &str)] =
+    &[("cpu", "cpu_busy_pct"), ("commit", "commit_bytes"), ("disk_lat", "disk_latency_ms")];
+
 const NET_DEV: &str = "/proc/net/dev";
 
 /// The metrics of a device's network, which the network tools read: its round trip to the
