@@ -145,7 +145,8 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
 
 pub async fn get_dex_perf_cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> ToolResult {
     let key = format!("get_dex_perf_cohort_diff|{args:?}");
-    summarised(ctx, key, cohort_diff(ctx, args)).await
+    let from_views = args.window.as_deref().unwrap_or(DEFAULT_WINDOW) == DAY_WINDOW;
+    summarised(ctx, key, from_views, cohort_diff(ctx, args)).await
 }
 
 async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Result<Value, ToolError> {

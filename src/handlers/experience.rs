@@ -161,12 +161,17 @@ impl FleetWindow {
 }
 
 /// The answer `make` gives, or the one it gave the same tool (`key`: its name and arguments)
-/// for the same reach within a sample interval (crate::summaries).
+/// for the same reach within a sample interval (crate::summaries). An answer `from_views`
+/// (recent views, cheap to make and always current) is made every time.
 pub(super) async fn summarised(
     ctx: &ToolContext,
     key: String,
+    from_views: bool,
     make: impl Future<Output = Result<Value, ToolError>>,
 ) -> ToolResult {
+    if from_views {
+        return make.await.map(ToolOutput::Structured);
+    }
     let now = ctx.services().clock().now_ms();
     let key = format!("{key}|{:?}", ctx.reach());
     let max_age_ms = ctx.services().fleet().settings().experience_sample_ms as i64;
@@ -181,7 +186,7 @@ pub(super) async fn summarised(
 
 pub async fn get_dex_perf_fleet(ctx: &ToolContext, args: args::GetDexPerfFleet) -> ToolResult {
     let window = args.window.unwrap_or_else(|| DEFAULT_WINDOW.to_string());
-    summarised(ctx, format!("get_dex_perf_fleet|{window}"), async {
+    summarised(ctx, format!("get_dex_perf_fleet|{window}"), window == DAY_WINDOW, async {
         let now = ctx.services().clock().now_ms();
         let (since_ms, resolution) = window_span(&window, now)?;
         let fleet = FleetWindow::read(ctx, &window, since_ms, resolution).await?;
@@ -315,7 +320,13 @@ pub(super) fn cannot_measure(seen: &[Device], experience: &BTreeMap<String, Devi
 
 pub async fn list_dex_perf_devices(ctx: &ToolContext, args: args::ListDexPerfDevices) -> ToolResult {
     let key = format!("list_dex_perf_devices|{args:?}");
-    summarised(ctx, key, devices_ranked(ctx, args)).await
+    let from_views = raw_in_views(args.window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES));
+    summarised(ctx, key, from_views, devices_ranked(ctx, args)).await
+}
+
+/// Whether the recent views hold a raw window of `minutes`.
+fn raw_in_views(minutes: i64) -> bool {
+    minutes * 60_000 <= VIEW_RAW_MS
 }
 
 async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Result<Value, ToolError> {
@@ -330,7 +341,7 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now});
     let since_ms = now - window_minutes * 60_000;
     // A window the recent views hold is answered from them (docs/experience.md, "At scale").
-    let (seen, experience, averages) = if now - since_ms <= VIEW_RAW_MS {
+    let (seen, experience, averages) = if raw_in_views(window_minutes) {
         let seen = cohort_members(ctx, cohort_key, args.cohort_value.as_deref()).await?;
         let views = recent_views(ctx).await?;
         let averages: BTreeMap<String, Averaged> = views
