@@ -42,6 +42,7 @@ stored() { python3 -c "import sqlite3,sys; c=sqlite3.connect('file:$DB?mode=ro',
 # run keeps its agents enrolled: they reconnect rather than enroll).
 reporting() { python3 -c "import sqlite3; c=sqlite3.connect('file:$DB?mode=ro', uri=True); print(c.execute('SELECT COUNT(*) FROM experience_device WHERE received_at_ms >= $LOAD_STARTED_MS').fetchone()[0])"; }
 store_bytes() { du -cb "$WORK"/data/toolgate.sqlite3* | tail -1 | cut -f1; }
+rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER/status"; }
 
 # A token of the first start's administrator (a store of an earlier run prints none).
 token() { target/dist/toolgate token create --principal admin --tier readonly --data-dir "$WORK/data" | grep -oE 'tg_[A-Za-z0-9_-]+' | head -1; }
@@ -50,6 +51,7 @@ if [ "${PROBE_ONLY:-0}" = 1 ]; then
   start_server
   sleep 2
   python3 scripts/bench/experience_probe.py "127.0.0.1:$PORT" "$TOKEN" "${PROBE_CALLS:-20}" half
+  echo "RESULT server RSS after the reads: $(rss_mib) MiB"
   exit 0
 fi
 # The first start prints the administrator's demo token; a store of an earlier run prints none.
@@ -75,6 +77,7 @@ sleep 60
 TICKS0=$(cpu_ticks "$SERVER"); ROWS0=$(stored); BYTES0=$(store_bytes); W0=$(date +%s.%N)
 sleep "$MEASURE_S"
 TICKS1=$(cpu_ticks "$SERVER"); ROWS1=$(stored); BYTES1=$(store_bytes); W1=$(date +%s.%N)
+echo "RESULT server RSS under load: $(rss_mib) MiB"
 HZ=$(getconf CLK_TCK)
 python3 - "$TICKS0" "$TICKS1" "$ROWS0" "$ROWS1" "$BYTES0" "$BYTES1" "$W0" "$W1" "$HZ" "$N" <<'PY'
 import sys
@@ -93,3 +96,4 @@ python3 bench/experience_backfill.py "$WORK/data" --days 1
 start_server
 sleep 2
 python3 scripts/bench/experience_probe.py "127.0.0.1:$PORT" "$TOKEN" "${PROBE_CALLS:-20}" half
+echo "RESULT server RSS after the reads: $(rss_mib) MiB"
