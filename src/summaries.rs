@@ -1,7 +1,7 @@
 //! Fleet-wide experience summaries, kept for one sample interval (docs/experience.md, "At
-//! scale"): an answer over every device's hours or days (get_dex_perf_fleet, a cohort diff)
-//! reads millions of rollup rows at 10,000 devices, while what it summarises changes at most
-//! once a sample interval. A summary is kept per tool, caller's reach and arguments, so a caller
+//! scale"): an answer over every device's hours or days that the recent views do not hold
+//! (get_dex_perf_fleet over 7 or 30 days, a cohort diff over them) reads millions of rollup
+//! rows at 10,000 devices, while what it summarises changes at most once a sample interval. A summary is kept per tool, caller's reach and arguments, so a caller
 //! confined to its groups never reads another reach's; it says when it was made
 //! (`generated_at_ms`), and is made again once older than the interval.
 

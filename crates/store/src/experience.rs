@@ -134,6 +134,27 @@ pub(crate) fn rollups<K: Clone + Ord>(kept: &[(K, i64, f64)]) -> Vec<Rollup<K>> 
     rolled.into_values().collect()
 }
 
+/// A retention sweep's delete of `table`'s raw samples taken before `{p}1` or, for a `rollup`
+/// table, of its spans of length `{p}1` that began at or before `{p}2` (the cut less the span:
+/// a span goes once it has ended), where `p` is the backend's placeholder sign. It goes metric
+/// by metric through the table's (metric, time) index: a cut on time alone reads every row
+/// (tens of millions at 10,000 devices, every minute, holding SQLite's one connection), and
+/// neither backend skips through an index's first column by itself. The metrics are found by
+/// walking that index's first column, one step a metric.
+pub(crate) fn sweep_statement(table: &str, rollup: bool, p: char) -> String {
+    let older = match rollup {
+        true => format!("span_ms = {p}1 AND start_ms <= {p}2"),
+        false => format!("at_ms < {p}1"),
+    };
+    format!(
+        "WITH RECURSIVE metrics(name) AS (
+             SELECT MIN(metric) FROM {table}
+             UNION ALL SELECT (SELECT MIN(metric) FROM {table} WHERE metric > metrics.name) FROM metrics
+             WHERE metrics.name IS NOT NULL)
+         DELETE FROM {table} WHERE metric IN (SELECT name FROM metrics WHERE name IS NOT NULL) AND {older}"
+    )
+}
+
 /// One part's value on one device (a program's count, an interface's rate): of a sample (raw),
 /// or summed over an hour or a day (then `at_ms` is the span's start, and `samples` how many
 /// it sums: an average rate is `value / samples`).

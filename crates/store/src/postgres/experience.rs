@@ -12,7 +12,7 @@ use super::experience_recent::{DEVICE_COLUMNS, device_row};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    RecentRows, RecentWanted, Resolution, Result, Retention, measured_name, rollups,
+    RecentRows, RecentWanted, Resolution, Result, Retention, measured_name, rollups, sweep_statement,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -345,10 +345,12 @@ impl ExperienceStore for PostgresStore {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
-            let raw =
-                execute(&tx, "DELETE FROM experience_sample WHERE at_ms < $1", &[&(now_ms - retention.raw_ms)]).await?;
-            let rollup = "DELETE FROM experience_rollup WHERE span_ms = $1 AND start_ms + $1 <= $2";
-            let hourly = execute(&tx, rollup, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
+            let raw = execute(&tx, &sweep_statement("experience_sample", false, '$'), &[&(now_ms - retention.raw_ms)])
+                .await?;
+            // A span goes once it ended before the cut: its start plus its length.
+            let rollup = &sweep_statement("experience_rollup", true, '$');
+            let (hour, day) = (crate::HOUR_MS, crate::DAY_MS);
+            let hourly = execute(&tx, rollup, &[&hour, &(now_ms - retention.hourly_ms - hour)]).await?;
             // An occurrence is kept as long as the hours it happened in.
             let ended_before = now_ms - retention.hourly_ms;
             execute(
@@ -357,7 +359,7 @@ impl ExperienceStore for PostgresStore {
                 &[&ended_before],
             )
             .await?;
-            let daily = execute(&tx, rollup, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
+            let daily = execute(&tx, rollup, &[&day, &(now_ms - retention.daily_ms - day)]).await?;
             let parts = sweep_parts(&tx, now_ms, retention).await?;
             tx.commit().await?;
             Ok(ExperienceSwept { raw: raw + parts.0, hourly: hourly + parts.1, daily: daily + parts.2 })

@@ -11,6 +11,7 @@ use super::experience::{Window, confined};
 use super::{Pg, execute, rows};
 use crate::experience::{
     PackageSpan, PartValue, Resolution, Retention, Rollup, package_spans, part_rows, part_tables, rollups,
+    sweep_statement,
 };
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
@@ -115,10 +116,11 @@ pub(super) async fn sweep_parts(tx: &impl GenericClient, now_ms: i64, retention:
     for breakdown in Breakdown::ALL {
         let (samples, rollup, _) = part_tables(breakdown);
         let raw_cut = now_ms - retention.raw_ms;
-        swept.0 += execute(tx, &format!("DELETE FROM {samples} WHERE at_ms < $1"), &[&raw_cut]).await?;
-        let spans = format!("DELETE FROM {rollup} WHERE span_ms = $1 AND start_ms + $1 <= $2");
-        swept.1 += execute(tx, &spans, &[&crate::HOUR_MS, &(now_ms - retention.hourly_ms)]).await?;
-        swept.2 += execute(tx, &spans, &[&crate::DAY_MS, &(now_ms - retention.daily_ms)]).await?;
+        swept.0 += execute(tx, &sweep_statement(samples, false, '$'), &[&raw_cut]).await?;
+        let spans = sweep_statement(rollup, true, '$');
+        let (hour, day) = (crate::HOUR_MS, crate::DAY_MS);
+        swept.1 += execute(tx, &spans, &[&hour, &(now_ms - retention.hourly_ms - hour)]).await?;
+        swept.2 += execute(tx, &spans, &[&day, &(now_ms - retention.daily_ms - day)]).await?;
     }
     // A program's versions are kept as long as the days they explain.
     let packages = "DELETE FROM experience_app_package WHERE last_ms < $1";

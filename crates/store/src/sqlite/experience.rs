@@ -13,7 +13,7 @@ use super::experience_parts::{part_values, read_package_spans, sweep_parts};
 use super::experience_recent::{DEVICE_COLUMNS, device_row, recent_rows, revisions};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    RecentRows, RecentWanted, Resolution, Result, Retention,
+    RecentRows, RecentWanted, Resolution, Result, Retention, sweep_statement,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -273,12 +273,12 @@ impl ExperienceStore for SqliteStore {
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {
         self.run(move |c| {
             let tx = c.transaction()?;
-            let raw = tx.execute("DELETE FROM experience_sample WHERE at_ms < ?1", [now_ms - retention.raw_ms])?;
+            let raw = tx.execute(&sweep_statement("experience_sample", false, '?'), [now_ms - retention.raw_ms])?;
             let rollup = |span_ms: i64, keep_ms: i64| {
                 // A span goes once it ended before the cut: its start plus its length.
                 tx.execute(
-                    "DELETE FROM experience_rollup WHERE span_ms = ?1 AND start_ms + ?1 <= ?2",
-                    params![span_ms, now_ms - keep_ms],
+                    &sweep_statement("experience_rollup", true, '?'),
+                    params![span_ms, now_ms - keep_ms - span_ms],
                 )
             };
             let hourly = rollup(crate::HOUR_MS, retention.hourly_ms)?;

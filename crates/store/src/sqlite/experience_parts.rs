@@ -10,7 +10,7 @@ use toolgate_domain::groups::Reach;
 
 use super::experience::{confined, over_window};
 use crate::experience::{
-    PackageSpan, PartValue, Resolution, Retention, package_spans, part_rows, part_tables, rollups,
+    PackageSpan, PartValue, Resolution, Retention, package_spans, part_rows, part_tables, rollups, sweep_statement,
 };
 
 /// Keeps a report's values of every breakdown (one kept before is kept once) and rolls up the
@@ -80,10 +80,11 @@ pub(super) fn sweep_parts(tx: &Transaction, now_ms: i64, retention: Retention) -
     let mut swept = (0, 0, 0);
     for breakdown in Breakdown::ALL {
         let (samples, rollup, _) = part_tables(breakdown);
-        swept.0 += tx.execute(&format!("DELETE FROM {samples} WHERE at_ms < ?1"), [now_ms - retention.raw_ms])? as u64;
-        let spans = format!("DELETE FROM {rollup} WHERE span_ms = ?1 AND start_ms + ?1 <= ?2");
-        swept.1 += tx.execute(&spans, params![crate::HOUR_MS, now_ms - retention.hourly_ms])? as u64;
-        swept.2 += tx.execute(&spans, params![crate::DAY_MS, now_ms - retention.daily_ms])? as u64;
+        swept.0 += tx.execute(&sweep_statement(samples, false, '?'), [now_ms - retention.raw_ms])? as u64;
+        let spans = sweep_statement(rollup, true, '?');
+        let (hour, day) = (crate::HOUR_MS, crate::DAY_MS);
+        swept.1 += tx.execute(&spans, params![hour, now_ms - retention.hourly_ms - hour])? as u64;
+        swept.2 += tx.execute(&spans, params![day, now_ms - retention.daily_ms - day])? as u64;
     }
     // A program's versions are kept as long as the days they explain.
     let packages = "DELETE FROM experience_app_package WHERE last_ms < ?1";
