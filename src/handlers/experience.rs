@@ -103,14 +103,19 @@ impl FleetWindow {
         let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         if window == DAY_WINDOW {
             let views = recent_views(ctx).await?;
-            let seen_views = || views.values().filter(|v| seen.contains_key(&v.experience.agent_id));
-            for metric in METRICS {
-                let values: Vec<f64> = seen_views().filter_map(|v| v.day_average(metric.name)).collect();
-                if !values.is_empty() {
-                    by_metric.insert(metric.name.to_string(), values);
+            let mut experience = Vec::with_capacity(views.len());
+            // One pass over the devices, each view's averages read by position (10,000 devices
+            // times 24 metrics: a lookup per pair by name cost more than the rest of the call).
+            let mut averages: Vec<Vec<f64>> = vec![Vec::with_capacity(views.len()); METRICS.len()];
+            for view in views.values().filter(|v| seen.contains_key(&v.experience.agent_id)) {
+                for (i, average) in view.day_averages().enumerate() {
+                    averages[i].extend(average);
                 }
+                experience.push(view.experience.clone());
             }
-            let experience = seen_views().map(|v| v.experience.clone()).collect();
+            for (metric, values) in METRICS.iter().zip(averages).filter(|(_, v)| !v.is_empty()) {
+                by_metric.insert(metric.name.to_string(), values);
+            }
             return Ok(FleetWindow { seen, experience, by_metric });
         }
         let store = &ctx.services().repositories().experience;

@@ -83,6 +83,11 @@ impl DeviceView {
         (count > 0).then(|| sum / count as f64)
     }
 
+    /// Each metric's average over the day window, in METRICS' order (none: no samples).
+    pub fn day_averages(&self) -> impl Iterator<Item = Option<f64>> + '_ {
+        self.totals.iter().map(|(count, sum)| (*count > 0).then(|| sum / *count as f64))
+    }
+
     /// The hourly averages of a ranked metric (RANKED's metric name) over the day window.
     pub fn day_hours(&self, metric: &str) -> &[(i64, f64)] {
         RANKED.iter().position(|(_, m)| *m == metric).map_or(&[], |i| &self.hours[i])
@@ -249,6 +254,10 @@ mod tests {
         assert_eq!(view.day_hours(CPU), [(HOUR_START, 130.0 / 3.0)]);
         assert_eq!(view.raw_since(CPU, now - VIEW_RAW_MS), [(now - 60_000, 10.0), (now, 30.0)], "15 minutes, not 20");
         assert_eq!(view.day_average("mem_used_pct"), None);
+        let cpu_at = METRICS.iter().position(|m| m.name == CPU).unwrap();
+        let averages: Vec<Option<f64>> = view.day_averages().collect();
+        assert_eq!((averages.len(), averages[cpu_at]), (METRICS.len(), Some(130.0 / 3.0)));
+        assert_eq!(averages.iter().flatten().count(), 1);
         // Sent again (its answer lost): nothing new, the same view.
         hub.take_experience("a", sent).await.unwrap();
         assert!(Arc::ptr_eq(&hub.recent_experience(&Reach::Fleet).await.unwrap()[0], view));
