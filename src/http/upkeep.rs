@@ -164,7 +164,12 @@ pub async fn sweep_agents(hub: Arc<Hub>, stop: CancellationToken) {
 pub async fn refresh_experience_views(hub: Arc<Hub>, stop: CancellationToken) {
     loop {
         let started = std::time::Instant::now();
-        match hub.refresh_experience_views().await {
+        // Stopping does not wait for it: the views are only this process's memory.
+        let made = tokio::select! {
+            _ = stop.cancelled() => return,
+            made = hub.refresh_experience_views() => made,
+        };
+        match made {
             Ok(made) => {
                 tracing::debug!(made, elapsed_ms = started.elapsed().as_millis() as u64, "experience views made")
             }
