@@ -6,6 +6,7 @@
 
 mod certs;
 mod config;
+mod connections;
 mod delivery;
 #[cfg(test)]
 mod delivery_tests;
