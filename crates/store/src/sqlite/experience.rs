@@ -53,7 +53,7 @@ impl ExperienceStore for SqliteStore {
 
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>> {
         let (reach, agent_id) = (reach.clone(), agent_id.map(str::to_string));
-        self.run(move |c| {
+        self.read(move |c| {
             let (condition, groups) = confined("agent_id", &reach, 2);
             let mut values = vec![Sql::from(agent_id)];
             values.extend(groups);
@@ -71,7 +71,7 @@ impl ExperienceStore for SqliteStore {
 
     async fn experience_revisions(&self, reach: &Reach) -> Result<Vec<(String, i64)>> {
         let reach = reach.clone();
-        self.run(move |c| revisions(c, &reach)).await
+        self.read(move |c| revisions(c, &reach)).await
     }
 
     async fn recent_rows(
@@ -84,7 +84,7 @@ impl ExperienceStore for SqliteStore {
         let (hourly, raw): (Vec<String>, Vec<String>) =
             (wanted.hourly.iter().map(|m| m.to_string()).collect(), wanted.raw.iter().map(|m| m.to_string()).collect());
         let (hours_since_ms, raw_since_ms) = (wanted.hours_since_ms, wanted.raw_since_ms);
-        self.run(move |c| {
+        self.read(move |c| {
             let hourly: Vec<&str> = hourly.iter().map(String::as_str).collect();
             let raw: Vec<&str> = raw.iter().map(String::as_str).collect();
             recent_rows(
@@ -105,7 +105,7 @@ impl ExperienceStore for SqliteStore {
         resolution: Resolution,
     ) -> Result<Vec<Averaged>> {
         let (reach, metrics) = (reach.clone(), serde_json::to_string(metrics).expect("strings"));
-        self.run(move |c| {
+        self.read(move |c| {
             let (sql, values) = over_window(
                 &reach,
                 Sql::from(metrics),
@@ -145,7 +145,7 @@ impl ExperienceStore for SqliteStore {
 
     async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
-        self.run(move |c| {
+        self.read(move |c| {
             let (sql, values) = over_window(
                 &reach,
                 Sql::from(metric),
@@ -176,7 +176,7 @@ impl ExperienceStore for SqliteStore {
     async fn recent_values(&self, agent_id: &str, wanted: &[(&str, usize)]) -> Result<Vec<Vec<(i64, f64)>>> {
         let agent_id = agent_id.to_string();
         let wanted: Vec<(String, i64)> = wanted.iter().map(|(metric, n)| (metric.to_string(), *n as i64)).collect();
-        self.run(move |c| {
+        self.read(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT at_ms, value FROM experience_sample WHERE agent_id = ?1 AND metric = ?2 ORDER BY at_ms DESC LIMIT ?3",
             )?;
@@ -229,7 +229,7 @@ impl ExperienceStore for SqliteStore {
 
     async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>> {
         let (reach, signal) = (reach.clone(), signal.map(str::to_string));
-        self.run(move |c| {
+        self.read(move |c| {
             let (condition, groups) = confined("agent_id", &reach, 3);
             let mut values = vec![Sql::from(since_ms), Sql::from(signal)];
             values.extend(groups);
@@ -262,12 +262,12 @@ impl ExperienceStore for SqliteStore {
         resolution: Resolution,
     ) -> Result<Vec<PartValue>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
-        self.run(move |c| part_values(c, breakdown, &reach, &metric, since_ms, resolution)).await
+        self.read(move |c| part_values(c, breakdown, &reach, &metric, since_ms, resolution)).await
     }
 
     async fn package_spans(&self, reach: &Reach, since_ms: i64) -> Result<Vec<PackageSpan>> {
         let reach = reach.clone();
-        self.run(move |c| read_package_spans(c, &reach, since_ms)).await
+        self.read(move |c| read_package_spans(c, &reach, since_ms)).await
     }
 
     async fn sweep_experience(&self, now_ms: i64, retention: Retention) -> Result<ExperienceSwept> {

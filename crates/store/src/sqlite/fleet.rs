@@ -343,7 +343,7 @@ impl FleetStore for SqliteStore {
     }
 
     async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
-        self.run(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached("SELECT agent_id, key, value FROM agent_tag ORDER BY agent_id, key")?;
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
         })

@@ -131,7 +131,7 @@ fn refresh_group_rule(c: &Connection, group_id: &str, rule: Option<&str>) -> rus
 #[async_trait]
 impl GroupStore for SqliteStore {
     async fn management_groups(&self) -> Result<Vec<ManagementGroup>> {
-        self.run(|c| all_groups(c)).await
+        self.read(|c| all_groups(c)).await
     }
 
     async fn management_group(&self, id: &str) -> Result<Option<ManagementGroup>> {
@@ -266,7 +266,7 @@ impl GroupStore for SqliteStore {
     }
 
     async fn memberships(&self) -> Result<Vec<(String, String)>> {
-        self.run(|c| {
+        self.read(|c| {
             let mut stmt =
                 c.prepare_cached("SELECT agent_id, group_id FROM group_member ORDER BY agent_id, group_id")?;
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()

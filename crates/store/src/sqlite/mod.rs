@@ -21,6 +21,7 @@ mod groups;
 mod json_rows;
 mod plugin_config;
 mod plugin_secrets;
+mod readers;
 mod responses;
 mod reviews;
 mod rollouts;
@@ -84,6 +85,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
+    /// Read-only connections for reads that need not wait for the writer (a file's store).
+    readers: Option<Arc<readers::Readers>>,
     /// Experience reports waiting for their group commit (experience_batch).
     reports: experience_batch::ReportQueue,
     /// The file it opened, and that file's identity then (device, inode).
@@ -99,6 +102,10 @@ pub(crate) fn db(e: rusqlite::Error) -> StoreError {
     StoreError::backend(e)
 }
 
+fn poisoned() -> StoreError {
+    StoreError::Unavailable("the store's lock was poisoned by a panic in another request".into())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -110,6 +117,7 @@ impl SqliteStore {
         let file = identity(path).map_err(StoreError::backend)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
+            readers: Some(Arc::new(readers::Readers::open(path)?)),
             reports: Default::default(),
             file: Some((path.to_path_buf(), file)),
         })
@@ -117,7 +125,7 @@ impl SqliteStore {
 
     pub fn open_in_memory() -> Result<Self, StoreError> {
         let conn = Self::migrate(Connection::open_in_memory().map_err(db)?)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)), reports: Default::default(), file: None })
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), readers: None, reports: Default::default(), file: None })
     }
 
     fn migrate(mut conn: Connection) -> Result<Connection, StoreError> {
@@ -162,13 +170,25 @@ impl SqliteStore {
         let conn = self.conn.clone();
         let started = std::time::Instant::now();
         let joined = tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| {
-                StoreError::Unavailable("the store's lock was poisoned by a panic in another request".into())
-            })?;
+            let mut guard = conn.lock().map_err(|_| poisoned())?;
             work(&mut guard).map_err(db)
         })
         .await;
         // Waiting for the blocking pool and the connection included: what a request waits.
+        metrics::histogram!(STORE_SECONDS).record(started.elapsed().as_secs_f64());
+        joined.map_err(|e| StoreError::Unavailable(format!("a store task failed: {e}")))?
+    }
+
+    /// Runs `work`, which only reads, on a reader beside the writer (see `readers`), or on the
+    /// connection of a store in memory. It sees what was committed before it began.
+    pub(crate) async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let Some(readers) = self.readers.clone() else { return self.run(work).await };
+        let started = std::time::Instant::now();
+        let joined = tokio::task::spawn_blocking(move || readers.with(work)).await;
         metrics::histogram!(STORE_SECONDS).record(started.elapsed().as_secs_f64());
         joined.map_err(|e| StoreError::Unavailable(format!("a store task failed: {e}")))?
     }
