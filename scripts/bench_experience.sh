@@ -11,7 +11,8 @@
 # and daily rollups of HISTORY_METRICS, the last day of every metric, and a tag half/even|odd);
 # then the server and the agents start again. Server pinned to core 0, the load to core 1.
 # PROBE_ONLY=1 BENCH_WORK=DIR skips the enrolment and the history: it measures again on the
-# store a previous run left in DIR (after a change).
+# store a previous run left in DIR (after a change). SETUP_ONLY=1 BENCH_WORK=DIR stops once the
+# history is written (a later PROBE_ONLY run measures on it).
 # Usage: scripts/bench_experience.sh [N]   (MEASURE_S=300 HISTORY_DAYS=30
 #        HISTORY_METRICS=cpu_busy_pct,commit_bytes,disk_latency_ms: all 24 metrics for 30 days
 #        take 3.9 MB per device in SQLite, 39 GB at 10,000 devices)
@@ -105,6 +106,7 @@ if [ "${PROBE_ONLY:-0}" != 1 ]; then
   echo "writing a SYNTHETIC history: $HISTORY_DAYS days of $HISTORY_METRICS, a day of every metric..."
   python3 bench/experience_backfill.py "$WORK/data" --days "$HISTORY_DAYS" --metrics "$HISTORY_METRICS" --tag half
   python3 bench/experience_backfill.py "$WORK/data" --days 1
+  [ "${SETUP_ONLY:-0}" != 1 ] || { echo "the store with its history is in $WORK"; exit 0; }
 fi
 # On the store with its history: the agents reconnect, ingest is measured, then the reads.
 TOKEN="$(token)"; ENROLL="$(enroll)"
