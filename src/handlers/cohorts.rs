@@ -2,7 +2,7 @@
 //! group, each cohort's performance, and whether two cohorts really differ by a rank test
 //! (Mann–Whitney U, with its p-value and effect size), never a bare difference of means.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use toolgate_domain::ToolError;
@@ -37,7 +37,7 @@ async fn cohort_values(
 ) -> Result<BTreeMap<String, BTreeSet<String>>, ToolError> {
     let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     if let Some(tag) = key.strip_prefix(TAG_PREFIX) {
-        let known: BTreeSet<&str> = seen.iter().map(|d| d.agent_id.as_str()).collect();
+        let known: HashSet<&str> = seen.iter().map(|d| d.agent_id.as_str()).collect();
         for (agent, tag_key, value) in ctx.services().fleet().store().all_tags().await? {
             if tag_key == tag && known.contains(agent.as_str()) {
                 values.entry(agent).or_default().insert(value);
@@ -63,7 +63,7 @@ async fn cohort_values(
         }
     } else if FACT_KEYS.contains(&key) {
         for d in seen {
-            let value = cohort(d.facts.as_ref(), key);
+            let value = cohort(d.facts.as_deref(), key);
             if !value.is_empty() {
                 values.entry(d.agent_id.clone()).or_default().insert(value);
             }
@@ -101,33 +101,33 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
     let visible = confined::visible(ctx).await?;
     let seen = devices(ctx).await?;
     let values = cohort_values(ctx, &seen, &visible, &key).await?;
-    // Each device's average of each ranked metric over the window.
-    let mut averages: BTreeMap<(&str, String), f64> = BTreeMap::new();
-    if window == DAY_WINDOW {
-        for (agent, view) in recent_views(ctx).await? {
-            for (name, metric) in RANKED {
-                if let Some(average) = view.day_average(metric) {
-                    averages.insert((name, agent.clone()), average);
-                }
-            }
-        }
-    } else {
+    // Each device's average of each ranked metric (by position in RANKED) over the window:
+    // the day window's from the recent views, others' from the store.
+    let views = if window == DAY_WINDOW { Some(recent_views(ctx).await?) } else { None };
+    let mut stored: HashMap<String, [Option<f64>; RANKED.len()]> = HashMap::new();
+    if views.is_none() {
         let store = &ctx.services().repositories().experience;
-        for (name, metric) in RANKED {
+        for (i, (_, metric)) in RANKED.iter().enumerate() {
             for a in store.averages(ctx.reach(), &[metric], since_ms, resolution).await? {
-                averages.insert((name, a.agent_id), a.average);
+                stored.entry(a.agent_id).or_default()[i] = Some(a.average);
             }
         }
     }
+    let averages = |i: usize, agents: &BTreeSet<&str>| -> Vec<f64> {
+        match &views {
+            Some(views) => views.each_of(agents.iter().copied()).iter().filter_map(|v| v.day_average(RANKED[i].1)).collect(),
+            None => agents.iter().filter_map(|a| stored.get(*a)?[i]).collect(),
+        }
+    };
     let mut shown: Vec<Value> = cohorts(&values)
         .into_iter()
         .map(|(value, agents)| {
             let metrics: serde_json::Map<String, Value> = RANKED
                 .iter()
-                .map(|(name, _)| {
-                    let mut of: Vec<f64> =
-                        agents.iter().filter_map(|a| averages.get(&(*name, a.to_string())).copied()).collect();
-                    of.sort_by(f64::total_cmp);
+                .enumerate()
+                .map(|(i, (name, _))| {
+                    let mut of = averages(i, &agents);
+                    of.sort_unstable_by(f64::total_cmp);
                     (name.to_string(), json!({"devices": of.len(), "median": median(&of).map(round)}))
                 })
                 .collect();
@@ -171,22 +171,22 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
         })
     };
     let (in_a, in_b) = (members(&args.a)?, members(&args.b)?);
-    // Each device's observations: the day window's from the recent views, others' from the store.
-    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    if window == DAY_WINDOW {
-        for (agent, view) in recent_views(ctx).await? {
-            series.insert(agent, view.day_hours(metric).iter().map(|(_, v)| *v).collect());
-        }
-    } else {
+    // Each device's observations: the day window's from the recent views (read in place),
+    // others' from the store.
+    let views = if window == DAY_WINDOW { Some(recent_views(ctx).await?) } else { None };
+    let mut stored: HashMap<String, Vec<f64>> = HashMap::new();
+    if views.is_none() {
         let store = &ctx.services().repositories().experience;
         for point in store.series(ctx.reach(), metric, since_ms, resolution).await? {
-            series.entry(point.agent_id).or_default().push(point.value);
+            stored.entry(point.agent_id).or_default().push(point.value);
         }
     }
     let of = |cohort: &BTreeSet<&str>| {
-        let mut values: Vec<f64> =
-            cohort.iter().filter_map(|agent| series.get(*agent)).flatten().copied().collect();
-        values.sort_by(f64::total_cmp);
+        let mut values: Vec<f64> = match &views {
+            Some(views) => views.each_of(cohort.iter().copied()).iter().flat_map(|v| v.day_hours(metric)).map(|(_, v)| *v).collect(),
+            None => cohort.iter().filter_map(|agent| stored.get(*agent)).flatten().copied().collect(),
+        };
+        values.sort_unstable_by(f64::total_cmp);
         values
     };
     let (a, b) = (of(&in_a), of(&in_b));

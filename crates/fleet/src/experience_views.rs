@@ -41,7 +41,8 @@ fn hour_of(ms: i64) -> i64 {
 /// One device's recent experience, as the store had it at `experience.revision`.
 #[derive(Debug)]
 pub struct DeviceView {
-    pub experience: DeviceExperience,
+    /// Shared, so that a read over the whole fleet keeps it rather than copies it.
+    pub experience: Arc<DeviceExperience>,
     /// The hour it was made in: its day window holds within that hour.
     hour_ms: i64,
     /// Per entry of METRICS: the count and sum of its samples over the day window.
@@ -73,7 +74,7 @@ impl DeviceView {
                 raw[i].push((at_ms, value));
             }
         }
-        DeviceView { experience: rows.device, hour_ms: hour_of(now_ms), totals, hours, raw }
+        DeviceView { experience: Arc::new(rows.device), hour_ms: hour_of(now_ms), totals, hours, raw }
     }
 
     /// The average of `metric` (a METRICS name) over the day window, when it has samples.

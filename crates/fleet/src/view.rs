@@ -1,6 +1,7 @@
 //! One agent as filters, scopes and listings see it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use toolgate_domain::fleet::scope::Subject;
 use toolgate_domain::fleet::{AgentStatus, AgentSummary, HostFacts};
@@ -66,6 +67,11 @@ pub struct AgentView<'a> {
 impl AgentView<'_> {
     pub fn facts(&self) -> Option<&HostFacts> {
         self.entry.facts.as_deref()
+    }
+
+    /// The facts, shared rather than copied (a read over the whole fleet keeps them).
+    pub fn shared_facts(&self) -> Option<Arc<HostFacts>> {
+        self.entry.facts.clone()
     }
 
     pub fn last_seen_ms(&self) -> Option<i64> {

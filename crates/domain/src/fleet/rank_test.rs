@@ -75,7 +75,7 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<RankTest> {
     }
     let (n_a, n_b) = (a.len(), b.len());
     let mut all: Vec<(f64, bool)> = a.iter().map(|v| (*v, true)).chain(b.iter().map(|v| (*v, false))).collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    all.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
     // Average ranks over ties; Σ(t³ − t) for the variance's tie correction.
     let (mut rank_sum_a, mut ties, mut i) = (0.0, 0.0, 0);
     while i < all.len() {
