@@ -276,7 +276,8 @@ pub trait ExperienceStore: Send + Sync {
     ) -> Result<Vec<RecentRows>>;
     /// Per device `reach` covers and each of `metrics`: its samples since `since_ms`, read at
     /// `resolution`, in agent then metric order. The metrics are named, not left open, so that
-    /// the read goes through the (metric, time) index rather than every row.
+    /// the read goes through an index (each device's primary key in SQLite, the (metric, time)
+    /// index in PostgreSQL) rather than every row.
     async fn averages(
         &self,
         reach: &Reach,

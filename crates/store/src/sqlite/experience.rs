@@ -27,9 +27,11 @@ pub(super) fn confined(column: &str, reach: &Reach, n: usize) -> (String, Option
 
 /// A read of one metric over a window at `resolution`: its parameters (the metric ?1, the
 /// start ?2, the span ?3 for rollups, then the reach's) and the query `raw` or `rollup` writes
-/// around the reach's condition. The placeholders are counted here once, not in every read.
+/// around the reach's condition on `agent_column`. The placeholders are counted here once,
+/// not in every read.
 pub(super) fn over_window(
     reach: &Reach,
+    agent_column: &str,
     metric: Sql,
     since_ms: i64,
     resolution: Resolution,
@@ -39,7 +41,7 @@ pub(super) fn over_window(
     let mut values = vec![metric, Sql::from(since_ms)];
     let span_ms = resolution.span_ms();
     values.extend(span_ms.map(Sql::from));
-    let (condition, groups) = confined("agent_id", reach, values.len() + 1);
+    let (condition, groups) = confined(agent_column, reach, values.len() + 1);
     values.extend(groups);
     let sql = if span_ms.is_some() { rollup(&condition) } else { raw(&condition) };
     (sql, values)
@@ -104,41 +106,54 @@ impl ExperienceStore for SqliteStore {
         since_ms: i64,
         resolution: Resolution,
     ) -> Result<Vec<Averaged>> {
-        let (reach, metrics) = (reach.clone(), serde_json::to_string(metrics).expect("strings"));
+        let (reach, metrics) = (reach.clone(), metrics.iter().map(|m| m.to_string()).collect::<Vec<_>>());
         self.read(move |c| {
-            let (sql, values) = over_window(
-                &reach,
-                Sql::from(metrics),
-                since_ms,
-                resolution,
-                |condition| {
-                    format!(
-                        "SELECT agent_id, metric, COUNT(*), AVG(value), MIN(value), MAX(value), MAX(at_ms)
-                         FROM experience_sample WHERE metric IN (SELECT value FROM json_each(?1)) AND at_ms >= ?2{condition}
-                         GROUP BY agent_id, metric ORDER BY agent_id, metric"
-                    )
-                },
-                |condition| {
-                    format!(
-                        "SELECT agent_id, metric, SUM(count), SUM(sum) / SUM(count), MIN(min), MAX(max), MAX(start_ms)
-                         FROM experience_rollup WHERE metric IN (SELECT value FROM json_each(?1)) AND start_ms >= ?2 AND span_ms = ?3{condition}
-                         GROUP BY agent_id, metric ORDER BY agent_id, metric"
-                    )
-                },
-            );
-            let mut statement = c.prepare(&sql)?;
-            let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
-                Ok(Averaged {
-                    agent_id: r.get(0)?,
-                    metric: r.get(1)?,
-                    samples: r.get(2)?,
-                    average: r.get(3)?,
-                    min: r.get(4)?,
-                    max: r.get(5)?,
-                    last_ms: r.get(6)?,
-                })
-            })?;
-            rows.collect::<rusqlite::Result<_>>()
+            let mut averaged = Vec::new();
+            // A metric at a time, each device's rows through its primary key: grouped in the
+            // order they are read, where all metrics at once were sorted (a temporary B-tree
+            // of every row: 36 s for 7 days of 10,000 devices, against 11 s).
+            for metric in metrics {
+                let (sql, values) = over_window(
+                    &reach,
+                    "d.agent_id",
+                    Sql::from(metric.clone()),
+                    since_ms,
+                    resolution,
+                    |condition| {
+                        format!(
+                            "SELECT d.agent_id, COUNT(*), AVG(s.value), MIN(s.value), MAX(s.value), MAX(s.at_ms)
+                             FROM experience_device d CROSS JOIN experience_sample s
+                             WHERE s.agent_id = d.agent_id AND s.metric = ?1 AND s.at_ms >= ?2{condition}
+                             GROUP BY d.agent_id ORDER BY d.agent_id"
+                        )
+                    },
+                    |condition| {
+                        format!(
+                            "SELECT d.agent_id, SUM(r.count), SUM(r.sum) / SUM(r.count), MIN(r.min), MAX(r.max), MAX(r.start_ms)
+                             FROM experience_device d CROSS JOIN experience_rollup r
+                             WHERE r.agent_id = d.agent_id AND r.metric = ?1 AND r.start_ms >= ?2 AND r.span_ms = ?3{condition}
+                             GROUP BY d.agent_id ORDER BY d.agent_id"
+                        )
+                    },
+                );
+                let mut statement = c.prepare_cached(&sql)?;
+                let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                    Ok(Averaged {
+                        agent_id: r.get(0)?,
+                        metric: metric.clone(),
+                        samples: r.get(1)?,
+                        average: r.get(2)?,
+                        min: r.get(3)?,
+                        max: r.get(4)?,
+                        last_ms: r.get(5)?,
+                    })
+                })?;
+                for row in rows {
+                    averaged.push(row?);
+                }
+            }
+            averaged.sort_by(|a, b| a.agent_id.cmp(&b.agent_id).then_with(|| a.metric.cmp(&b.metric)));
+            Ok(averaged)
         })
         .await
     }
@@ -146,25 +161,29 @@ impl ExperienceStore for SqliteStore {
     async fn series(&self, reach: &Reach, metric: &str, since_ms: i64, resolution: Resolution) -> Result<Vec<Point>> {
         let (reach, metric) = (reach.clone(), metric.to_string());
         self.read(move |c| {
+            // Each device's rows through its primary key, as averages reads them.
             let (sql, values) = over_window(
                 &reach,
+                "d.agent_id",
                 Sql::from(metric),
                 since_ms,
                 resolution,
                 |condition| {
                     format!(
-                        "SELECT agent_id, at_ms, value FROM experience_sample
-                         WHERE metric = ?1 AND at_ms >= ?2{condition} ORDER BY agent_id, at_ms"
+                        "SELECT d.agent_id, s.at_ms, s.value FROM experience_device d CROSS JOIN experience_sample s
+                         WHERE s.agent_id = d.agent_id AND s.metric = ?1 AND s.at_ms >= ?2{condition}
+                         ORDER BY d.agent_id, s.at_ms"
                     )
                 },
                 |condition| {
                     format!(
-                        "SELECT agent_id, start_ms, sum / count FROM experience_rollup
-                         WHERE metric = ?1 AND start_ms >= ?2 AND span_ms = ?3{condition} ORDER BY agent_id, start_ms"
+                        "SELECT d.agent_id, r.start_ms, r.sum / r.count FROM experience_device d CROSS JOIN experience_rollup r
+                         WHERE r.agent_id = d.agent_id AND r.metric = ?1 AND r.start_ms >= ?2 AND r.span_ms = ?3{condition}
+                         ORDER BY d.agent_id, r.start_ms"
                     )
                 },
             );
-            let mut statement = c.prepare(&sql)?;
+            let mut statement = c.prepare_cached(&sql)?;
             let rows = statement.query_map(rusqlite::params_from_iter(values.iter()), |r| {
                 Ok(Point { agent_id: r.get(0)?, at_ms: r.get(1)?, value: r.get(2)? })
             })?;

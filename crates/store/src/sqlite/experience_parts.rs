@@ -52,6 +52,7 @@ pub(super) fn part_values(
     let (samples, rollup, part) = part_tables(breakdown);
     let (sql, values) = over_window(
         reach,
+        "agent_id",
         Sql::from(metric.to_string()),
         since_ms,
         resolution,
