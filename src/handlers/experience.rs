@@ -77,9 +77,9 @@ pub(super) fn window_span(window: &str, now: i64) -> Result<(i64, Resolution), T
     })
 }
 
-/// The current views of the devices the caller's reach covers (made from the store where
-/// they are not current), in agent order: looked up by agent without copying any (10,000
-/// devices' ids copied into a map cost a fleet read more than its arithmetic).
+/// The current views of the devices the caller's reach covers, in agent order: looked up by
+/// agent without copying any (10,000 devices' ids copied into a map cost a fleet read more
+/// than its arithmetic).
 pub(super) struct RecentViews(Vec<Arc<DeviceView>>);
 
 impl RecentViews {
@@ -106,6 +106,7 @@ impl RecentViews {
     }
 }
 
+/// The caller's current views (made from the store where they are not current).
 pub(super) async fn recent_views(ctx: &ToolContext) -> Result<RecentViews, ToolError> {
     let mut views = ctx.services().fleet().recent_experience(ctx.reach()).await?;
     // The store's order is its collation's (PostgreSQL's may not be bytewise): made sure.

@@ -58,6 +58,15 @@ mod tests {
 
     use super::super::SqliteStore;
 
+    /// A new store in a file of its own (readers need a file), and the directory to remove.
+    fn file_store(test: &str) -> (std::path::PathBuf, SqliteStore) {
+        let dir = std::env::temp_dir().join(format!("toolgate-readers-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("readers.sqlite3")).unwrap();
+        (dir, store)
+    }
+
     fn checked_at(c: &mut rusqlite::Connection) -> rusqlite::Result<Option<i64>> {
         use rusqlite::OptionalExtension;
         c.query_row("SELECT checked_at_ms FROM readiness WHERE id = 1", [], |r| r.get(0)).optional()
@@ -67,11 +76,7 @@ mod tests {
     /// the connection), sees what was committed before it began, and nothing uncommitted.
     #[tokio::test]
     async fn a_read_goes_on_beside_a_write_and_sees_only_what_was_committed() {
-        let dir = std::env::temp_dir().join(format!("toolgate-readers-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("readers.sqlite3");
-        let _ = std::fs::remove_file(&path);
-        let store = SqliteStore::open(&path).unwrap();
+        let (dir, store) = file_store("beside");
         store
             .run(|c| c.execute("INSERT INTO readiness (id, checked_at_ms) VALUES (1, 1)", []).map(drop))
             .await
@@ -112,11 +117,7 @@ mod tests {
     /// writer's commit rules.
     #[tokio::test]
     async fn a_reader_refuses_writes() {
-        let dir = std::env::temp_dir().join(format!("toolgate-readers-ro-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("readers.sqlite3");
-        let _ = std::fs::remove_file(&path);
-        let store = SqliteStore::open(&path).unwrap();
+        let (dir, store) = file_store("read-only");
         let refused = store
             .read(|c| c.execute("INSERT INTO readiness (id, checked_at_ms) VALUES (1, 1)", []).map(drop))
             .await
