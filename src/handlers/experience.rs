@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 use toolgate_domain::fleet::experience::{METRICS, Metric, RANKED};
 use toolgate_domain::fleet::{AgentStatus, HostFacts};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
-use toolgate_fleet::{DeviceView, VIEW_RAW_MS, day_since};
+use toolgate_fleet::{VIEW_RAW_MS, day_since};
 use toolgate_store::{Averaged, DeviceExperience, HOUR_MS, Resolution};
 
 use super::confined;
+pub(super) use super::recent_views::recent_views;
 use crate::args;
 use crate::services::ToolContext;
 
@@ -75,43 +76,6 @@ pub(super) fn window_span(window: &str, now: i64) -> Result<(i64, Resolution), T
         "all" => (0, Resolution::Daily),
         other => return Err(ToolError::InvalidArguments(format!("window `{other}`: expected 1h, 24h, 7d, 30d or all"))),
     })
-}
-
-/// The current views of the devices the caller's reach covers, in agent order: looked up by
-/// agent without copying any (10,000 devices' ids copied into a map cost a fleet read more
-/// than its arithmetic).
-pub(super) struct RecentViews(Vec<Arc<DeviceView>>);
-
-impl RecentViews {
-    /// The views of `agents` (ascending, as a BTreeSet gives them) that have one, in one walk
-    /// of both lists: a search per agent compared 14 ids for each of 10,000.
-    pub(super) fn each_of<'a>(&'a self, agents: impl IntoIterator<Item = &'a str>) -> Vec<&'a DeviceView> {
-        let mut views = self.iter().peekable();
-        let mut found = Vec::new();
-        for agent in agents {
-            while views.next_if(|v| v.experience.agent_id.as_str() < agent).is_some() {}
-            if let Some(view) = views.next_if(|v| v.experience.agent_id == agent) {
-                found.push(view);
-            }
-        }
-        found
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = &DeviceView> {
-        self.0.iter().map(|v| &**v)
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
-/// The caller's current views (made from the store where they are not current).
-pub(super) async fn recent_views(ctx: &ToolContext) -> Result<RecentViews, ToolError> {
-    let mut views = ctx.services().fleet().recent_experience(ctx.reach()).await?;
-    // The store's order is its collation's (PostgreSQL's may not be bytewise): made sure.
-    views.sort_unstable_by(|a, b| a.experience.agent_id.cmp(&b.experience.agent_id));
-    Ok(RecentViews(views))
 }
 
 /// The fleet over a window: the devices the caller sees, their newest experience, and their

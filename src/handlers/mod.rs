@@ -13,5 +13,6 @@ pub(crate) mod confined;
 /// Pages that fit a model's context, for every listing tool.
 #[allow(dead_code)]
 pub(crate) mod pages;
+pub(crate) mod recent_views;
 
 include!(concat!(env!("OUT_DIR"), "/handler_modules.rs"));
