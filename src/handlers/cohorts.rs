@@ -183,7 +183,7 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
     }
     let of = |cohort: &BTreeSet<&str>| {
         let mut values: Vec<f64> = match &views {
-            Some(views) => views.each_of(cohort.iter().copied()).iter().flat_map(|v| v.day_hours(metric)).map(|(_, v)| *v).collect(),
+            Some(views) => views.each_of(cohort.iter().copied()).iter().flat_map(|v| v.day_hours(metric)).map(|(_, v)| v).collect(),
             None => cohort.iter().filter_map(|agent| stored.get(*agent)).flatten().copied().collect(),
         };
         values.sort_unstable_by(f64::total_cmp);

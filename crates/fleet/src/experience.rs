@@ -42,10 +42,9 @@ impl Hub {
         if report.samples.len() < before {
             tracing::info!(%agent_id, dropped = before - report.samples.len(), "experience samples older than raw samples are kept: not kept");
         }
-        let added = store.save_experience(agent_id, &report, now).await?;
-        if added > 0
-            && let Err(e) = self.refresh_view(agent_id).await
-        {
+        let saved = store.keep_experience(agent_id, &report, now).await?;
+        let added = saved.added;
+        if let Err(e) = self.view_after_report(agent_id, &report, saved).await {
             // Kept all the same: a read finds the view out of date and makes it itself.
             tracing::warn!(%agent_id, "the recent view of the device could not be made again: {e}");
         }

@@ -234,6 +234,16 @@ pub struct RecentRows {
     pub raw: Vec<(String, i64, f64)>,
 }
 
+/// What keeping a report did: how many of its values were new, and when any was, the
+/// device's row as that report left it (its revision moved on by one), so that a server can
+/// carry a view of the device made at the revision before forward by the report's values
+/// rather than read the rows back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Saved {
+    pub added: u64,
+    pub device: Option<DeviceExperience>,
+}
+
 /// What a device's newest samples say of one signal.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Observed {
@@ -258,8 +268,12 @@ pub struct Occurrence {
 #[async_trait]
 pub trait ExperienceStore: Send + Sync {
     /// Keeps a report's samples (one already kept is kept once) and what it says of its
-    /// device; how many values were new.
-    async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64>;
+    /// device; what that did.
+    async fn keep_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<Saved>;
+    /// [`Self::keep_experience`]: how many values were new.
+    async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
+        Ok(self.keep_experience(agent_id, report, received_at_ms).await?.added)
+    }
     /// The newest experience of every device `reach` covers (or of `agent_id` alone), in
     /// agent order.
     async fn device_experience(&self, reach: &Reach, agent_id: Option<&str>) -> Result<Vec<DeviceExperience>>;

@@ -35,7 +35,7 @@ pub use changes::{Change, ChangeFeed, next_change, next_change_until};
 pub use engines::{EngineRevoked, EngineStore, RevokeEngine};
 pub use experience::{
     Averaged, DAY_MS, DeviceExperience, ExperienceStore, ExperienceSwept, HOUR_MS, Observed, Occurrence, PackageSpan,
-    PartValue, RecentRows, RecentWanted, Resolution, Retention,
+    PartValue, RecentRows, RecentWanted, Resolution, Retention, Saved,
 };
 pub use federated::{FederatedIdentity, FederatedStore, LinkRefusal, NewFederated, Seen, Tombstone};
 pub use filtered::{FILTER_BUDGET, RowFilter};

@@ -12,7 +12,7 @@ use super::experience_recent::{DEVICE_COLUMNS, device_row};
 use super::{Pg, PostgresStore, execute, pg, rows};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    RecentRows, RecentWanted, Resolution, Result, Retention, measured_name, rollups, sweep_statement,
+    RecentRows, RecentWanted, Resolution, Result, Retention, Saved, measured_name, rollups, sweep_statement,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach bound at `$n` (nothing for the whole fleet).
@@ -57,7 +57,7 @@ impl Window {
 
 #[async_trait]
 impl ExperienceStore for PostgresStore {
-    async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
+    async fn keep_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<Saved> {
         pg(async {
             let mut c = self.conn().await?;
             let tx = c.transaction().await?;
@@ -118,11 +118,19 @@ impl ExperienceStore for PostgresStore {
                 )
                 .await?;
             }
+            let mut device = None;
             if added > 0 {
-                execute(&tx, "UPDATE experience_device SET revision = revision + 1 WHERE agent_id = $1", &[&agent_id]).await?;
+                // Under the row's lock: this report's revision, and the row as it left it.
+                let revised = rows(
+                    &tx,
+                    &format!("UPDATE experience_device SET revision = revision + 1 WHERE agent_id = $1 RETURNING {DEVICE_COLUMNS}"),
+                    &[&agent_id],
+                )
+                .await?;
+                device = revised.first().map(device_row).transpose()?;
             }
             tx.commit().await?;
-            Ok(added)
+            Ok(Saved { added, device })
         })
         .await
     }

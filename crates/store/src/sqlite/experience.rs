@@ -13,7 +13,7 @@ use super::experience_parts::{part_values, read_package_spans, sweep_parts};
 use super::experience_recent::{DEVICE_COLUMNS, device_row, recent_rows, revisions};
 use crate::experience::{
     Averaged, DeviceExperience, ExperienceStore, ExperienceSwept, Observed, Occurrence, PackageSpan, PartValue, Point,
-    RecentRows, RecentWanted, Resolution, Result, Retention, sweep_statement,
+    RecentRows, RecentWanted, Resolution, Result, Retention, Saved, sweep_statement,
 };
 
 /// ` AND` the row's agent (`column`) is within the reach whose JSON parameter is `?n`; the
@@ -49,7 +49,7 @@ pub(super) fn over_window(
 
 #[async_trait]
 impl ExperienceStore for SqliteStore {
-    async fn save_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<u64> {
+    async fn keep_experience(&self, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> Result<Saved> {
         self.save_grouped(agent_id, report, received_at_ms).await
     }
 

@@ -8,21 +8,22 @@
 
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 use toolgate_domain::StoreError;
 use toolgate_domain::fleet::experience::ExperienceReport;
 
 use super::experience_parts::{save_packages, save_parts};
+use super::experience_recent::{DEVICE_COLUMNS, device_row};
 use super::{SqliteStore, db};
-use crate::experience::{Result, measured_name, rollups};
+use crate::experience::{Result, Saved, measured_name, rollups};
 
 /// A report waiting for its commit, and who waits for it.
 struct Queued {
     agent_id: String,
     report: ExperienceReport,
     received_at_ms: i64,
-    answer: oneshot::Sender<Result<u64>>,
+    answer: oneshot::Sender<Result<Saved>>,
 }
 
 /// The reports waiting for the next commit.
@@ -53,13 +54,13 @@ fn poisoned() -> StoreError {
 }
 
 impl SqliteStore {
-    /// Keeps `report` in the next group commit; how many of its values were new.
+    /// Keeps `report` in the next group commit; what that did.
     pub(super) async fn save_grouped(
         &self,
         agent_id: &str,
         report: &ExperienceReport,
         received_at_ms: i64,
-    ) -> Result<u64> {
+    ) -> Result<Saved> {
         let (answer, answered) = oneshot::channel();
         let queued = Queued { agent_id: agent_id.to_string(), report: report.clone(), received_at_ms, answer };
         self.reports.push(queued)?;
@@ -120,8 +121,8 @@ fn commit_queued(c: &mut Connection, batch: Vec<Queued>) {
 
 /// Keeps one report's samples, their rollups, parts and packages, and what it says of its
 /// device (its revision moved on when a value was new); how many values were new (a sample
-/// kept before is kept once).
-fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> rusqlite::Result<u64> {
+/// kept before is kept once) and, when any was, the device's row as it now is.
+fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_at_ms: i64) -> rusqlite::Result<Saved> {
     let mut kept = Vec::new();
     let mut insert = c.prepare_cached(
         "INSERT OR IGNORE INTO experience_sample (agent_id, metric, at_ms, value) VALUES (?1, ?2, ?3, ?4)",
@@ -156,11 +157,16 @@ fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_
         )?
         .execute(params![agent_id, measured_name(report), absent, newest.fullest_filesystem, newest.at_ms, received_at_ms])?;
     }
+    let mut device = None;
     if !kept.is_empty() {
         c.prepare_cached("UPDATE experience_device SET revision = revision + 1 WHERE agent_id = ?1")?
             .execute([agent_id])?;
+        device = c
+            .prepare_cached(&format!("SELECT {DEVICE_COLUMNS} FROM experience_device WHERE agent_id = ?1"))?
+            .query_row([agent_id], device_row)
+            .optional()?;
     }
-    Ok(kept.len() as u64)
+    Ok(Saved { added: kept.len() as u64, device })
 }
 
 #[cfg(test)]
@@ -177,7 +183,7 @@ mod tests {
         ExperienceReport { measured: Measured::Host, absent: BTreeMap::new(), samples: vec![sample] }
     }
 
-    fn queued(agent_id: &str, report: ExperienceReport) -> (Queued, oneshot::Receiver<Result<u64>>) {
+    fn queued(agent_id: &str, report: ExperienceReport) -> (Queued, oneshot::Receiver<Result<Saved>>) {
         let (answer, answered) = oneshot::channel();
         (Queued { agent_id: agent_id.into(), report, received_at_ms: 1, answer }, answered)
     }
@@ -196,10 +202,11 @@ mod tests {
         let (bad, mut bad_answer) = queued("b", report(1_000, 20.0));
         let (c, mut c_answer) = queued("c", report(1_000, 30.0));
         commit_queued(&mut conn, vec![a, bad, c]);
-        assert_eq!(a_answer.try_recv().unwrap().unwrap(), 1);
+        assert_eq!(a_answer.try_recv().unwrap().unwrap().added, 1);
         let refused = bad_answer.try_recv().unwrap().unwrap_err().to_string();
         assert!(refused.contains("refused for the test"), "{refused}");
-        assert_eq!(c_answer.try_recv().unwrap().unwrap(), 1);
+        let c_saved = c_answer.try_recv().unwrap().unwrap();
+        assert_eq!((c_saved.added, c_saved.device.map(|d| (d.agent_id, d.revision))), (1, Some(("c".into(), 1))));
         let kept: Vec<(String, i64)> = conn
             .prepare("SELECT d.agent_id, (SELECT COUNT(*) FROM experience_rollup r WHERE r.agent_id = d.agent_id) FROM experience_device d ORDER BY 1")
             .unwrap()
@@ -215,6 +222,6 @@ mod tests {
         // Sent again (its answer was lost): kept once, nothing new.
         let (again, mut again_answer) = queued("a", report(1_000, 10.0));
         commit_queued(&mut conn, vec![again]);
-        assert_eq!(again_answer.try_recv().unwrap().unwrap(), 0);
+        assert_eq!(again_answer.try_recv().unwrap().unwrap(), Saved { added: 0, device: None });
     }
 }

@@ -347,8 +347,12 @@ async fn a_devices_recent_rows_and_revision_are_read_within_the_reach(r: Reposit
         [(agents[0].clone(), 1)],
         "sent again: nothing new"
     );
-    e.save_experience(&agents[0], &report(&[(60_000, &[("cpu_busy_pct", 30.0)])]), T0).await.unwrap();
+    let again = e.keep_experience(&agents[0], &first, T0).await.unwrap();
+    assert_eq!((again.added, again.device), (0, None), "nothing new: no row to carry a view forward with");
+    let saved = e.keep_experience(&agents[0], &report(&[(60_000, &[("cpu_busy_pct", 30.0)])]), T0).await.unwrap();
     assert_eq!(e.experience_revisions(&Reach::Fleet).await.unwrap(), [(agents[0].clone(), 2)]);
+    let device = saved.device.expect("a new value: the row as the report left it");
+    assert_eq!((saved.added, device.revision, device.last_sample_ms), (1, 2, T0 + 60_000));
 
     let wanted = RecentWanted {
         hourly: &["cpu_busy_pct", "mem_used_pct"],
@@ -359,8 +363,7 @@ async fn a_devices_recent_rows_and_revision_are_read_within_the_reach(r: Reposit
     let asked = [agents[1].clone(), agents[0].clone(), "never-enrolled".to_string()];
     let read = e.recent_rows(&Reach::Fleet, &asked, wanted).await.unwrap();
     assert_eq!(read.len(), 1, "only a device that reported");
-    assert_eq!((read[0].device.agent_id.as_str(), read[0].device.revision), (agents[0].as_str(), 2));
-    assert_eq!(read[0].device.last_sample_ms, T0 + 60_000);
+    assert_eq!(read[0].device, device, "what the save said is what a read finds");
     let hours = [("cpu_busy_pct".to_string(), T0, 2, 40.0), ("mem_used_pct".to_string(), T0, 1, 40.0)];
     assert_eq!(read[0].hours, hours, "the hour before T0 is not asked for");
     assert_eq!(read[0].raw, [("cpu_busy_pct".to_string(), T0 + 60_000, 30.0)]);
