@@ -112,6 +112,10 @@ impl SqliteStore {
         let conn = Connection::open(path).map_err(db)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
+        // Savepoints' journals in memory: each report of a group commit has its savepoint, and
+        // every page it changes was written to a temporary file first (past 64 KiB, SQLite's
+        // default), as much again as the WAL was written.
+        conn.pragma_update(None, "temp_store", "MEMORY").map_err(db)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
         let conn = Self::migrate(conn)?;
         let file = identity(path).map_err(StoreError::backend)?;
