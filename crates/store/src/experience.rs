@@ -238,7 +238,7 @@ pub struct RecentRows {
 /// device's row as that report left it (its revision moved on by one), so that a server can
 /// carry a view of the device made at the revision before forward by the report's values
 /// rather than read the rows back.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Saved {
     pub added: u64,
     pub device: Option<DeviceExperience>,

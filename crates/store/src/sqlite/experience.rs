@@ -210,40 +210,7 @@ impl ExperienceStore for SqliteStore {
     }
 
     async fn observe(&self, agent_id: &str, observed: &[(&str, Observed)]) -> Result<()> {
-        let agent_id = agent_id.to_string();
-        let observed: Vec<(String, Observed)> = observed.iter().map(|(signal, o)| (signal.to_string(), *o)).collect();
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            for (signal, observed) in &observed {
-                match *observed {
-                    Observed::Holding { started_ms, last_ms, peak, rising } => {
-                        let furthest = if rising { "max(peak, ?3)" } else { "min(peak, ?3)" };
-                        let carried = tx
-                            .prepare_cached(&format!(
-                                "UPDATE experience_signal SET last_ms = max(last_ms, ?4), peak = {furthest}
-                                 WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL"
-                            ))?
-                            .execute(params![agent_id, signal, peak, last_ms])?;
-                        if carried == 0 {
-                            tx.prepare_cached(
-                                "INSERT OR IGNORE INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
-                                 VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
-                            )?
-                            .execute(params![agent_id, signal, started_ms, last_ms, peak])?;
-                        }
-                    }
-                    Observed::Ended { at_ms } => {
-                        tx.prepare_cached(
-                            "UPDATE experience_signal SET ended_ms = ?3
-                             WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL AND last_ms < ?3",
-                        )?
-                        .execute(params![agent_id, signal, at_ms])?;
-                    }
-                }
-            }
-            tx.commit()
-        })
-        .await
+        self.observe_grouped(agent_id, observed).await
     }
 
     async fn occurrences(&self, reach: &Reach, since_ms: i64, signal: Option<&str>) -> Result<Vec<Occurrence>> {

@@ -1,10 +1,12 @@
 //! Group commit of experience reports. Every report is committed with an fsync before its
 //! agent is told (the agent then forgets it), and SQLite has one writer: at 10,000 agents
-//! reporting each minute that is 170 fsyncs a second, one after the other. Instead each report
-//! joins a queue; whichever caller next holds the connection commits everything queued in one
-//! transaction (each report in its own savepoint, so that one that fails fails alone) and
-//! answers every caller in it. An idle store commits each report alone, as before; a busy one
-//! commits the reports that arrived while it was busy, together.
+//! reporting each minute that is 170 fsyncs a second, one after the other, and as many again
+//! for what the reports show of the signals (a device whose disk stays full has its
+//! occurrence carried on by every report). Instead each of these writes joins a queue;
+//! whichever caller next holds the connection commits everything queued in one transaction
+//! (each write in its own savepoint, so that one that fails fails alone) and answers every
+//! caller in it. An idle store commits each write alone, as before; a busy one commits the
+//! writes that arrived while it was busy, together.
 
 use std::sync::{Arc, Mutex};
 
@@ -16,36 +18,72 @@ use toolgate_domain::fleet::experience::ExperienceReport;
 use super::experience_parts::{save_packages, save_parts};
 use super::experience_recent::{DEVICE_COLUMNS, device_row};
 use super::{SqliteStore, db};
-use crate::experience::{Result, Saved, measured_name, rollups};
+use crate::experience::{Observed, Result, Saved, measured_name, rollups};
 
-/// A report waiting for its commit, and who waits for it.
-struct Queued {
-    agent_id: String,
-    report: ExperienceReport,
-    received_at_ms: i64,
-    answer: oneshot::Sender<Result<Saved>>,
+/// A write waiting for its commit, and who waits for it.
+enum Queued {
+    Report { agent_id: String, report: ExperienceReport, received_at_ms: i64, answer: oneshot::Sender<Result<Saved>> },
+    Observed { agent_id: String, observed: Vec<(String, Observed)>, answer: oneshot::Sender<Result<()>> },
 }
 
-/// The reports waiting for the next commit.
+impl Queued {
+    /// Writes it on `c`: what saving a report did (none for observations).
+    fn write(&self, c: &Connection) -> rusqlite::Result<Option<Saved>> {
+        match self {
+            Queued::Report { agent_id, report, received_at_ms, .. } => {
+                save_one(c, agent_id, report, *received_at_ms).map(Some)
+            }
+            Queued::Observed { agent_id, observed, .. } => observe_one(c, agent_id, observed).map(|()| None),
+        }
+    }
+
+    /// Tells its caller how it went. A caller that stopped waiting is told nothing; what was
+    /// kept stays kept.
+    fn answer(self, outcome: Result<Option<Saved>>) {
+        match self {
+            // A report's write always says what it did.
+            Queued::Report { answer, .. } => drop(answer.send(outcome.map(Option::unwrap_or_default))),
+            Queued::Observed { answer, .. } => drop(answer.send(outcome.map(drop))),
+        }
+    }
+}
+
+/// The writes waiting for the next commit.
 #[derive(Clone, Default)]
-pub(super) struct ReportQueue(Arc<Mutex<Vec<Queued>>>);
+pub(super) struct ReportQueue(Arc<Mutex<Waiting>>);
+
+#[derive(Default)]
+struct Waiting {
+    writes: Vec<Queued>,
+    /// A commit is waiting for the connection, and will take what is queued when it has it.
+    commit_started: bool,
+}
 
 impl std::fmt::Debug for ReportQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let waiting = self.0.lock().map_or(0, |q| q.len());
+        let waiting = self.0.lock().map_or(0, |q| q.writes.len());
         f.debug_struct("ReportQueue").field("waiting", &waiting).finish()
     }
 }
 
 impl ReportQueue {
-    fn push(&self, queued: Queued) -> Result<()> {
-        let mut queue = self.0.lock().map_err(|_| poisoned())?;
-        queue.push(queued);
-        Ok(())
+    /// Queues `queued`; whether the caller is to start a commit (none is waiting to take it).
+    fn push(&self, queued: Queued) -> Result<bool> {
+        let mut waiting = self.0.lock().map_err(|_| poisoned())?;
+        waiting.writes.push(queued);
+        Ok(!std::mem::replace(&mut waiting.commit_started, true))
     }
 
+    /// What is queued, for the commit that holds the connection (a write queued after this
+    /// starts a commit of its own).
     fn take(&self) -> Vec<Queued> {
-        self.0.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut waiting| {
+                waiting.commit_started = false;
+                std::mem::take(&mut waiting.writes)
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -62,24 +100,52 @@ impl SqliteStore {
         received_at_ms: i64,
     ) -> Result<Saved> {
         let (answer, answered) = oneshot::channel();
-        let queued = Queued { agent_id: agent_id.to_string(), report: report.clone(), received_at_ms, answer };
-        self.reports.push(queued)?;
-        // Whoever holds the connection takes every queued report, so by the time this call
-        // holds it, this report is either still queued (committed now) or already answered.
+        let agent_id = agent_id.to_string();
+        self.commit_with(Queued::Report { agent_id, report: report.clone(), received_at_ms, answer }).await?;
+        answered.await.map_err(|_| unanswered())?
+    }
+
+    /// Records what a device's samples say of its signals in the next group commit.
+    pub(super) async fn observe_grouped(&self, agent_id: &str, observed: &[(&str, Observed)]) -> Result<()> {
+        let (answer, answered) = oneshot::channel();
+        let observed = observed.iter().map(|(signal, o)| (signal.to_string(), *o)).collect();
+        self.commit_with(Queued::Observed { agent_id: agent_id.to_string(), observed, answer }).await?;
+        answered.await.map_err(|_| unanswered())?
+    }
+
+    /// Queues `queued` for the commit waiting for the connection, or starts that commit. One
+    /// commit waits at a time: with a blocking thread per write, each waited for the
+    /// connection in turn only to find its write taken by the commit before.
+    async fn commit_with(&self, queued: Queued) -> Result<()> {
+        if !self.reports.push(queued)? {
+            return Ok(());
+        }
         let queue = self.reports.clone();
-        self.run(move |c| {
-            commit_queued(c, queue.take());
-            Ok(())
-        })
-        .await?;
-        answered
-            .await
-            .map_err(|_| StoreError::Unavailable("the commit that took this report ended without an answer".into()))?
+        let committed = self
+            .run(move |c| {
+                commit_queued(c, queue.take());
+                Ok(())
+            })
+            .await;
+        if let Err(e) = committed {
+            // It never held the connection: what it would have taken is told why, and the
+            // next write starts a commit again.
+            for queued in self.reports.take() {
+                queued.answer(Err(StoreError::Unavailable(format!(
+                    "the commit of experience reports could not start: {e}"
+                ))));
+            }
+        }
+        Ok(())
     }
 }
 
-/// Commits `batch` in one transaction and answers each report: its own count, or its own
-/// error (its savepoint rolled back, the others kept), or the commit's error for all.
+fn unanswered() -> StoreError {
+    StoreError::Unavailable("the commit that took this write ended without an answer".into())
+}
+
+/// Commits `batch` in one transaction and answers each write: what it did, or its own error
+/// (its savepoint rolled back, the others kept), or the commit's error for all.
 fn commit_queued(c: &mut Connection, batch: Vec<Queued>) {
     if batch.is_empty() {
         return;
@@ -89,10 +155,10 @@ fn commit_queued(c: &mut Connection, batch: Vec<Queued>) {
         let mut each = Vec::with_capacity(batch.len());
         for queued in &batch {
             let savepoint = tx.savepoint()?;
-            match save_one(&savepoint, &queued.agent_id, &queued.report, queued.received_at_ms) {
-                Ok(added) => {
+            match queued.write(&savepoint) {
+                Ok(written) => {
                     savepoint.commit()?;
-                    each.push(Ok(added));
+                    each.push(Ok(written));
                 }
                 // Dropping the savepoint rolls this report back alone.
                 Err(e) => each.push(Err(db(e))),
@@ -104,16 +170,15 @@ fn commit_queued(c: &mut Connection, batch: Vec<Queued>) {
     match committed {
         Ok(each) => {
             for (queued, outcome) in batch.into_iter().zip(each) {
-                // A caller that stopped waiting is told nothing; what was kept stays kept.
-                let _ = queued.answer.send(outcome);
+                queued.answer(outcome);
             }
         }
         Err(e) => {
             let (why, count) = (e.to_string(), batch.len());
             for queued in batch {
                 let failed =
-                    StoreError::Unavailable(format!("the commit of {count} reports with this one failed: {why}"));
-                let _ = queued.answer.send(Err(failed));
+                    StoreError::Unavailable(format!("the commit of {count} writes with this one failed: {why}"));
+                queued.answer(Err(failed));
             }
         }
     }
@@ -169,6 +234,39 @@ fn save_one(c: &Connection, agent_id: &str, report: &ExperienceReport, received_
     Ok(Saved { added: kept.len() as u64, device })
 }
 
+/// Records what a device's newest samples say of each signal: an occurrence opened or carried
+/// on while it holds, ended at the first sample that does not meet it.
+fn observe_one(c: &Connection, agent_id: &str, observed: &[(String, Observed)]) -> rusqlite::Result<()> {
+    for (signal, observed) in observed {
+        match *observed {
+            Observed::Holding { started_ms, last_ms, peak, rising } => {
+                let furthest = if rising { "max(peak, ?3)" } else { "min(peak, ?3)" };
+                let carried = c
+                    .prepare_cached(&format!(
+                        "UPDATE experience_signal SET last_ms = max(last_ms, ?4), peak = {furthest}
+                         WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL"
+                    ))?
+                    .execute(params![agent_id, signal, peak, last_ms])?;
+                if carried == 0 {
+                    c.prepare_cached(
+                        "INSERT OR IGNORE INTO experience_signal (agent_id, signal, started_ms, last_ms, ended_ms, peak)
+                         VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+                    )?
+                    .execute(params![agent_id, signal, started_ms, last_ms, peak])?;
+                }
+            }
+            Observed::Ended { at_ms } => {
+                c.prepare_cached(
+                    "UPDATE experience_signal SET ended_ms = ?3
+                     WHERE agent_id = ?1 AND signal = ?2 AND ended_ms IS NULL AND last_ms < ?3",
+                )?
+                .execute(params![agent_id, signal, at_ms])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -185,7 +283,7 @@ mod tests {
 
     fn queued(agent_id: &str, report: ExperienceReport) -> (Queued, oneshot::Receiver<Result<Saved>>) {
         let (answer, answered) = oneshot::channel();
-        (Queued { agent_id: agent_id.into(), report, received_at_ms: 1, answer }, answered)
+        (Queued::Report { agent_id: agent_id.into(), report, received_at_ms: 1, answer }, answered)
     }
 
     #[test]
@@ -223,5 +321,41 @@ mod tests {
         let (again, mut again_answer) = queued("a", report(1_000, 10.0));
         commit_queued(&mut conn, vec![again]);
         assert_eq!(again_answer.try_recv().unwrap().unwrap(), Saved { added: 0, device: None });
+    }
+
+    fn observed(agent_id: &str, seen: Observed) -> (Queued, oneshot::Receiver<Result<()>>) {
+        let (answer, answered) = oneshot::channel();
+        (Queued::Observed { agent_id: agent_id.into(), observed: vec![("cpu_high".into(), seen)], answer }, answered)
+    }
+
+    #[test]
+    fn observations_commit_with_the_reports_and_one_that_fails_fails_alone() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let mut conn = store.conn.lock().unwrap();
+        conn.execute_batch(
+            "CREATE TEMP TRIGGER refuse_b BEFORE INSERT ON experience_signal WHEN NEW.agent_id = 'b'
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;",
+        )
+        .unwrap();
+        let holding = Observed::Holding { started_ms: 1_000, last_ms: 3_000, peak: 97.0, rising: true };
+        let (report_a, mut report_answer) = queued("a", report(3_000, 97.0));
+        let (seen_a, mut seen_a_answer) = observed("a", holding);
+        let (seen_b, mut seen_b_answer) = observed("b", holding);
+        commit_queued(&mut conn, vec![report_a, seen_a, seen_b]);
+        assert_eq!(report_answer.try_recv().unwrap().unwrap().added, 1);
+        seen_a_answer.try_recv().unwrap().unwrap();
+        let refused = seen_b_answer.try_recv().unwrap().unwrap_err().to_string();
+        assert!(refused.contains("refused for the test"), "{refused}");
+        let (ended, mut ended_answer) = observed("a", Observed::Ended { at_ms: 4_000 });
+        commit_queued(&mut conn, vec![ended]);
+        ended_answer.try_recv().unwrap().unwrap();
+        let signals: Vec<(String, i64, Option<i64>, f64)> = conn
+            .prepare("SELECT agent_id, started_ms, ended_ms, peak FROM experience_signal ORDER BY agent_id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(signals, [("a".to_string(), 1_000, Some(4_000), 97.0)], "b's refused, a's opened then ended");
     }
 }
