@@ -106,15 +106,6 @@ fn poisoned() -> StoreError {
     StoreError::Unavailable("the store's lock was poisoned by a panic in another request".into())
 }
 
-/// The writer's page cache, in KiB (SQLite's negative `cache_size`): most of the inner
-/// pages of the B-trees a report writes to (10,000 devices with a month of history: 87 MB
-/// for the rollups, 17 MB for the raw samples, 190 MB in all of a 10 GB store), which with
-/// SQLite's default 2 MB were read again from the file for nearly every row a report writes.
-/// Filled only as pages are read: a small store uses little.
-const WRITER_CACHE_KIB: i64 = -128 * 1024;
-/// Each reader's page cache, in KiB.
-pub(super) const READER_CACHE_KIB: i64 = -32 * 1024;
-
 impl SqliteStore {
     /// Opens (creating if needed) the database file and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -125,7 +116,6 @@ impl SqliteStore {
         // every page it changes was written to a temporary file first (past 64 KiB, SQLite's
         // default), as much again as the WAL was written.
         conn.pragma_update(None, "temp_store", "MEMORY").map_err(db)?;
-        conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB).map_err(db)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
         let conn = Self::migrate(conn)?;
         let file = identity(path).map_err(StoreError::backend)?;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rusqlite::{Connection, OpenFlags};
 use toolgate_domain::StoreError;
 
-use super::{READER_CACHE_KIB, db, poisoned};
+use super::{db, poisoned};
 
 /// How many reads may run at once beside the writer: this server's machines have two cores.
 const READERS: usize = 2;
@@ -32,7 +32,6 @@ impl Readers {
                 let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
                 let conn = Connection::open_with_flags(path, flags).map_err(db)?;
                 conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(db)?;
-                conn.pragma_update(None, "cache_size", READER_CACHE_KIB).map_err(db)?;
                 Ok(Mutex::new(conn))
             })
             .collect::<Result<_, StoreError>>()?;
