@@ -286,16 +286,21 @@ mod tests {
         (Queued::Report { agent_id: agent_id.into(), report, received_at_ms: 1, answer }, answered)
     }
 
+    /// Makes the store refuse device `b`'s rows in `table`.
+    fn refuse_b(conn: &Connection, table: &str) {
+        conn.execute_batch(&format!(
+            "CREATE TEMP TRIGGER refuse_b BEFORE INSERT ON {table} WHEN NEW.agent_id = 'b'
+             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;"
+        ))
+        .unwrap();
+    }
+
     #[test]
     fn a_batch_answers_each_report_and_one_that_fails_fails_alone() {
         let store = SqliteStore::open_in_memory().unwrap();
         let mut conn = store.conn.lock().unwrap();
         // A report the store refuses, after its samples and rollups went in.
-        conn.execute_batch(
-            "CREATE TEMP TRIGGER refuse_b BEFORE INSERT ON experience_device WHEN NEW.agent_id = 'b'
-             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;",
-        )
-        .unwrap();
+        refuse_b(&conn, "experience_device");
         let (a, mut a_answer) = queued("a", report(1_000, 10.0));
         let (bad, mut bad_answer) = queued("b", report(1_000, 20.0));
         let (c, mut c_answer) = queued("c", report(1_000, 30.0));
@@ -332,11 +337,7 @@ mod tests {
     fn observations_commit_with_the_reports_and_one_that_fails_fails_alone() {
         let store = SqliteStore::open_in_memory().unwrap();
         let mut conn = store.conn.lock().unwrap();
-        conn.execute_batch(
-            "CREATE TEMP TRIGGER refuse_b BEFORE INSERT ON experience_signal WHEN NEW.agent_id = 'b'
-             BEGIN SELECT RAISE(ABORT, 'refused for the test'); END;",
-        )
-        .unwrap();
+        refuse_b(&conn, "experience_signal");
         let holding = Observed::Holding { started_ms: 1_000, last_ms: 3_000, peak: 97.0, rising: true };
         let (report_a, mut report_answer) = queued("a", report(3_000, 97.0));
         let (seen_a, mut seen_a_answer) = observed("a", holding);
