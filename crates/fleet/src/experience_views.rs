@@ -6,9 +6,9 @@
 //!
 //! A view is what the store would answer. It is made from the store's rows, and carried forward
 //! by each report that brings the device something new: by the report's own values when they
-//! were all new and the view is at the revision just before the report's (the common case:
-//! three store reads a report saved, at 170 reports a second), made again from the store
-//! otherwise. A read makes it again whenever it finds it out of date: made in an earlier hour
+//! were all new and the view is at the revision just before the report's (the common case;
+//! made again, it read about 700 rows back per report, at 170 reports a second), and made
+//! again from the store otherwise. A read makes it again whenever it finds it out of date: made in an earlier hour
 //! (the window moved), or at an older revision of the device (another replica took a report).
 //! A read therefore answers from views only when they are current, reading the store for those
 //! that are not.

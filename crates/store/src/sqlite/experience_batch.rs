@@ -2,10 +2,10 @@
 //! agent is told (the agent then forgets it), and SQLite has one writer: at 10,000 agents
 //! reporting each minute that is 170 fsyncs a second, one after the other, and as many again
 //! for what the reports show of the signals (a device whose disk stays full has its
-//! occurrence carried on by every report). Instead each of these writes joins a queue;
-//! whichever caller next holds the connection commits everything queued in one transaction
-//! (each write in its own savepoint, so that one that fails fails alone) and answers every
-//! caller in it. An idle store commits each write alone, as before; a busy one commits the
+//! occurrence carried on by every report). Instead each of these writes joins a queue,
+//! and one commit at a time waits for the connection: once it holds it, it commits everything
+//! queued in one transaction (each write in its own savepoint, so that one that fails fails
+//! alone) and answers every caller in it. An idle store commits each write alone, as before; a busy one commits the
 //! writes that arrived while it was busy, together.
 
 use std::sync::{Arc, Mutex};
@@ -50,7 +50,7 @@ impl Queued {
 
 /// The writes waiting for the next commit.
 #[derive(Clone, Default)]
-pub(super) struct ReportQueue(Arc<Mutex<Waiting>>);
+pub(super) struct WriteQueue(Arc<Mutex<Waiting>>);
 
 #[derive(Default)]
 struct Waiting {
@@ -59,14 +59,14 @@ struct Waiting {
     commit_started: bool,
 }
 
-impl std::fmt::Debug for ReportQueue {
+impl std::fmt::Debug for WriteQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let waiting = self.0.lock().map_or(0, |q| q.writes.len());
-        f.debug_struct("ReportQueue").field("waiting", &waiting).finish()
+        f.debug_struct("WriteQueue").field("waiting", &waiting).finish()
     }
 }
 
-impl ReportQueue {
+impl WriteQueue {
     /// Queues `queued`; whether the caller is to start a commit (none is waiting to take it).
     fn push(&self, queued: Queued) -> Result<bool> {
         let mut waiting = self.0.lock().map_err(|_| poisoned())?;
@@ -117,10 +117,10 @@ impl SqliteStore {
     /// commit waits at a time: with a blocking thread per write, each waited for the
     /// connection in turn only to find its write taken by the commit before.
     async fn commit_with(&self, queued: Queued) -> Result<()> {
-        if !self.reports.push(queued)? {
+        if !self.experience_writes.push(queued)? {
             return Ok(());
         }
-        let queue = self.reports.clone();
+        let queue = self.experience_writes.clone();
         let committed = self
             .run(move |c| {
                 commit_queued(c, queue.take());
@@ -130,7 +130,7 @@ impl SqliteStore {
         if let Err(e) = committed {
             // It never held the connection: what it would have taken is told why, and the
             // next write starts a commit again.
-            for queued in self.reports.take() {
+            for queued in self.experience_writes.take() {
                 queued.answer(Err(StoreError::Unavailable(format!(
                     "the commit of experience reports could not start: {e}"
                 ))));

@@ -87,8 +87,9 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     /// Read-only connections for reads that need not wait for the writer (a file's store).
     readers: Option<Arc<readers::Readers>>,
-    /// Experience reports waiting for their group commit (experience_batch).
-    reports: experience_batch::ReportQueue,
+    /// Experience reports and what they show of the signals, waiting for their group
+    /// commit (experience_batch).
+    experience_writes: experience_batch::WriteQueue,
     /// The file it opened, and that file's identity then (device, inode).
     file: Option<(PathBuf, (u64, u64))>,
 }
@@ -122,14 +123,14 @@ impl SqliteStore {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             readers: Some(Arc::new(readers::Readers::open(path)?)),
-            reports: Default::default(),
+            experience_writes: Default::default(),
             file: Some((path.to_path_buf(), file)),
         })
     }
 
     pub fn open_in_memory() -> Result<Self, StoreError> {
         let conn = Self::migrate(Connection::open_in_memory().map_err(db)?)?;
-        Ok(Self { conn: Arc::new(Mutex::new(conn)), readers: None, reports: Default::default(), file: None })
+        Ok(Self { conn: Arc::new(Mutex::new(conn)), readers: None, experience_writes: Default::default(), file: None })
     }
 
     fn migrate(mut conn: Connection) -> Result<Connection, StoreError> {
