@@ -39,8 +39,6 @@ impl RecentViews {
 
 /// The caller's current views (made from the store where they are not current).
 pub(crate) async fn recent_views(ctx: &ToolContext) -> Result<RecentViews, ToolError> {
-    let mut views = ctx.services().fleet().recent_experience(ctx.reach()).await?;
-    // The store's order is its collation's (PostgreSQL's may not be bytewise): made sure.
-    views.sort_unstable_by(|a, b| a.experience.agent_id.cmp(&b.experience.agent_id));
-    Ok(RecentViews(views))
+    // In bytewise agent order, as the hub gives them.
+    Ok(RecentViews(ctx.services().fleet().recent_experience(ctx.reach()).await?))
 }

@@ -13,7 +13,7 @@
 //! A read therefore answers from views only when they are current, reading the store for those
 //! that are not.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use toolgate_domain::StoreError;
@@ -161,13 +161,35 @@ impl DeviceView {
     }
 }
 
-/// The views this server keeps, by agent.
+/// The views this server keeps, by agent (in bytewise order, so that a read walks them beside
+/// the store's list rather than looking each one up).
 #[derive(Debug, Default)]
-pub(crate) struct ExperienceViews(RwLock<HashMap<String, Arc<DeviceView>>>);
+pub(crate) struct ExperienceViews(RwLock<BTreeMap<String, Arc<DeviceView>>>);
 
 impl ExperienceViews {
     fn get(&self, agent_id: &str) -> Option<Arc<DeviceView>> {
         self.0.read().ok()?.get(agent_id).cloned()
+    }
+
+    /// The kept view of each of `revisions` (ascending by agent, bytewise) that is current at
+    /// `now_ms`, under one lock: 10,000 lookups that each took it and hashed the id cost a
+    /// fleet read a tenth of its time.
+    fn current_of(&self, revisions: &[(String, i64)], now_ms: i64) -> Vec<Option<Arc<DeviceView>>> {
+        let Ok(views) = self.0.read() else { return vec![None; revisions.len()] };
+        let current = |view: &Arc<DeviceView>, revision: i64| view.current(revision, now_ms).then(|| view.clone());
+        // A few devices among many (a confined caller's) are looked up; most are walked.
+        if revisions.len() * 8 < views.len() {
+            return revisions.iter().map(|(agent, revision)| current(views.get(agent)?, *revision)).collect();
+        }
+        let mut kept = views.iter().peekable();
+        revisions
+            .iter()
+            .map(|(agent, revision)| {
+                while kept.next_if(|(id, _)| id.as_str() < agent.as_str()).is_some() {}
+                let (_, view) = kept.next_if(|(id, _)| *id == agent)?;
+                current(view, *revision)
+            })
+            .collect()
     }
 
     /// Keeps `view` unless the one kept is newer: a later revision made no earlier (a read
@@ -215,21 +237,22 @@ async fn make_views(
 }
 
 impl Hub {
-    /// The current view of every device `reach` covers that reported, in agent order: kept
-    /// ones that are current, the others made now from the store (and kept).
+    /// The current view of every device `reach` covers that reported, in bytewise agent order:
+    /// kept ones that are current, the others made now from the store (and kept).
     pub async fn recent_experience(&self, reach: &Reach) -> Result<Vec<Arc<DeviceView>>, StoreError> {
         let Some(store) = &self.experience else { return Ok(Vec::new()) };
         let now = self.clock().now_ms();
-        let revisions = store.experience_revisions(reach).await?;
-        let mut views: Vec<Option<Arc<DeviceView>>> = Vec::with_capacity(revisions.len());
-        let mut stale = Vec::new();
-        for (agent_id, revision) in &revisions {
-            let kept = self.views.get(agent_id).filter(|v| v.current(*revision, now));
-            if kept.is_none() {
-                stale.push(agent_id.clone());
-            }
-            views.push(kept);
-        }
+        let mut revisions = store.experience_revisions(reach).await?;
+        // Bytewise agent order: SQLite's index gives it (and a sorted list sorts in one pass);
+        // PostgreSQL's collation may not.
+        revisions.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let views = self.views.current_of(&revisions, now);
+        let stale: Vec<String> = revisions
+            .iter()
+            .zip(&views)
+            .filter(|(_, kept)| kept.is_none())
+            .map(|((agent, _), _)| agent.clone())
+            .collect();
         let mut made: HashMap<String, Arc<DeviceView>> = HashMap::new();
         for view in make_views(store.as_ref(), reach, &stale, now).await? {
             self.views.keep(view.clone());

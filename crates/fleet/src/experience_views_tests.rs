@@ -115,3 +115,47 @@ fn the_day_window_is_the_current_hour_and_the_23_before() {
     assert_eq!(day_since(HOUR_START + 59 * 60_000), HOUR_START - 23 * HOUR_MS);
     assert_eq!(day_since(HOUR_START), HOUR_START - 23 * HOUR_MS);
 }
+
+#[test]
+fn the_kept_views_are_found_walked_or_looked_up_and_only_when_current() {
+    let now = HOUR_START + 5 * 60_000;
+    let view = |agent: &str, revision: i64, hour_ms: i64| {
+        let experience = DeviceExperience {
+            agent_id: agent.to_string(),
+            measured: "host".into(),
+            absent: BTreeMap::new(),
+            fullest_filesystem: None,
+            last_sample_ms: now,
+            revision,
+        };
+        let (totals, hours, raw) = (vec![(0, 0.0); METRICS.len()], vec![Vec::new(); RANKED.len()], vec![]);
+        Arc::new(DeviceView { experience: Arc::new(experience), hour_ms, totals, hours, raw })
+    };
+    let views = ExperienceViews::default();
+    // Bytewise, `B` sorts before `a`: a collation that put `a` first would be sorted again.
+    for (agent, revision, hour_ms) in [("B", 1, HOUR_START), ("a", 2, HOUR_START), ("c", 1, HOUR_START - HOUR_MS)] {
+        views.keep(view(agent, revision, hour_ms));
+    }
+    for n in 0..40 {
+        views.keep(view(&format!("z{n:02}"), 1, HOUR_START));
+    }
+    let revisions: Vec<(String, i64)> =
+        [("B", 1), ("a", 3), ("b", 1), ("c", 1), ("z07", 1)].iter().map(|(a, r)| (a.to_string(), *r)).collect();
+    let found = |revisions: &[(String, i64)]| -> Vec<Option<String>> {
+        views.current_of(revisions, now).iter().map(|v| v.as_ref().map(|v| v.experience.agent_id.clone())).collect()
+    };
+    // Five of 43: looked up one by one. `a` is behind, `b` has none, `c` was made an hour ago.
+    let expected = [Some("B".to_string()), None, None, None, Some("z07".to_string())];
+    assert_eq!(found(&revisions), expected);
+    // All 43 (and one more): walked beside the list.
+    let mut all: Vec<(String, i64)> = (0..40).map(|n| (format!("z{n:02}"), 1)).collect();
+    all.extend(revisions.iter().cloned());
+    all.sort();
+    all.dedup();
+    let walked = found(&all);
+    assert_eq!(walked.len(), all.len());
+    assert_eq!(walked.iter().flatten().count(), 41, "B and the 40 z's: {walked:?}");
+    for ((agent, _), kept) in all.iter().zip(&walked) {
+        assert!(kept.as_ref().is_none_or(|k| k == agent));
+    }
+}

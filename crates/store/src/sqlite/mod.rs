@@ -79,6 +79,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0036_experience_interfaces", include_str!("../../migrations/sqlite/0036_experience_interfaces.sql")),
     ("0037_experience_app_packages", include_str!("../../migrations/sqlite/0037_experience_app_packages.sql")),
     ("0038_experience_revision", include_str!("../../migrations/sqlite/0038_experience_revision.sql")),
+    ("0039_experience_revision_index", include_str!("../../migrations/sqlite/0039_experience_revision_index.sql")),
 ];
 
 /// A cheap, cloneable handle to the database.
