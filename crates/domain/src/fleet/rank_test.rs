@@ -4,6 +4,8 @@
 //! approximation with the tie correction and a continuity correction. The effect size is the
 //! rank-biserial correlation: +1 when every value of `a` exceeds every value of `b`.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 /// Up to this many pairs (n_a × n_b), without ties, the p-value is counted exactly.
@@ -73,18 +75,22 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<RankTest> {
     if a.is_empty() || b.is_empty() || a.iter().chain(b).any(|v| !v.is_finite()) {
         return None;
     }
+    // Ranks come from walking both in order. Callers sort them already (for their medians):
+    // sorting both again together was a tenth of a cohort diff at 10,000 devices.
+    let (a, b) = (in_order(a), in_order(b));
     let (n_a, n_b) = (a.len(), b.len());
-    let mut all: Vec<(f64, bool)> = a.iter().map(|v| (*v, true)).chain(b.iter().map(|v| (*v, false))).collect();
-    all.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
     // Average ranks over ties; Σ(t³ − t) for the variance's tie correction.
-    let (mut rank_sum_a, mut ties, mut i) = (0.0, 0.0, 0);
-    while i < all.len() {
-        let j = (i..all.len()).find(|&j| all[j].0 != all[i].0).unwrap_or(all.len());
-        let t = (j - i) as f64;
-        let rank = (i + 1 + j) as f64 / 2.0;
-        rank_sum_a += rank * all[i..j].iter().filter(|(_, in_a)| *in_a).count() as f64;
+    let (mut rank_sum_a, mut ties, mut i, mut j) = (0.0, 0.0, 0, 0);
+    while i < n_a || j < n_b {
+        let value = a.get(i).into_iter().chain(b.get(j)).copied().fold(f64::INFINITY, f64::min);
+        let tied_a = a[i..].iter().take_while(|v| **v == value).count();
+        let tied_b = b[j..].iter().take_while(|v| **v == value).count();
+        let t = (tied_a + tied_b) as f64;
+        // The ranks i + j + 1 to i + j + t, averaged.
+        let rank = (i + j) as f64 + (t + 1.0) / 2.0;
+        rank_sum_a += rank * tied_a as f64;
         ties += t * t * t - t;
-        i = j;
+        (i, j) = (i + tied_a, j + tied_b);
     }
     let pairs = (n_a * n_b) as f64;
     let u = rank_sum_a - (n_a * (n_a + 1)) as f64 / 2.0;
@@ -103,6 +109,17 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<RankTest> {
         probability_a_greater: u / pairs,
         method,
     })
+}
+
+/// `values` in ascending order: as given when they are (a copy sorted when not).
+fn in_order(values: &[f64]) -> Cow<'_, [f64]> {
+    if values.is_sorted_by(|x, y| x <= y) {
+        Cow::Borrowed(values)
+    } else {
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable_by(f64::total_cmp);
+        Cow::Owned(sorted)
+    }
 }
 
 /// Two-sided p from U's normal approximation.
@@ -193,5 +210,34 @@ mod tests {
         assert!(mann_whitney(&[], &[1.0]).is_none() && mann_whitney(&[f64::NAN], &[1.0]).is_none());
         let all_equal = mann_whitney(&[1.0; 20], &[1.0; 30]).unwrap();
         assert_eq!(all_equal.p_value, 1.0);
+    }
+
+    #[test]
+    fn u_counts_the_pairs_whether_or_not_the_values_come_sorted() {
+        // U by its definition: the pairs in which a's value is larger, ties a half.
+        let counted = |a: &[f64], b: &[f64]| -> f64 {
+            a.iter()
+                .flat_map(|x| {
+                    b.iter().map(move |y| {
+                        if x > y {
+                            1.0
+                        } else if x == y {
+                            0.5
+                        } else {
+                            0.0
+                        }
+                    })
+                })
+                .sum()
+        };
+        let a = [3.0, 1.0, 2.0, 2.0, 7.0, -0.0, 5.5, 3.0];
+        let b = [2.0, 0.0, 9.0, 3.0, 3.0, 1.0, 4.0];
+        let unsorted = mann_whitney(&a, &b).unwrap();
+        assert_eq!(unsorted.u, counted(&a, &b));
+        let (mut sorted_a, mut sorted_b) = (a.to_vec(), b.to_vec());
+        sorted_a.sort_unstable_by(f64::total_cmp);
+        sorted_b.sort_unstable_by(f64::total_cmp);
+        assert_eq!(mann_whitney(&sorted_a, &sorted_b).unwrap(), unsorted);
+        assert_eq!(mann_whitney(&b, &a).unwrap().u, counted(&b, &a));
     }
 }
