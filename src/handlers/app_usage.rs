@@ -11,6 +11,7 @@ use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_policy::did_you_mean;
 use toolgate_store::{PackageSpan, Resolution};
 
+use super::spread::rounded;
 use crate::services::ToolContext;
 
 /// The per-program metrics the app tools read.
@@ -65,15 +66,11 @@ impl Cost {
     /// The figures the tools show, rounded.
     pub fn shown(&self) -> Value {
         json!({
-            "cpu_seconds": round(self.cpu_seconds),
+            "cpu_seconds": rounded(self.cpu_seconds),
             "rss_bytes_avg": self.rss_bytes().map(f64::round),
             "starts": self.starts, "crashes": self.crashes, "oom_kills": self.oom_kills,
         })
     }
-}
-
-pub(super) fn round(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
 }
 
 /// A package version, or why there is none.
@@ -211,7 +208,7 @@ pub(super) fn totals<'a>(observations: impl Iterator<Item = &'a Observation>) ->
     let all = devices.values().fold(Cost::default(), |sum, c| sum.plus(c));
     let mut shown = all.shown();
     shown["devices"] = json!(devices.len());
-    shown["cpu_seconds_per_device"] = json!(round(all.cpu_seconds / devices.len().max(1) as f64));
+    shown["cpu_seconds_per_device"] = json!(rounded(all.cpu_seconds / devices.len().max(1) as f64));
     shown
 }
 

@@ -10,7 +10,8 @@ use toolgate_domain::fleet::rank_test::{answer, mann_whitney, median, rule};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{DAY_MS, Resolution};
 
-use super::app_usage::{AppUsage, Cost, Observation, round};
+use super::app_usage::{AppUsage, Cost, Observation};
+use super::spread::rounded;
 use super::apps::group_agents;
 use super::experience::devices;
 use crate::args;
@@ -90,7 +91,7 @@ pub async fn compare_app_perf_versions(ctx: &ToolContext, args: args::CompareApp
         let mut shown = json!({"version": version, "devices": devices.len(), "observations": seen.len(),
             "starts": all.starts, "crashes": all.crashes, "oom_kills": all.oom_kills});
         for (name, metric) in COMPARED {
-            shown[format!("{name}_median")] = json!(median(&values(seen, metric)).map(round));
+            shown[format!("{name}_median")] = json!(median(&values(seen, metric)).map(rounded));
         }
         shown
     };

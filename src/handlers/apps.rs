@@ -9,7 +9,8 @@ use toolgate_domain::fleet::parts::{EXITS_METRIC, TOP_PROGRAMS_NOTE};
 use toolgate_domain::groups::{ManagementGroup, Visible};
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 
-use super::app_usage::{AppUsage, Cost, Observation, Owner, by_device, by_version, round, totals};
+use super::app_usage::{AppUsage, Cost, Observation, Owner, by_device, by_version, totals};
+use super::spread::rounded;
 use super::confined;
 use super::experience::{devices, window_span};
 use crate::args;
@@ -193,7 +194,7 @@ pub async fn get_agent_app_usage(ctx: &ToolContext, args: args::GetAgentAppUsage
             let mut shown = used.cost.shown();
             shown["app"] = json!(program);
             shown["packages"] = json!(used.owners.iter().map(Owner::shown).collect::<Vec<_>>());
-            shown["cpu_seconds_per_sample"] = json!(used.cost.cpu_per_sample().map(round));
+            shown["cpu_seconds_per_sample"] = json!(used.cost.cpu_per_sample().map(rounded));
             shown["last_seen_ms"] = json!(used.last_ms);
             shown
         })

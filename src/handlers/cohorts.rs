@@ -2,7 +2,7 @@
 //! group, each cohort's performance, and whether two cohorts really differ by a rank test
 //! (Mann–Whitney U, with its p-value and effect size), never a bare difference of means.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use toolgate_domain::ToolError;
@@ -13,6 +13,7 @@ use toolgate_domain::{ToolOutput, ToolResult};
 use toolgate_policy::did_you_mean;
 
 use super::confined;
+use super::spread::rounded;
 use super::experience::{DAY_WINDOW, Device, cohort, devices, recent_views, summarised, window_span};
 use crate::args;
 use crate::services::ToolContext;
@@ -27,22 +28,14 @@ const FACT_KEYS: &[&str] = &["model", "os", "os_version", "kernel", "arch", "age
 const GROUP_KEY: &str = "group";
 const TAG_PREFIX: &str = "tag:";
 
-/// Each device the caller sees (by id) with its values of `key`: one fact or tag value, or the
-/// names of the management groups it is in (directly or below).
-async fn cohort_values(
-    ctx: &ToolContext,
-    seen: &[Device],
-    visible: &Visible,
-    key: &str,
-) -> Result<BTreeMap<String, BTreeSet<String>>, ToolError> {
-    let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+/// Which devices the caller sees hold which value of `key` (one fact or tag value, or the names
+/// of the management groups a device is in, directly or below).
+async fn cohort_values(ctx: &ToolContext, seen: &[Device], visible: &Visible, key: &str) -> Result<Memberships, ToolError> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
     if let Some(tag) = key.strip_prefix(TAG_PREFIX) {
         let known: HashSet<&str> = seen.iter().map(|d| d.agent_id.as_str()).collect();
-        for (agent, tag_key, value) in ctx.services().fleet().store().all_tags().await? {
-            if tag_key == tag && known.contains(agent.as_str()) {
-                values.entry(agent).or_default().insert(value);
-            }
-        }
+        let tagged = ctx.services().fleet().store().tag_values(ctx.reach(), tag).await?;
+        pairs = tagged.into_iter().filter(|(agent, _)| known.contains(agent.as_str())).collect();
     } else if key == GROUP_KEY {
         let groups = ctx.services().groups();
         let all = groups.management_groups().await?;
@@ -56,7 +49,7 @@ async fn cohort_values(
             let mut at = Some(group.as_str());
             while let Some(id) = at {
                 if let Some(name) = names.get(id) {
-                    values.entry(agent.clone()).or_default().insert(name.to_string());
+                    pairs.push((agent.clone(), name.to_string()));
                 }
                 at = parents.get(id).copied().flatten();
             }
@@ -65,7 +58,7 @@ async fn cohort_values(
         for d in seen {
             let value = cohort(d.facts.as_deref(), key);
             if !value.is_empty() {
-                values.entry(d.agent_id.clone()).or_default().insert(value);
+                pairs.push((d.agent_id.clone(), value));
             }
         }
     } else {
@@ -75,22 +68,40 @@ async fn cohort_values(
             did_you_mean(key, known)
         )));
     }
-    Ok(values)
+    Ok(Memberships::new(pairs))
 }
 
-/// The devices of each cohort.
-fn cohorts(values: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, BTreeSet<&str>> {
-    let mut cohorts: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for (agent, its) in values {
-        for value in its {
-            cohorts.entry(value.as_str()).or_default().insert(agent.as_str());
-        }
+/// Which devices hold which value of a cohort key: (agent, value) pairs by agent then value,
+/// each once. (A set of values per device, then a set of devices per value, was a fifth of a
+/// cohort diff at 10,000 devices.)
+struct Memberships(Vec<(String, String)>);
+
+impl Memberships {
+    fn new(mut pairs: Vec<(String, String)>) -> Memberships {
+        pairs.sort_unstable();
+        pairs.dedup();
+        Memberships(pairs)
     }
-    cohorts
-}
 
-fn round(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
+    /// The devices of each cohort, each cohort's in agent order.
+    fn cohorts(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut cohorts: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (agent, value) in &self.0 {
+            cohorts.entry(value.as_str()).or_default().push(agent.as_str());
+        }
+        cohorts
+    }
+
+    /// The devices that hold `value`, in agent order.
+    fn members(&self, value: &str) -> Vec<&str> {
+        self.0.iter().filter(|(_, v)| v == value).map(|(agent, _)| agent.as_str()).collect()
+    }
+
+    /// How many of `seen` hold no value.
+    fn without_value(&self, seen: &[Device]) -> usize {
+        let holding: HashSet<&str> = self.0.iter().map(|(agent, _)| agent.as_str()).collect();
+        seen.iter().filter(|d| !holding.contains(d.agent_id.as_str())).count()
+    }
 }
 
 pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohorts) -> ToolResult {
@@ -113,13 +124,14 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
             }
         }
     }
-    let averages = |i: usize, agents: &BTreeSet<&str>| -> Vec<f64> {
+    let averages = |i: usize, agents: &[&str]| -> Vec<f64> {
         match &views {
             Some(views) => views.each_of(agents.iter().copied()).iter().filter_map(|v| v.day_average(RANKED[i].1)).collect(),
             None => agents.iter().filter_map(|a| stored.get(*a)?[i]).collect(),
         }
     };
-    let mut shown: Vec<Value> = cohorts(&values)
+    let mut shown: Vec<Value> = values
+        .cohorts()
         .into_iter()
         .map(|(value, agents)| {
             let metrics: serde_json::Map<String, Value> = RANKED
@@ -128,7 +140,7 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
                 .map(|(i, (name, _))| {
                     let mut of = averages(i, &agents);
                     of.sort_unstable_by(f64::total_cmp);
-                    (name.to_string(), json!({"devices": of.len(), "median": median(&of).map(round)}))
+                    (name.to_string(), json!({"devices": of.len(), "median": median(&of).map(rounded)}))
                 })
                 .collect();
             json!({"value": value, "devices": agents.len(), "metrics": metrics})
@@ -137,7 +149,7 @@ pub async fn get_dex_perf_cohorts(ctx: &ToolContext, args: args::GetDexPerfCohor
     shown.sort_by(|a, b| b["devices"].as_u64().cmp(&a["devices"].as_u64()));
     let count = shown.len();
     shown.truncate(args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize);
-    let without = seen.iter().filter(|d| !values.contains_key(&d.agent_id)).count();
+    let without = values.without_value(&seen);
     Ok(ToolOutput::Structured(json!({
         "key": key, "window": window, "since_ms": since_ms, "count": count, "cohorts": shown, "without_value": without,
     })))
@@ -161,14 +173,15 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
     let visible = confined::visible(ctx).await?;
     let seen = devices(ctx).await?;
     let values = cohort_values(ctx, &seen, &visible, &key).await?;
-    let cohorts = cohorts(&values);
     let members = |value: &str| {
-        cohorts.get(value).cloned().ok_or_else(|| {
-            ToolError::InvalidArguments(format!(
-                "no device you can see has {key} `{value}`: {} (get_dex_perf_cohorts lists the cohorts)",
-                did_you_mean(value, cohorts.keys().copied())
-            ))
-        })
+        let members = values.members(value);
+        if !members.is_empty() {
+            return Ok(members);
+        }
+        Err(ToolError::InvalidArguments(format!(
+            "no device you can see has {key} `{value}`: {} (get_dex_perf_cohorts lists the cohorts)",
+            did_you_mean(value, values.cohorts().keys().copied())
+        )))
     };
     let (in_a, in_b) = (members(&args.a)?, members(&args.b)?);
     // Each device's observations: the day window's from the recent views (read in place),
@@ -181,7 +194,7 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
             stored.entry(point.agent_id).or_default().push(point.value);
         }
     }
-    let of = |cohort: &BTreeSet<&str>| {
+    let of = |cohort: &[&str]| {
         let mut values: Vec<f64> = match &views {
             Some(views) => views.each_of(cohort.iter().copied()).iter().flat_map(|v| v.day_hours(metric)).map(|(_, v)| v).collect(),
             None => cohort.iter().filter_map(|agent| stored.get(*agent)).flatten().copied().collect(),
@@ -201,8 +214,8 @@ async fn cohort_diff(ctx: &ToolContext, args: args::GetDexPerfCohortDiff) -> Res
         toolgate_store::Resolution::Hourly => "hourly averages",
         toolgate_store::Resolution::Daily => "daily averages",
     };
-    let cohort = |value: &str, devices: &BTreeSet<&str>, values: &[f64]| {
-        json!({"value": value, "devices": devices.len(), "observations": values.len(), "median": median(values).map(round)})
+    let cohort = |value: &str, devices: &[&str], values: &[f64]| {
+        json!({"value": value, "devices": devices.len(), "observations": values.len(), "median": median(values).map(rounded)})
     };
     Ok(json!({
         "key": key, "metric": named, "window": window, "since_ms": since_ms, "observations_are": observations,

@@ -17,7 +17,7 @@ pub(crate) async fn visible(ctx: &ToolContext) -> Result<Visible, ToolError> {
 
 /// The tags of the agents the caller may see (the keys a scope may name are theirs).
 pub(crate) async fn tag_index(ctx: &ToolContext, visible: &Visible) -> Result<TagIndex, ToolError> {
-    let mut rows = ctx.services().fleet().store().all_tags().await?;
+    let mut rows = ctx.services().fleet().store().all_tags(ctx.reach()).await?;
     rows.retain(|(agent, _, _)| visible.contains(agent));
     Ok(TagIndex::new(rows))
 }

@@ -13,6 +13,7 @@ use toolgate_fleet::{VIEW_RAW_MS, day_since};
 use toolgate_store::{Averaged, DeviceExperience, HOUR_MS, Resolution};
 
 use super::confined;
+use super::spread::{Spread, rounded};
 pub(super) use super::recent_views::recent_views;
 use crate::args;
 use crate::services::ToolContext;
@@ -55,12 +56,6 @@ pub(super) fn reporting(ctx: &ToolContext, last_sample_ms: i64, now: i64) -> boo
     now - last_sample_ms <= late as i64
 }
 
-/// The nearest-rank percentile of sorted `values`.
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map(|v| (v * 1000.0).round() / 1000.0)
-}
-
 /// The window answered from the hub's recent views of devices (docs/experience.md, "At
 /// scale"): the current hour and the 23 before it.
 pub(super) const DAY_WINDOW: &str = "24h";
@@ -78,13 +73,14 @@ pub(super) fn window_span(window: &str, now: i64) -> Result<(i64, Resolution), T
     })
 }
 
-/// The fleet over a window: the devices the caller sees, their newest experience, and their
-/// averages by metric.
+/// The fleet over a window: the devices the caller sees, their newest experience, and the
+/// spread of their averages by metric.
 pub(super) struct FleetWindow {
     pub(super) seen: BTreeMap<String, Device>,
     pub(super) experience: Vec<Arc<DeviceExperience>>,
-    /// Each metric's device averages, sorted.
-    by_metric: BTreeMap<String, Vec<f64>>,
+    by_metric: BTreeMap<String, Spread>,
+    /// By metric: how many devices say they cannot measure it.
+    absent_on: BTreeMap<String, usize>,
 }
 
 impl FleetWindow {
@@ -100,11 +96,12 @@ impl FleetWindow {
         let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         if window == DAY_WINDOW {
             let views = recent_views(ctx).await?;
+            let views = views.each_of(seen.keys().map(String::as_str));
             let mut experience = Vec::with_capacity(views.len());
             // One pass over the devices, each view's averages read by position (10,000 devices
             // times 24 metrics: a lookup per pair by name cost more than the rest of the call).
             let mut averages: Vec<Vec<f64>> = vec![Vec::with_capacity(views.len()); METRICS.len()];
-            for view in views.iter().filter(|v| seen.contains_key(&v.experience.agent_id)) {
+            for view in views {
                 for (i, average) in view.day_averages().enumerate() {
                     averages[i].extend(average);
                 }
@@ -113,7 +110,7 @@ impl FleetWindow {
             for (metric, values) in METRICS.iter().zip(averages).filter(|(_, v)| !v.is_empty()) {
                 by_metric.insert(metric.name.to_string(), values);
             }
-            return Ok(FleetWindow::sorted(seen, experience, by_metric));
+            return Ok(FleetWindow::spread(seen, experience, by_metric));
         }
         let store = &ctx.services().repositories().experience;
         let experience: Vec<Arc<DeviceExperience>> = store
@@ -129,18 +126,24 @@ impl FleetWindow {
                 by_metric.entry(averaged.metric).or_default().push(averaged.average);
             }
         }
-        Ok(FleetWindow::sorted(seen, experience, by_metric))
+        Ok(FleetWindow::spread(seen, experience, by_metric))
     }
 
-    fn sorted(
+    fn spread(
         seen: BTreeMap<String, Device>,
         experience: Vec<Arc<DeviceExperience>>,
-        mut by_metric: BTreeMap<String, Vec<f64>>,
+        averages: BTreeMap<String, Vec<f64>>,
     ) -> FleetWindow {
-        for values in by_metric.values_mut() {
-            values.sort_unstable_by(f64::total_cmp);
+        let by_metric =
+            averages.into_iter().filter_map(|(metric, mut values)| Some((metric, Spread::of(&mut values)?))).collect();
+        let mut absent_on: BTreeMap<String, usize> = BTreeMap::new();
+        for metric in experience.iter().flat_map(|d| d.absent.keys()) {
+            match absent_on.get_mut(metric) {
+                Some(count) => *count += 1,
+                None => drop(absent_on.insert(metric.clone(), 1)),
+            }
         }
-        FleetWindow { seen, experience, by_metric }
+        FleetWindow { seen, experience, by_metric, absent_on }
     }
 
     /// How many devices report, have stopped, never did, and what they measure.
@@ -161,12 +164,12 @@ impl FleetWindow {
     pub(super) fn percentiles<'a>(&self, metrics: impl Iterator<Item = &'a Metric>) -> Vec<Value> {
         metrics
             .map(|m| {
-                let values = self.by_metric.get(m.name).map_or(&[][..], Vec::as_slice);
-                let absent_on = self.experience.iter().filter(|d| d.absent.contains_key(m.name)).count();
+                let spread = self.by_metric.get(m.name);
+                let at = |pick: fn(&Spread) -> f64| spread.map(|s| rounded(pick(s)));
                 json!({
-                    "metric": m.name, "unit": m.unit, "devices": values.len(),
-                    "p50": percentile(values, 50.0), "p90": percentile(values, 90.0), "p99": percentile(values, 99.0),
-                    "max": values.last().map(|v| (v * 1000.0).round() / 1000.0), "absent_on": absent_on,
+                    "metric": m.name, "unit": m.unit, "devices": spread.map_or(0, |s| s.devices),
+                    "p50": at(|s| s.p50), "p90": at(|s| s.p90), "p99": at(|s| s.p99), "max": at(|s| s.max),
+                    "absent_on": self.absent_on.get(m.name).copied().unwrap_or(0),
                 })
             })
             .collect()
@@ -240,16 +243,23 @@ pub(super) async fn cohort_members(
 }
 
 /// What a device ranking starts from: the devices the caller sees (of one cohort, when
-/// `cohort_value` is given) and the newest experience of each.
+/// `cohort_value` is given) and the newest experience of each (by agent with [`newest`]).
 pub(super) async fn candidates(
     ctx: &ToolContext,
     cohort_key: &str,
     cohort_value: Option<&str>,
-) -> Result<(Vec<Device>, BTreeMap<String, DeviceExperience>), ToolError> {
+) -> Result<(Vec<Device>, Vec<DeviceExperience>), ToolError> {
     let seen = cohort_members(ctx, cohort_key, cohort_value).await?;
     let store = &ctx.services().repositories().experience;
-    let experience = store.device_experience(ctx.reach(), None).await?.into_iter().map(|d| (d.agent_id.clone(), d)).collect();
-    Ok((seen, experience))
+    Ok((seen, store.device_experience(ctx.reach(), None).await?))
+}
+
+/// Devices' newest experience by agent, borrowed: 10,000 copied per call were a tenth of a
+/// ranking's time.
+pub(super) type Newest<'a> = BTreeMap<&'a str, &'a DeviceExperience>;
+
+pub(super) fn newest<'a>(all: impl IntoIterator<Item = &'a DeviceExperience>) -> Newest<'a> {
+    all.into_iter().map(|d| (d.agent_id.as_str(), d)).collect()
 }
 
 /// A device's raw samples of `metric` in a window, summed up as the store would.
@@ -282,14 +292,13 @@ pub(super) fn ranking(head: Value, devices: Vec<Value>, mut cannot: Vec<Value>, 
 
 pub(super) fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms: Option<i64>, measured: Option<&str>) -> Value {
     let facts = device.facts.as_deref();
-    let round = |v: f64| (v * 1000.0).round() / 1000.0;
     json!({
         "agent_id": device.agent_id,
         "hostname": facts.map_or("", |f| f.hostname.as_str()),
         "os": facts.map_or("", |f| f.os_pretty_name.as_str()),
         "model": facts.map_or("", |f| f.model.as_str()),
-        "average": averaged.map(|a| round(a.average)),
-        "max": averaged.map(|a| round(a.max)),
+        "average": averaged.map(|a| rounded(a.average)),
+        "max": averaged.map(|a| rounded(a.max)),
         "samples": averaged.map_or(0, |a| a.samples),
         "last_sample_ms": last_sample_ms,
         "measured": measured,
@@ -302,13 +311,13 @@ pub(super) fn shown(device: &Device, averaged: Option<&Averaged>, last_sample_ms
 pub(super) fn not_reporting(
     ctx: &ToolContext,
     seen: &[Device],
-    experience: &BTreeMap<String, DeviceExperience>,
+    experience: &Newest,
     limit: usize,
     now: i64,
 ) -> (Vec<Value>, usize) {
     let mut quiet: Vec<(Option<i64>, &Device)> = seen
         .iter()
-        .map(|d| (experience.get(&d.agent_id).map(|e| e.last_sample_ms), d))
+        .map(|d| (experience.get(d.agent_id.as_str()).map(|e| e.last_sample_ms), d))
         .filter(|(last, _)| last.is_none_or(|at| !reporting(ctx, at, now)))
         .collect();
     quiet.sort_by_key(|(last, d)| (last.unwrap_or(i64::MIN), d.agent_id.clone()));
@@ -316,16 +325,16 @@ pub(super) fn not_reporting(
     let shown = quiet
         .into_iter()
         .take(limit)
-        .map(|(last, d)| shown(d, None, last, experience.get(&d.agent_id).map(|e| e.measured.as_str())))
+        .map(|(last, d)| shown(d, None, last, experience.get(d.agent_id.as_str()).map(|e| e.measured.as_str())))
         .collect();
     (shown, count)
 }
 
 /// Devices of `seen` that cannot measure `metric`, with their reason.
-pub(super) fn cannot_measure(seen: &[Device], experience: &BTreeMap<String, DeviceExperience>, metric: &str) -> Vec<Value> {
+pub(super) fn cannot_measure(seen: &[Device], experience: &Newest, metric: &str) -> Vec<Value> {
     seen.iter()
         .filter_map(|d| {
-            let why = experience.get(&d.agent_id)?.absent.get(metric)?;
+            let why = experience.get(d.agent_id.as_str())?.absent.get(metric)?;
             Some(json!({"agent_id": d.agent_id, "hostname": d.hostname(), "why": why}))
         })
         .collect()
@@ -354,19 +363,20 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now});
     let since_ms = now - window_minutes * 60_000;
     // A window the recent views hold is answered from them (docs/experience.md, "At scale").
-    let (seen, experience, averages) = if raw_in_views(window_minutes) {
+    let (seen, views, stored, averages) = if raw_in_views(window_minutes) {
         let seen = cohort_members(ctx, cohort_key, args.cohort_value.as_deref()).await?;
         let views = recent_views(ctx).await?;
         let averages: BTreeMap<String, Averaged> = views
-            .iter()
+            .each_of(seen.iter().map(|d| d.agent_id.as_str()))
+            .into_iter()
             .filter_map(|v| {
                 let agent = &v.experience.agent_id;
                 Some((agent.clone(), averaged(agent, metric, v.raw_since(metric, since_ms))?))
             })
             .collect();
-        (seen, views.iter().map(|v| (v.experience.agent_id.clone(), (*v.experience).clone())).collect(), averages)
+        (seen, Some(views), Vec::new(), averages)
     } else {
-        let (seen, experience) = candidates(ctx, cohort_key, args.cohort_value.as_deref()).await?;
+        let (seen, stored) = candidates(ctx, cohort_key, args.cohort_value.as_deref()).await?;
         let store = &ctx.services().repositories().experience;
         let averages: BTreeMap<String, Averaged> = store
             .averages(ctx.reach(), &[metric], since_ms, Resolution::Raw)
@@ -374,7 +384,11 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
             .into_iter()
             .map(|a| (a.agent_id.clone(), a))
             .collect();
-        (seen, experience, averages)
+        (seen, None, stored, averages)
+    };
+    let experience = match &views {
+        Some(views) => newest(views.iter().map(|v| &*v.experience)),
+        None => newest(&stored),
     };
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
@@ -389,7 +403,7 @@ async fn devices_ranked(ctx: &ToolContext, args: args::ListDexPerfDevices) -> Re
         .into_iter()
         .take(limit)
         .map(|(d, a)| {
-            let measured = experience.get(&d.agent_id).map(|e| e.measured.as_str());
+            let measured = experience.get(d.agent_id.as_str()).map(|e| e.measured.as_str());
             shown(d, Some(a), Some(a.last_ms), measured)
         })
         .collect();

@@ -17,5 +17,8 @@ pub(crate) mod pages;
 /// like the benchmark's synthetic one, uses none of it).
 #[allow(dead_code)]
 pub(crate) mod recent_views;
+/// Percentiles across devices, for the experience tools (likewise).
+#[allow(dead_code)]
+pub(crate) mod spread;
 
 include!(concat!(env!("OUT_DIR"), "/handler_modules.rs"));

@@ -11,8 +11,9 @@ use toolgate_domain::fleet::parts::Breakdown;
 use toolgate_domain::{ToolError, ToolOutput, ToolResult};
 use toolgate_store::{Averaged, Occurrence, Resolution};
 
+use super::spread::rounded;
 use super::experience::{
-    Device, FleetWindow, candidates, cannot_measure, not_reporting, ranking, shown, window_span,
+    Device, FleetWindow, candidates, cannot_measure, newest, not_reporting, ranking, shown, window_span,
 };
 use crate::args;
 use crate::registry::SIGNALS;
@@ -115,7 +116,6 @@ async fn interfaces_with_errors(
     let mut worst: Vec<((String, String), [f64; 2])> = rates.into_iter().filter(|(_, r)| r[0] + r[1] > 0.0).collect();
     worst.sort_by(|a, b| (b.1[0] + b.1[1]).total_cmp(&(a.1[0] + a.1[1])).then_with(|| a.0.cmp(&b.0)));
     let count = worst.len();
-    let round = |v: f64| (v * 1000.0).round() / 1000.0;
     let shown = worst
         .into_iter()
         .take(INTERFACES_SHOWN)
@@ -123,7 +123,7 @@ async fn interfaces_with_errors(
             let hostname = seen.get(&agent_id).map_or("", |d| d.hostname());
             json!({
                 "agent_id": agent_id, "hostname": hostname, "interface": interface,
-                "errors_per_s": round(errors), "drops_per_s": round(drops),
+                "errors_per_s": rounded(errors), "drops_per_s": rounded(drops),
             })
         })
         .collect();
@@ -140,7 +140,8 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
     let since_ms = now - window_minutes * 60_000;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).max(1) as usize;
     let key = args.key.as_deref().unwrap_or(DEFAULT_KEY);
-    let (seen, experience) = candidates(ctx, key, args.cohort_value.as_deref()).await?;
+    let (seen, stored) = candidates(ctx, key, args.cohort_value.as_deref()).await?;
+    let experience = newest(&stored);
     let head = json!({"metric": named, "window_minutes": window_minutes, "generated_at_ms": now, "cooc": args.cooc});
     if args.filter.as_deref() == Some("not_reporting") {
         let (quiet, count) = not_reporting(ctx, &seen, &experience, limit, now);
@@ -186,7 +187,7 @@ pub async fn list_network_devices(ctx: &ToolContext, args: args::ListNetworkDevi
         .into_iter()
         .take(limit)
         .map(|(d, a)| {
-            let mut row = shown(d, Some(&a), Some(a.last_ms), experience.get(&d.agent_id).map(|e| e.measured.as_str()));
+            let mut row = shown(d, Some(&a), Some(a.last_ms), experience.get(d.agent_id.as_str()).map(|e| e.measured.as_str()));
             let signals: Vec<&String> = held.get(&d.agent_id).map(|h| h.keys().collect()).unwrap_or_default();
             row["signals"] = json!(signals);
             row

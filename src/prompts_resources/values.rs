@@ -41,7 +41,7 @@ pub async fn all(
     // Agents, and the tags on them, only as far as the caller's grant reaches.
     let visible_tags = || async {
         let visible = services.groups().visible(reach).await?;
-        let mut tags = services.fleet().store().all_tags().await?;
+        let mut tags = services.fleet().store().all_tags(reach).await?;
         tags.retain(|(agent, _, _)| visible.contains(agent));
         Ok::<_, StoreError>(tags)
     };

@@ -332,6 +332,9 @@ pub trait FleetStore: Send + Sync {
         offset: usize,
         limit: usize,
     ) -> Result<RowPage>;
-    /// Every tag of every agent: (agent id, key, value).
-    async fn all_tags(&self) -> Result<Vec<(String, String, String)>>;
+    /// Every tag of every agent within `reach`: (agent id, key, value), by agent and key.
+    async fn all_tags(&self, reach: &Reach) -> Result<Vec<(String, String, String)>>;
+    /// The value of tag `key` on each agent within `reach` that has it: (agent id, value), in
+    /// agent order.
+    async fn tag_values(&self, reach: &Reach, key: &str) -> Result<Vec<(String, String)>>;
 }

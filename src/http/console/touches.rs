@@ -7,7 +7,6 @@
 use maud::{Markup, html};
 use toolgate_domain::approvals::Approval;
 use toolgate_domain::fleet::scope;
-use toolgate_domain::groups::Visible;
 use toolgate_domain::targets::Targets;
 use toolgate_fleet::{GroupIndex, Labels, TagIndex};
 use toolgate_gate::Reviewing;
@@ -29,11 +28,12 @@ async fn agents_of(
     };
     let parsed = scope::parse(expression).map_err(|e| format!("its scope does not parse: {e}"))?;
     let store = services.repositories();
-    let among = match reviewing.submitter_reach(ticket).await.map_err(|e| e.to_string())? {
-        Some(reach) => store.groups.visible(&reach).await.map_err(|e| e.to_string())?,
-        None => Visible::nothing(),
+    let Some(reach) = reviewing.submitter_reach(ticket).await.map_err(|e| e.to_string())? else {
+        // A submitter who may no longer reach anything: the scope matches nothing for them.
+        return Ok(Some((Vec::new(), Some(parsed.canonical()))));
     };
-    let tags = store.fleet.all_tags().await.map_err(|e| e.to_string())?;
+    let among = store.groups.visible(&reach).await.map_err(|e| e.to_string())?;
+    let tags = store.fleet.all_tags(&reach).await.map_err(|e| e.to_string())?;
     let (groups, memberships) = match (store.groups.management_groups().await, store.groups.memberships().await) {
         (Ok(g), Ok(m)) => (g, m),
         (Err(e), _) | (_, Err(e)) => return Err(e.to_string()),

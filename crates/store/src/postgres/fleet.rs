@@ -306,13 +306,37 @@ impl FleetStore for PostgresStore {
         filtered_page(read_after, filter, offset, limit).await
     }
 
-    async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
+    async fn all_tags(&self, reach: &Reach) -> Result<Vec<(String, String, String)>> {
         pg(async {
-            let c = self.conn().await?;
-            rows(&*c, "SELECT agent_id, key, value FROM agent_tag ORDER BY agent_id, key", &[])
+            let groups = reach_param(reach);
+            let values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                groups.iter().map(|g| g as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+            let sql = format!(
+                "SELECT agent_id, key, value FROM agent_tag WHERE TRUE{} ORDER BY agent_id, key",
+                super::experience::confined("agent_id", &groups, 1)
+            );
+            rows(&*self.conn().await?, &sql, &values)
                 .await?
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect()
+        })
+        .await
+    }
+
+    async fn tag_values(&self, reach: &Reach, key: &str) -> Result<Vec<(String, String)>> {
+        pg(async {
+            let groups = reach_param(reach);
+            let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&key];
+            values.extend(groups.iter().map(|g| g as &(dyn tokio_postgres::types::ToSql + Sync)));
+            let sql = format!(
+                "SELECT agent_id, value FROM agent_tag WHERE key = $1{} ORDER BY agent_id",
+                super::experience::confined("agent_id", &groups, 2)
+            );
+            rows(&*self.conn().await?, &sql, &values)
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                 .collect()
         })
         .await

@@ -342,10 +342,26 @@ impl FleetStore for SqliteStore {
         filtered_page(read_after, filter, offset, limit).await
     }
 
-    async fn all_tags(&self) -> Result<Vec<(String, String, String)>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached("SELECT agent_id, key, value FROM agent_tag ORDER BY agent_id, key")?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+    async fn all_tags(&self, reach: &Reach) -> Result<Vec<(String, String, String)>> {
+        let (condition, groups) = super::experience::confined("agent_id", reach, 1);
+        self.read(move |c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT agent_id, key, value FROM agent_tag WHERE 1 = 1{condition} ORDER BY agent_id, key"
+            ))?;
+            stmt.query_map(rusqlite::params_from_iter(groups), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+        })
+        .await
+    }
+
+    async fn tag_values(&self, reach: &Reach, key: &str) -> Result<Vec<(String, String)>> {
+        let (condition, groups) = super::experience::confined("agent_id", reach, 2);
+        let key = key.to_string();
+        self.read(move |c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT agent_id, value FROM agent_tag WHERE key = ?1{condition} ORDER BY agent_id"
+            ))?;
+            let params = rusqlite::params_from_iter(std::iter::once(rusqlite::types::Value::from(key)).chain(groups));
+            stmt.query_map(params, |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
         })
         .await
     }

@@ -1,6 +1,7 @@
 //! Plugin configuration, kill switches, tags, groups, the audit log and health, on every backend.
 
 use toolgate_domain::audit::{AuditEvent, AuditFilter, AuditOutcome, TargetType};
+use toolgate_domain::groups::Reach;
 use toolgate_domain::records::Change;
 use toolgate_store::Repositories;
 
@@ -54,7 +55,24 @@ async fn tags_groups_and_health(r: Repositories) {
     r.tags.set_agent_tag("agt-2", "role", "db", by(2)).await.unwrap();
     let tags = r.tags.agent_tags("agt-1").await.unwrap();
     assert_eq!((tags.len(), tags[0].value.as_str(), tags[0].updated_at), (1, "dev", 2));
-    assert_eq!(r.fleet.all_tags().await.unwrap().len(), 2);
+    assert_eq!(r.fleet.all_tags(&Reach::Fleet).await.unwrap().len(), 2);
+    let enrolled = crate::fleet_work::with_agents(&r, 1).await.remove(0);
+    r.tags.set_agent_tag(&enrolled, "env", "prod", by(3)).await.unwrap();
+    let env = r.fleet.tag_values(&Reach::Fleet, "env").await.unwrap();
+    assert_eq!(env, [("agt-1".to_string(), "dev".to_string()), (enrolled.clone(), "prod".to_string())]);
+    assert!(r.fleet.tag_values(&Reach::Fleet, "nope").await.unwrap().is_empty());
+    // Confined in the query: a reader of one group reads its members' tags only.
+    let team = crate::groups::top_group(&r, "Team").await;
+    let reach = Reach::Groups(vec![team.id.clone()].into());
+    assert!(
+        r.fleet.tag_values(&reach, "env").await.unwrap().is_empty()
+            && r.fleet.all_tags(&reach).await.unwrap().is_empty()
+    );
+    r.groups.add_member(&team.id, &enrolled).await.unwrap().unwrap();
+    assert_eq!(r.fleet.tag_values(&reach, "env").await.unwrap(), [(enrolled.clone(), "prod".to_string())]);
+    assert_eq!(r.fleet.all_tags(&reach).await.unwrap(), [(enrolled.clone(), "env".to_string(), "prod".to_string())]);
+    r.groups.remove_member(&team.id, &enrolled).await.unwrap().unwrap();
+    r.groups.delete_group(&team.id).await.unwrap().unwrap();
     assert_eq!(r.tags.delete_agent_tag("agt-1", "env").await.unwrap(), Some("dev".into()));
     assert_eq!(r.tags.delete_agent_tag("agt-1", "env").await.unwrap(), None);
     let groups = r.groups.management_groups().await.unwrap();
