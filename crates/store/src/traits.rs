@@ -335,6 +335,6 @@ pub trait FleetStore: Send + Sync {
     /// Every tag of every agent within `reach`: (agent id, key, value), by agent and key.
     async fn all_tags(&self, reach: &Reach) -> Result<Vec<(String, String, String)>>;
     /// The value of tag `key` on each agent within `reach` that has it: (agent id, value), in
-    /// agent order.
+    /// agent order by the store's collation.
     async fn tag_values(&self, reach: &Reach, key: &str) -> Result<Vec<(String, String)>>;
 }
