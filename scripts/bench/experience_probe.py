@@ -4,8 +4,12 @@ get_dex_perf_fleet, list_dex_perf_devices and get_dex_perf_cohort_diff (tag KEY,
 odd) at their default windows and at longer ones: the first call (which makes the summary the
 server keeps for a sample interval), and p50 and p90 of COUNT calls each after it.
 
+First, the floor: a ping and a one-agent list_agents page, p50 and p90 of 40 each.
+
 usage: experience_probe.py HOST:PORT TOKEN COUNT TAG_KEY
 """
+import http.client
+import json
 import sys
 import time
 
@@ -15,9 +19,29 @@ from fleet_probe import caller, percentile
 TIMEOUT_S = 60
 
 
+def floor(address, token, count=40):
+    """What any call waits for meanwhile: a ping and a one-agent page, p50 and p90."""
+    conn = http.client.HTTPConnection(address, timeout=TIMEOUT_S)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+               "Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+    call = caller(address, token)
+    for name, once in [
+        ("ping", lambda: (conn.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), headers),
+                          conn.getresponse().read())),
+        ("list_agents {'limit': 1}", lambda: call("list_agents", {"limit": 1})),
+    ]:
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            once()
+            times.append((time.perf_counter() - start) * 1000)
+        print(f"RESULT floor {name}: p50 {percentile(times, 50):.1f} ms, p90 {percentile(times, 90):.1f} ms", flush=True)
+
+
 def main():
     address, token, count, key = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     call = caller(address, token)
+    floor(address, token)
     cohort = {"key": f"tag:{key}", "a": "even", "b": "odd"}
     # The default windows first: a long window's read goes on in the server after the probe
     # stops waiting for it, and would be timed with the reads after it.
