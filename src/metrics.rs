@@ -115,6 +115,10 @@ fn describe() {
     describe_counter!(POLLS, "Result polls by tool and verdict (ready, not_ready)");
     describe_counter!(CONSOLE_SIGN_INS, "Console sign-in attempts by result (success, denied, locked)");
     describe_counter!(CONSOLE_STEP_UPS, "Console step-up codes by result (success, denied, locked)");
+    describe_counter!(
+        toolgate_fleet::VIEWS_MADE,
+        "Recent views of devices' experience made from the store, by what made them (read, report, hour)"
+    );
     describe_counter!(SESSIONS_OPENED, "Handshake-era MCP sessions opened");
     describe_counter!(STREAMS_REFUSED, "Streams refused by the cap that refused them");
     describe_counter!(STREAMS_CLOSED, "Streams ended, by why");

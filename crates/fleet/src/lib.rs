@@ -34,7 +34,7 @@ mod waves;
 
 pub use certs::{CertificateIssuer, CertificateReason, PeerCertificate, PresentedCertificate};
 pub use delivery::RuleSet;
-pub use experience_views::{DeviceView, VIEW_HOURS, VIEW_RAW_MS, day_since};
+pub use experience_views::{DeviceView, VIEW_HOURS, VIEW_RAW_MS, VIEWS_MADE, day_since};
 pub use hub::{Hub, Kick, Link};
 pub use plans::{NO_APPROVED_PLAN, TOO_OLD_TO_PLAN};
 pub use reports::{MAX_REPORTS_PER_AGENT, MAX_WAITING_REPORTS, REPORT_QUEUE_WAIT, ReportPlace, ReportRefusal};
