@@ -158,6 +158,11 @@ pub struct ServeArgs {
     /// retries. Agents do not use --max-unauthenticated-connections (the MCP endpoint's).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_handshakes, env = "TOOLGATE_MAX_AGENT_HANDSHAKES")]
     max_agent_handshakes: usize,
+    /// The niceness of the threads that take agents' connections and reports, 0 to 19. When
+    /// the core is busy a call's work goes first, the agents' takes what is left (an agent
+    /// keeps its report until it is acknowledged); 0 shares the core evenly.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19), env = "TOOLGATE_AGENT_NICE")]
+    agent_nice: i32,
     /// Agents' report uploads taken at once; others wait their turn (up to 1,024 of them for up
     /// to 30 s; past that the agent is told the server is busy and retries later).
     #[arg(long, value_name = "N", default_value_t = FleetSettings::default().max_concurrent_reports as u64, value_parser = clap::value_parser!(u64).range(1..), env = "TOOLGATE_MAX_CONCURRENT_REPORTS")]
@@ -289,6 +294,7 @@ impl ServeArgs {
                 report_idle_ms: self.agent_report_idle_ms,
                 revocation_check_ms: self.cert_revocation_check_ms,
             },
+            agent_nice: self.agent_nice,
             local_agent: self.local_agent,
             compliance: crate::compliance::RuleSource::new(self.compliance, &data_dir),
             deployment,

@@ -48,7 +48,10 @@ pub async fn agent_socket(
     if let Some(Extension(connection)) = connection {
         connection.authenticated();
     }
-    small_buffers(upgrade).on_upgrade(move |socket| converse(hub, socket, handshake, peer, over_tls))
+    // The conversation runs on the agents' threads, below the calls' priority (agent_work.rs).
+    small_buffers(upgrade).on_upgrade(move |socket| async move {
+        state.agent_work.run(converse(hub, socket, handshake, peer, over_tls)).await
+    })
 }
 
 /// An agent connection's WebSocket: small buffers, frames capped.

@@ -5,6 +5,7 @@ mod admission;
 mod agent_endpoint;
 mod agent_frames;
 mod agent_uploads;
+pub mod agent_work;
 mod api;
 mod auth;
 mod auth_failures;
@@ -76,6 +77,8 @@ pub struct Config {
     /// How long an authenticated token is trusted without asking the store again.
     pub auth_cache_ttl_ms: i64,
     pub fleet: toolgate_fleet::FleetSettings,
+    /// The niceness of the agents' threads (`--agent-nice`, http/agent_work.rs).
+    pub agent_nice: i32,
     /// Also run an agent on this machine, enrolled on first start (`--local-agent`).
     pub local_agent: bool,
     /// Where the compliance rules come from (`--compliance`).
@@ -119,10 +122,13 @@ pub struct AppState {
     pub oauth_callers: oauth_callers::OAuthCallers,
     /// Console sign-ins begun at the identity provider, waiting for its answer.
     pub idp_sign_ins: console::PendingSignIns,
+    /// Agent connections' own threads, below the calls' priority.
+    pub agent_work: agent_work::AgentWork,
 }
 
 impl AppState {
-    pub fn new(config: Config, mcp: McpServer) -> Self {
+    pub fn new(config: Config, mcp: McpServer) -> std::io::Result<Self> {
+        let agent_work = agent_work::AgentWork::start(config.agent_nice)?;
         let auth_failures = Arc::new(auth_failures::AuthFailures::new(config.auth_failure_window_ms));
         let console = console::ConsoleSessions::new(config.console_idle_ms, config.console_step_up_ms);
         let services = mcp.services_handle();
@@ -141,7 +147,7 @@ impl AppState {
         });
         let oauth_callers = oauth_callers::OAuthCallers::new(config.auth_cache_ttl_ms);
         let idp_sign_ins = console::PendingSignIns::default();
-        Self {
+        Ok(Self {
             config,
             services,
             mcp: Arc::new(mcp),
@@ -151,7 +157,8 @@ impl AppState {
             oauth,
             oauth_callers,
             idp_sign_ins,
-        }
+            agent_work,
+        })
     }
 }
 

@@ -198,7 +198,7 @@ pub async fn serve(config: Config) -> Result<()> {
     // MCP listener tells agents that come to it where to go.
     let mut config = config;
     config.agent_listen = agent_listener.as_ref().map(|_| agents_at);
-    let state = Arc::new(AppState::new(config, mcp));
+    let state = Arc::new(AppState::new(config, mcp).context("cannot start the agents' threads")?);
     if let (Some(deployment), Some(oauth)) = (&state.config.deployment, &state.oauth) {
         crate::deployment::check_groups(&deployment.file, &*services.repositories().groups)
             .await
@@ -222,7 +222,8 @@ pub async fn serve(config: Config) -> Result<()> {
         .run(stop_upkeep.clone()),
     );
     let sweeper = tokio::spawn(super::upkeep::sweep_agents(hub.clone(), stop_upkeep.clone()));
-    let views = tokio::spawn(super::upkeep::refresh_experience_views(hub.clone(), stop_upkeep.clone()));
+    // Below the calls' priority, as the reports it follows (agent_work.rs).
+    let views = state.agent_work.spawn(super::upkeep::refresh_experience_views(hub.clone(), stop_upkeep.clone()));
     let follower = feed.map(|feed| {
         let answers = tokio::spawn(state.mcp.clone().follow_replicas(feed.clone(), stop_upkeep.clone()));
         (tokio::spawn(hub.clone().follow(feed, stop_upkeep.clone())), answers)

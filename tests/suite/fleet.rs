@@ -42,10 +42,37 @@ fn kernel_release() -> String {
     String::from_utf8(Command::new("uname").arg("-r").output().unwrap().stdout).unwrap().trim().to_string()
 }
 
+/// The niceness in a thread's /proc stat (field 19; the fields after the name's closing
+/// parenthesis start at field 3).
+fn nice_in(stat: &str) -> Option<i32> {
+    stat[stat.rfind(')')? + 2..].split(' ').nth(19 - 3)?.parse().ok()
+}
+
+/// Each thread of process `pid`: its name, niceness and nanoseconds on a CPU (schedstat's
+/// first field: finer than stat's clock ticks).
+fn threads_of(pid: u32) -> Vec<(String, i32, u64)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let task = task.ok()?.path();
+            let name = std::fs::read_to_string(task.join("comm")).ok()?.trim().to_string();
+            let nice = nice_in(&std::fs::read_to_string(task.join("stat")).ok()?)?;
+            let ran = std::fs::read_to_string(task.join("schedstat")).ok()?.split(' ').next()?.parse().ok()?;
+            Some((name, nice, ran))
+        })
+        .collect()
+}
+
+/// Nanoseconds the server's agents' threads have run.
+fn agent_threads_cpu_ns(s: &Server) -> u64 {
+    threads_of(s.pid()).iter().filter(|t| t.0 == "toolgate-agents").map(|t| t.2).sum()
+}
+
 #[test]
 fn three_real_agents_enroll_report_go_offline_come_back_and_are_revoked() {
     let s = start(FAST);
     let schemas = output_schemas(&s);
+    let agents_cpu_before = agent_threads_cpu_ns(&s);
     let states = tempfile::tempdir().unwrap();
     let token = mint(&s, &["--uses", "3"]);
     let names = ["fleet-a", "fleet-b", "fleet-c"];
@@ -76,6 +103,16 @@ fn three_real_agents_enroll_report_go_offline_come_back_and_are_revoked() {
         wait_for_table(&s, &schemas, &ids[name], "installed_software");
         assert_eq!(reported_packages(&s, &schemas, &ids[name]), dpkg, "{name}");
     }
+    // Their connections and reports ran on the agents' threads, below the calls' priority
+    // (--agent-nice, 10 by default); the threads that answer calls kept the server's own.
+    let own_nice = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()).unwrap();
+    let threads = threads_of(s.pid());
+    let (agents_threads, callers_threads): (Vec<_>, Vec<_>) = threads.iter().partition(|t| t.0 == "toolgate-agents");
+    assert!(!agents_threads.is_empty(), "{threads:?}");
+    assert!(agents_threads.iter().all(|t| t.1 == own_nice.max(10)), "{threads:?}");
+    assert!(callers_threads.iter().all(|t| t.1 == own_nice), "{threads:?}");
+    let agents_cpu = agent_threads_cpu_ns(&s) - agents_cpu_before;
+    assert!(agents_cpu >= 1_000_000, "the agents' threads ran {agents_cpu} ns for three agents' inventories");
 
     let tables = structured(&s, &schemas, "list_inventory_tables", json!({}));
     let software = tables["tables"].as_array().unwrap().iter().find(|t| t["name"] == "installed_software").unwrap();

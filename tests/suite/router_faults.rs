@@ -81,6 +81,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         connections: Default::default(),
         auth_cache_ttl_ms: 1000,
         fleet: FleetSettings::default(),
+        agent_nice: 10,
         local_agent: false,
         compliance: toolgate::compliance::RuleSource::new(None, std::path::Path::new("unused")),
         deployment: None,
@@ -95,7 +96,7 @@ async fn app_caching_credentials(ttl_ms: Option<i64>) -> App {
         console_step_up_ms: 300_000,
     };
     let mcp = McpServer::new(services, Options::default()).unwrap();
-    let state = Arc::new(AppState::new(config, mcp));
+    let state = Arc::new(AppState::new(config, mcp).unwrap());
     App { router: router(state.clone()), store, operator, reviewer, agent, state }
 }
 
