@@ -85,7 +85,7 @@ fn lower_priority(_nice: i32) {}
 
 /// The calling thread's niceness.
 #[cfg(target_os = "linux")]
-pub fn thread_nice() -> i32 {
+fn thread_nice() -> i32 {
     // SAFETY: getpriority only reads its integer arguments; -1 is a valid niceness, so errno
     // is what tells an error apart, and a thread can always read its own.
     unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
