@@ -8,12 +8,10 @@ First, the floor: a ping and a one-agent list_agents page, p50 and p90 of 40 eac
 
 usage: experience_probe.py HOST:PORT TOKEN COUNT TAG_KEY
 """
-import http.client
-import json
 import sys
 import time
 
-from fleet_probe import caller, percentile
+from fleet_probe import caller, percentile, poster
 
 # What fleet_probe.caller waits for an answer.
 TIMEOUT_S = 60
@@ -21,13 +19,10 @@ TIMEOUT_S = 60
 
 def floor(address, token, count=40):
     """What any call waits for meanwhile: a ping and a one-agent page, p50 and p90."""
-    conn = http.client.HTTPConnection(address, timeout=TIMEOUT_S)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+    post = poster(address, token)
     call = caller(address, token)
     for name, once in [
-        ("ping", lambda: (conn.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), headers),
-                          conn.getresponse().read())),
+        ("ping", lambda: post("ping")),
         ("list_agents {'limit': 1}", lambda: call("list_agents", {"limit": 1})),
     ]:
         times = []

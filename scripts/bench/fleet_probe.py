@@ -18,16 +18,27 @@ import sys
 import time
 
 
-def caller(address, token):
+def poster(address, token):
+    """A function that posts one JSON-RPC request (METHOD, PARAMS) over one keep-alive
+    connection and returns the decoded answer."""
     conn = http.client.HTTPConnection(address, timeout=60)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                "Accept": "application/json", "MCP-Protocol-Version": "2025-06-18"}
 
+    def post(method, params=None):
+        request = {"jsonrpc": "2.0", "id": 1, "method": method}
+        if params is not None:
+            request["params"] = params
+        conn.request("POST", "/mcp", json.dumps(request), headers)
+        return json.loads(conn.getresponse().read())
+    return post
+
+
+def caller(address, token):
+    post = poster(address, token)
+
     def call(tool, arguments):
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                           "params": {"name": tool, "arguments": arguments}})
-        conn.request("POST", "/mcp", body, headers)
-        answer = json.loads(conn.getresponse().read())
+        answer = post("tools/call", {"name": tool, "arguments": arguments})
         result = answer.get("result") or {}
         if result.get("isError") or "error" in answer:
             raise SystemExit(f"{tool} failed: {answer}")
