@@ -3,7 +3,8 @@
 # 1. Ingest: N simulated agents (bench/agents with LOAD_EXPERIENCE=1: synthetic samples of every
 #    declared metric, 12 programs and one interface) sample every 60 s and report every 60 s to a
 #    release server on this machine. Over MEASURE_S seconds of steady load: the server's CPU
-#    share (of one core), the samples stored a second, and the store's growth per device.
+#    share (of one core, and by thread name: the agents' threads against the calls'), the
+#    samples stored a second, and the store's growth per device.
 # 2. Reads: experience_probe.py times get_dex_perf_fleet, list_dex_perf_devices and
 #    get_dex_perf_cohort_diff while the agents go on reporting.
 # Both run on a store with a history: the agents enrol first, then with the load and the server
@@ -40,6 +41,10 @@ start_server() {
   echo "the server did not start"; cat "$WORK/server.err"; exit 1
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Each thread's name and CPU ticks (utime + stime: the 12th and 13th fields after the name's
+# closing parenthesis), so that the agents' threads (`toolgate-agents`, --agent-nice) and the
+# calls' are told apart.
+thread_ticks() { for t in /proc/"$1"/task/*; do sed 's/.*) //' "$t/stat" | awk -v name="$(cat "$t/comm")" '{print name, $12 + $13}'; done; }
 stored() { python3 -c "import sqlite3,sys; c=sqlite3.connect('file:$DB?mode=ro', uri=True); print(c.execute('SELECT COUNT(*) FROM experience_sample').fetchone()[0])"; }
 # Devices whose experience reached the server since the load started (a BENCH_WORK of an earlier
 # run keeps its agents enrolled: they reconnect rather than enroll).
@@ -74,8 +79,10 @@ measure_ingest() {
   sleep 60
   local ticks0 rows0 bytes0 w0 ticks1 rows1 bytes1 w1
   ticks0=$(cpu_ticks "$SERVER"); rows0=$(stored); bytes0=$(store_bytes); w0=$(date +%s.%N)
+  thread_ticks "$SERVER" >"$WORK/threads0"
   sleep "$MEASURE_S"
   ticks1=$(cpu_ticks "$SERVER"); rows1=$(stored); bytes1=$(store_bytes); w1=$(date +%s.%N)
+  thread_ticks "$SERVER" >"$WORK/threads1"
   echo "RESULT server RSS under load: $(rss_mib) MiB"
   python3 - "$ticks0" "$ticks1" "$rows0" "$rows1" "$bytes0" "$bytes1" "$w0" "$w1" "$(getconf CLK_TCK)" "$N" <<'PY'
 import sys
@@ -84,6 +91,20 @@ wall = w1 - w0
 print(f"RESULT ingest over {wall:.0f} s at {n} agents (a sample a minute each): server CPU {(t1 - t0) / hz / wall * 100:.1f}% of one core; "
       f"{(r1 - r0) / wall:.0f} metric values stored a second ({(r1 - r0) / wall * 60 / n:.1f} per agent a minute); "
       f"store grew {(b1 - b0) / wall * 86400 / n / 1e6:.2f} MB per device and day (raw samples before any retention sweep)")
+PY
+  python3 - "$WORK/threads0" "$WORK/threads1" "$w0" "$w1" "$(getconf CLK_TCK)" <<'PY'
+import collections, sys
+def by_name(path):
+    ticks = collections.Counter()
+    for line in open(path):
+        name, t = line.rsplit(None, 1)
+        ticks[name] += int(t)
+    return ticks
+before, after = by_name(sys.argv[1]), by_name(sys.argv[2])
+wall, hz = float(sys.argv[4]) - float(sys.argv[3]), int(sys.argv[5])
+# Threads that ended meanwhile took their ticks with them: a share is a lower bound.
+shares = ", ".join(f"{name} {max(0, after[name] - before[name]) / hz / wall * 100:.1f}%" for name in sorted(after, key=lambda k: before[k] - after[k]))
+print(f"RESULT server CPU by thread name (of one core): {shares}")
 PY
 }
 # The reads, while the agents go on reporting (the last 15 minutes need their samples).
